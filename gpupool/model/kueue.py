@@ -58,8 +58,8 @@ class ClusterQueue:
     queueing_strategy: str = "BestEffortFIFO"
     namespace_selector: dict | None = None
     preemption: Preemption = field(default_factory=Preemption)
-    flavor_fungibility_when_cannot_borrow: str = "MayStopSearch"
-    flavor_fungibility_when_cannot_preempt: str = "TryNextFlavor"
+    flavor_fungibility_when_can_borrow: str = "MayStopSearch"
+    flavor_fungibility_when_can_preempt: str = "TryNextFlavor"
     fair_weight: float = 1.0
     stop_policy: str = "None"
     admission_checks: tuple[str, ...] = ()
