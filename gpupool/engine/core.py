@@ -1,0 +1,367 @@
+"""The discrete-event engine: a virtual clock, the event heap, and every state transition.
+
+The policy proposes (``decide``), the engine checks and applies, and records what happened.
+Events at one instant are applied together, then the policy is asked once: that mirrors how
+both slurmctld and Kueue batch what arrived since their last pass.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from gpupool.engine.decisions import CANCEL, Pending, Preempt, Reject, Start
+from gpupool.engine.job import PENDING, PLACING, RUNNING, Job
+from gpupool.engine.nodes import NodeTable
+from gpupool.engine.policy_api import Policy
+from gpupool.engine.snapshot import Snapshot
+from gpupool.errors import GpupoolError, InvariantViolation
+from gpupool.model.pool import Pool
+from gpupool.model.workload import Workload
+
+# Event kinds, in the order they apply at one instant: resources are freed before new work
+# arrives, so a policy sees both in the same pass.
+EV_END = 0
+EV_NODE = 1
+EV_ELIGIBLE = 2
+EV_TICK = 3
+
+NODE_DOWN = "down"
+NODE_UP = "up"
+NODE_DRAIN = "drain"
+NODE_RESUME = "resume"
+NODE_EVENTS = (NODE_DOWN, NODE_UP, NODE_DRAIN, NODE_RESUME)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A fault or an operation on one node at a time (from a faults file or an operator)."""
+
+    time: float
+    node: str
+    event: str
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class RunOutput:
+    """What one run produced: the job records, the timeline and the event log."""
+
+    pool: Pool
+    policy: str
+    jobs: list[Job]
+    #: (time, allocated GPUs, GPUs of running jobs, pending jobs, running jobs) per instant.
+    timeline: list[tuple[float, int, int, int, int]]
+    #: (time, event, job id, detail) when events are recorded.
+    events: list[tuple[float, str, int, str]] = field(default_factory=list)
+    end_time: float = 0.0
+
+
+class Engine:
+    """One simulated run of ``workloads`` on ``pool`` under ``policy``."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        workloads: list[Workload],
+        policy: Policy,
+        *,
+        faults: list[NodeEvent] = (),
+        check: bool = False,
+        until: float | None = None,
+        record_events: bool = True,
+    ) -> None:
+        self.pool = pool
+        self.policy = policy
+        self.check = check
+        self.until = until
+        self.record_events = record_events
+        self.nodes = NodeTable(pool, check=check)
+        ids = [wl.id for wl in workloads]
+        if len(set(ids)) != len(ids):
+            raise GpupoolError("workload ids must be unique within a run")
+        self.jobs: dict[int, Job] = {}
+        self._arrivals: list[Job] = []
+        for wl in sorted(workloads, key=lambda w: (w.submit_time, w.id)):
+            job = Job(wl)
+            self.jobs[wl.id] = job
+            self._arrivals.append(job)
+        self.pending: dict[int, Job] = {}
+        self.active: dict[int, Job] = {}
+        self._heap: list[tuple] = []
+        self._seq = 0
+        for fault in sorted(faults, key=lambda f: (f.time, f.node, f.event)):
+            if fault.node not in self.nodes.index:
+                raise GpupoolError(f"fault at {fault.time}s names node {fault.node!r}, which the pool does not have")
+            self._push(fault.time, EV_NODE, self.nodes.index[fault.node], (fault.event, fault.reason))
+        self.events: list[tuple[float, str, int, str]] = []
+        self.timeline: list[tuple[float, int, int, int, int]] = []
+        self._allocated_gpus = 0
+        self._running_gpus = 0
+        self._running = 0
+        self.now = 0.0
+
+    # ----------------------------------------------------------------- event plumbing
+    def _push(self, time: float, kind: int, a, b) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time, kind, self._seq, a, b))
+
+    def _log(self, time: float, what: str, job_id: int, detail: str = "") -> None:
+        if self.record_events:
+            self.events.append((time, what, job_id, detail))
+
+    # ----------------------------------------------------------------- main loop
+    def run(self) -> RunOutput:
+        policy = self.policy
+        tick = policy.tick_interval
+        if tick:
+            self._push(0.0, EV_TICK, 0, None)
+        arrivals = self._arrivals
+        n_arrivals = len(arrivals)
+        next_arrival = 0
+        heap = self._heap
+        pending = self.pending
+        snapshot = Snapshot(0.0, self.pool, self.nodes, pending, self.active, self.jobs)
+        inf = math.inf
+        idle_ticks = 0
+        while True:
+            t_heap = heap[0][0] if heap else inf
+            t_arr = arrivals[next_arrival].submit if next_arrival < n_arrivals else inf
+            t = t_heap if t_heap < t_arr else t_arr
+            if t == inf:
+                break
+            if self.until is not None and t > self.until:
+                break
+            if (not self.active and next_arrival >= n_arrivals and len(heap) == 1
+                    and heap[0][1] == EV_TICK):
+                # Only the periodic tick is left: give the policy one more pass, then stop
+                # (jobs it still leaves pending can never start).
+                idle_ticks += 1
+                if idle_ticks > 1 or not pending:
+                    break
+            else:
+                idle_ticks = 0
+            self.now = t
+            trigger = "event"
+            # Resources freed and node changes first, then arrivals, then ticks.
+            while heap and heap[0][0] == t and heap[0][1] <= EV_ELIGIBLE:
+                _, kind, _, a, b = heapq.heappop(heap)
+                if kind == EV_END:
+                    job = self.jobs[a]
+                    if job.token == b[0] and job.state == RUNNING:
+                        self._finish(job, t, b[1])
+                elif kind == EV_NODE:
+                    self._node_event(a, b[0], b[1], t)
+            while next_arrival < n_arrivals and arrivals[next_arrival].submit == t:
+                job = arrivals[next_arrival]
+                next_arrival += 1
+                pending[job.id] = job
+                self._log(t, "submitted", job.id)
+                if job.eligible > t:
+                    self._push(job.eligible, EV_ELIGIBLE, job.id, None)
+            while heap and heap[0][0] == t:
+                _, kind, _, a, b = heapq.heappop(heap)
+                if kind == EV_TICK:
+                    trigger = "tick"
+                    if tick:
+                        self._push(t + tick, EV_TICK, 0, None)
+            snapshot.now = t
+            snapshot.trigger = trigger
+            if pending:
+                decisions = policy.decide(snapshot)
+                if decisions:
+                    self._apply(decisions, t)
+            self.timeline.append((t, self._allocated_gpus, self._running_gpus, len(pending), self._running))
+        if self.check:
+            self._check_final()
+        return RunOutput(self.pool, policy.name, list(self.jobs.values()), self.timeline, self.events, self.now)
+
+    # ----------------------------------------------------------------- transitions
+    def _apply(self, decisions, t: float) -> None:
+        for d in decisions:
+            cls = type(d)
+            if cls is Start:
+                self._start(d, t)
+            elif cls is Preempt:
+                self._preempt(d, t)
+            elif cls is Pending:
+                job = self.jobs[d.job_id]
+                if job.state == PENDING:
+                    job.reason = d.reason
+            elif cls is Reject:
+                job = self.pending.pop(d.job_id, None)
+                if job is None:
+                    raise InvariantViolation(f"policy rejected job {d.job_id}, which is not pending")
+                job.reason = d.reason
+                self._final(job, t, "REJECTED")
+            else:
+                raise InvariantViolation(f"unknown decision {d!r}")
+
+    def _start(self, d: Start, t: float) -> None:
+        job = self.jobs.get(d.job_id)
+        if job is None or job.state not in (PENDING, PLACING):
+            raise InvariantViolation(f"policy started job {d.job_id}, which is not waiting")
+        if job.eligible > t:
+            raise InvariantViolation(f"policy started job {job.id} before it is eligible")
+        placement = d.placement
+        placed = len(job.placement) + len(placement)
+        if placed > job.pods_total or (not d.partial and placed != job.pods_total):
+            raise InvariantViolation(f"job {job.id}: placement of {placed} pods for a job of {job.pods_total}")
+        nodes = self.nodes
+        for pod in placement:
+            if not nodes.up[pod[0]] or nodes.drain[pod[0]]:
+                raise InvariantViolation(f"job {job.id} placed on unavailable node {nodes.names[pod[0]]}")
+        if self.check:
+            self._check_pod_shapes(job, placement)
+        nodes.allocate(placement)
+        gpus = 0
+        for pod in placement:
+            gpus += pod[1].bit_count()
+        self._allocated_gpus += gpus
+        job.held_gpus += gpus
+        if job.state == PENDING:
+            del self.pending[job.id]
+            self.active[job.id] = job
+            job.placing_since = t
+            job.state = PLACING
+        job.placement = job.placement + tuple(placement)
+        job.via = d.via or job.via
+        if len(job.placement) >= job.pods_needed:
+            self._run(job, t)
+        else:
+            self._log(t, "placed", job.id, f"{len(job.placement)}/{job.pods_total} pods")
+
+    def _run(self, job: Job, t: float) -> None:
+        """The gang is complete: the job starts making progress now."""
+        job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
+        job.placing_since = None
+        job.state = RUNNING
+        job.start = t
+        if job.first_start is None:
+            job.first_start = t
+        job.token += 1
+        self._running += 1
+        self._running_gpus += job.held_gpus
+        limit = job.wl.time_limit
+        if limit is not None and job.remaining > limit + self.policy.over_time_limit:
+            end, state = t + limit + self.policy.over_time_limit, "TIMEOUT"
+        else:
+            end, state = t + job.remaining, job.wl.outcome
+        self._push(end, EV_END, job.id, (job.token, state))
+        self._log(t, "started", job.id, job.via)
+
+    def _release(self, job: Job, t: float) -> float:
+        """Free the job's resources; return the seconds it ran in this run segment."""
+        self.nodes.release(job.placement)
+        self._allocated_gpus -= job.held_gpus
+        del self.active[job.id]
+        ran = 0.0
+        if job.state == RUNNING:
+            ran = t - job.start
+            job.gpu_s_used += ran * job.held_gpus
+            self._running -= 1
+            self._running_gpus -= job.held_gpus
+        else:  # PLACING: the gang never formed; all of it was idle holding
+            job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
+            job.placing_since = None
+        return ran
+
+    def _finish(self, job: Job, t: float, state: str) -> None:
+        self._release(job, t)
+        job.remaining = 0.0 if state != "TIMEOUT" else max(0.0, job.remaining - (t - job.start))
+        self._final(job, t, state)
+
+    def _final(self, job: Job, t: float, state: str) -> None:
+        if job.final_state is not None:
+            raise InvariantViolation(f"job {job.id} ended twice ({job.final_state}, then {state})")
+        job.final_state = state
+        job.state = state
+        job.end = t
+        self._log(t, "finished", job.id, state)
+
+    def _preempt(self, d: Preempt, t: float) -> None:
+        job = self.jobs.get(d.job_id)
+        if job is None or job.state not in (RUNNING, PLACING):
+            raise InvariantViolation(f"policy preempted job {d.job_id}, which holds no resources")
+        was_running = job.state == RUNNING
+        held = job.held_gpus
+        ran = self._release(job, t)
+        job.preemptions += 1
+        self._log(t, "preempted", job.id, f"{d.mode} {d.reason}".strip())
+        if was_running:
+            self._account_lost_work(job, ran, held)
+        if d.mode == CANCEL:
+            self._final(job, t, "PREEMPTED")
+            job.end_reason = d.reason
+            return
+        self._requeue(job, t, d.requeue_delay)
+
+    def _account_lost_work(self, job: Job, ran: float, gpus: int) -> None:
+        """Work since the last checkpoint is lost; checkpointed progress is kept."""
+        interval = job.wl.checkpoint_interval
+        saved = math.floor(ran / interval) * interval if interval else 0.0
+        job.gpu_s_lost += (ran - saved) * gpus
+        job.remaining = max(0.0, job.remaining - saved)
+
+    def _requeue(self, job: Job, t: float, delay: float) -> None:
+        job.state = PENDING
+        job.placement = ()
+        job.held_gpus = 0
+        job.start = None
+        job.requeues += 1
+        job.submit = t
+        job.eligible = t + delay
+        self.pending[job.id] = job
+        self._log(t, "requeued", job.id)
+        if delay > 0:
+            self._push(job.eligible, EV_ELIGIBLE, job.id, None)
+
+    def _node_event(self, node: int, event: str, reason: str, t: float) -> None:
+        nodes = self.nodes
+        if event == NODE_DOWN:
+            nodes.up[node] = False
+            victims = [j for j in self.active.values() if any(p[0] == node for p in j.placement)]
+            for job in victims:
+                was_running = job.state == RUNNING
+                held = job.held_gpus
+                ran = self._release(job, t)
+                if was_running:
+                    self._account_lost_work(job, ran, held)
+                if job.wl.requeue:
+                    self._log(t, "node_fail", job.id, nodes.names[node])
+                    self._requeue(job, t, 0.0)
+                else:
+                    self._final(job, t, "NODE_FAIL")
+        elif event == NODE_UP:
+            nodes.up[node] = True
+        elif event == NODE_DRAIN:
+            nodes.drain[node] = True
+        elif event == NODE_RESUME:
+            nodes.drain[node] = False
+        else:
+            raise GpupoolError(f"unknown node event {event!r}; expected one of {', '.join(NODE_EVENTS)}")
+
+    # ----------------------------------------------------------------- invariants
+    def _check_pod_shapes(self, job: Job, placement) -> None:
+        shapes = [ps for ps in job.wl.pod_sets for _ in range(ps.count)]
+        offset = len(job.placement)
+        for k, (node, mask, cpu, mem) in enumerate(placement):
+            ps = shapes[offset + k]
+            if not ps.exclusive and mask.bit_count() != ps.gpus:
+                raise InvariantViolation(f"job {job.id}: pod {offset + k} got {mask.bit_count()} GPUs, asked {ps.gpus}")
+            if ps.gpu_type and self.nodes.gpu_type[node] not in (ps.gpu_type,):
+                raise InvariantViolation(f"job {job.id}: pod placed on GPU type {self.nodes.gpu_type[node]}, asked {ps.gpu_type}")
+        if any(ps.one_per_node for ps in job.wl.pod_sets):
+            used = [p[0] for p in job.placement + tuple(placement)]
+            if len(used) != len(set(used)):
+                raise InvariantViolation(f"job {job.id}: two pods of a one-pod-per-node job share a node")
+
+    def _check_final(self) -> None:
+        for job in self.jobs.values():
+            if job.state in (PENDING, PLACING, RUNNING):
+                if self.until is None and job.state != PENDING:
+                    raise InvariantViolation(f"job {job.id} still {job.state} after the run")
+            elif job.final_state != job.state:
+                raise InvariantViolation(f"job {job.id}: state {job.state} but final state {job.final_state}")
+        if not self.active and not self.nodes.all_free():
+            raise InvariantViolation("resources still allocated after every job released them")

@@ -1,0 +1,106 @@
+"""Free-resource bookkeeping for every node, as flat integer lists indexed by node.
+
+GPU sets are bit masks (bit i = node-local device index i): "lowest free index" is one
+bit trick, overlap checks are one AND. The engine is the only writer; policies read.
+"""
+from __future__ import annotations
+
+from gpupool.errors import InvariantViolation
+from gpupool.model.pool import Pool
+
+
+class NodeTable:
+    """Capacity and free resources of the pool's nodes, in pool order."""
+
+    __slots__ = (
+        "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
+        "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
+        "check",
+    )
+
+    def __init__(self, pool: Pool, *, check: bool = False) -> None:
+        nodes = list(pool.nodes.values())
+        self.names = [n.name for n in nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.gpu_total = [n.gpu_count for n in nodes]
+        self.cpu_total = [n.cpu_millicores for n in nodes]
+        self.mem_total = [n.memory_mib for n in nodes]
+        self.full_mask = [_mask_of(n.gpus) for n in nodes]
+        self.gpu_type = [n.gpu_type for n in nodes]
+        self.labels = [n.labels for n in nodes]
+        self.weight = [n.weight for n in nodes]
+        self.free_mask = list(self.full_mask)
+        self.free_gpus = list(self.gpu_total)
+        self.free_cpu = list(self.cpu_total)
+        self.free_mem = list(self.mem_total)
+        self.up = [n.state.upper() not in ("DOWN", "FAIL", "FUTURE") for n in nodes]
+        self.drain = [n.state.upper().startswith("DRAIN") for n in nodes]
+        self.check = check
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def schedulable(self, i: int) -> bool:
+        return self.up[i] and not self.drain[i]
+
+    def allocate(self, placement) -> None:
+        """Take the resources of every pod placement; with ``check`` on, prove no overlap."""
+        free_mask, free_gpus, free_cpu, free_mem = self.free_mask, self.free_gpus, self.free_cpu, self.free_mem
+        for node, mask, cpu, mem in placement:
+            if self.check:
+                self._check_take(node, mask, cpu, mem)
+            free_mask[node] &= ~mask
+            free_gpus[node] -= mask.bit_count()
+            free_cpu[node] -= cpu
+            free_mem[node] -= mem
+
+    def release(self, placement) -> None:
+        """Give back what ``allocate`` took."""
+        free_mask, free_gpus, free_cpu, free_mem = self.free_mask, self.free_gpus, self.free_cpu, self.free_mem
+        for node, mask, cpu, mem in placement:
+            if self.check and free_mask[node] & mask:
+                raise InvariantViolation(f"node {self.names[node]}: released GPUs {mask:#x} were not allocated")
+            free_mask[node] |= mask
+            free_gpus[node] += mask.bit_count()
+            free_cpu[node] += cpu
+            free_mem[node] += mem
+
+    def _check_take(self, node: int, mask: int, cpu: int, mem: int) -> None:
+        name = self.names[node]
+        if mask & ~self.full_mask[node]:
+            raise InvariantViolation(f"node {name}: GPU mask {mask:#x} names devices the node does not have")
+        if mask & ~self.free_mask[node]:
+            raise InvariantViolation(f"node {name}: GPUs {mask & ~self.free_mask[node]:#x} allocated twice")
+        if cpu > self.free_cpu[node] or mem > self.free_mem[node]:
+            raise InvariantViolation(f"node {name}: allocation exceeds capacity (cpu {cpu}m, memory {mem}MiB)")
+
+    def all_free(self) -> bool:
+        return (self.free_mask == self.full_mask and self.free_cpu == self.cpu_total
+                and self.free_mem == self.mem_total)
+
+
+def _mask_of(gpus) -> int:
+    mask = 0
+    for gpu in gpus:
+        mask |= 1 << gpu.index
+    return mask
+
+
+def mask_indices(mask: int) -> list[int]:
+    """Device indices set in ``mask``, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+def lowest_bits(mask: int, n: int) -> int:
+    """The ``n`` lowest set bits of ``mask`` (caller guarantees at least ``n`` are set)."""
+    out = 0
+    for _ in range(n):
+        low = mask & -mask
+        out |= low
+        mask ^= low
+    return out

@@ -1,0 +1,150 @@
+"""First-fit placement over a working copy of the free-resource table.
+
+Used by the baseline policies: nodes in pool order, the lowest free GPU indices first.
+A ``Scratch`` copies the free lists once per ``decide`` call so that the policy can place
+several jobs in one pass without touching the engine's state.
+"""
+from __future__ import annotations
+
+from gpupool.engine.nodes import NodeTable, lowest_bits
+from gpupool.model.pool import Pool
+from gpupool.model.workload import Workload
+
+
+class Scratch:
+    """The policy's private, mutable copy of free resources for one decision pass."""
+
+    __slots__ = ("nodes", "free_mask", "free_gpus", "free_cpu", "free_mem")
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self.nodes = nodes
+        self.free_mask = list(nodes.free_mask)
+        self.free_gpus = list(nodes.free_gpus)
+        self.free_cpu = list(nodes.free_cpu)
+        self.free_mem = list(nodes.free_mem)
+
+    def take(self, placement) -> None:
+        for node, mask, cpu, mem in placement:
+            self.free_mask[node] &= ~mask
+            self.free_gpus[node] -= mask.bit_count()
+            self.free_cpu[node] -= cpu
+            self.free_mem[node] -= mem
+
+
+class CandidateNodes:
+    """Which nodes may host a workload's pods: partition, GPU type and node selector.
+
+    A memo of a pure function of the pool, keyed by what decides the answer.
+    """
+
+    def __init__(self, pool: Pool, nodes: NodeTable) -> None:
+        self.nodes = nodes
+        self._partitions: dict[str, frozenset[str]] = {}
+        if pool.slurm is not None:
+            for name, part in pool.slurm.partitions.items():
+                self._partitions[name] = frozenset(part.nodes)
+        self._memo: dict[tuple, tuple[int, ...]] = {}
+
+    def for_pod_set(self, wl: Workload, ps) -> tuple[int, ...]:
+        key = (wl.partition, ps.gpu_type, ps.node_selector)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._compute(*key)
+            self._memo[key] = found
+        return found
+
+    def _compute(self, partition, gpu_type, selector) -> tuple[int, ...]:
+        nodes = self.nodes
+        allowed = self._partitions.get(partition) if partition else None
+        out = []
+        for i, name in enumerate(nodes.names):
+            if allowed is not None and name not in allowed:
+                continue
+            if gpu_type and nodes.gpu_type[i] != gpu_type:
+                continue
+            labels = nodes.labels[i]
+            if any(labels.get(k) != v for k, v in selector):
+                continue
+            out.append(i)
+        return tuple(out)
+
+
+def first_fit(wl: Workload, candidates: CandidateNodes, scratch: Scratch):
+    """Place every pod of ``wl`` or return None. Does not change ``scratch``."""
+    nodes = scratch.nodes
+    free_mask, free_gpus, free_cpu, free_mem = scratch.free_mask, scratch.free_gpus, scratch.free_cpu, scratch.free_mem
+    up, drain = nodes.up, nodes.drain
+    placement = []
+    # Tentative takes are applied to the scratch lists and undone on failure, so pods of one
+    # job see each other's use of a node.
+    for ps in wl.pod_sets:
+        cand = candidates.for_pod_set(wl, ps)
+        used: set[int] = set()
+        g, cpu, mem = ps.gpus, ps.cpu_m, ps.memory_mib
+        for _ in range(ps.count):
+            chosen = -1
+            for i in cand:
+                if not up[i] or drain[i] or (ps.one_per_node and i in used):
+                    continue
+                if ps.exclusive:
+                    if (free_mask[i] == nodes.full_mask[i] and free_cpu[i] == nodes.cpu_total[i]
+                            and free_mem[i] == nodes.mem_total[i]):
+                        chosen = i
+                        pod = (i, free_mask[i], free_cpu[i], free_mem[i])
+                        break
+                    continue
+                if free_gpus[i] >= g and free_cpu[i] >= cpu and free_mem[i] >= mem:
+                    chosen = i
+                    pod = (i, lowest_bits(free_mask[i], g) if g else 0, cpu, mem)
+                    break
+            if chosen < 0:
+                _undo(scratch, placement)
+                return None
+            used.add(chosen)
+            placement.append(pod)
+            scratch.take((pod,))
+    _undo(scratch, placement)
+    return tuple(placement)
+
+
+def _undo(scratch: Scratch, placement) -> None:
+    for node, mask, cpu, mem in placement:
+        scratch.free_mask[node] |= mask
+        scratch.free_gpus[node] += mask.bit_count()
+        scratch.free_cpu[node] += cpu
+        scratch.free_mem[node] += mem
+
+
+def never_fits(wl: Workload, candidates: CandidateNodes) -> str | None:
+    """Why ``wl`` can never run on the pool even when it is empty (None when it can)."""
+    nodes = candidates.nodes
+    for ps in wl.pod_sets:
+        cand = candidates.for_pod_set(wl, ps)
+        if not cand:
+            return f"no node matches pod set {ps.name!r} (partition, GPU type or node selector)"
+        if ps.exclusive:
+            hosts = len(cand)
+            per_node = 1
+        else:
+            fit = [
+                i for i in cand
+                if nodes.gpu_total[i] >= ps.gpus and nodes.cpu_total[i] >= ps.cpu_m and nodes.mem_total[i] >= ps.memory_mib
+            ]
+            if not fit:
+                return f"pod set {ps.name!r}: no node has {ps.gpus} GPUs, {ps.cpu_m}m CPU and {ps.memory_mib}MiB memory"
+            hosts = len(fit)
+            if ps.one_per_node:
+                per_node = 1
+            else:
+                per_node = None
+                total = 0
+                for i in fit:
+                    caps = [nodes.cpu_total[i] // ps.cpu_m if ps.cpu_m else 10**9,
+                            nodes.mem_total[i] // ps.memory_mib if ps.memory_mib else 10**9,
+                            nodes.gpu_total[i] // ps.gpus if ps.gpus else 10**9]
+                    total += min(caps)
+                if total < ps.count:
+                    return f"pod set {ps.name!r}: {ps.count} pods need more than the pool's capacity"
+        if per_node == 1 and hosts < ps.count:
+            return f"pod set {ps.name!r}: {ps.count} nodes requested, {hosts} suitable nodes exist"
+    return None
