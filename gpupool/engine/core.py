@@ -25,6 +25,8 @@ EV_END = 0
 EV_NODE = 1
 EV_ELIGIBLE = 2
 EV_TICK = 3
+EV_PASS = 4  # another policy pass at the same instant, after a preemption freed resources
+MAX_PASSES_PER_INSTANT = 1000
 
 NODE_DOWN = "down"
 NODE_UP = "up"
@@ -124,6 +126,7 @@ class Engine:
         snapshot = Snapshot(0.0, self.pool, self.nodes, pending, self.active, self.jobs)
         inf = math.inf
         idle_ticks = 0
+        passes = 0
         while True:
             t_heap = heap[0][0] if heap else inf
             t_arr = arrivals[next_arrival].submit if next_arrival < n_arrivals else inf
@@ -141,6 +144,8 @@ class Engine:
                     break
             else:
                 idle_ticks = 0
+            if t != self.now:
+                passes = 0
             self.now = t
             trigger = "event"
             # Resources freed and node changes first, then arrivals, then ticks.
@@ -165,6 +170,10 @@ class Engine:
                     trigger = "tick"
                     if tick:
                         self._push(t + tick, EV_TICK, 0, None)
+                elif kind == EV_PASS:
+                    passes += 1
+                    if passes > MAX_PASSES_PER_INSTANT:
+                        raise InvariantViolation(f"policy {policy.name} preempted without end at t={t}")
             snapshot.now = t
             snapshot.trigger = trigger
             if pending:
@@ -178,12 +187,14 @@ class Engine:
 
     # ----------------------------------------------------------------- transitions
     def _apply(self, decisions, t: float) -> None:
+        freed = False
         for d in decisions:
             cls = type(d)
             if cls is Start:
                 self._start(d, t)
             elif cls is Preempt:
                 self._preempt(d, t)
+                freed = True
             elif cls is Pending:
                 job = self.jobs[d.job_id]
                 if job.state == PENDING:
@@ -196,6 +207,8 @@ class Engine:
                 self._final(job, t, "REJECTED")
             else:
                 raise InvariantViolation(f"unknown decision {d!r}")
+        if freed:
+            self._push(t, EV_PASS, 0, None)
 
     def _start(self, d: Start, t: float) -> None:
         job = self.jobs.get(d.job_id)

@@ -1,0 +1,219 @@
+"""The ``gpupool`` command line: validate a pool, simulate a policy, compare policies.
+
+Every command prints a table for people and, with ``--json``, one JSON document for
+machines. Errors in user input print one line naming the file and field, and exit 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpupool.errors import GpupoolError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="One pool of GPUs, two job shapes: Slurm and Kueue policies side by side.")
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    console=err, transient=True, disable=not enabled)
+
+
+def _emit_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@app.command()
+def validate(
+    pool: Path = typer.Argument(..., help="Pool directory (slurm.conf, gres.conf, sacctmgr dump, Kueue YAML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the facts as JSON."),
+) -> None:
+    """Parse every file of a pool and print its nodes, GPUs, partitions, accounts, QOS and queues."""
+    from gpupool.cli.render import pool_facts
+    from gpupool.formats.pool_dir import load_pool
+
+    try:
+        facts = pool_facts(load_pool(pool))
+    except GpupoolError as exc:
+        _fail(exc)
+    if as_json:
+        _emit_json(facts)
+        return
+    out.print(f"[bold]pool {facts['pool']}[/]: {facts['nodes']} nodes, {facts['gpus']} GPUs "
+              f"{facts['gpu_types']}; topology levels {', '.join(facts['topology_levels'])}")
+    table = Table("node", "CPUs", "memory MiB", "GPUs", "type", "state", title="Nodes")
+    for n in facts["node_list"]:
+        table.add_row(n["name"], str(n["cpus"]), str(n["memory_mib"]), str(n["gpus"]), n["gpu_type"] or "-", n["state"])
+    out.print(table)
+    if facts["partitions"]:
+        table = Table("partition", "nodes", "default", "MaxTime", "PriorityTier", title="Slurm partitions")
+        for p in facts["partitions"]:
+            table.add_row(p["name"], p["nodes"], "yes" if p["default"] else "", p["max_time"], str(p["priority_tier"]))
+        out.print(table)
+    if facts["accounts"]:
+        table = Table("account", "parent", "fairshare", "users", title="Slurm accounts")
+        for a in facts["accounts"]:
+            users = [u["name"] for u in facts["users"] if u["account"] == a["name"]]
+            table.add_row(a["name"], a["parent"] or "", str(a["fairshare"]), ", ".join(users))
+        out.print(table)
+    if facts["qos"]:
+        table = Table("QOS", "priority", "preempt", "mode", "MaxTRESPerUser", title="Slurm QOS")
+        for q in facts["qos"]:
+            table.add_row(q["name"], str(q["priority"]), ",".join(q["preempt"]), q["preempt_mode"] or "",
+                          ",".join(f"{k}={v}" for k, v in q["max_tres_per_user"].items()))
+        out.print(table)
+    if facts["cluster_queues"]:
+        table = Table("ClusterQueue", "cohort", "flavor", "resource", "nominal", "borrowingLimit", "lendingLimit",
+                      title="Kueue ClusterQueues")
+        for cq in facts["cluster_queues"]:
+            for flavor, resources in cq["quotas"].items():
+                for res, q in resources.items():
+                    table.add_row(cq["name"], cq["cohort"] or "", flavor, res, q["nominalQuota"],
+                                  q["borrowingLimit"] or "-", q["lendingLimit"] or "-")
+        out.print(table)
+        out.print("cohorts: " + ", ".join(c["name"] for c in facts["cohorts"]))
+        out.print("local queues: " + ", ".join(f"{q['namespace']}/{q['name']} -> {q['cluster_queue']}"
+                                               for q in facts["local_queues"]))
+    if facts["not_modelled"]:
+        keys = sorted({f"{item['key']}" for item in facts["not_modelled"]})
+        out.print(f"[dim]not modelled ({len(keys)}): {', '.join(keys)}[/]")
+
+
+def _run_one(pool_obj, workloads, policy: str, check: bool, until: Optional[float]):
+    from gpupool.simulation import simulate as run
+
+    return run(pool_obj, workloads, policy, check=check, until=until)
+
+
+@app.command()
+def simulate(
+    pool: Path = typer.Argument(..., help="Pool directory."),
+    policy: str = typer.Option("fifo", "--policy", "-p", help="Policy name (see `gpupool policies`)."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w",
+                                           help="synthetic:PRESET[?k=v…], a workload folder, a trace file; default: the pool's."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write jobs/timeline/events Parquet and summary.json here."),
+    check: bool = typer.Option(False, "--check", help="Run the invariant checker (slower)."),
+    until: Optional[float] = typer.Option(None, "--until", help="Stop the simulated clock at this many seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Replay a workload on a pool under one policy."""
+    from gpupool.formats.pool_dir import load_pool
+    from gpupool.workload.sources import load_workload
+
+    try:
+        with _progress(not as_json) as progress:
+            task = progress.add_task("loading pool and workload", total=2)
+            pool_obj = load_pool(pool)
+            workloads = load_workload(workload, pool_obj)
+            progress.update(task, advance=1, description=f"simulating {len(workloads)} jobs under {policy}")
+            result = _run_one(pool_obj, workloads, policy, check, until)
+            progress.update(task, advance=1)
+        if out_dir is not None:
+            result.write(out_dir)
+    except GpupoolError as exc:
+        _fail(exc)
+    if as_json:
+        _emit_json(result.summary_dict)
+        return
+    _print_summary_table([result.summary_dict])
+    if out_dir is not None:
+        out.print(f"results written to {out_dir}")
+
+
+def _print_summary_table(summaries: list[dict]) -> None:
+    from gpupool.cli.render import COMPARE_COLUMNS, format_cell, summary_value
+
+    table = Table(*[header for _, header, _ in COMPARE_COLUMNS])
+    for s in summaries:
+        table.add_row(*[format_cell(summary_value(s, path), fmt) for path, _, fmt in COMPARE_COLUMNS])
+    out.print(table)
+
+
+@app.command()
+def compare(
+    pool: Path = typer.Argument(..., help="Pool directory."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w", help="Workload spec; default: the pool's."),
+    policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated policies; default: every registered one."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Report folder; default runs/POOL/compare."),
+    check: bool = typer.Option(False, "--check", help="Run the invariant checker."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """Run every registered policy on the same workload and print one comparison table."""
+    from gpupool.engine.policy_api import registered
+    from gpupool.formats.pool_dir import load_pool
+    from gpupool.workload.sources import load_workload
+
+    names = [p.strip() for p in policies.split(",")] if policies else list(registered())
+    summaries = []
+    try:
+        pool_obj = load_pool(pool)
+        workloads = load_workload(workload, pool_obj)
+        target = out_dir or Path("runs") / pool_obj.name / "compare"
+        with _progress(not as_json) as progress:
+            task = progress.add_task("comparing", total=len(names))
+            for name in names:
+                progress.update(task, description=f"{name}: {len(workloads)} jobs")
+                result = _run_one(pool_obj, workloads, name, check, None)
+                result.write(target / name)
+                summaries.append(result.summary_dict)
+                progress.update(task, advance=1)
+        _write_comparison(target, summaries)
+    except GpupoolError as exc:
+        _fail(exc)
+    if as_json:
+        _emit_json({"pool": pool_obj.name, "jobs": len(workloads), "policies": summaries})
+        return
+    out.print(f"[bold]{pool_obj.name}[/]: {len(workloads)} jobs on {pool_obj.gpu_count} GPUs")
+    _print_summary_table(summaries)
+    out.print(f"report written to {target}")
+
+
+def _write_comparison(target: Path, summaries: list[dict]) -> None:
+    import csv
+
+    from gpupool.cli.render import COMPARE_COLUMNS, summary_value
+
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "comparison.json").write_text(json.dumps(summaries, indent=2, sort_keys=True) + "\n")
+    with open(target / "comparison.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([path for path, _, _ in COMPARE_COLUMNS])
+        for s in summaries:
+            writer.writerow([summary_value(s, path) for path, _, _ in COMPARE_COLUMNS])
+
+
+@app.command()
+def policies(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """List the registered scheduling policies."""
+    from gpupool.engine.policy_api import registered
+
+    reg = registered()
+    if as_json:
+        _emit_json(reg)
+        return
+    table = Table("policy", "what it does")
+    for name, desc in reg.items():
+        table.add_row(name, desc)
+    out.print(table)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
