@@ -101,6 +101,8 @@ class Engine:
         self._allocated_gpus = 0
         self._running_gpus = 0
         self._running = 0
+        self._placing = 0  # jobs holding part of their gang
+        self._placed_pods = 0  # pods placed so far in the run (progress marker)
         self.now = 0.0
 
     # ----------------------------------------------------------------- event plumbing
@@ -127,6 +129,7 @@ class Engine:
         inf = math.inf
         idle_ticks = 0
         passes = 0
+        placed_at_last_tick = -1
         while True:
             t_heap = heap[0][0] if heap else inf
             t_arr = arrivals[next_arrival].submit if next_arrival < n_arrivals else inf
@@ -135,13 +138,17 @@ class Engine:
                 break
             if self.until is not None and t > self.until:
                 break
-            if (not self.active and next_arrival >= n_arrivals and len(heap) == 1
+            if (not self._running and next_arrival >= n_arrivals and len(heap) == 1
                     and heap[0][1] == EV_TICK):
-                # Only the periodic tick is left: give the policy one more pass, then stop
-                # (jobs it still leaves pending can never start).
-                idle_ticks += 1
-                if idle_ticks > 1 or not pending:
+                # Only the periodic tick is left and nothing runs: once a pass changes nothing,
+                # no later pass can (jobs left waiting or half-placed are deadlocked), so stop.
+                if not pending and not self.active:
                     break
+                if self._placed_pods == placed_at_last_tick:
+                    idle_ticks += 1
+                    if idle_ticks > 1:
+                        break
+                placed_at_last_tick = self._placed_pods
             else:
                 idle_ticks = 0
             if t != self.now:
@@ -176,7 +183,7 @@ class Engine:
                         raise InvariantViolation(f"policy {policy.name} preempted without end at t={t}")
             snapshot.now = t
             snapshot.trigger = trigger
-            if pending:
+            if pending or self._placing:
                 decisions = policy.decide(snapshot)
                 if decisions:
                     self._apply(decisions, t)
@@ -227,6 +234,9 @@ class Engine:
         if self.check:
             self._check_pod_shapes(job, placement)
         nodes.allocate(placement)
+        if job.state == PLACING:  # idle holding accrues per segment, at what was held then
+            job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
+            job.placing_since = t
         gpus = 0
         for pod in placement:
             gpus += pod[1].bit_count()
@@ -237,7 +247,9 @@ class Engine:
             self.active[job.id] = job
             job.placing_since = t
             job.state = PLACING
+            self._placing += 1
         job.placement = job.placement + tuple(placement)
+        self._placed_pods += len(placement)
         job.via = d.via or job.via
         if len(job.placement) >= job.pods_needed:
             self._run(job, t)
@@ -248,6 +260,7 @@ class Engine:
         """The gang is complete: the job starts making progress now."""
         job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
         job.placing_since = None
+        self._placing -= 1
         job.state = RUNNING
         job.start = t
         if job.first_start is None:
@@ -277,6 +290,7 @@ class Engine:
         else:  # PLACING: the gang never formed; all of it was idle holding
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = None
+            self._placing -= 1
         return ran
 
     def _finish(self, job: Job, t: float, state: str) -> None:
@@ -372,7 +386,9 @@ class Engine:
     def _check_final(self) -> None:
         for job in self.jobs.values():
             if job.state in (PENDING, PLACING, RUNNING):
-                if self.until is None and job.state != PENDING:
+                # Waiting or half-placed jobs may remain (a deadlock is a result, not a bug);
+                # a running job always has an end event, so it must have ended.
+                if self.until is None and job.state == RUNNING:
                     raise InvariantViolation(f"job {job.id} still {job.state} after the run")
             elif job.final_state != job.state:
                 raise InvariantViolation(f"job {job.id}: state {job.state} but final state {job.final_state}")

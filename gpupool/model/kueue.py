@@ -60,9 +60,13 @@ class ClusterQueue:
     preemption: Preemption = field(default_factory=Preemption)
     flavor_fungibility_when_can_borrow: str = "MayStopSearch"
     flavor_fungibility_when_can_preempt: str = "TryNextFlavor"
+    #: ``flavorFungibility.preference``; unset behaves as BorrowingOverPreemption.
+    flavor_fungibility_preference: str = "BorrowingOverPreemption"
     fair_weight: float = 1.0
     stop_policy: str = "None"
     admission_checks: tuple[str, ...] = ()
+    #: ``admissionScope.admissionMode`` (Admission Fair Sharing); None = not set (off).
+    admission_mode: str | None = None
     api_version: str = "kueue.x-k8s.io/v1beta2"
 
     def nominal(self) -> dict[tuple[str, str], int]:
@@ -89,6 +93,9 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
+    stop_policy: str = "None"
+    #: ``fairSharing.weight`` (used only by Admission Fair Sharing).
+    fair_weight: float = 1.0
 
 
 @dataclass(slots=True)

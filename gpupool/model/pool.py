@@ -58,6 +58,9 @@ class Node:
     #: Extra countable resources (Kubernetes extended resources other than GPUs).
     extra: dict[str, int] = field(default_factory=dict)
     source: str = ""
+    #: slurm.conf NodeName keys gpupool keeps but does not act on (NodeAddr, TmpDisk, …),
+    #: as written, so a rendered slurm.conf still carries them.
+    slurm_extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def gpu_count(self) -> int:

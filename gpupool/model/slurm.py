@@ -29,6 +29,8 @@ class Partition:
     min_nodes: int | None = None
     qos: str | None = None
     source: str = ""
+    #: PartitionName keys gpupool keeps but does not act on (GraceTime, Hidden, …), as written.
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -44,6 +46,10 @@ class GresEntry:
     auto_detect: str | None = None
     mig_profile: str | None = None
     source: str = ""
+    #: MultipleFiles= (a MIG slice: its parent GPU's file plus its capability files).
+    multiple_files: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    links: str | None = None
 
 
 @dataclass(slots=True)
@@ -89,6 +95,8 @@ class Qos:
     grace_time: int = 0
     flags: tuple[str, ...] = ()
     description: str = ""
+    #: sacctmgr options gpupool keeps but does not act on (GrpTRESMins, MinTRESPerJob, …).
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -109,6 +117,8 @@ class Association:
     max_wall: int | None = None
     description: str = ""
     organization: str = ""
+    #: sacctmgr options gpupool keeps but does not act on (GrpTRESMins, Priority, …).
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -116,6 +126,8 @@ class User:
     name: str
     default_account: str | None = None
     admin_level: str = "None"
+    #: User options gpupool keeps but does not act on (Coordinator, DefaultWCKey, WCKeys).
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -128,6 +140,8 @@ class Accounting:
     user_associations: list[Association] = field(default_factory=list)
     qos: dict[str, Qos] = field(default_factory=dict)
     source: str = ""
+    #: Valid options gpupool keeps but does not act on, as ``(file:line, key)``, each key once.
+    not_modelled: list[tuple[str, str]] = field(default_factory=list)
 
     def children(self, account: str) -> list[Association]:
         """Direct child accounts of ``account`` (in file order)."""

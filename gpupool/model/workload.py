@@ -88,7 +88,15 @@ class Workload:
     signal: str | None = None
     array_job_id: int | None = None
     array_task_id: int | None = None
+    #: ``--array=…%N``: at most N tasks of the array run at once.
+    array_max_running: int | None = None
     output: str | None = None
+    #: ``--time-min``: backfill may start the job with a limit cut down to this.
+    time_min: float | None = None
+    #: ``--constraint`` (node features), ``--nodelist`` and ``--exclude``, as Slurm text.
+    constraint: str | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
     # Kubernetes side
     namespace: str | None = None
     queue_name: str | None = None

@@ -1,0 +1,1075 @@
+"""sbatch batch scripts, read the way sbatch 22.05 reads them, and written back.
+
+sbatch takes options from ``#SBATCH`` lines at the top of a script: the lines must start
+with exactly ``#SBATCH`` and are read only until the first line that is neither blank nor
+a comment. Each such line may carry several options, long (``--nodes=2``, ``--nodes 2``,
+an unambiguous prefix such as ``--part``) or short (``-N 2``, ``-N2``), with shell-style
+quoting and ``#`` starting a trailing comment. A later option overrides an earlier one.
+
+Every option sbatch 22.05 accepts is recognised. Those gpupool acts on become typed
+fields of :class:`SbatchJob`; the rest are kept, in order, in ``not_modelled`` so a user
+can see what the simulation does not honour. An option sbatch does not know is an
+:class:`InputError` naming the file and line, as sbatch itself would refuse the script.
+
+``#GPUPOOL key=value`` comment lines (anywhere in the script) carry what a script cannot
+say to Slurm but a replay needs: ``runtime``, ``outcome`` and ``checkpoint_interval``.
+
+:func:`sbatch_to_workload` maps a job to :class:`~gpupool.model.workload.Workload` objects
+(one per array task); :func:`render_sbatch` is the inverse of the parser (round trip).
+docs/formats/sbatch.md describes the mapping.
+"""
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from gpupool.errors import InputError
+from gpupool.formats.quantity import QuantityError, slurm_memory_mib
+from gpupool.formats.slurm_time import (
+    SlurmTimeError,
+    format_duration,
+    parse_duration,
+    parse_timestamp,
+)
+from gpupool.model.workload import GANG_ALL, GANG_MIN, OUTCOMES, PodSet, Workload
+
+# --------------------------------------------------------------------------------------
+# Typed values of the modelled options
+# --------------------------------------------------------------------------------------
+
+#: ``--time=UNLIMITED``: no limit at all (distinct from None, "not given").
+UNLIMITED = math.inf
+
+#: Largest task id gpupool expands (Slurm's own ceiling for MaxArraySize is 4000001).
+MAX_ARRAY_TASK_ID = 4_000_000
+
+DEPENDENCY_TYPES = (
+    "after", "afterany", "afterok", "afternotok", "aftercorr", "afterburstbuffer", "singleton",
+)
+
+
+class GresRequest(NamedTuple):
+    """One ``--gres`` entry, ``name[:type][:count]``; count is per node."""
+
+    name: str
+    type: str | None
+    count: int
+
+
+class GpuCount(NamedTuple):
+    """A ``[type:]count`` GPU request (``--gpus``, ``--gpus-per-node``, ``--gpus-per-task``)."""
+
+    type: str | None
+    count: int
+
+    def text(self) -> str:
+        return f"{self.type}:{self.count}" if self.type else str(self.count)
+
+
+class DependencyClause(NamedTuple):
+    """``type:id[:id...]``; ids are job ids (``123``, ``123_4``, ``123+60`` for ``after``) or,
+    in a workload folder, another script's file stem (gpupool's extension)."""
+
+    type: str
+    job_ids: tuple[str, ...]
+
+    def text(self) -> str:
+        return ":".join((self.type, *self.job_ids))
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A parsed ``--dependency``: clauses joined by ``,`` (all must hold) or ``?`` (any)."""
+
+    clauses: tuple[DependencyClause, ...]
+    any_of: bool = False
+
+    def __post_init__(self) -> None:
+        # With one clause "all" and "any" are the same; keep one spelling so equal texts
+        # give equal objects.
+        if len(self.clauses) < 2 and self.any_of:
+            object.__setattr__(self, "any_of", False)
+
+    def text(self) -> str:
+        return ("?" if self.any_of else ",").join(c.text() for c in self.clauses)
+
+    def job_ids(self) -> tuple[str, ...]:
+        """Every job id named, in order (for resolving names in a folder)."""
+        return tuple(j for c in self.clauses for j in c.job_ids)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A parsed ``--array``: the task ids (sorted, unique) and the ``%N`` limit."""
+
+    task_ids: tuple[int, ...]
+    max_running: int | None = None
+
+    def text(self) -> str:
+        """Compact text (``0-15:2%4``, ``1,3,5``) that parses back to the same spec."""
+        out = ",".join(_compress_ids(self.task_ids))
+        return f"{out}%{self.max_running}" if self.max_running is not None else out
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """``--signal=[{R|B}:]SIG[@secs]``: which signal, how long before the limit, and flags
+    (``B`` = batch shell only, ``R`` = also on reservation end)."""
+
+    signal: str
+    seconds: int = 60
+    flags: str = ""
+
+    def text(self) -> str:
+        prefix = f"{self.flags}:" if self.flags else ""
+        return f"{prefix}{self.signal}@{self.seconds}"
+
+
+@dataclass
+class SbatchJob:
+    """Every option of one sbatch script, typed. None means "not given" (Slurm's default).
+
+    Units: memory in MiB, times in seconds (``UNLIMITED`` = ``math.inf``). ``nodes`` is a
+    count or a ``(min, max)`` range. ``not_modelled`` keeps options sbatch accepts but
+    gpupool does not act on, as ``(option, value or None)`` in script order.
+    """
+
+    nodes: int | tuple[int, int] | None = None
+    ntasks: int | None = None
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    cpus_per_gpu: int | None = None
+    gres: tuple[GresRequest, ...] = ()
+    gpus: GpuCount | None = None
+    gpus_per_node: GpuCount | None = None
+    gpus_per_task: GpuCount | None = None
+    mem: int | None = None
+    mem_per_cpu: int | None = None
+    mem_per_gpu: int | None = None
+    time: float | None = None
+    time_min: float | None = None
+    account: str | None = None
+    qos: str | None = None
+    partition: str | None = None
+    job_name: str | None = None
+    output: str | None = None
+    error: str | None = None
+    exclusive: bool = False
+    dependency: Dependency | None = None
+    array: ArraySpec | None = None
+    begin: str | None = None
+    nice: int | None = None
+    requeue: bool | None = None
+    signal: SignalSpec | None = None
+    constraint: str | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
+    comment: str | None = None
+    not_modelled: tuple[tuple[str, str | None], ...] = ()
+    # gpupool's own ``#GPUPOOL key=value`` comments
+    runtime: float | None = None
+    outcome: str | None = None
+    checkpoint_interval: float | None = None
+    #: Interpreter line and the script body after the option header (kept for rendering).
+    shebang: str = "#!/bin/bash"
+    body: str = ""
+    source: str = field(default="", compare=False)
+    #: Lines of ``#SBATCH`` directives after the first command: sbatch ignores them, and so
+    #: does gpupool, but a linter can point at them.
+    late_directives: tuple[int, ...] = field(default=(), compare=False)
+    #: Line of each option as given (field name -> line), for messages after parsing.
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def min_nodes(self) -> int | None:
+        return self.nodes[0] if isinstance(self.nodes, tuple) else self.nodes
+
+    @property
+    def max_nodes(self) -> int | None:
+        return self.nodes[1] if isinstance(self.nodes, tuple) else self.nodes
+
+    @property
+    def name(self) -> str:
+        """``--job-name``, else the script's file stem (as sbatch names a job)."""
+        return self.job_name or (Path(self.source).stem if self.source else "sbatch")
+
+    def begin_offset(self, epoch: datetime | None = None, submit_time: float = 0.0) -> float | None:
+        """Engine time at which ``--begin`` makes the job eligible (None without --begin).
+
+        ``now+…`` counts from ``submit_time``; dates and clock times need ``epoch`` (the
+        wall-clock instant of engine time 0). A time already past means "at submission".
+        """
+        if self.begin is None:
+            return None
+        return begin_offset(self.begin, epoch, submit_time, source=self.source,
+                            line=self.lines.get("begin"))
+
+
+# --------------------------------------------------------------------------------------
+# The option table: every sbatch 22.05 option
+# --------------------------------------------------------------------------------------
+
+_REQ, _FLAG, _OPT = "required", "flag", "optional"
+
+
+class _Option(NamedTuple):
+    name: str
+    short: str | None
+    arg: str  # _REQ, _FLAG or _OPT (value only after "=")
+
+
+_OPTIONS = [
+    _Option("account", "A", _REQ), _Option("acctg-freq", None, _REQ), _Option("array", "a", _REQ),
+    _Option("batch", None, _REQ), _Option("bb", None, _REQ), _Option("bbf", None, _REQ),
+    _Option("begin", "b", _REQ), _Option("chdir", "D", _REQ),
+    _Option("cluster-constraint", None, _REQ), _Option("clusters", "M", _REQ),
+    _Option("comment", None, _REQ), _Option("constraint", "C", _REQ),
+    _Option("container", None, _REQ), _Option("contiguous", None, _FLAG),
+    _Option("core-spec", "S", _REQ), _Option("cores-per-socket", None, _REQ),
+    _Option("cpu-freq", None, _REQ), _Option("cpus-per-gpu", None, _REQ),
+    _Option("cpus-per-task", "c", _REQ), _Option("deadline", None, _REQ),
+    _Option("delay-boot", None, _REQ), _Option("dependency", "d", _REQ),
+    _Option("distribution", "m", _REQ), _Option("error", "e", _REQ),
+    _Option("exclude", "x", _REQ), _Option("exclusive", None, _OPT), _Option("export", None, _REQ),
+    _Option("export-file", None, _REQ), _Option("extra-node-info", "B", _REQ),
+    _Option("get-user-env", None, _OPT), _Option("gid", None, _REQ),
+    _Option("gpu-bind", None, _REQ), _Option("gpu-freq", None, _REQ), _Option("gpus", "G", _REQ),
+    _Option("gpus-per-node", None, _REQ), _Option("gpus-per-socket", None, _REQ),
+    _Option("gpus-per-task", None, _REQ), _Option("gres", None, _REQ),
+    _Option("gres-flags", None, _REQ), _Option("help", "h", _FLAG), _Option("hint", None, _REQ),
+    _Option("hold", "H", _FLAG), _Option("ignore-pbs", None, _FLAG), _Option("input", "i", _REQ),
+    _Option("job-name", "J", _REQ), _Option("kill-on-invalid-dep", None, _REQ),
+    _Option("licenses", "L", _REQ), _Option("mail-type", None, _REQ),
+    _Option("mail-user", None, _REQ), _Option("mcs-label", None, _REQ), _Option("mem", None, _REQ),
+    _Option("mem-bind", None, _REQ), _Option("mem-per-cpu", None, _REQ),
+    _Option("mem-per-gpu", None, _REQ), _Option("mincpus", None, _REQ),
+    _Option("network", None, _REQ), _Option("nice", None, _OPT), _Option("no-kill", "k", _OPT),
+    _Option("no-requeue", None, _FLAG), _Option("nodefile", "F", _REQ),
+    _Option("nodelist", "w", _REQ), _Option("nodes", "N", _REQ), _Option("ntasks", "n", _REQ),
+    _Option("ntasks-per-core", None, _REQ), _Option("ntasks-per-gpu", None, _REQ),
+    _Option("ntasks-per-node", None, _REQ), _Option("ntasks-per-socket", None, _REQ),
+    _Option("open-mode", None, _REQ), _Option("output", "o", _REQ),
+    _Option("overcommit", "O", _FLAG), _Option("oversubscribe", "s", _FLAG),
+    _Option("parsable", None, _FLAG), _Option("partition", "p", _REQ), _Option("power", None, _REQ),
+    _Option("prefer", None, _REQ), _Option("priority", None, _REQ), _Option("profile", None, _REQ),
+    _Option("propagate", None, _OPT), _Option("qos", "q", _REQ), _Option("quiet", "Q", _FLAG),
+    _Option("reboot", None, _FLAG), _Option("requeue", None, _FLAG),
+    _Option("reservation", None, _REQ), _Option("signal", None, _REQ),
+    _Option("sockets-per-node", None, _REQ), _Option("spread-job", None, _FLAG),
+    _Option("switches", None, _REQ), _Option("test-only", None, _FLAG),
+    _Option("thread-spec", None, _REQ), _Option("threads-per-core", None, _REQ),
+    _Option("time", "t", _REQ), _Option("time-min", None, _REQ), _Option("tmp", None, _REQ),
+    _Option("uid", None, _REQ), _Option("usage", None, _FLAG), _Option("use-min-nodes", None, _FLAG),
+    _Option("verbose", "v", _FLAG), _Option("version", "V", _FLAG), _Option("wait", "W", _FLAG),
+    _Option("wait-all-nodes", None, _REQ), _Option("wckey", None, _REQ), _Option("wrap", None, _REQ),
+]
+_BY_NAME = {o.name: o for o in _OPTIONS}
+_BY_SHORT = {o.short: o for o in _OPTIONS if o.short}
+
+_SBATCH_PREFIX = "#SBATCH"
+_GPUPOOL_RE = re.compile(r"^#\s*GPUPOOL\b(.*)$")
+
+
+class _Ctx(NamedTuple):
+    """Where a value came from, for error messages."""
+
+    source: str
+    line: int
+    option: str
+
+    def error(self, message: str) -> InputError:
+        return InputError(self.source, f"--{self.option}: {message}", line=self.line)
+
+
+# --------------------------------------------------------------------------------------
+# Value parsers (each raises InputError through ctx with what was expected)
+# --------------------------------------------------------------------------------------
+
+def _int(ctx: _Ctx, text: str, *, minimum: int = 0) -> int:
+    if not re.fullmatch(r"[+-]?\d+", text.strip()):
+        raise ctx.error(f"expected a whole number, got {text!r}")
+    value = int(text)
+    if value < minimum:
+        raise ctx.error(f"expected a whole number >= {minimum}, got {text!r}")
+    return value
+
+
+def _nodes(ctx: _Ctx, text: str) -> int | tuple[int, int]:
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
+    if not m:
+        raise ctx.error(f"expected a node count N or a range MIN-MAX such as '2' or '2-4', got {text!r}")
+    low = int(m.group(1))
+    high = int(m.group(2)) if m.group(2) is not None else low
+    if low < 1 or high < low:
+        raise ctx.error(f"expected 1 <= MIN <= MAX nodes, got {text!r}")
+    return low if low == high else (low, high)
+
+
+def _memory(ctx: _Ctx, text: str) -> int:
+    try:
+        return slurm_memory_mib(text)
+    except QuantityError:
+        raise ctx.error(f"expected a memory size such as '500G', '32000' (MB) or '512M', got {text!r}") from None
+
+
+def _duration(ctx: _Ctx, text: str) -> float:
+    try:
+        value = parse_duration(text)
+    except SlurmTimeError as exc:
+        raise ctx.error(str(exc)) from None
+    return UNLIMITED if value is None else value
+
+
+def _name_token(ctx: _Ctx, text: str, what: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", text):
+        raise ctx.error(f"expected a {what} (letters, digits, '_', '.', '-'), got {text!r}")
+    return text
+
+
+def _gpu_count(ctx: _Ctx, text: str) -> GpuCount:
+    if "," in text:
+        raise ctx.error(f"gpupool models one GPU type per job; got several in {text!r}")
+    m = re.fullmatch(r"(?:([A-Za-z0-9][A-Za-z0-9_.\-]*):)?(\d+)", text.strip())
+    if not m:
+        raise ctx.error(f"expected [type:]count such as '8' or 'h100:8', got {text!r}")
+    return GpuCount(m.group(1), int(m.group(2)))
+
+
+def _gres(ctx: _Ctx, text: str) -> tuple[GresRequest, ...]:
+    if text.strip().lower() == "none":
+        return ()
+    out = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if not parts[0] or len(parts) > 3 or not all(parts):
+            raise ctx.error(f"expected name[:type][:count] entries such as 'gpu:h100:8,gpu:2', got {text!r}")
+        name, gtype, count = parts[0], None, 1
+        if len(parts) == 3:
+            gtype, count = parts[1], _gres_count(ctx, parts[2], text)
+        elif len(parts) == 2:
+            if parts[1].isdigit():
+                count = _gres_count(ctx, parts[1], text)
+            else:
+                gtype = parts[1]
+        _name_token(ctx, name, "GRES name")
+        if gtype is not None:
+            _name_token(ctx, gtype, "GRES type")
+        out.append(GresRequest(name, gtype, count))
+    return tuple(out)
+
+
+def _gres_count(ctx: _Ctx, text: str, whole: str) -> int:
+    if not text.isdigit():
+        raise ctx.error(f"expected a whole GRES count in {whole!r}, got {text!r}")
+    return int(text)
+
+
+_DEP_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?:\+\d+)?")
+
+
+def _dependency(ctx: _Ctx, text: str) -> Dependency:
+    s = text.strip()
+    if "," in s and "?" in s:
+        raise ctx.error(f"',' (all) and '?' (any) cannot be mixed in one dependency, got {text!r}")
+    any_of = "?" in s
+    clauses = []
+    for item in s.split("?" if any_of else ","):
+        dtype, _, rest = item.partition(":")
+        dtype = dtype.strip().lower()
+        if dtype not in DEPENDENCY_TYPES:
+            raise ctx.error(f"expected a dependency type ({', '.join(DEPENDENCY_TYPES)}), got {item!r}")
+        ids = tuple(rest.split(":")) if rest else ()
+        if dtype == "singleton":
+            if ids:
+                raise ctx.error(f"'singleton' takes no job ids, got {item!r}")
+        elif not ids or not all(_DEP_ID_RE.fullmatch(j) for j in ids):
+            raise ctx.error(f"expected {dtype}:jobid[:jobid...], got {item!r}")
+        clauses.append(DependencyClause(dtype, ids))
+    return Dependency(tuple(clauses), any_of)
+
+
+def _array(ctx: _Ctx, text: str) -> ArraySpec:
+    s = text.strip()
+    body, _, limit = s.partition("%")
+    max_running = None
+    if limit:
+        max_running = _int(ctx, limit, minimum=1)
+    ids: set[int] = set()
+    for item in body.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", item.strip())
+        if not m:
+            raise ctx.error(f"expected task ids such as '0-15', '0-15:2%4' or '1,3,5', got {text!r}")
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) is not None else first
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if last < first or step < 1:
+            raise ctx.error(f"expected FIRST-LAST[:STEP] with FIRST <= LAST and STEP >= 1, got {item!r}")
+        if last > MAX_ARRAY_TASK_ID:
+            raise ctx.error(f"task id {last} is above the largest array index {MAX_ARRAY_TASK_ID}")
+        ids.update(range(first, last + 1, step))
+    return ArraySpec(tuple(sorted(ids)), max_running)
+
+
+def _compress_ids(ids: tuple[int, ...]) -> list[str]:
+    """Sorted ids -> ``first-last[:step]`` pieces (runs of 3+ with one step), else singles."""
+    out: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        if i + 1 < len(ids):
+            step = ids[i + 1] - ids[i]
+            while j + 1 < len(ids) and ids[j + 1] - ids[j] == step:
+                j += 1
+            if j - i >= 2 or (j - i == 1 and step == 1):
+                out.append(f"{ids[i]}-{ids[j]}" + (f":{step}" if step != 1 else ""))
+                i = j + 1
+                continue
+        out.append(str(ids[i]))
+        i += 1
+    return out
+
+
+_SIGNALS = (
+    "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+    "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
+    "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS",
+)
+
+
+def _signal(ctx: _Ctx, text: str) -> SignalSpec:
+    m = re.fullmatch(r"(?:([RBrb]{1,2}):)?([A-Za-z0-9]+)(?:@(\d+))?", text.strip())
+    if not m:
+        raise ctx.error(f"expected [{{R|B}}:]SIGNAL[@seconds] such as 'B:USR1@300', got {text!r}")
+    flags = "".join(sorted(set((m.group(1) or "").upper())))
+    sig = m.group(2).upper()
+    if sig.isdigit():
+        if not 1 <= int(sig) <= 64:
+            raise ctx.error(f"expected a signal number 1-64, got {sig}")
+        sig = str(int(sig))
+    else:
+        sig = sig[3:] if sig.startswith("SIG") else sig
+        if sig not in _SIGNALS:
+            raise ctx.error(f"unknown signal {m.group(2)!r}; expected a name such as USR1 or TERM, or a number")
+    seconds = int(m.group(3)) if m.group(3) is not None else 60
+    if seconds > 65535:
+        raise ctx.error(f"expected at most 65535 seconds before the limit, got {seconds}")
+    return SignalSpec(sig, seconds, flags)
+
+
+def _nice(ctx: _Ctx, text: str | None) -> int:
+    if text is None:
+        return 100
+    value = _int(ctx, text, minimum=-2147483645)
+    if value > 2147483645:
+        raise ctx.error(f"expected an adjustment between -2147483645 and 2147483645, got {text!r}")
+    return value
+
+
+def _free_text(ctx: _Ctx, text: str) -> str:
+    if "\n" in text or "\r" in text:
+        raise ctx.error("expected a single line of text")
+    return text
+
+
+# --------------------------------------------------------------------------------------
+# --begin
+# --------------------------------------------------------------------------------------
+
+_BEGIN_UNITS = {
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}
+_BEGIN_NAMED = {"midnight": (0, 0, 0), "noon": (12, 0, 0), "fika": (15, 0, 0), "teatime": (16, 0, 0)}
+_BEGIN_FORMS = ("'now+1hour', 'now+30minutes', 'now+600', '2026-12-01T08:00:00', '2026-12-01', "
+                "'16:00', '4:00PM', 'midnight', 'noon', 'teatime', 'tomorrow'")
+
+
+class _Begin(NamedTuple):
+    #: "relative" (seconds after submit), "absolute" (datetime) or "clock": (hour, minute,
+    #: second, days ahead, roll over to tomorrow when already past).
+    kind: str
+    value: object
+
+
+def _parse_begin(text: str) -> _Begin:
+    """Classify a --begin value; ValueError with the accepted forms when it is none of them."""
+    s = text.strip()
+    low = s.lower()
+    m = re.fullmatch(r"now(?:\+(\d+)([a-z]*))?", low)
+    if m:
+        amount = int(m.group(1) or 0)
+        unit = m.group(2) or "s"
+        if unit not in _BEGIN_UNITS:
+            raise ValueError(f"unknown time unit {m.group(2)!r} in {text!r}; expected one of "
+                             "seconds, minutes, hours, days, weeks")
+        return _Begin("relative", amount * _BEGIN_UNITS[unit])
+    if low in _BEGIN_NAMED:
+        return _Begin("clock", (*_BEGIN_NAMED[low], 0, True))
+    if low in ("today", "tomorrow"):
+        return _Begin("clock", (0, 0, 0, 0 if low == "today" else 1, False))
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?", low)
+    if m:
+        hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        if m.group(4):
+            if not 1 <= hour <= 12:
+                raise ValueError(f"expected an hour 1-12 with AM/PM, got {text!r}")
+            hour = hour % 12 + (12 if m.group(4) == "pm" else 0)
+        if hour > 23 or minute > 59 or second > 59:
+            raise ValueError(f"expected a clock time HH:MM[:SS], got {text!r}")
+        return _Begin("clock", (hour, minute, second, 0, True))
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?)?", s):
+        try:
+            return _Begin("absolute", parse_timestamp(s))
+        except SlurmTimeError as exc:
+            raise ValueError(str(exc)) from None
+    raise ValueError(f"expected a begin time such as {_BEGIN_FORMS}, got {text!r}")
+
+
+def begin_offset(text: str, epoch: datetime | None, submit_time: float = 0.0, *,
+                 source: str = "", line: int | None = None) -> float:
+    """Engine time (seconds from ``epoch``) at which a ``--begin`` value makes a job eligible.
+
+    Relative forms (``now+1hour``) count from ``submit_time`` and need no epoch. Dates and
+    clock times are wall-clock instants, so they need ``epoch``; a clock time means its next
+    occurrence at or after submission (as sbatch reads it). Never earlier than submission.
+    """
+    try:
+        begin = _parse_begin(text)
+    except ValueError as exc:
+        raise InputError(source, f"--begin: {exc}", line=line) from None
+    if begin.kind == "relative":
+        return submit_time + float(begin.value)  # type: ignore[arg-type]
+    if epoch is None:
+        raise InputError(source, f"--begin={text} is a wall-clock time; gpupool needs the run's "
+                         "start time (epoch) to place it; use 'now+<duration>' or give an epoch",
+                         line=line)
+    epoch = parse_timestamp(epoch.isoformat()) if epoch.tzinfo is None else epoch
+    now = epoch + timedelta(seconds=submit_time)
+    if begin.kind == "absolute":
+        at: datetime = begin.value  # type: ignore[assignment]
+    else:
+        hour, minute, second, days, roll = begin.value  # type: ignore[misc]
+        at = now.replace(hour=hour, minute=minute, second=second, microsecond=0) + timedelta(days=days)
+        if roll and at < now:
+            at += timedelta(days=1)
+    return max(submit_time, (at - epoch).total_seconds())
+
+
+def _begin(ctx: _Ctx, text: str) -> str:
+    try:
+        _parse_begin(text)
+    except ValueError as exc:
+        raise ctx.error(str(exc)) from None
+    return text.strip()
+
+
+# --------------------------------------------------------------------------------------
+# Applying options to the job
+# --------------------------------------------------------------------------------------
+
+#: option -> (field, parser(ctx, value)) for options with a typed field.
+_VALUE_FIELDS: dict[str, tuple[str, Callable[[_Ctx, str], object]]] = {
+    "nodes": ("nodes", _nodes),
+    "ntasks": ("ntasks", lambda c, v: _int(c, v, minimum=1)),
+    "ntasks-per-node": ("ntasks_per_node", lambda c, v: _int(c, v, minimum=1)),
+    "cpus-per-task": ("cpus_per_task", lambda c, v: _int(c, v, minimum=1)),
+    "cpus-per-gpu": ("cpus_per_gpu", lambda c, v: _int(c, v, minimum=1)),
+    "gres": ("gres", _gres),
+    "gpus": ("gpus", _gpu_count),
+    "gpus-per-node": ("gpus_per_node", _gpu_count),
+    "gpus-per-task": ("gpus_per_task", _gpu_count),
+    "mem": ("mem", _memory),
+    "mem-per-cpu": ("mem_per_cpu", _memory),
+    "mem-per-gpu": ("mem_per_gpu", _memory),
+    "time": ("time", _duration),
+    "time-min": ("time_min", _duration),
+    "account": ("account", lambda c, v: _name_token(c, v, "account name")),
+    "qos": ("qos", lambda c, v: _name_token(c, v, "QOS name")),
+    "partition": ("partition", lambda c, v: ",".join(
+        _name_token(c, p, "partition name") for p in v.split(","))),
+    "job-name": ("job_name", _free_text),
+    "output": ("output", _free_text),
+    "error": ("error", _free_text),
+    "dependency": ("dependency", _dependency),
+    "array": ("array", _array),
+    "begin": ("begin", _begin),
+    "signal": ("signal", _signal),
+    "constraint": ("constraint", _free_text),
+    "nodelist": ("nodelist", _free_text),
+    "exclude": ("exclude", _free_text),
+    "comment": ("comment", _free_text),
+}
+
+
+def _apply(job: SbatchJob, ctx: _Ctx, value: str | None) -> None:
+    """Store one option's value on ``job`` (later options override earlier ones)."""
+    name = ctx.option
+    if name in _VALUE_FIELDS:
+        field_name, parse = _VALUE_FIELDS[name]
+        setattr(job, field_name, parse(ctx, value))  # type: ignore[arg-type]
+        job.lines[field_name] = ctx.line
+    elif name == "exclusive" and value is None:
+        job.exclusive = True
+        job.lines["exclusive"] = ctx.line
+    elif name == "exclusive" and value not in ("user", "mcs"):
+        raise ctx.error(f"expected no value, 'user' or 'mcs', got {value!r}")
+    elif name == "nice":
+        job.nice = _nice(ctx, value)
+        job.lines["nice"] = ctx.line
+    elif name in ("requeue", "no-requeue"):
+        job.requeue = name == "requeue"
+        job.lines["requeue"] = ctx.line
+    else:
+        job.not_modelled = (*job.not_modelled, (name, value))
+
+
+def _check_combinations(job: SbatchJob) -> None:
+    """Refuse combinations sbatch itself refuses."""
+    given = [f for f in ("mem", "mem_per_cpu", "mem_per_gpu") if getattr(job, f) is not None]
+    if len(given) > 1:
+        line = max(job.lines[f] for f in given)
+        raise InputError(job.source, "--mem, --mem-per-cpu and --mem-per-gpu are mutually exclusive; "
+                         "give only one", line=line)
+
+
+# --------------------------------------------------------------------------------------
+# Reading a script
+# --------------------------------------------------------------------------------------
+
+def parse_sbatch(path: Path) -> SbatchJob:
+    """Read one sbatch script file (see :func:`parse_sbatch_text`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot read the sbatch script: {exc}") from None
+    return parse_sbatch_text(text, str(path))
+
+
+def parse_sbatch_text(text: str, source: str) -> SbatchJob:
+    """Parse a script's ``#SBATCH`` header and ``#GPUPOOL`` comments into an SbatchJob."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("#!"):
+        raise InputError(source, "this does not look like a batch script: the first line must be "
+                         "'#!' and an interpreter, such as '#!/bin/bash'", line=1)
+    job = SbatchJob(source=source, shebang=lines[0])
+    in_header = True
+    for number, line in enumerate(lines[1:], start=2):
+        stripped = line.strip()
+        gp = _GPUPOOL_RE.match(stripped)
+        if gp:
+            _apply_gpupool(job, gp.group(1), source, number)
+        if not in_header:
+            if line.startswith(_SBATCH_PREFIX):
+                job.late_directives = (*job.late_directives, number)
+            continue
+        if stripped and not stripped.startswith("#"):
+            in_header = False
+            job.body = "\n".join(lines[number - 1:])
+            continue
+        if line.startswith(_SBATCH_PREFIX) and (len(line) == 7 or line[7].isspace()):
+            _parse_directive(job, line[7:], source, number)
+    _check_combinations(job)
+    return job
+
+
+def _parse_directive(job: SbatchJob, rest: str, source: str, number: int) -> None:
+    """Apply every option on one ``#SBATCH`` line."""
+    try:
+        tokens = shlex.split(rest, comments=True, posix=True)
+    except ValueError as exc:
+        raise InputError(source, f"cannot split the #SBATCH line: {exc}", line=number) from None
+    if tokens == ["hetjob"] or tokens == ["packjob"]:
+        raise InputError(source, "heterogeneous jobs ('#SBATCH hetjob') are not supported by gpupool",
+                         line=number)
+    i = 0
+    while i < len(tokens):
+        i = _parse_token(job, tokens, i, source, number)
+
+
+def _parse_token(job: SbatchJob, tokens: list[str], i: int, source: str, number: int) -> int:
+    """Apply the option at ``tokens[i]``; return the index of the next unread token."""
+    token = tokens[i]
+    if token.startswith("--") and len(token) > 2:
+        name, eq, value = token[2:].partition("=")
+        opt = _resolve_long(name, source, number)
+        if opt.arg == _FLAG and eq:
+            raise InputError(source, f"--{opt.name} takes no value, got {token!r}", line=number)
+        if opt.arg == _REQ and not eq:
+            if i + 1 >= len(tokens):
+                raise InputError(source, f"--{opt.name} needs a value", line=number)
+            value, i = tokens[i + 1], i + 1
+        _apply(job, _Ctx(source, number, opt.name), value if eq or opt.arg == _REQ else None)
+        return i + 1
+    if token.startswith("-") and len(token) > 1 and not token.startswith("--"):
+        return _parse_short(job, tokens, i, source, number)
+    raise InputError(source, f"unexpected argument {token!r} on an #SBATCH line; options start "
+                     "with '-' or '--'", line=number)
+
+
+def _parse_short(job: SbatchJob, tokens: list[str], i: int, source: str, number: int) -> int:
+    """Short options: ``-N2``, ``-N 2``, and bundled flags such as ``-Hv``."""
+    chars = tokens[i][1:]
+    while chars:
+        opt = _BY_SHORT.get(chars[0])
+        if opt is None:
+            raise InputError(source, f"unknown sbatch option '-{chars[0]}'", line=number)
+        ctx = _Ctx(source, number, opt.name)
+        if opt.arg == _REQ:
+            value = chars[1:]
+            if not value:
+                if i + 1 >= len(tokens):
+                    raise InputError(source, f"-{opt.short} (--{opt.name}) needs a value", line=number)
+                value, i = tokens[i + 1], i + 1
+            _apply(job, ctx, value)
+            return i + 1
+        _apply(job, ctx, None)
+        chars = chars[1:]
+    return i + 1
+
+
+def _resolve_long(name: str, source: str, number: int) -> _Option:
+    """Exact option name, else an unambiguous prefix (as getopt_long allows)."""
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    matches = [o for n, o in _BY_NAME.items() if n.startswith(name)] if name else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        names = ", ".join("--" + o.name for o in matches)
+        raise InputError(source, f"ambiguous sbatch option '--{name}': could be {names}", line=number)
+    raise InputError(source, f"unknown sbatch option '--{name}'", line=number)
+
+
+# --------------------------------------------------------------------------------------
+# #GPUPOOL comments
+# --------------------------------------------------------------------------------------
+
+_GPUPOOL_KEYS = ("runtime", "outcome", "checkpoint_interval")
+
+
+def parse_gpupool_duration(text: str) -> float:
+    """gpupool's own durations: bare numbers are seconds; anything else is a Slurm duration.
+
+    (Slurm reads a bare number as minutes; in ``#GPUPOOL`` comments and arrivals files a
+    bare number is seconds, as everywhere else inside gpupool.) Raises ValueError.
+    """
+    s = text.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", s):
+        return float(s)
+    try:
+        value = parse_duration(s)
+    except SlurmTimeError:
+        raise ValueError(f"expected seconds or a Slurm duration such as '3600', '10:30:00' or "
+                         f"'1-00:00:00', got {text!r}") from None
+    if value is None:
+        raise ValueError(f"expected a finite duration, got {text!r}")
+    return float(value)
+
+
+def _gpupool_facts(rest: str, source: str, number: int) -> dict[str, object]:
+    """``#GPUPOOL key=value [key=value...]``: replay facts the script cannot tell Slurm."""
+    items = rest.split()
+    if not items:
+        raise InputError(source, "empty #GPUPOOL comment; expected key=value with keys "
+                         f"{', '.join(_GPUPOOL_KEYS)}", line=number)
+    facts: dict[str, object] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or key not in _GPUPOOL_KEYS:
+            raise InputError(source, f"#GPUPOOL: expected key=value with keys "
+                             f"{', '.join(_GPUPOOL_KEYS)}, got {item!r}", line=number)
+        if key == "outcome":
+            if value.upper() not in OUTCOMES:
+                raise InputError(source, f"#GPUPOOL outcome: expected one of {', '.join(OUTCOMES)}, "
+                                 f"got {value!r}", line=number)
+            facts[key] = value.upper()
+            continue
+        try:
+            facts[key] = parse_gpupool_duration(value)
+        except ValueError as exc:
+            raise InputError(source, f"#GPUPOOL {key}: {exc}", line=number) from None
+    return facts
+
+
+def _apply_gpupool(job: SbatchJob, rest: str, source: str, number: int) -> None:
+    for key, value in _gpupool_facts(rest, source, number).items():
+        setattr(job, key, value)
+        job.lines[key] = number
+
+
+def parse_gpupool_comments(text: str, source: str) -> dict[str, object]:
+    """The ``#GPUPOOL`` facts of any text with ``#`` comments (an sbatch script or a YAML
+    manifest): ``runtime`` and ``checkpoint_interval`` in seconds, ``outcome``. Later wins."""
+    facts: dict[str, object] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _GPUPOOL_RE.match(line.strip())
+        if m:
+            facts.update(_gpupool_facts(m.group(1), source, number))
+    return facts
+
+
+# --------------------------------------------------------------------------------------
+# Rendering (the inverse of the parser)
+# --------------------------------------------------------------------------------------
+
+def _time_text(seconds: float) -> str:
+    return "UNLIMITED" if seconds == UNLIMITED else format_duration(seconds)
+
+
+def _option_lines(job: SbatchJob) -> list[tuple[str, str | None]]:
+    """(option, value) pairs in a fixed, readable order."""
+    pairs: list[tuple[str, str | None]] = []
+
+    def add(option: str, value: object, text: Callable[[object], str] = str) -> None:
+        if value is not None:
+            pairs.append((option, text(value)))
+
+    add("job-name", job.job_name)
+    add("account", job.account)
+    add("partition", job.partition)
+    add("qos", job.qos)
+    add("nodes", job.nodes, lambda n: f"{n[0]}-{n[1]}" if isinstance(n, tuple) else str(n))
+    add("ntasks", job.ntasks)
+    add("ntasks-per-node", job.ntasks_per_node)
+    add("cpus-per-task", job.cpus_per_task)
+    add("cpus-per-gpu", job.cpus_per_gpu)
+    if job.gres:
+        pairs.append(("gres", ",".join(":".join(str(p) for p in g if p is not None) for g in job.gres)))
+    add("gpus", job.gpus, lambda g: g.text())
+    add("gpus-per-node", job.gpus_per_node, lambda g: g.text())
+    add("gpus-per-task", job.gpus_per_task, lambda g: g.text())
+    add("mem", job.mem, _memory_text)
+    add("mem-per-cpu", job.mem_per_cpu, _memory_text)
+    add("mem-per-gpu", job.mem_per_gpu, _memory_text)
+    add("time", job.time, _time_text)
+    add("time-min", job.time_min, _time_text)
+    if job.exclusive:
+        pairs.append(("exclusive", None))
+    add("dependency", job.dependency, lambda d: d.text())
+    add("array", job.array, lambda a: a.text())
+    add("begin", job.begin)
+    add("nice", job.nice)
+    if job.requeue is not None:
+        pairs.append(("requeue" if job.requeue else "no-requeue", None))
+    add("signal", job.signal, lambda s: s.text())
+    add("constraint", job.constraint)
+    add("nodelist", job.nodelist)
+    add("exclude", job.exclude)
+    add("comment", job.comment)
+    add("output", job.output)
+    add("error", job.error)
+    pairs.extend(job.not_modelled)
+    return pairs
+
+
+def _memory_text(mib: object) -> str:
+    """MiB -> Slurm text with the largest exact unit (``500G``, ``512M``)."""
+    assert isinstance(mib, int)
+    for suffix, factor in (("T", 1024 * 1024), ("G", 1024)):
+        if mib and mib % factor == 0:
+            return f"{mib // factor}{suffix}"
+    return f"{mib}M"
+
+
+def render_sbatch(job: SbatchJob) -> str:
+    """Write a script whose parse gives back ``job`` (options, #GPUPOOL comments, body)."""
+    out = [job.shebang]
+    for option, value in _option_lines(job):
+        out.append(f"#SBATCH --{option}" if value is None else f"#SBATCH --{option}={shlex.quote(value)}")
+    facts = []
+    if job.runtime is not None:
+        facts.append(f"runtime={_seconds_text(job.runtime)}")
+    if job.outcome is not None:
+        facts.append(f"outcome={job.outcome}")
+    if job.checkpoint_interval is not None:
+        facts.append(f"checkpoint_interval={_seconds_text(job.checkpoint_interval)}")
+    if facts:
+        out.append("#GPUPOOL " + " ".join(facts))
+    if job.body:
+        out.append(job.body)
+    return "\n".join(out) + "\n"
+
+
+def _seconds_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+# --------------------------------------------------------------------------------------
+# SbatchJob -> Workload
+# --------------------------------------------------------------------------------------
+
+class _Shape(NamedTuple):
+    count: int
+    min_count: int | None
+    one_per_node: bool
+    gpus: int
+    cpus: int  # whole CPUs per pod
+    tasks: int  # tasks per pod
+
+
+def _error(job: SbatchJob, message: str, *fields: str) -> InputError:
+    lines = [job.lines[f] for f in fields if f in job.lines]
+    return InputError(job.source, message, line=max(lines) if lines else None)
+
+
+def _gpu_type(job: SbatchJob) -> str | None:
+    """The one GPU type the job names (None = any); several different types are refused."""
+    types = {g.type for g in (job.gpus, job.gpus_per_node, job.gpus_per_task) if g and g.type}
+    types |= {g.type for g in job.gres if g.name == "gpu" and g.type}
+    if len(types) > 1:
+        raise _error(job, f"gpupool models one GPU type per job; this script asks for "
+                     f"{', '.join(sorted(types))}", "gres", "gpus", "gpus_per_node", "gpus_per_task")
+    return types.pop() if types else None
+
+
+def _gres_gpus(job: SbatchJob) -> int | None:
+    counts = [g.count for g in job.gres if g.name == "gpu"]
+    return sum(counts) if counts else None
+
+
+def _node_shape(job: SbatchJob, nodes_min: int, nodes_max: int) -> _Shape:
+    """One pod per node (``--nodes``, or ``--ntasks-per-node`` implying a node count)."""
+    tasks = job.ntasks_per_node or (math.ceil(job.ntasks / nodes_min) if job.ntasks else 1)
+    gres = _gres_gpus(job)
+    if job.gpus_per_node is not None:
+        gpus = job.gpus_per_node.count
+    elif gres is not None:
+        gpus = gres
+    elif job.gpus is not None:
+        if nodes_min != nodes_max or job.gpus.count % nodes_min:
+            raise _error(job, f"--gpus={job.gpus.text()} cannot be split evenly over "
+                         f"{_nodes_text(job)} node(s); gpupool models identical pods: use "
+                         "--gpus-per-node", "gpus", "nodes")
+        gpus = job.gpus.count // nodes_min
+    elif job.gpus_per_task is not None:
+        gpus = job.gpus_per_task.count * tasks
+    else:
+        gpus = 0
+    cpus = _cpus_per_pod(job, tasks, gpus)
+    min_count = nodes_min if nodes_min != nodes_max else None
+    return _Shape(nodes_max, min_count, True, gpus, cpus, tasks)
+
+
+def _nodes_text(job: SbatchJob) -> str:
+    n = job.nodes
+    return f"{n[0]}-{n[1]}" if isinstance(n, tuple) else str(n)
+
+
+def _task_shape(job: SbatchJob) -> _Shape:
+    """No node count: ``--ntasks=N`` pods of one task each, placed anywhere."""
+    count = job.ntasks or 1
+    if count > 1 and (job.gpus_per_node is not None or job.gres):
+        raise _error(job, "--gres/--gpus-per-node are per node, but this script gives --ntasks "
+                     "without --nodes, so the node count is unknown; add --nodes",
+                     "gres", "gpus_per_node", "ntasks")
+    if job.gpus_per_task is not None:
+        gpus = job.gpus_per_task.count
+    elif job.gpus is not None:
+        if job.gpus.count % count:
+            raise _error(job, f"--gpus={job.gpus.text()} cannot be split evenly over --ntasks={count}; "
+                         "gpupool models identical pods: use --gpus-per-task", "gpus", "ntasks")
+        gpus = job.gpus.count // count
+    elif job.gpus_per_node is not None:
+        gpus = job.gpus_per_node.count
+    else:
+        gpus = _gres_gpus(job) or 0
+    return _Shape(count, None, False, gpus, _cpus_per_pod(job, 1, gpus), 1)
+
+
+def _cpus_per_pod(job: SbatchJob, tasks: int, gpus: int) -> int:
+    if job.cpus_per_task is not None:
+        return tasks * job.cpus_per_task
+    if job.cpus_per_gpu is not None and gpus:
+        return max(1, job.cpus_per_gpu * gpus)
+    return tasks
+
+
+def _memory_per_pod(job: SbatchJob, shape: _Shape) -> int:
+    """MiB per pod; 0 (no request: the partition's default applies) when none is given."""
+    if job.mem is not None:
+        return job.mem if shape.one_per_node else math.ceil(job.mem / shape.count)
+    if job.mem_per_cpu is not None:
+        return job.mem_per_cpu * shape.cpus
+    if job.mem_per_gpu is not None:
+        return job.mem_per_gpu * shape.gpus
+    return 0
+
+
+def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
+    """The job's one pod set and its gang rule (documented in docs/formats/sbatch.md)."""
+    if job.nodes is not None:
+        shape = _node_shape(job, job.min_nodes or 1, job.max_nodes or 1)
+    elif job.ntasks_per_node is not None:
+        nodes = math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node)
+        shape = _node_shape(job, nodes, nodes)
+    else:
+        shape = _task_shape(job)
+    extra = tuple(sorted(_extra_gres(job).items()))
+    pod_set = PodSet(
+        name="main", count=shape.count, cpu_m=shape.cpus * 1000,
+        memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
+        extra=extra, min_count=shape.min_count, one_per_node=shape.one_per_node,
+        exclusive=job.exclusive,
+    )
+    return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
+
+
+def _extra_gres(job: SbatchJob) -> dict[str, int]:
+    """Non-GPU GRES as ``gres/<name>`` extra resources, per pod."""
+    out: dict[str, int] = {}
+    for g in job.gres:
+        if g.name != "gpu":
+            out[f"gres/{g.name}"] = out.get(f"gres/{g.name}", 0) + g.count
+    return out
+
+
+def sbatch_to_workload(
+    job: SbatchJob,
+    *,
+    id: int,
+    submit_time: float,
+    runtime: float,
+    outcome: str = "COMPLETED",
+    checkpoint_interval: float | None = None,
+    epoch: datetime | None = None,
+    dependency: str | None = None,
+) -> list[Workload]:
+    """The workloads one submission of ``job`` creates: one, or one per array task.
+
+    Array tasks take ids ``id, id+1, …`` with ``array_job_id=id`` (Slurm gives the array
+    the first task's id). ``dependency`` replaces the script's dependency text (a folder
+    passes one with script names resolved to ids). ``epoch`` places wall-clock --begin times.
+    """
+    if outcome not in OUTCOMES:
+        raise InputError(job.source, f"outcome: expected one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    pod_set, gang = job_pod_set(job)
+    base = Workload(
+        id=id, name=job.name, pod_sets=(pod_set,), submit_time=float(submit_time),
+        runtime=float(runtime),
+        time_limit=None if job.time is None else float(job.time), outcome=outcome, gang=gang,
+        checkpoint_interval=checkpoint_interval, account=job.account, qos=job.qos,
+        partition=job.partition, nice=job.nice or 0,
+        dependency=dependency if dependency is not None else (job.dependency.text() if job.dependency else None),
+        begin_time=job.begin_offset(epoch, submit_time),
+        requeue=True if job.requeue is None else job.requeue,
+        signal=job.signal.text() if job.signal else None, output=job.output,
+        time_min=None if job.time_min is None else float(job.time_min), constraint=job.constraint, nodelist=job.nodelist,
+        exclude=job.exclude, source=job.source,
+    )
+    if job.array is None:
+        return [base]
+    return [
+        replace(base, id=id + i, array_job_id=id, array_task_id=task,
+                array_max_running=job.array.max_running, labels={},
+                source=f"{job.source}[{task}]")
+        for i, task in enumerate(job.array.task_ids)
+    ]
