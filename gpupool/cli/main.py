@@ -19,7 +19,8 @@ from gpupool.errors import GpupoolError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="One pool of GPUs, two job shapes: Slurm and Kueue policies side by side.")
-out = Console()
+# Tables are wide; when stdout is not a terminal (a pipe, CI logs) do not fold them at 80.
+out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 
@@ -88,6 +89,8 @@ def validate(
         out.print("cohorts: " + ", ".join(c["name"] for c in facts["cohorts"]))
         out.print("local queues: " + ", ".join(f"{q['namespace']}/{q['name']} -> {q['cluster_queue']}"
                                                for q in facts["local_queues"]))
+    for note in facts["notes"]:
+        out.print(f"[dim]note: {note}[/]")
     if facts["not_modelled"]:
         keys = sorted({f"{item['key']}" for item in facts["not_modelled"]})
         out.print(f"[dim]not modelled ({len(keys)}): {', '.join(keys)}[/]")

@@ -47,6 +47,7 @@ def pool_facts(pool: Pool) -> dict:
         "priority_classes": [],
         "default_workload": pool.default_workload,
         "not_modelled": [{"source": s, "key": k} for s, k in pool.not_modelled],
+        "notes": list(pool.notes),
         "sources": list(pool.sources),
     }
     if pool.slurm is not None:
@@ -110,6 +111,7 @@ COMPARE_COLUMNS = [
     ("policy", "policy", "{}"),
     ("jobs", "jobs", "{}"),
     ("never_started", "never started", "{}"),
+    ("utilisation_while_submitting", "GPU alloc % (arrivals)", "{:.1%}"),
     ("utilisation", "GPU alloc %", "{:.1%}"),
     ("busy_utilisation", "GPU busy %", "{:.1%}"),
     ("wait.mean", "wait mean", "dur"),

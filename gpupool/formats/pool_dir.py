@@ -66,7 +66,8 @@ def load_pool(path: str | Path) -> Pool:
             from gpupool.formats.gres_conf import apply_gres, parse_gres_conf
 
             entries = parse_gres_conf(gres)
-            apply_gres(slurm_nodes, entries, str(gres))
+            for note in apply_gres(slurm_nodes, entries, str(gres)) or ():
+                pool.notes.append(note)
             pool.slurm.gres = entries
             pool.sources.append(str(gres))
         topo = root / "topology.conf"
@@ -91,6 +92,7 @@ def load_pool(path: str | Path) -> Pool:
         from gpupool.formats.sacctmgr import parse_sacctmgr_dump
 
         pool.slurm.accounting = parse_sacctmgr_dump(dump_files[0])
+        pool.not_modelled.extend(pool.slurm.accounting.not_modelled)
         pool.sources.append(str(dump_files[0]))
         _check_partition_refs(pool)
 

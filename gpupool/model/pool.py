@@ -93,6 +93,9 @@ class Pool:
     kueue: KueueConfig | None = None
     sources: list[str] = field(default_factory=list)
     not_modelled: list[tuple[str, str]] = field(default_factory=list)
+    #: Assumptions gpupool made while loading (e.g. GPU counts taken from slurm.conf because
+    #: gres.conf relies on AutoDetect), shown by ``validate``.
+    notes: list[str] = field(default_factory=list)
     #: Workload spec (see ``gpupool.workload.sources``) used when none is given.
     default_workload: str | None = None
     #: The pool directory (None for pools built in code).

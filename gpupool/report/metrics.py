@@ -156,6 +156,11 @@ def summarise(out: RunOutput, jobs: pd.DataFrame | None = None) -> dict:
     alloc_area = _integral(out.timeline, 1, end)
     busy_area = _integral(out.timeline, 2, end)
     capacity = total_gpus * makespan
+    # Steady state: the window in which work keeps arriving (first to last submission). Over
+    # the whole makespan a long drain tail dilutes utilisation; both are reported.
+    last_submit = float(jobs["submit"].max()) if len(jobs) else 0.0
+    window = max(0.0, last_submit - first_submit)
+    window_area = _integral(out.timeline, 1, last_submit)
     ran = started.copy()
     ran["run"] = ran["end"].fillna(end) - ran["start"]
     slow = ((ran["wait"] + ran["runtime"].clip(lower=0)) / np.maximum(ran["runtime"], SLOWDOWN_BOUND_S)).clip(lower=1.0)
@@ -188,6 +193,7 @@ def summarise(out: RunOutput, jobs: pd.DataFrame | None = None) -> dict:
         "makespan_s": _r(makespan),
         "utilisation": _r(alloc_area / capacity) if capacity else 0.0,
         "busy_utilisation": _r(busy_area / capacity) if capacity else 0.0,
+        "utilisation_while_submitting": _r(window_area / (total_gpus * window)) if window and total_gpus else 0.0,
         "gpu_hours_allocated": _r(alloc_area / 3600.0),
         "gpu_hours_used": _r(jobs["gpu_seconds_used"].sum() / 3600.0),
         "gpu_hours_lost_to_preemption": _r(jobs["gpu_seconds_lost"].sum() / 3600.0),

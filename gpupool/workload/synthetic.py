@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 import numpy as np
 
 from gpupool.errors import InputError
+from gpupool.model.resources import GPU
 from gpupool.model.pool import Node, Pool
 from gpupool.model.workload import GANG_ALL, GANG_NONE, KIND_BATCH, KIND_SERVICE, PodSet, Workload
 
@@ -88,6 +89,9 @@ class SyntheticSpec:
     standing_fleet_share: float = 0.5
     start_weekday: int = 0
     jobs: int | None = None
+    #: Largest training job in GPUs as a share of the pool (before the queue cap below):
+    #: real pools rarely let one job take more than half of them.
+    max_job_share: float = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -96,7 +100,7 @@ class SyntheticSpec:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         for name in ("target_load", "inference_share", "single_gpu_share", "failure_rate", "cancel_rate",
-                     "timeout_rate", "checkpoint_share", "standing_fleet_share"):
+                     "timeout_rate", "checkpoint_share", "standing_fleet_share", "max_job_share"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
@@ -136,6 +140,7 @@ QUERY_KEYS = {
     "timeout": "timeout_rate",
     "checkpoint": "checkpoint_share",
     "start_weekday": "start_weekday",
+    "max_job_share": "max_job_share",
 }
 _UNITS = {"s": 1.0, "m": 60.0, "h": HOUR, "d": DAY, "w": WEEK}
 
@@ -269,12 +274,38 @@ def _share(nodes: list[Node], gpus: int, attr: str, unit: int) -> int:
     return rounded if rounded > 0 else int(value)
 
 
-def _layouts(nodes: list[Node]) -> list[_Layout]:
+def max_training_gpus(pool: Pool, spec: SyntheticSpec) -> int:
+    """The largest training job worth generating: ``max_job_share`` of the pool (at least one
+    node), and no more than a training ClusterQueue can ever admit (nominal + borrowingLimit
+    over its flavors), so no generated job is inadmissible by construction in either world."""
+    per_node = max((n.gpu_count for n in pool.nodes.values()), default=0)
+    cap = max(per_node, int(pool.gpu_count * spec.max_job_share))
+    kueue = pool.kueue
+    if kueue is not None:
+        for cq in kueue.cluster_queues.values():
+            if not any(w in cq.name.lower() for w in _TRAIN_WORDS):
+                continue
+            total = 0
+            for rg in cq.resource_groups:
+                for fq in rg.flavors:
+                    q = fq.resources.get(GPU)
+                    if q is None:
+                        continue
+                    borrow = q.borrowing_limit if q.borrowing_limit is not None else pool.gpu_count
+                    total += q.nominal + (borrow if cq.cohort else 0)
+            if total:
+                cap = min(cap, max(per_node, total))
+    return cap
+
+
+def _layouts(nodes: list[Node], max_gpus: int | None = None) -> list[_Layout]:
     """The sizes of SIZES this pool can hold, each with its pod layout (one pod per node beyond
-    the largest node's GPU count, as 8-GPU servers are used)."""
+    the largest node's GPU count, as 8-GPU servers are used), up to ``max_gpus``."""
     per_node = max(n.gpu_count for n in nodes)
     out = []
     for size in SIZES:
+        if max_gpus is not None and size > max_gpus:
+            continue
         pods = 1 if size <= per_node else math.ceil(size / per_node)
         gpus = size if pods == 1 else math.ceil(size / pods)
         if sum(1 for n in nodes if n.gpu_count >= gpus) < pods:
@@ -592,9 +623,10 @@ def generate(pool: Pool, spec: SyntheticSpec) -> list[Workload]:
     rng = np.random.default_rng(spec.seed)
     train_subs = _submitters(pool, inference=False)
     infer_subs = _submitters(pool, inference=True)
-    layouts = _layouts(_eligible_nodes(pool, train_subs))
+    cap = max_training_gpus(pool, spec)
+    layouts = _layouts(_eligible_nodes(pool, train_subs), cap)
     if not layouts:
-        layouts = _layouts(gpu_nodes)
+        layouts = _layouts(gpu_nodes, cap)
     total = pool.gpu_count * spec.duration_s * spec.target_load
     train = _training(rng, spec, layouts, train_subs, total * (1 - spec.inference_share))
     train_times = _arrivals(rng, spec, len(train.runtime))
