@@ -89,8 +89,10 @@ def validate(
         out.print("cohorts: " + ", ".join(c["name"] for c in facts["cohorts"]))
         out.print("local queues: " + ", ".join(f"{q['namespace']}/{q['name']} -> {q['cluster_queue']}"
                                                for q in facts["local_queues"]))
-    for note in facts["notes"]:
-        out.print(f"[dim]note: {note}[/]")
+    for note in facts["notes"][:3]:
+        out.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    if len(facts["notes"]) > 3:
+        out.print(f"[dim]… and {len(facts['notes']) - 3} more notes (see --json)[/]")
     if facts["not_modelled"]:
         keys = sorted({f"{item['key']}" for item in facts["not_modelled"]})
         out.print(f"[dim]not modelled ({len(keys)}): {', '.join(keys)}[/]")
