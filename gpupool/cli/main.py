@@ -98,10 +98,18 @@ def validate(
         out.print(f"[dim]not modelled ({len(keys)}): {', '.join(keys)}[/]")
 
 
-def _run_one(pool_obj, workloads, policy: str, check: bool, until: Optional[float]):
+def _load_faults(path: Optional[Path], pool_obj):
+    if path is None:
+        return []
+    from gpupool.formats.faults import parse_faults
+
+    return parse_faults(path, set(pool_obj.nodes))
+
+
+def _run_one(pool_obj, workloads, policy: str, check: bool, until: Optional[float], faults=()):
     from gpupool.simulation import simulate as run
 
-    return run(pool_obj, workloads, policy, check=check, until=until)
+    return run(pool_obj, workloads, policy, check=check, until=until, faults=faults)
 
 
 @app.command()
@@ -113,6 +121,7 @@ def simulate(
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write jobs/timeline/events Parquet and summary.json here."),
     check: bool = typer.Option(False, "--check", help="Run the invariant checker (slower)."),
     until: Optional[float] = typer.Option(None, "--until", help="Stop the simulated clock at this many seconds."),
+    faults: Optional[Path] = typer.Option(None, "--faults", help="CSV of time,node,event[,reason] (down, up, drain, resume)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Replay a workload on a pool under one policy."""
@@ -124,8 +133,9 @@ def simulate(
             task = progress.add_task("loading pool and workload", total=2)
             pool_obj = load_pool(pool)
             workloads = load_workload(workload, pool_obj)
+            node_events = _load_faults(faults, pool_obj)
             progress.update(task, advance=1, description=f"simulating {len(workloads)} jobs under {policy}")
-            result = _run_one(pool_obj, workloads, policy, check, until)
+            result = _run_one(pool_obj, workloads, policy, check, until, node_events)
             progress.update(task, advance=1)
         if out_dir is not None:
             result.write(out_dir)
@@ -155,6 +165,7 @@ def compare(
     policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated policies; default: every registered one."),
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Report folder; default runs/POOL/compare."),
     check: bool = typer.Option(False, "--check", help="Run the invariant checker."),
+    faults: Optional[Path] = typer.Option(None, "--faults", help="CSV of time,node,event[,reason] for every run."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
     """Run every registered policy on the same workload and print one comparison table."""
@@ -167,12 +178,13 @@ def compare(
     try:
         pool_obj = load_pool(pool)
         workloads = load_workload(workload, pool_obj)
+        node_events = _load_faults(faults, pool_obj)
         target = out_dir or Path("runs") / pool_obj.name / "compare"
         with _progress(not as_json) as progress:
             task = progress.add_task("comparing", total=len(names))
             for name in names:
                 progress.update(task, description=f"{name}: {len(workloads)} jobs")
-                result = _run_one(pool_obj, workloads, name, check, None)
+                result = _run_one(pool_obj, workloads, name, check, None, node_events)
                 result.write(target / name)
                 summaries.append(result.summary_dict)
                 progress.update(task, advance=1)
