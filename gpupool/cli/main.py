@@ -98,6 +98,14 @@ def validate(
         out.print(f"[dim]not modelled ({len(keys)}): {', '.join(keys)}[/]")
 
 
+def _report_skipped(workloads) -> None:
+    """Trace readers count the rows they could not use; say so rather than drop them quietly."""
+    if getattr(workloads, "skipped", None) or getattr(workloads, "notes", None):
+        err.print(f"[dim]{workloads.summary()}[/]", highlight=False, soft_wrap=True)
+        for note in getattr(workloads, "notes", ())[:5]:
+            err.print(f"[dim]  note: {note}[/]", highlight=False, soft_wrap=True)
+
+
 def _load_faults(path: Optional[Path], pool_obj):
     if path is None:
         return []
@@ -133,6 +141,7 @@ def simulate(
             task = progress.add_task("loading pool and workload", total=2)
             pool_obj = load_pool(pool)
             workloads = load_workload(workload, pool_obj)
+            _report_skipped(workloads)
             node_events = _load_faults(faults, pool_obj)
             progress.update(task, advance=1, description=f"simulating {len(workloads)} jobs under {policy}")
             result = _run_one(pool_obj, workloads, policy, check, until, node_events)
@@ -178,6 +187,7 @@ def compare(
     try:
         pool_obj = load_pool(pool)
         workloads = load_workload(workload, pool_obj)
+        _report_skipped(workloads)
         node_events = _load_faults(faults, pool_obj)
         target = out_dir or Path("runs") / pool_obj.name / "compare"
         with _progress(not as_json) as progress:
