@@ -680,7 +680,7 @@ def _pod_group_workload(key: tuple, pods: list[YamlDoc], gangs: dict, ctx: _Cont
     total = len(pods)
     names = ["main"] if len(shapes) == 1 else [f"role-{i}" for i in range(len(shapes))]
     pod_sets = [replace(ps, name=n, count=c) for (ps, c), n in zip(shapes, names)]
-    gang, min_count = GANG_ALL, None
+    gang = GANG_ALL
     if key[1] == "kueue":
         name = key[2]
         common.name = name

@@ -650,7 +650,7 @@ def generate(pool: Pool, spec: SyntheticSpec) -> list[Workload]:
 def _build(pool, spec, layouts, train, train_times, train_subs, lifetimes, infer_times, infer_subs_idx,
            service_of, infer_subs, gpu_nodes) -> list[Workload]:
     """Workload objects, once, at the end; ids follow submit order (training first on ties)."""
-    n_train, n_infer = len(train.runtime), len(lifetimes)
+    n_train = len(train.runtime)
     times = np.concatenate([train_times, infer_times])
     order = np.argsort(times, kind="stable")
     if len(times):

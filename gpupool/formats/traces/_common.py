@@ -9,6 +9,8 @@ both; the CLI prints :meth:`TraceWorkloads.summary`.
 """
 from __future__ import annotations
 
+import csv
+
 import gzip
 import io
 import math
@@ -199,3 +201,27 @@ def finalize(result: TraceWorkloads, limit: int | None = None) -> TraceWorkloads
 def located(path: str | Path, line: int | None, column: str, problem: Exception) -> InputError:
     """An InputError for one bad value: file, row/line, the column and what was expected."""
     return InputError(str(path), f"column '{column}': {problem}", line=line)
+
+
+def cell(path: str, line: int, row: dict[str, str], column: str, parse, default=None):
+    """Parse one CSV cell with ``parse``; a blank cell gives ``default``; a bad value is an
+    InputError naming file, line and column."""
+    value = row.get(column)
+    if blank(value):
+        return default
+    try:
+        return parse(value)
+    except ValueProblem as problem:
+        raise located(path, line, column, problem) from None
+
+
+def csv_rows(handle: IO[str], path: str, required: tuple[str, ...], what: str):
+    """Yield ``(line, row)`` of a headed CSV with stripped keys and values, after checking that
+    the header has every ``required`` column (``what`` tells the user what a good file has)."""
+    reader = csv.DictReader(handle)
+    names = [n.strip() for n in reader.fieldnames or []]
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}; {what}", line=1)
+    for row in reader:
+        yield reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}

@@ -20,16 +20,15 @@ are Slurm's own accounting, so they map almost one to one:
 """
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
 from gpupool.errors import InputError
 from gpupool.formats.traces._common import (
+    cell,
+    csv_rows,
     DEFAULT_GPUS_PER_NODE,
     TraceWorkloads,
-    ValueProblem,
-    blank,
     finalize,
     open_text,
     split_gpus,
@@ -47,14 +46,6 @@ _STATES = {"COMPLETED": "COMPLETED", "FAILED": "FAILED", "CANCELLED": "CANCELLED
            "NODE_FAIL": "FAILED", "TIMEOUT": "COMPLETED"}
 
 
-def _get(path: str, line: int, row: dict[str, str], column: str, parse, default=None):
-    value = row.get(column)
-    if blank(value):
-        return default
-    try:
-        return parse(value)
-    except ValueProblem as problem:
-        raise InputError(path, f"column '{column}': {problem}", line=line) from None
 
 
 def read_helios(path: str | Path, *, gpu_only: bool = True, gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
@@ -63,15 +54,8 @@ def read_helios(path: str | Path, *, gpu_only: bool = True, gpus_per_node: int =
     path = str(path)
     result = TraceWorkloads(path=path, format=FORMAT)
     with open_text(path) as handle:
-        reader = csv.DictReader(handle)
-        names = [n.strip() for n in reader.fieldnames or []]
-        missing = [c for c in REQUIRED if c not in names]
-        if missing:
-            raise InputError(path, f"missing column(s) {', '.join(missing)}; a Helios cluster_log.csv has "
-                             f"{','.join(COLUMNS)}", line=1)
-        for row in reader:
-            row = {k.strip(): v for k, v in row.items() if k is not None}
-            workload = _row(path, reader.line_num, row, gpu_only, gpus_per_node, result)
+        for line, row in csv_rows(handle, path, REQUIRED, f"a Helios cluster_log.csv has {','.join(COLUMNS)}"):
+            workload = _row(path, line, row, gpu_only, gpus_per_node, result)
             if workload is not None:
                 result.append(workload)
     return finalize(result, limit)
@@ -80,30 +64,30 @@ def read_helios(path: str | Path, *, gpu_only: bool = True, gpus_per_node: int =
 def _row(path: str, line: int, row: dict[str, str], gpu_only: bool, gpus_per_node: int,
          result: TraceWorkloads) -> Workload | None:
     count = lambda v: to_int(v, "a whole number >= 0", minimum=0)  # noqa: E731
-    gpus = _get(path, line, row, "gpu_num", count, 0)
+    gpus = cell(path, line, row, "gpu_num", count, 0)
     if gpus == 0 and gpu_only:
         result.skip(line, "no GPUs (gpu_only)")
         return None
     state = (row.get("state") or "").strip()
     if state not in _STATES:
         raise InputError(path, f"column 'state': expected one of {', '.join(_STATES)}, got {state!r}", line=line)
-    submit = _get(path, line, row, "submit_time", to_timestamp)
+    submit = cell(path, line, row, "submit_time", to_timestamp)
     if submit is None:
         raise InputError(path, "column 'submit_time': required, but empty", line=line)
-    runtime = _get(path, line, row, "duration", lambda v: to_float(v, "seconds as a number >= 0", minimum=0))
+    runtime = cell(path, line, row, "duration", lambda v: to_float(v, "seconds as a number >= 0", minimum=0))
     if runtime is None:
-        start = _get(path, line, row, "start_time", to_timestamp)
-        end = _get(path, line, row, "end_time", to_timestamp)
+        start = cell(path, line, row, "start_time", to_timestamp)
+        end = cell(path, line, row, "end_time", to_timestamp)
         if start is None or end is None:
             result.skip(line, "no duration and no start/end time")
             return None
         runtime = max(0.0, end - start)
-    nodes = _get(path, line, row, "node_num", count, 0)
+    nodes = cell(path, line, row, "node_num", count, 0)
     if nodes > 0:
         pods, per_pod = nodes, math.ceil(gpus / nodes)
     else:
         pods, per_pod = split_gpus(gpus, gpus_per_node)
-    cpus = _get(path, line, row, "cpu_num", count, 0)
+    cpus = cell(path, line, row, "cpu_num", count, 0)
     time_limit = None
     if state == "TIMEOUT" and runtime > 0:
         time_limit, runtime = runtime, runtime + 1.0

@@ -23,13 +23,13 @@ pod:
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from gpupool.errors import InputError
 from gpupool.formats.traces._common import (
+    cell,
+    csv_rows,
     TraceWorkloads,
-    ValueProblem,
     blank,
     finalize,
     open_text,
@@ -45,11 +45,6 @@ REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "creation_time", "dele
 _PHASE = {"Failed": "FAILED", "Succeeded": "COMPLETED", "Running": "COMPLETED"}
 
 
-def _number(path: str, line: int, row: dict[str, str], column: str, parse):
-    try:
-        return parse(row[column])
-    except ValueProblem as problem:
-        raise InputError(path, f"column '{column}': {problem}", line=line) from None
 
 
 def read_openb(path: str | Path, *, gpu_only: bool = True, keep_gpu_type: bool = False,
@@ -58,16 +53,10 @@ def read_openb(path: str | Path, *, gpu_only: bool = True, keep_gpu_type: bool =
     path = str(path)
     result = TraceWorkloads(path=path, format=FORMAT)
     with open_text(path) as handle:
-        reader = csv.DictReader(handle)
-        names = [n.strip() for n in reader.fieldnames or []]
-        missing = [c for c in REQUIRED if c not in names]
-        if missing:
-            raise InputError(path, f"missing column(s) {', '.join(missing)}; an OpenB pod list has "
-                             f"{','.join(COLUMNS)} (the multigpu* variants have no times and cannot be replayed)",
-                             line=1)
-        for row in reader:
-            row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
-            workload = _pod(path, reader.line_num, row, gpu_only, keep_gpu_type, result)
+        what = (f"an OpenB pod list has {','.join(COLUMNS)} "
+                "(the multigpu* variants have no times and cannot be replayed)")
+        for line, row in csv_rows(handle, path, REQUIRED, what):
+            workload = _pod(path, line, row, gpu_only, keep_gpu_type, result)
             if workload is not None:
                 result.append(workload)
     return finalize(result, limit)
@@ -77,7 +66,7 @@ def _pod(path: str, line: int, row: dict[str, str], gpu_only: bool, keep_gpu_typ
          result: TraceWorkloads) -> Workload | None:
     count = lambda v: to_int(v, "a whole number >= 0", minimum=0)  # noqa: E731
     seconds = lambda v: to_float(v, "seconds (a number)")  # noqa: E731
-    gpus = _number(path, line, row, "num_gpu", count)
+    gpus = cell(path, line, row, "num_gpu", count)
     if gpus == 0 and gpu_only:
         result.skip(line, "no GPUs (gpu_only)")
         return None
@@ -88,16 +77,16 @@ def _pod(path: str, line: int, row: dict[str, str], gpu_only: bool, keep_gpu_typ
     if phase not in _PHASE:
         raise InputError(path, f"column 'pod_phase': expected one of Running, Succeeded, Failed, Pending, "
                          f"got {phase!r}", line=line)
-    created = _number(path, line, row, "creation_time", seconds)
-    scheduled = _number(path, line, row, "scheduled_time", seconds)
-    deleted = _number(path, line, row, "deletion_time", seconds)
+    created = cell(path, line, row, "creation_time", seconds)
+    scheduled = cell(path, line, row, "scheduled_time", seconds)
+    deleted = cell(path, line, row, "deletion_time", seconds)
     if deleted < scheduled:
         raise InputError(path, f"column 'deletion_time': expected a time >= scheduled_time ({row['scheduled_time']}), "
                          f"got {row['deletion_time']!r}", line=line)
     labels = {}
     milli = 1000
     if gpus and not blank(row.get("gpu_milli")):
-        milli = _number(path, line, row, "gpu_milli", lambda v: to_int(v, "a whole number 0..1000", minimum=0))
+        milli = cell(path, line, row, "gpu_milli", lambda v: to_int(v, "a whole number 0..1000", minimum=0))
         if milli < 1000:
             labels["openb.gpu_milli"] = str(milli)
     spec = row.get("gpu_spec", "")
@@ -112,8 +101,8 @@ def _pod(path: str, line: int, row: dict[str, str], gpu_only: bool, keep_gpu_typ
         id=0,
         name=row["name"],
         pod_sets=(PodSet(count=1, gpus=gpus, gpu_type=gpu_type,
-                         cpu_m=_number(path, line, row, "cpu_milli", count),
-                         memory_mib=_number(path, line, row, "memory_mib", count)),),
+                         cpu_m=cell(path, line, row, "cpu_milli", count),
+                         memory_mib=cell(path, line, row, "memory_mib", count)),),
         submit_time=created,
         runtime=deleted - scheduled,
         outcome=_PHASE[phase],
