@@ -1,0 +1,230 @@
+"""Flavor assignment (spec §4.2-§4.4): which ResourceFlavor each pod set's resources use.
+
+A pure function of the workload and the quota tree; preemption is consulted as an oracle
+for a single flavor-resource when quota is short.
+"""
+from __future__ import annotations
+
+from gpupool.model.kueue import ClusterQueue, ResourceFlavor
+from gpupool.policy.kueue.preemption import get_targets
+from gpupool.policy.kueue.quota import FR, borrowing_level
+from gpupool.policy.kueue.records import (
+    FIT,
+    MODE_NAMES,
+    NO_CANDIDATES,
+    NOFIT,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    KPodSet,
+    KWorkload,
+    PodSetAssignment,
+)
+from gpupool.policy.kueue.state import KueueState
+
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerates(tolerations, taint: dict) -> bool:
+    """Kubernetes toleration matching for one taint."""
+    for tol in tolerations:
+        effect = tol.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        key = tol.get("key")
+        op = tol.get("operator", "Equal")
+        if not key:
+            if op == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if op == "Exists" or tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def flavor_matches(flavor: ResourceFlavor, ps: KPodSet) -> str | None:
+    """Why ``ps`` cannot use ``flavor`` (None when it can)."""
+    for key, value in flavor.node_labels.items():
+        want = ps.node_selector.get(key)
+        if want is not None and want != value:
+            return f"flavor {flavor.name} doesn't match node affinity ({key}={want})"
+    tolerations = tuple(ps.tolerations) + tuple(flavor.tolerations)
+    for taint in flavor.node_taints:
+        if taint.get("effect") in BLOCKING_EFFECTS and not tolerates(tolerations, taint):
+            return f"untolerated taint {taint.get('key')} in flavor {flavor.name}"
+    return None
+
+
+def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = None,
+                   resume: dict | None = None) -> Assignment:
+    """The flavor assignment for ``wl`` (optionally with reduced ``counts``) in its CQ."""
+    cq: ClusterQueue = state.cq_models[wl.cq]
+    node = state.tree.cqs[wl.cq]
+    counts = counts if counts is not None else [ps.count for ps in wl.pod_sets]
+    groups = cq.resource_groups
+    group_of = {res: i for i, rg in enumerate(groups) for res in rg.covered_resources}
+    assigned: dict[FR, int] = {}
+    pod_sets: list[PodSetAssignment] = []
+    worst = FIT
+    borrowing = 0
+    frs_preempt: set[FR] = set()
+    messages: list[str] = []
+    last_index: dict = {}
+    for psi, ps in enumerate(wl.pod_sets):
+        n = counts[psi]
+        req = {r: v * n for r, v in ps.requests.items() if v}
+        flavors_of: dict[str, str] = {}
+        touched: dict[int, dict[str, int]] = {}
+        for r, v in req.items():
+            g = group_of.get(r)
+            if g is None:
+                messages.append(f"resource {r} unavailable in ClusterQueue")
+                worst = NOFIT
+                continue
+            touched.setdefault(g, {})[r] = v
+        if worst == NOFIT:
+            pod_sets.append(PodSetAssignment(ps.name, n, {}, req))
+            continue
+        for g in sorted(touched):
+            greq = touched[g]
+            choice = _choose_flavor(state, cq, node, wl, ps, groups[g], g, greq, assigned, psi,
+                                    (resume or {}).get((psi, g), -1), messages, last_index)
+            if choice is None:
+                worst = NOFIT
+                break
+            fname, mode, level, frs = choice
+            for r, v in greq.items():
+                flavors_of[r] = fname
+                assigned[(fname, r)] = assigned.get((fname, r), 0) + v
+            if mode in (PREEMPT, RECLAIM, NO_CANDIDATES):
+                frs_preempt.update(frs)
+            worst = min(worst, PREEMPT if mode in (RECLAIM, NO_CANDIDATES) else mode)
+            borrowing = max(borrowing, level)
+        pod_sets.append(PodSetAssignment(ps.name, n, flavors_of, req))
+    mode = worst if worst in (FIT, NOFIT) else PREEMPT
+    return Assignment(pod_sets, mode, borrowing, assigned, frs_preempt, "; ".join(messages), last_index)
+
+
+def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, start, messages, last_index):
+    """Walk the group's flavors (from the resume index); return (flavor, mode, level, frs) or None."""
+    flavors = group.flavors
+    best = None  # (flavor, mode, level, frs)
+    preference = cq.flavor_fungibility_preference
+    idx = start + 1 if 0 <= start + 1 < len(flavors) else 0
+    order = list(range(idx, len(flavors)))
+    for i in order:
+        fq = flavors[i]
+        last_index[(psi, gi)] = i
+        flavor = state.flavors.get(fq.flavor)
+        why = flavor_matches(flavor, ps) if flavor is not None else f"flavor {fq.flavor} not found"
+        if why:
+            messages.append(why)
+            continue
+        mode, level, frs = FIT, 0, []
+        for r, v in greq.items():
+            fr = (fq.flavor, r)
+            if fr not in node.nominal:
+                m, lv = NOFIT, 0
+                messages.append(f"resource {r} unavailable in flavor {fq.flavor}")
+            else:
+                val = assigned.get(fr, 0) + v
+                m, lv = _fits_quota(state, cq, node, wl, fr, val, messages)
+            frs.append(fr)
+            if (m, -lv) < (mode, -level):
+                mode, level = m, lv
+            if m == NOFIT:
+                break
+        cand = (fq.flavor, mode, level, frs)
+        if mode != NOFIT and (best is None or _preferred(cand, best, preference)):
+            best = cand
+        if not _try_next(cq, mode, level):
+            if i == len(flavors) - 1:
+                last_index[(psi, gi)] = -1
+            return cand
+    last_index[(psi, gi)] = -1
+    return best
+
+
+def _try_next(cq: ClusterQueue, mode: int, level: int) -> bool:
+    if mode in (NOFIT, NO_CANDIDATES):
+        return True
+    if mode in (PREEMPT, RECLAIM) and cq.flavor_fungibility_when_can_preempt == "TryNextFlavor":
+        return True
+    if level > 0 and cq.flavor_fungibility_when_can_borrow == "TryNextFlavor":
+        return True
+    return False
+
+
+def _preferred(a, b, preference: str) -> bool:
+    """True when evaluated flavor ``a`` beats the best so far ``b`` (first wins ties)."""
+    _, ma, la, _ = a
+    _, mb, lb, _ = b
+    if (ma == NO_CANDIDATES) != (mb == NO_CANDIDATES):
+        return mb == NO_CANDIDATES
+    if preference == "PreemptionOverBorrowing":
+        ka, kb = (-la, ma), (-lb, mb)
+    else:
+        ka, kb = (ma, -la), (mb, -lb)
+    return ka > kb
+
+
+def _fits_quota(state: KueueState, cq: ClusterQueue, node, wl: KWorkload, fr: FR, val: int,
+                messages: list[str]) -> tuple[int, int]:
+    if val > node.potential_available(fr):
+        messages.append(f"insufficient quota for {fr[1]} in flavor {fr[0]}, previously considered "
+                        f"podsets requests ({val}) exceed maximum capacity ({node.potential_available(fr)})")
+        return NOFIT, 0
+    level, may_reclaim = borrowing_level(node, fr, val)
+    if val <= node.available(fr):
+        return FIT, level
+    prem = cq.preemption
+    can_preempt_while_borrowing = (prem.borrow_within_cohort_policy not in ("Never", "", None)
+                                   or (state.fair_sharing and prem.reclaim_within_cohort not in ("Never", "", None)))
+    if node.nominal.get(fr, 0) >= val or may_reclaim or can_preempt_while_borrowing:
+        targets = get_targets(state, wl, cq.name, {fr: val}, {fr})
+        if not targets:
+            messages.append(f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
+                            f"{val - node.available(fr)} more needed; no preemption candidates")
+            return NO_CANDIDATES, 0
+        for t in targets:
+            state.tree.cqs[t.adm.cq].add_usage(t.adm.usage, -1)
+        after, _ = borrowing_level(node, fr, val)
+        for t in targets:
+            state.tree.cqs[t.adm.cq].add_usage(t.adm.usage)
+        own = any(t.adm.cq == cq.name for t in targets)
+        messages.append(f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
+                        f"{val - node.available(fr)} more needed; preemption possible")
+        return (PREEMPT if own else RECLAIM), after
+    messages.append(f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
+                    f"{val - node.available(fr)} more needed")
+    return NOFIT, 0
+
+
+def mode_name(mode: int) -> str:
+    return MODE_NAMES[mode]
+
+
+def partial_assignment(state: KueueState, wl: KWorkload, viable) -> Assignment | None:
+    """Partial admission (§4.4): the smallest reduction k whose assignment is ``viable``."""
+    deltas = [ps.count - ps.min_count if ps.min_count is not None and ps.min_count < ps.count else 0
+              for ps in wl.pod_sets]
+    total = sum(deltas)
+    if total == 0:
+        return None
+
+    def counts_for(k: int) -> list[int]:
+        return [ps.count - (d * k) // total for ps, d in zip(wl.pod_sets, deltas)]
+
+    lo, hi = 1, total
+    found = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        a = assign_flavors(state, wl, counts_for(mid))
+        if viable(a):
+            found = a
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    return found

@@ -1,0 +1,365 @@
+"""``--policy kueue`` and ``kueue-gang``: Kueue admission, then kube-scheduler placement.
+
+Each ``decide`` rebuilds Kueue's state from the snapshot (DESIGN rule 1): the workloads that
+hold quota are the engine's active jobs, and the flavor each one uses is read back from the
+nodes its pods run on. Pending jobs are queued per ClusterQueue; Kueue cycles run back to back
+at this instant until one changes nothing (heads parked as inadmissible make room for the next
+head, as the next cycle would). Admitted workloads are handed to the kube-scheduler model:
+
+* ``kueue``: pods bound one by one as they fit (``Start(partial=True)``); a multi-pod job can
+  hold GPUs it cannot use until the rest of its pods are placed ("partial gang" waste);
+* ``kueue-gang``: GenericWorkload gate (Kubernetes 1.37 beta): the whole group in one pass, or
+  nothing (no capacity held by a group that cannot be placed).
+
+waitForPodsReady evicts a partly placed job after ``timeout`` with Kueue's requeue backoff and
+deactivates it after ``backoffLimitCount`` requeues; ``blockAdmission`` holds Fit admissions
+while any admitted workload is not ready. See docs/policies/kueue.md for what is approximated.
+"""
+from __future__ import annotations
+
+from gpupool.engine.decisions import CANCEL, REQUEUE, Pending, Preempt, Reject, Start
+from gpupool.engine.job import PLACING, RUNNING
+from gpupool.engine.policy_api import register
+from gpupool.engine.snapshot import Snapshot
+from gpupool.model.kueue import KueueConfig
+from gpupool.model.pool import Pool
+from gpupool.model.workload import GANG_MIN
+from gpupool.policy.kueue.cycle import (
+    ADMITTED,
+    INADMISSIBLE,
+    NO_CANDIDATES,
+    NOFIT_R,
+    run_cycle,
+    shape_key,
+)
+from gpupool.policy.kueue.flavors import flavor_matches
+from gpupool.policy.kueue.kubesched import KubeScheduler, undo
+from gpupool.policy.kueue.records import Admitted, KPodSet, KWorkload, PodSetAssignment
+from gpupool.policy.kueue.state import KueueState
+from gpupool.policy.placement import Scratch
+
+NO_QUEUE = "no LocalQueue"
+_OPTIONS = {"cycle_interval", "max_cycles", "scoring", "gpu_weight"}
+
+
+def _duration(text, default: float) -> float:
+    if text is None:
+        return default
+    if isinstance(text, (int, float)):
+        return float(text)
+    import re
+
+    units = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)", str(text))
+    return sum(float(n) * units[u] for n, u in parts) if parts else default
+
+
+class PodsReadyConfig:
+    """waitForPodsReady as Kueue reads it (spec §7)."""
+
+    __slots__ = ("base", "block", "enabled", "limit", "max", "timeout")
+
+    def __init__(self, kueue: KueueConfig, gates: dict) -> None:
+        cfg = kueue.configuration or {}
+        wfpr = cfg.get("waitForPodsReady")
+        v1beta1 = str(cfg.get("apiVersion", "")).endswith("v1beta1")
+        if gates.get("DisableWaitForPodsReady"):
+            self.enabled = False
+        elif v1beta1:
+            self.enabled = bool(isinstance(wfpr, dict) and wfpr.get("enable"))
+        else:
+            self.enabled = True
+        wfpr = wfpr if isinstance(wfpr, dict) else {}
+        self.timeout = _duration(wfpr.get("timeout"), 1800.0)
+        self.block = bool(wfpr.get("blockAdmission", v1beta1 and self.enabled))
+        strategy = wfpr.get("requeuingStrategy") or {}
+        self.limit = strategy.get("backoffLimitCount")
+        self.base = float(strategy.get("backoffBaseSeconds", 60))
+        self.max = float(strategy.get("backoffMaxSeconds", 3600))
+
+    def backoff(self, n: int) -> float:
+        """d(n) without the 1e-4 jitter (gpupool stays deterministic)."""
+        return min(self.base * 2 ** (n - 1), self.max)
+
+
+class KueuePolicy:
+    over_time_limit = 0.0
+
+    def __init__(self, pool: Pool, options: dict, *, gang: bool, name: str) -> None:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"policy {name}: unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        self.name = name
+        self.pool = pool
+        self.gang = gang
+        self.kueue = pool.kueue or KueueConfig()
+        self.tick_interval = float(options.get("cycle_interval", 1.0))
+        self.max_cycles = int(options.get("max_cycles", 1000))
+        weights = {"cpu": 1, "memory": 1}
+        if options.get("gpu_weight"):
+            weights["nvidia.com/gpu"] = int(options["gpu_weight"])
+        self.kube = KubeScheduler(pool, options.get("scoring", "LeastAllocated"), weights)
+        probe = KueueState(self.kueue)
+        self.pods_ready = PodsReadyConfig(self.kueue, probe.gates)
+        self._kwl: dict[int, tuple[object, KWorkload | None, str]] = {}
+        self._flavor_memo: dict[tuple, str | None] = {}
+        self._last: tuple | None = None
+
+    # ------------------------------------------------------------------ workloads
+    def kworkload(self, job) -> tuple[KWorkload | None, str]:
+        """Kueue's view of a job (memo of a pure function of the workload)."""
+        found = self._kwl.get(job.id)
+        if found is not None and found[0] is job.wl:
+            return found[1], found[2]
+        wl = job.wl
+        kueue = self.kueue
+        ns = wl.namespace or "default"
+        lq = kueue.local_queues.get((ns, wl.queue_name)) if wl.queue_name else None
+        kwl, why = None, ""
+        if lq is None:
+            why = (f"{NO_QUEUE} {ns}/{wl.queue_name} exists; Kueue does not admit it" if wl.queue_name
+                   else f"{NO_QUEUE} (no kueue.x-k8s.io/queue-name); Kueue does not admit it")
+        else:
+            cq = kueue.cluster_queues.get(lq.cluster_queue)
+            prio = wl.priority
+            if prio is None and wl.priority_class and wl.priority_class in kueue.priority_classes:
+                prio = kueue.priority_classes[wl.priority_class].value
+            pod_sets = []
+            for ps in wl.pod_sets:
+                req = {r: v for r, v in ps.requests().items() if v}
+                min_count = ps.min_count if (wl.gang == GANG_MIN and ps.min_count is not None) else None
+                tols = tuple(dict(t) for t in ps.tolerations)
+                pod_sets.append(KPodSet(ps.name, ps.count, req, min_count, dict(ps.node_selector), tols))
+            kwl = KWorkload(job.id, wl.name, lq.cluster_queue, int(prio or 0), float(wl.submit_time), (job.id,), pod_sets)
+            if cq is None:
+                why = f"ClusterQueue {lq.cluster_queue} doesn't exist"
+                kwl = None
+            elif cq.namespace_selector is None:
+                why = f"namespace {ns} doesn't match ClusterQueue {cq.name} (namespaceSelector is null)"
+                kwl = None
+            elif cq.stop_policy != "None" or lq.stop_policy != "None":
+                why = f"ClusterQueue or LocalQueue is stopped ({cq.stop_policy}/{lq.stop_policy})"
+                kwl = None
+        self._kwl[job.id] = (wl, kwl, why)
+        return kwl, why
+
+    def _flavor_for_node(self, cq_name: str, group_index: int, node: int, nodes, kps: KPodSet) -> str | None:
+        key = (cq_name, group_index, node, tuple(sorted(kps.node_selector.items())))
+        if key in self._flavor_memo:
+            return self._flavor_memo[key]
+        group = self.kueue.cluster_queues[cq_name].resource_groups[group_index]
+        labels = nodes.labels[node]
+        chosen = None
+        for fq in group.flavors:
+            flavor = self.kueue.flavors.get(fq.flavor)
+            if flavor is None or flavor_matches(flavor, kps):
+                continue
+            if all(labels.get(k) == v for k, v in flavor.node_labels.items()):
+                chosen = fq.flavor
+                break
+        self._flavor_memo[key] = chosen
+        return chosen
+
+    def _admitted_from_job(self, job, kwl: KWorkload, nodes) -> Admitted:
+        """Quota a running or placing job holds, with flavors read from its pods' nodes."""
+        cq = self.kueue.cluster_queues[kwl.cq]
+        group_of = {r: i for i, rg in enumerate(cq.resource_groups) for r in rg.covered_resources}
+        placement = job.placement
+        offset = 0
+        first_node = placement[0][0] if placement else None
+        usage: dict = {}
+        pod_sets = []
+        for ps, kps in zip(job.wl.pod_sets, kwl.pod_sets):
+            placed = placement[offset:offset + ps.count]
+            offset += ps.count
+            count = ps.count
+            if job.state == RUNNING and job.wl.gang == GANG_MIN:
+                count = len(placed)  # partial admission: the admitted count is what runs
+            node = placed[0][0] if placed else first_node
+            flavors = {}
+            for r, v in kps.requests.items():
+                g = group_of.get(r)
+                if g is None:
+                    continue
+                f = self._flavor_for_node(kwl.cq, g, node, nodes, kps) if node is not None else None
+                if f is None:
+                    f = cq.resource_groups[g].flavors[0].flavor
+                flavors[r] = f
+                usage[(f, r)] = usage.get((f, r), 0) + v * count
+            pod_sets.append(PodSetAssignment(kps.name, count, flavors, {r: v * count for r, v in kps.requests.items()}))
+        reserved = job.start if job.start is not None else (job.placing_since or 0.0)
+        return Admitted(kwl, kwl.cq, usage, reserved, pod_sets)
+
+    # ------------------------------------------------------------------ decide
+    def decide(self, snap: Snapshot) -> list:
+        now = snap.now
+        fingerprint = (tuple(snap.pending), tuple((j.id, len(j.placement)) for j in snap.active.values()))
+        if snap.trigger == "tick" and self._last is not None and self._last[0] == fingerprint and now < self._last[1]:
+            return []
+        out: list = []
+        state = KueueState(self.kueue)
+        nodes = snap.nodes
+        pr = self.pods_ready
+        placing: list = []
+        next_deadline = float("inf")
+        for job in snap.active.values():
+            kwl, _ = self.kworkload(job)
+            if kwl is None:
+                continue
+            if job.state == PLACING and pr.enabled:
+                since = job.placing_since or now
+                if now - since >= pr.timeout:
+                    n = job.requeues + 1
+                    if pr.limit is not None and n > int(pr.limit):
+                        out.append(Preempt(job.id, CANCEL, "RequeuingLimitExceeded: deactivated after PodsReady timeouts"))
+                    else:
+                        out.append(Preempt(job.id, REQUEUE, "PodsReadyTimeout", requeue_delay=pr.backoff(n)))
+                    continue
+                next_deadline = min(next_deadline, since + pr.timeout)
+            state.admit(self._admitted_from_job(job, kwl, nodes))
+            if job.state == PLACING:
+                placing.append(job)
+        if out:  # evictions first; the engine gives another pass at this instant
+            self._last = None
+            return out
+        scratch = Scratch(nodes)
+        not_ready = False
+        # Pods of admitted, partly placed jobs wait in kube-scheduler's queue first.
+        for job in placing:
+            pods = self._place(job, state.admitted[job.id], nodes, scratch, skip=len(job.placement))
+            if pods:
+                out.append(Start(job.id, pods, partial=True, via="kube-scheduler"))
+            if len(job.placement) + len(pods) < job.pods_needed:
+                not_ready = True
+        waiting: dict = {}
+        for job in snap.pending.values():
+            if job.eligible > now:
+                continue
+            kwl, why = self.kworkload(job)
+            if kwl is None:
+                # LocalQueues, ClusterQueues and selectors do not change during a run: a job
+                # Kueue can never see is refused with the reason; a stopped queue only waits.
+                if "stopped" not in why:
+                    out.append(Reject(job.id, why))
+                elif job.reason != why:
+                    out.append(Pending(job.id, why))
+                continue
+            waiting[job.id] = kwl
+        parked: set = set()
+        parked_shapes: set = set()
+        reasons: dict = {}
+        block = pr.enabled and pr.block
+        queues = _Queues(waiting.values())
+        for _ in range(self.max_cycles):
+            heads = queues.heads(waiting, parked, parked_shapes)
+            if not heads:
+                break
+            cycle = run_cycle(state, heads, block_admission=block and not_ready)
+            progress = False
+            for e in cycle.admitted:
+                job = snap.pending[e.wl.key]
+                del waiting[e.wl.key]
+                adm = state.admitted[e.wl.key]
+                pods = self._place(job, adm, nodes, scratch, skip=0)
+                progress = True
+                if pods and (len(pods) == job.pods_total or not self.gang):
+                    out.append(Start(job.id, pods, partial=len(pods) < job.pods_total, via="kueue"))
+                    if len(pods) < job.pods_needed:
+                        not_ready = True
+                else:
+                    not_ready = True
+                    why = ("QuotaReserved; gang cannot be placed whole (GenericWorkload), no capacity held"
+                           if self.gang else "QuotaReserved; no node fits a pod (kube-scheduler)")
+                    if job.reason != why:
+                        out.append(Pending(job.id, why))
+            for t, e in cycle.preempted:
+                out.append(Preempt(t.adm.wl.key, REQUEUE, t.reason, by_job=e.wl.key))
+            for e in cycle.entries:
+                if e.result == ADMITTED:
+                    continue
+                reasons[e.wl.key] = f"{e.result}: {e.message}".rstrip(": ")
+                if e.queue_state == INADMISSIBLE and e.wl.key not in parked:
+                    parked.add(e.wl.key)
+                    if state.gate("SchedulingEquivalenceHashing") and e.result in (NOFIT_R, NO_CANDIDATES):
+                        parked_shapes.add(shape_key(e.wl))
+                    progress = True
+            if cycle.preempted:
+                break  # the preemptor is admitted in a later pass, after its victims left
+            if not progress:
+                break
+        for key, why in reasons.items():
+            if key in waiting and snap.pending[key].reason != why:
+                out.append(Pending(key, why))
+        has_effect = any(not isinstance(d, Pending) for d in out)
+        self._last = None if has_effect else (fingerprint, next_deadline)
+        return out
+
+    def _place(self, job, adm: Admitted, nodes, scratch: Scratch, skip: int) -> tuple:
+        """Bind pods (after the first ``skip``) with the flavors of ``adm``; gang: all or none."""
+        flavors = self.kueue.flavors
+        pods = []
+        index = 0
+        used = {p[0] for p in job.placement}
+        for ps, psa in zip(job.wl.pod_sets, adm.pod_sets):
+            selector = dict(ps.node_selector)
+            tolerations = [dict(t) for t in ps.tolerations]
+            for f in set(psa.flavors.values()):
+                flavor = flavors.get(f)
+                if flavor is not None:
+                    selector.update(flavor.node_labels)
+                    tolerations.extend(dict(t) for t in flavor.tolerations)
+            sel = tuple(sorted(selector.items()))
+            tols = tuple(tuple(sorted(t.items())) for t in tolerations)
+            ps_used = set(used) if ps.one_per_node else set()
+            for _ in range(psa.count):
+                if index < skip:
+                    index += 1
+                    continue
+                index += 1
+                pod = self.kube.place_pod(nodes, scratch, ps, sel, tols, ps_used)
+                if pod is None:
+                    if self.gang and len(job.placement) + len(pods) < job.pods_needed:
+                        undo(scratch, pods)
+                        return ()
+                    return tuple(pods)
+                pods.append(pod)
+        return tuple(pods)
+
+
+class _Queues:
+    """Per-ClusterQueue heaps (sorted lists with a cursor) of the waiting workloads."""
+
+    def __init__(self, waiting) -> None:
+        self.lists: dict[str, list[KWorkload]] = {}
+        for wl in sorted(waiting, key=lambda w: (-w.priority, w.created, w.uid)):
+            self.lists.setdefault(wl.cq, []).append(wl)
+        self.pos = {cq: 0 for cq in self.lists}
+
+    def heads(self, waiting: dict, parked: set, parked_shapes: set) -> list[KWorkload]:
+        out = []
+        for cq, lst in self.lists.items():
+            i = self.pos[cq]
+            while i < len(lst):
+                wl = lst[i]
+                if wl.key not in waiting or wl.key in parked:
+                    i += 1
+                    continue
+                if parked_shapes and shape_key(wl) in parked_shapes:
+                    parked.add(wl.key)
+                    i += 1
+                    continue
+                break
+            self.pos[cq] = i
+            if i < len(lst):
+                out.append(lst[i])
+        return out
+
+
+@register("kueue", "Kueue admission (quota, cohorts, preemption, fair sharing), kube-scheduler places pod by pod")
+def _kueue(pool: Pool, options: dict) -> KueuePolicy:
+    return KueuePolicy(pool, options, gang=False, name="kueue")
+
+
+@register("kueue-gang", "Kueue admission with GenericWorkload gang placement: whole pod groups or nothing")
+def _kueue_gang(pool: Pool, options: dict) -> KueuePolicy:
+    return KueuePolicy(pool, options, gang=True, name="kueue-gang")

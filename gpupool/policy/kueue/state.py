@@ -1,0 +1,61 @@
+"""The Kueue state one scheduling cycle works on: configuration, quota tree, admitted workloads.
+
+Built fresh from a case file (conformance) or from the engine's snapshot (simulation); the
+cycle mutates only usage in the tree and the admitted lists, as Kueue's snapshot does.
+"""
+from __future__ import annotations
+
+from gpupool.model.kueue import ClusterQueue, KueueConfig
+from gpupool.policy.kueue.quota import QuotaTree
+from gpupool.policy.kueue.records import Admitted
+
+#: Feature gates that change admission, with their defaults at Kueue HEAD (spec §10).
+GATE_DEFAULTS = {
+    "PartialAdmission": True,
+    "FlavorFungibility": True,
+    "PrioritySortingWithinCohort": True,
+    "FairSharingPreemptWithinNominal": True,
+    "FairSharingPrioritizeNonBorrowing": True,
+    "TopologyAwareScheduling": True,
+    "SchedulingEquivalenceHashing": True,
+    "RecomputeAssignmentUponPreemptionTargetsOverlap": True,
+    "FlavorFungibilityPreserveScanProgress": True,
+    "PrioritizePreemptorWorkloads": False,
+    "PriorityBoost": False,
+    "DisableWaitForPodsReady": False,
+}
+DEFAULT_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+
+
+class KueueState:
+    """Configuration plus mutable admission state for one cycle (or a run of cycles)."""
+
+    def __init__(self, kueue: KueueConfig) -> None:
+        self.kueue = kueue
+        self.cq_models: dict[str, ClusterQueue] = kueue.cluster_queues
+        self.flavors = kueue.flavors
+        self.tree = QuotaTree.build(kueue)
+        self.admitted: dict[object, Admitted] = {}
+        self.by_cq: dict[str, list[Admitted]] = {name: [] for name in kueue.cluster_queues}
+        self.gates = dict(GATE_DEFAULTS)
+        self.gates.update(kueue.feature_gates or {})
+        cfg = kueue.configuration or {}
+        fair = cfg.get("fairSharing")
+        self.fair_sharing = isinstance(fair, dict) and fair.get("enable", True) is not False
+        strategies = list((fair or {}).get("preemptionStrategies") or []) if isinstance(fair, dict) else []
+        self.strategies = strategies or list(DEFAULT_STRATEGIES)
+        #: Skipped preemptions per ClusterQueue in the last cycle (Kueue's metric).
+        self.skipped_preemptions: dict[str, int] = {}
+
+    def gate(self, name: str) -> bool:
+        return bool(self.gates.get(name, False))
+
+    def admit(self, adm: Admitted) -> None:
+        self.admitted[adm.wl.key] = adm
+        self.by_cq.setdefault(adm.cq, []).append(adm)
+        self.tree.cqs[adm.cq].add_usage(adm.usage)
+
+    def evict(self, adm: Admitted) -> None:
+        del self.admitted[adm.wl.key]
+        self.by_cq[adm.cq].remove(adm)
+        self.tree.cqs[adm.cq].add_usage(adm.usage, -1)
