@@ -238,6 +238,12 @@ def policies(as_json: bool = typer.Option(False, "--json", help="Print as JSON."
     out.print(table)
 
 
+# Ledger commands (acct, share, usage, policy, audit, import) live in their own module.
+from gpupool.cli.ledger import register as _register_ledger  # noqa: E402
+
+_register_ledger(app)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -1,0 +1,291 @@
+"""Recording a simulation in the ledger: ``record_run(db, result, pool, workload_spec, policy)``.
+
+A run becomes the origin ``run:<run_id>``, where ``run_id`` hashes the pool's tree, the
+workload digest, the policy name and options, the seed and the epoch: recording the same
+run twice adds nothing. Engine times (seconds from the run's start) become wall-clock times
+from ``epoch`` (default :data:`SIM_EPOCH`), so runs print in sacct's formats.
+
+Allocations: a result from :func:`simulate_for_ledger` carries every placement the
+engine made (``result.placements``), so each GPU of each run segment is recorded with its
+node and device index. A plain ``gpupool.simulate`` result has only the event log and each
+job's last placement: then each segment (placed/started → preempted, node_fail, finished)
+is one allocation, per GPU for the segment that ended the job, and as a GPU count on an
+unknown node for earlier segments of a requeued job.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpupool.engine.nodes import mask_indices
+from gpupool.ledger import schema as s
+from gpupool.ledger.policy import PolicyVersion, commit, find_by_tree, pool_files, tree_hash
+from gpupool.ledger.store import Ledger, WriteStats, as_ledger
+from gpupool.model.pool import Pool
+
+#: Where simulated time 0 lands on the wall clock unless ``epoch=`` says otherwise.
+SIM_EPOCH = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday, 00:00 UTC
+
+_OPEN = ("placed", "started")
+_CLOSE = ("preempted", "node_fail", "finished")
+
+
+class _RecordingEngine:
+    """Mixin over the engine that notes each pod placement and when it was released."""
+
+    def _start(self, d, t):  # noqa: D401 - engine hook
+        super()._start(d, t)
+        opened = self._ledger_open.setdefault(d.job_id, [])
+        opened.extend((node, mask, t) for node, mask, _, _ in d.placement)
+
+    def _release(self, job, t):
+        for node, mask, since in self._ledger_open.pop(job.id, ()):
+            self._ledger_done.append((job.id, node, mask, since, t))
+        return super()._release(job, t)
+
+
+def simulate_for_ledger(pool, workload=None, policy: str = "fifo", **kwargs):
+    """``gpupool.simulate`` that also keeps every placement (for per-GPU allocations).
+
+    Returns the same ``SimulationResult``, with ``result.placements`` = [(job id, node
+    index, GPU mask, from, to or None)] in engine seconds."""
+    import gpupool.simulation as sim
+    from gpupool.engine.core import Engine
+
+    class Recording(_RecordingEngine, Engine):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self._ledger_open: dict[int, list] = {}
+            self._ledger_done: list[tuple] = []
+
+    made: list = []
+
+    class Capture(Recording):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+
+    original = sim.Engine
+    sim.Engine = Capture
+    try:
+        result = sim.simulate(pool, workload, policy, **kwargs)
+    finally:
+        sim.Engine = original
+    engine = made[-1]
+    placements = list(engine._ledger_done)
+    for job_id, pods in engine._ledger_open.items():
+        placements.extend((job_id, node, mask, since, None) for node, mask, since in pods)
+    result.placements = sorted(placements, key=lambda p: (p[0], p[3], p[1]))
+    return result
+
+
+def run_origin(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def _seed_of(spec: str | None) -> int | None:
+    m = re.search(r"[?&]seed=(\d+)", spec or "")
+    return int(m.group(1)) if m else None
+
+
+def _exit_code(state: str) -> str:
+    return {"FAILED": "1:0", "CANCELLED": "0:15", "TIMEOUT": "0:15", "PREEMPTED": "0:15"}.get(state, "0:0")
+
+
+def billing_weights(text: str | None) -> dict[str, float]:
+    """``CPU=1.0,Mem=0.25G,GRES/gpu=2.0,GRES/gpu:h100=4`` → lower-case TRES → weight per unit
+    (memory per MiB)."""
+    out: dict[str, float] = {}
+    for item in (text or "").split(","):
+        name, _, value = item.strip().partition("=")
+        if not name or not value:
+            continue
+        value = value.strip()
+        factor = 1.0
+        if value[-1:].upper() in ("K", "M", "G", "T"):
+            factor = {"K": 1024.0, "M": 1.0, "G": 1 / 1024, "T": 1 / 1024 / 1024}[value[-1].upper()]
+            value = value[:-1]
+        out[name.strip().lower()] = float(value) * factor
+    return out
+
+
+def job_billing(weights: dict[str, float], cpus: int, mem_mib: int, gpus: int, gpu_type: str | None) -> float:
+    """Slurm's billing TRES: allocated CPUs without weights, else Σ count × weight."""
+    if not weights:
+        return float(cpus)
+    total = cpus * weights.get("cpu", 0.0) + mem_mib * weights.get("mem", 0.0)
+    typed = weights.get(f"gres/gpu:{gpu_type}") if gpu_type else None
+    total += gpus * (typed if typed is not None else weights.get("gres/gpu", 0.0))
+    return total
+
+
+def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:
+    parts = [f"billing={int(math.ceil(billing))}", f"cpu={cpus}"]
+    if gpus:
+        parts.append(f"gres/gpu={gpus}")
+    if mem_mib:
+        parts.append(f"mem={mem_mib // 1024}G" if mem_mib % 1024 == 0 else f"mem={mem_mib}M")
+    parts.append(f"node={nodes}")
+    return ",".join(parts)
+
+
+def _req_tres(wl) -> str:
+    cpus = sum(math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
+    mem = sum(ps.memory_mib * ps.count for ps in wl.pod_sets)
+    gpus = wl.total_gpus
+    nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
+    return _alloc_tres(cpus, cpus, mem, gpus, nodes).split(",", 1)[1] if cpus else f"node={nodes}"
+
+
+def ensure_policy_version(ledger: Ledger, pool: Pool, *, author: str | None = None) -> PolicyVersion | None:
+    """The policy version matching the pool directory's current files, committed if new."""
+    if not pool.path or not Path(pool.path).is_dir():
+        return None
+    tree, _ = tree_hash(pool_files(pool.path, pool))
+    with ledger.read() as conn:
+        found = find_by_tree(conn, pool.name, tree)
+    if found is not None:
+        return found
+    version, _ = commit(ledger, pool.path, "snapshot taken when a simulation was recorded", author=author, pool=pool)
+    return version
+
+
+def record_run(db, result, pool: Pool | str | Path, workload_spec: str | None, policy: str,
+               policy_version: str | None = None, *, options: dict | None = None, seed: int | None = None,
+               epoch: datetime | None = None, author: str | None = None) -> dict:
+    """Write one simulation (a ``SimulationResult``) to the ledger; returns the run's facts
+    and what was added (nothing when this run was recorded before)."""
+    from gpupool.formats.pool_dir import load_pool
+
+    ledger = as_ledger(db)
+    if not isinstance(pool, Pool):
+        pool = load_pool(pool)
+    epoch = epoch or SIM_EPOCH
+    workload_spec = workload_spec or pool.default_workload or ""
+    t0 = epoch.timestamp()
+    if policy_version is None:
+        pv = ensure_policy_version(ledger, pool, author=author)
+        policy_version = pv.version if pv else None
+    pool_hash = (tree_hash(pool_files(pool.path, pool))[0] if pool.path and Path(pool.path).is_dir()
+                 else hashlib.sha256(repr(sorted(pool.nodes)).encode()).hexdigest())
+    digest = result.summary_dict.get("workload_digest", "")
+    seed = _seed_of(workload_spec) if seed is None else seed
+    options_json = json.dumps(options or {}, sort_keys=True, default=str)
+    run_id = hashlib.sha256(json.dumps([pool_hash, digest, policy, options_json, seed, t0]).encode()).hexdigest()[:16]
+    origin = run_origin(run_id)
+    stats = WriteStats()
+    job_rows, event_rows, alloc_rows = _rows(result, pool, origin, t0, policy_version)
+    with ledger.transaction() as conn:
+        exists = conn.execute(s.runs.select().where(s.runs.c.run_id == run_id)).first()
+        if exists is None:
+            conn.execute(s.runs.insert().values(
+                run_id=run_id, origin=origin, pool=pool.name, pool_hash=pool_hash, policy=policy,
+                policy_options=options_json, policy_version=policy_version, workload_spec=workload_spec or "",
+                workload_digest=digest, seed=seed, epoch=t0, recorded_at=time.time(),
+                summary=json.dumps(result.summary_dict, sort_keys=True, default=str)))
+            stats.other["runs_added"] = 1
+        ledger.write_jobs(conn, job_rows, stats)
+        ledger.write_events(conn, event_rows, stats)
+        ledger.write_allocations(conn, alloc_rows, stats)
+        if stats.changed:
+            ledger.rebuild_usage(conn, origin)
+    return {"run_id": run_id, "origin": origin, "policy_version": policy_version, "epoch": t0,
+            "jobs": len(job_rows), **stats.as_dict()}
+
+
+def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
+    out = result.output
+    names = list(pool.nodes)
+    node_types = [pool.nodes[n].gpu_type or "" for n in names]
+    frame = result.jobs.set_index("id")
+    parts = pool.slurm.partitions if pool.slurm is not None else {}
+    placements = None
+    if getattr(result, "placements", None) is not None:
+        placements = {}
+        for p in result.placements:
+            placements.setdefault(p[0], []).append(p)
+    segments: dict[int, list[list]] = {}
+    event_rows = []
+    for t, kind, job_id, detail in out.events:
+        event_rows.append({"origin": origin, "job_id": str(job_id), "time": t0 + t, "kind": kind,
+                           "detail": detail or "", "policy_version": version, "source": "simulation"})
+        segs = segments.setdefault(job_id, [])
+        if kind in _OPEN and not (segs and segs[-1][1] is None):
+            segs.append([t, None])
+        elif kind in _CLOSE and segs and segs[-1][1] is None:
+            segs[-1][1] = t
+    job_rows, alloc_rows = [], []
+    for job in sorted(out.jobs, key=lambda j: j.id):
+        wl = job.wl
+        row = frame.loc[job.id]
+        per_node: dict[int, list] = {}
+        for node, mask, cpu_m, mem in job.placement:
+            acc = per_node.setdefault(node, [0, 0, 0])
+            acc[0] |= mask
+            acc[1] += cpu_m
+            acc[2] += mem
+        cpus = sum(math.ceil(v[1] / 1000) for v in per_node.values())
+        mem = sum(v[2] for v in per_node.values())
+        types = sorted({node_types[n] for n, v in per_node.items() if v[0]} - {""})
+        gpu_type = ",".join(types) if types else next((ps.gpu_type for ps in wl.pod_sets if ps.gpu_type), "") or ""
+        part = parts.get(wl.partition or "")
+        weights = billing_weights(part.extra.get("TRESBillingWeights") if part is not None else None)
+        billing = job_billing(weights, cpus, mem, job.total_gpus, types[0] if len(types) == 1 else None)
+        start = None if job.first_start is None else t0 + job.first_start
+        end = None if job.end is None else t0 + job.end
+        job_rows.append({
+            "origin": origin, "job_id": str(job.id), "job_id_raw": job.id,
+            "array_job_id": wl.array_job_id, "array_task_id": wl.array_task_id,
+            "name": wl.name or "", "kind": wl.kind or "batch", "user": wl.user or "", "account": wl.account or "",
+            "qos": wl.qos or "", "partition": wl.partition or "", "namespace": wl.namespace or "",
+            "queue": wl.queue or "", "submit": t0 + wl.submit_time, "eligible": t0 + job.eligible,
+            "start": start, "end": end,
+            "elapsed": None if start is None else ((end if end is not None else t0 + out.end_time) - start),
+            "timelimit": wl.time_limit, "state": job.state, "reason": job.reason or "",
+            "exit_code": _exit_code(job.state), "priority": wl.priority, "nnodes": len(per_node), "ncpus": cpus,
+            "node_list": row["nodes"] or "", "req_tres": _req_tres(wl),
+            "alloc_tres": _alloc_tres(billing, cpus, mem, job.total_gpus, len(per_node)) if per_node else "",
+            "gpus": job.total_gpus, "gpu_type": gpu_type, "gpu_indices": row["gpu_indices"] or "",
+            "billing": billing, "requeues": job.requeues, "preemptions": job.preemptions,
+            "gpu_seconds": float(row["gpu_seconds_used"]), "gpu_seconds_lost": float(row["gpu_seconds_lost"]),
+            "gpu_seconds_idle": float(row["gpu_seconds_idle_held"]), "flags": job.via or "",
+            "extra": json.dumps({"shape": row["shape"], "pods": int(row["pods"]), "via": job.via or ""},
+                                sort_keys=True),
+            "source": "simulation",
+        })
+        if placements is not None:
+            merged: dict[tuple, int] = {}
+            for _, node, mask, a, b in placements.get(job.id, ()):
+                key = (node, a, b)
+                merged[key] = merged.get(key, 0) | mask
+            for (node, a, b), mask in sorted(merged.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                for idx in mask_indices(mask):
+                    alloc_rows.append({"origin": origin, "job_id": str(job.id), "node": names[node],
+                                       "gpu_index": idx, "gpu_count": 1, "gpu_type": node_types[node],
+                                       "time_from": t0 + a, "time_to": None if b is None else t0 + b,
+                                       "as_of": t0 + out.end_time if b is None else None,
+                                       "policy_version": version})
+            continue
+        segs = segments.get(job.id, [])
+        for i, (a, b) in enumerate(segs):
+            last = i == len(segs) - 1
+            frm = t0 + a
+            to = None if b is None else t0 + b
+            as_of = t0 + out.end_time if b is None else None
+            if last and per_node:
+                for node, (mask, _, _) in sorted(per_node.items()):
+                    for idx in mask_indices(mask):
+                        alloc_rows.append({"origin": origin, "job_id": str(job.id), "node": names[node],
+                                           "gpu_index": idx, "gpu_count": 1, "gpu_type": node_types[node],
+                                           "time_from": frm, "time_to": to, "as_of": as_of,
+                                           "policy_version": version})
+            elif job.total_gpus:
+                alloc_rows.append({"origin": origin, "job_id": str(job.id), "node": "", "gpu_index": -1,
+                                   "gpu_count": job.total_gpus, "gpu_type": gpu_type, "time_from": frm,
+                                   "time_to": to, "as_of": as_of, "policy_version": version})
+    return job_rows, event_rows, alloc_rows

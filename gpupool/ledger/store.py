@@ -1,0 +1,248 @@
+"""The ledger handle and the write primitives every writer shares.
+
+Writers (``record_run``, the importers) build plain row dicts and hand them to
+``Ledger.write_jobs`` & co. inside one ``with ledger.transaction() as conn`` block: all of
+an import or run lands, or none of it. Uniqueness keys make every write idempotent — a
+job row is replaced by its newer record, events and allocations are facts that are added
+once, and the hourly usage roll-up of an origin is rebuilt from its allocations.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from gpupool.ledger import schema as s
+from gpupool.ledger.db import LedgerError, open_engine
+
+HOUR = 3600.0
+_CHUNK = 5000
+
+
+@dataclass
+class WriteStats:
+    """What one write added: new rows per table, and job rows replaced by a newer record."""
+
+    jobs_added: int = 0
+    jobs_updated: int = 0
+    jobs_unchanged: int = 0
+    events_added: int = 0
+    allocations_added: int = 0
+    allocations_updated: int = 0
+    other: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> int:
+        return (self.jobs_added + self.jobs_updated + self.events_added + self.allocations_added
+                + self.allocations_updated + sum(self.other.values()))
+
+    def as_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "other"}
+        out.update(self.other)
+        return out
+
+
+def _insert(conn: Connection, table: sa.Table):
+    name = conn.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:  # pragma: no cover
+        raise LedgerError(f"the ledger supports SQLite and PostgreSQL, not {name}")
+    return insert(table)
+
+
+def chunks(rows: list, size: int = _CHUNK) -> Iterator[list]:
+    for i in range(0, len(rows), size):
+        yield rows[i:i + size]
+
+
+def insert_ignore(conn: Connection, table: sa.Table, rows: list[dict], keys: Iterable[str]) -> int:
+    """Insert rows whose uniqueness key is new; return how many were added."""
+    if not rows:
+        return 0
+    added = 0
+    stmt = _insert(conn, table).on_conflict_do_nothing(index_elements=list(keys))
+    for part in chunks(rows):
+        before = _count(conn, table)
+        conn.execute(stmt, part)
+        added += _count(conn, table) - before
+    return added
+
+
+def _count(conn: Connection, table: sa.Table) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+
+
+def _jsonable(row: dict) -> dict:
+    return {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
+
+
+class Ledger:
+    """An open ledger database (SQLite file or PostgreSQL URL), migrated to the newest schema."""
+
+    def __init__(self, db: str | os.PathLike | None = None, *, engine: Engine | None = None) -> None:
+        self.engine = engine if engine is not None else open_engine(db)
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            yield conn
+
+    # ------------------------------------------------------------------ writes
+    def write_jobs(self, conn: Connection, rows: list[dict], stats: WriteStats) -> None:
+        """Insert new jobs; replace a stored job whose record changed (a later sacct run)."""
+        if not rows:
+            return
+        rows = [_jsonable(r) for r in rows]
+        cols = [c.name for c in s.jobs.columns]
+        compared = [c for c in cols if c != "source"]  # the same record from another file is unchanged
+        by_origin: dict[str, list[dict]] = {}
+        for r in rows:
+            by_origin.setdefault(r["origin"], []).append(r)
+        for origin, group in by_origin.items():
+            ids = [r["job_id"] for r in group]
+            existing: dict[str, tuple] = {}
+            for part in chunks(ids, 900):
+                q = sa.select(s.jobs).where(s.jobs.c.origin == origin, s.jobs.c.job_id.in_(part))
+                for row in conn.execute(q).mappings():
+                    existing[row["job_id"]] = tuple(row[c] for c in compared)
+            new, changed = [], []
+            for r in group:
+                full = {c: r.get(c, _default(c)) for c in cols}
+                old = existing.get(r["job_id"])
+                if old is None:
+                    new.append(full)
+                elif old != tuple(full[c] for c in compared):
+                    changed.append(full)
+                else:
+                    stats.jobs_unchanged += 1
+            for part in chunks(new):
+                conn.execute(s.jobs.insert(), part)
+            for r in changed:
+                conn.execute(s.jobs.update().where(s.jobs.c.origin == r["origin"], s.jobs.c.job_id == r["job_id"])
+                             .values(**{k: v for k, v in r.items() if k not in ("origin", "job_id")}))
+            stats.jobs_added += len(new)
+            stats.jobs_updated += len(changed)
+
+    def write_events(self, conn: Connection, rows: list[dict], stats: WriteStats) -> None:
+        stats.events_added += insert_ignore(conn, s.events, rows, ("origin", "job_id", "time", "kind", "detail"))
+
+    def write_allocations(self, conn: Connection, rows: list[dict], stats: WriteStats) -> None:
+        """Add allocations; an allocation seen open before and closed now gets its end."""
+        if not rows:
+            return
+        key = ("origin", "job_id", "node", "gpu_index", "time_from")
+        stats.allocations_added += insert_ignore(conn, s.allocations, rows, key)
+        a = s.allocations.c
+        for r in rows:
+            q = s.allocations.update().where(*(a[k] == r[k] for k in key))
+            if r.get("time_to") is not None:
+                res = conn.execute(q.where(a.time_to.is_(None)).values(time_to=r["time_to"], as_of=r.get("as_of")))
+                stats.allocations_updated += res.rowcount or 0
+            elif r.get("as_of") is not None:
+                conn.execute(q.where(a.time_to.is_(None), (a.as_of.is_(None)) | (a.as_of < r["as_of"]))
+                             .values(as_of=r["as_of"]))
+
+    def rebuild_usage(self, conn: Connection, origin: str) -> int:
+        """Recompute the hourly TRES-second roll-up of one origin from its allocations and jobs."""
+        conn.execute(s.usage.delete().where(s.usage.c.origin == origin))
+        j, a = s.jobs.c, s.allocations.c
+        totals: dict[tuple, float] = {}
+
+        def add(period_key: tuple, t0: float, t1: float, amount: float) -> None:
+            t = t0
+            while t < t1:
+                hour = (t // HOUR) * HOUR
+                nxt = min(t1, hour + HOUR)
+                k = (hour,) + period_key
+                totals[k] = totals.get(k, 0.0) + amount * (nxt - t)
+                t = nxt
+
+        q = (sa.select(a.time_from, a.time_to, a.as_of, a.gpu_count, a.gpu_type, j.account, j.user, j.qos,
+                       j.queue, j.gpu_type.label("job_gpu_type"))
+             .join(s.jobs, (j.origin == a.origin) & (j.job_id == a.job_id)).where(a.origin == origin))
+        for row in conn.execute(q):
+            end = row.time_to if row.time_to is not None else row.as_of
+            if end is None or end <= row.time_from:
+                continue
+            gpu_type = row.gpu_type or row.job_gpu_type or ""
+            add((row.account, row.user, row.qos, row.queue, gpu_type, "gres/gpu"), row.time_from, end, row.gpu_count)
+        q = sa.select(j.start, j.elapsed, j.ncpus, j.account, j.user, j.qos, j.queue, j.billing).where(
+            j.origin == origin, j.start.is_not(None), j.elapsed.is_not(None))
+        for row in conn.execute(q):
+            if row.elapsed <= 0:
+                continue
+            key = (row.account, row.user, row.qos, row.queue, "")
+            if row.ncpus:
+                add(key + ("cpu",), row.start, row.start + row.elapsed, row.ncpus)
+            if row.billing:
+                add(key + ("billing",), row.start, row.start + row.elapsed, row.billing)
+        names = ("period_start", "account", "user", "qos", "queue", "gpu_type", "tres")
+        out = [dict(zip(names, k), origin=origin, seconds=round(v, 6)) for k, v in sorted(totals.items())]
+        for part in chunks(out):
+            conn.execute(s.usage.insert(), part)
+        return len(out)
+
+    def record_import(self, conn: Connection, kind: str, sha: str, origin: str, source: str, rows: int) -> bool:
+        """Remember an imported file by content; False when these bytes were imported before."""
+        added = insert_ignore(conn, s.imports, [{"kind": kind, "sha": sha, "origin": origin, "source": source,
+                                                 "imported_at": time.time(), "rows": rows}],
+                              ("kind", "sha", "origin"))
+        return bool(added)
+
+    # ------------------------------------------------------------------ policy versions
+    def version_in_force(self, conn: Connection, pool: str | None, at: float) -> str | None:
+        """The newest policy version of ``pool`` committed at or before ``at``."""
+        if not pool:
+            return None
+        v = s.policy_versions.c
+        q = (sa.select(v.version).where(v.pool == pool, v.committed_at <= at)
+             .order_by(v.committed_at.desc(), v.seq.desc()).limit(1))
+        return conn.execute(q).scalar_one_or_none()
+
+    def origins(self) -> list[str]:
+        with self.read() as conn:
+            return list(conn.execute(sa.select(s.jobs.c.origin).distinct().order_by(s.jobs.c.origin)).scalars())
+
+
+def _default(col: str):
+    c = s.jobs.c[col]
+    if c.server_default is None:
+        return None
+    text = c.server_default.arg
+    if isinstance(c.type, (sa.Integer, sa.BigInteger)):
+        return int(text)
+    if isinstance(c.type, sa.Float):
+        return float(text)
+    return text
+
+
+def as_ledger(db) -> Ledger:
+    """A Ledger from a Ledger, a URL, a path, or None (the default database)."""
+    return db if isinstance(db, Ledger) else Ledger(db)
