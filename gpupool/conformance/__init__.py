@@ -1,0 +1,1 @@
+"""Conformance: run the spec's neutral-format cases against gpupool's policies."""

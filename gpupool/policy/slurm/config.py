@@ -1,0 +1,206 @@
+"""Everything the Slurm policy reads from the pool, typed once at configuration time.
+
+Values come from ``pool.slurm`` (``SlurmConfig.params`` typed by ``formats/slurm_conf``,
+``scheduler_parameters``, partitions and the ``sacctmgr`` accounting tree). Defaults are
+Slurm 22.05's (``../shared/spec/slurm.md`` §1–§9). Times are seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpupool.engine.nodes import NodeTable
+from gpupool.errors import GpupoolError
+from gpupool.model.pool import Pool
+from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
+
+ONE_YEAR = 365 * 86400
+
+
+def _int(value, default: int) -> int:
+    if value is None or value is True:
+        return default
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise GpupoolError(f"SchedulerParameters: expected a whole number, got {value!r}") from None
+
+
+@dataclass(slots=True)
+class PartInfo:
+    """One partition as the scheduler sees it (node indices in NodeTable order)."""
+
+    name: str
+    part: Partition
+    nodes: tuple[int, ...]
+    node_set: frozenset[int]
+    tier: int
+    job_factor: int
+    max_time: int | None
+    default_time: int | None
+    state: str
+    preempt_mode: str | None
+    grace_time: int
+    #: TRES totals of the partition, for TRES priority factors: cpu, mem (MiB), gres/gpu, node.
+    tres_total: dict[str, int]
+    billing_weights: dict[str, float]
+
+
+@dataclass(slots=True)
+class Settings:
+    scheduler_type: str = "sched/backfill"
+    priority_type: str = "priority/basic"
+    # main scheduler
+    sched_interval: int = 60
+    default_queue_depth: int = 100
+    assoc_limit_stop: bool = False
+    kill_invalid_depend: bool = False
+    # backfill
+    bf_interval: int = 30
+    bf_window: int = 1440 * 60
+    bf_resolution: int = 60
+    bf_max_job_test: int = 500
+    bf_max_job_user: int = 0
+    bf_max_job_start: int = 0
+    bf_continue: bool = False
+    bf_min_prio_reserve: int = 0
+    bf_min_age_reserve: int = 0
+    # priority/multifactor
+    weights: dict[str, int] = field(default_factory=dict)
+    tres_weights: dict[str, float] = field(default_factory=dict)
+    max_age: int = 604800
+    favor_small: bool = False
+    flags: tuple[str, ...] = ()
+    half_life: int = 604800
+    calc_period: int = 300
+    reset_period: str = "NONE"
+    dampening: int = 1
+    # preemption
+    preempt_type: str = "preempt/none"
+    preempt_mode: str = "OFF"
+    preempt_exempt: int | None = None
+    # limits and time
+    over_time_limit: float = 0.0
+    kill_wait: int = 30
+    enforce: tuple[str, ...] = ()
+    enforce_part_limits: str = "NO"
+    job_requeue: bool = True
+    requeue_delay: float = 121.0
+
+    @property
+    def backfill(self) -> bool:
+        return self.scheduler_type == "sched/backfill" and self.bf_interval > 0
+
+    @property
+    def multifactor(self) -> bool:
+        return self.priority_type == "priority/multifactor"
+
+    @property
+    def fair_tree(self) -> bool:
+        return "NO_FAIR_TREE" not in self.flags and "DEPTH_OBLIVIOUS" not in self.flags
+
+    @property
+    def limits_enforced(self) -> bool:
+        return "limits" in self.enforce or "safe" in self.enforce
+
+    @property
+    def preemption(self) -> bool:
+        return self.preempt_type in ("preempt/qos", "preempt/partition_prio") and self.preempt_mode != "OFF"
+
+
+def load_settings(cfg: SlurmConfig) -> Settings:
+    p = cfg.params
+    sp = cfg.scheduler_parameters
+    s = Settings()
+    s.scheduler_type = str(p.get("SchedulerType") or s.scheduler_type)
+    s.priority_type = str(p.get("PriorityType") or s.priority_type)
+    s.sched_interval = _int(sp.get("sched_interval"), 60)
+    s.default_queue_depth = _int(sp.get("default_queue_depth"), 100)
+    s.assoc_limit_stop = bool(sp.get("assoc_limit_stop", False))
+    s.kill_invalid_depend = bool(sp.get("kill_invalid_depend", False))
+    s.bf_interval = _int(sp.get("bf_interval"), 30)
+    s.bf_window = _int(sp.get("bf_window"), 1440) * 60
+    s.bf_resolution = max(1, _int(sp.get("bf_resolution"), 60))
+    s.bf_max_job_test = _int(sp.get("bf_max_job_test"), 500)
+    s.bf_max_job_user = _int(sp.get("bf_max_job_user"), 0)
+    s.bf_max_job_start = _int(sp.get("bf_max_job_start"), 0)
+    s.bf_continue = bool(sp.get("bf_continue", False))
+    s.bf_min_prio_reserve = _int(sp.get("bf_min_prio_reserve"), 0)
+    s.bf_min_age_reserve = _int(sp.get("bf_min_age_reserve"), 0)
+    s.weights = {
+        "age": int(p.get("PriorityWeightAge") or 0),
+        "assoc": int(p.get("PriorityWeightAssoc") or 0),
+        "fairshare": int(p.get("PriorityWeightFairshare") or 0),
+        "job_size": int(p.get("PriorityWeightJobSize") or 0),
+        "partition": int(p.get("PriorityWeightPartition") or 0),
+        "qos": int(p.get("PriorityWeightQOS") or 0),
+    }
+    s.tres_weights = {k: float(v) for k, v in dict(p.get("PriorityWeightTRES") or {}).items()}
+    if p.get("PriorityMaxAge") is not None:
+        s.max_age = int(p["PriorityMaxAge"])
+    s.favor_small = bool(p.get("PriorityFavorSmall", False))
+    s.flags = tuple(p.get("PriorityFlags") or ())
+    if "PriorityDecayHalfLife" in p:
+        s.half_life = int(p["PriorityDecayHalfLife"] or 0)
+    if p.get("PriorityCalcPeriod"):
+        s.calc_period = int(p["PriorityCalcPeriod"])
+    s.reset_period = str(p.get("PriorityUsageResetPeriod") or "NONE")
+    if s.half_life == 0 and s.reset_period == "NONE" and s.multifactor:
+        raise GpupoolError("slurm.conf: You have to either have PriorityDecayHalfLife != 0 or "
+                           "PriorityUsageResetPeriod set")
+    s.dampening = int(p.get("FairShareDampeningFactor") or 1)
+    s.preempt_type = str(p.get("PreemptType") or "preempt/none")
+    s.preempt_mode = str(p.get("PreemptMode") or "OFF")
+    ex = p.get("PreemptExemptTime")
+    s.preempt_exempt = int(ex) if ex else None
+    otl = p.get("OverTimeLimit", 0)
+    s.over_time_limit = float("inf") if otl is None and "OverTimeLimit" in p else float(otl or 0)
+    s.kill_wait = int(p.get("KillWait") or 30)
+    s.enforce = tuple(p.get("AccountingStorageEnforce") or ())
+    s.enforce_part_limits = str(p.get("EnforcePartLimits") or "NO")
+    s.job_requeue = int(p.get("JobRequeue", 1) or 0) != 0
+    return s
+
+
+def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str, PartInfo]:
+    out: dict[str, PartInfo] = {}
+    for name, part in cfg.partitions.items():
+        idx = tuple(sorted(nodes.index[n] for n in part.nodes if n in nodes.index))
+        tres = {
+            "cpu": sum(nodes.cpu_total[i] // 1000 for i in idx),
+            "mem": sum(nodes.mem_total[i] for i in idx),
+            "gres/gpu": sum(nodes.gpu_total[i] for i in idx),
+            "node": len(idx),
+        }
+        grace = part.extra.get("GraceTime")
+        out[name] = PartInfo(
+            name=name, part=part, nodes=idx, node_set=frozenset(idx), tier=part.priority_tier,
+            job_factor=part.priority_job_factor, max_time=part.max_time,
+            default_time=part.default_time if part.default_time is not None else part.max_time,
+            state=(part.state or "UP").upper(), preempt_mode=part.preempt_mode,
+            grace_time=int(grace) if grace and str(grace).isdigit() else 0,
+            tres_total=tres, billing_weights=parse_billing_weights(part.extra.get("TRESBillingWeights", "")),
+        )
+    return out
+
+
+def parse_billing_weights(text: str) -> dict[str, float]:
+    """``CPU=1.0,Mem=0.25G,GRES/gpu=2.0`` -> per-unit weights (memory per MiB)."""
+    out: dict[str, float] = {}
+    for item in str(text or "").split(","):
+        name, eq, value = item.strip().partition("=")
+        if not eq:
+            continue
+        kind, slash, rest = name.partition("/")
+        key = f"{kind.lower()}/{rest}" if slash else kind.lower()
+        scale = 1.0
+        v = value.strip()
+        if v[-1:].upper() in ("K", "M", "G", "T"):
+            # The suffix names the unit the weight is per: G = per GiB (÷1024 per MiB).
+            scale = {"K": 1024.0, "M": 1.0, "G": 1 / 1024.0, "T": 1 / 1048576.0}[v[-1].upper()]
+            v = v[:-1]
+        out[key] = float(v) * scale
+    return out
+
+
+def qos_table(acct: Accounting | None) -> dict[str, Qos]:
+    return dict(acct.qos) if acct is not None else {}

@@ -1,0 +1,60 @@
+"""What the scheduler derives once from a workload: partitions, association, QOS, TRES request."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpupool.model.slurm import Accounting
+
+
+@dataclass(slots=True)
+class JobReq:
+    parts: tuple[str, ...]  # partitions as submitted (names, may include unknown ones)
+    user: str
+    account: str
+    qos: str | None
+    nodes: int  # min nodes
+    cpus: int  # requested CPUs, whole job
+    gpus: int
+    mem: int  # MiB, whole job
+    tres: dict[str, int]  # requested TRES for limits: cpu, mem, gres/gpu, node
+    time_limit: float | None  # as submitted (seconds)
+
+    @property
+    def assoc(self) -> tuple[str, str]:
+        return (self.account, self.user)
+
+
+def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) -> JobReq:
+    parts = tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
+    if not parts and default_part:
+        parts = (default_part,)
+    user = wl.user or "root"
+    account = wl.account
+    qos = wl.qos
+    if acct is not None:
+        u = acct.users.get(user)
+        if account is None and u is not None:
+            account = u.default_account
+        if account is None:
+            for ua in acct.user_associations:
+                if ua.user == user:
+                    account = ua.account
+                    break
+        if qos is None:
+            for ua in acct.user_associations:
+                if ua.user == user and ua.account == account and ua.default_qos:
+                    qos = ua.default_qos
+                    break
+    if qos is None and "normal" in qos_names:
+        qos = "normal"
+    nodes = 0
+    cpus = gpus = mem = 0
+    for ps in wl.pod_sets:
+        nodes += ps.count if ps.one_per_node else 1
+        cpus += ps.count * math.ceil(ps.cpu_m / 1000)
+        gpus += ps.count * ps.gpus
+        mem += ps.count * ps.memory_mib
+    nodes = max(1, nodes)
+    return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem,
+                  {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}, wl.time_limit)

@@ -1,0 +1,89 @@
+"""Partition, QOS and association limits, Slurm's pending reasons, and submit-time rejection.
+
+QOS and association limits are enforced only with ``AccountingStorageEnforce=limits``
+(or ``safe``), as in Slurm (spec §8). A limit-blocked job pends with Slurm's reason name and
+does not block its partition (unless ``assoc_limit_stop``).
+"""
+from __future__ import annotations
+
+from gpupool.policy.slurm.jobinfo import JobReq
+
+# TRES -> reason name, per limit kind (docHEAD:job_reason_codes).
+_QOS_PER_USER = {"cpu": "QOSMaxCpuPerUserLimit", "mem": "QOSMaxMemoryPerUser", "node": "QOSMaxNodePerUserLimit"}
+_QOS_GRP = {"cpu": "QOSGrpCpuLimit", "mem": "QOSGrpMemLimit", "node": "QOSGrpNodeLimit"}
+_QOS_PER_JOB = {"cpu": "QOSMaxCpuPerJobLimit", "mem": "QOSMaxMemoryPerJob", "node": "QOSMaxNodePerJobLimit"}
+_ASSOC_GRP = {"cpu": "AssocGrpCpuLimit", "mem": "AssocGrpMemLimit", "node": "AssocGrpNodeLimit"}
+_ASSOC_PER_JOB = {"cpu": "AssocMaxCpuPerJobLimit", "mem": "AssocMaxMemPerJob", "node": "AssocMaxNodesPerJobLimit"}
+
+
+def _reason(table: dict[str, str], tres: str, gres_name: str) -> str:
+    if tres.startswith("gres/"):
+        return gres_name
+    return table.get(tres, gres_name.replace("GRES", tres.capitalize()))
+
+
+# Submit-time rejection messages (Slurm's wording, slurm_strerror).
+MSG_PARTITION = "Invalid partition name specified"
+MSG_NODES = "Requested node configuration is not available"
+MSG_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
+MSG_ACCOUNT = "Invalid account or account/partition combination specified"
+MSG_QOS = "Invalid qos specification"
+
+
+def add_usage(usage: dict, req: JobReq, alloc: dict[str, int], sign: int = 1) -> None:
+    """Count one running job into the per-call usage aggregates."""
+    q = req.qos
+    for key in (("qu", q, req.user), ("q", q), ("a", req.account, req.user)):
+        slot = usage.setdefault(key, {"jobs": 0})
+        slot["jobs"] += sign
+        for t, v in alloc.items():
+            slot[t] = slot.get(t, 0) + sign * v
+
+
+def add_account_usage(usage: dict, chain: tuple[str, ...], alloc: dict[str, int]) -> None:
+    for acc in chain:
+        slot = usage.setdefault(("acc", acc), {"jobs": 0})
+        slot["jobs"] += 1
+        for t, v in alloc.items():
+            slot[t] = slot.get(t, 0) + v
+
+
+def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -> str | None:
+    """The first limit that keeps the job from starting now, as Slurm's reason, or None.
+
+    ``assoc_limits`` is ``[(kind, Association)]`` for the user association ("a") and each
+    account up the tree ("acc"); ``usage`` holds what running jobs use.
+    """
+    want = req.tres
+    if qos is not None:
+        for t, lim in qos.max_tres_per_job.items():
+            if want.get(t, 0) > lim:
+                return _reason(_QOS_PER_JOB, t, "QOSMaxGRESPerJob")
+        if qos.max_wall is not None and tl is not None and tl > qos.max_wall:
+            return "QOSMaxWallDurationPerJobLimit"
+        u = usage.get(("qu", req.qos, req.user), {})
+        if qos.max_jobs_per_user is not None and u.get("jobs", 0) >= qos.max_jobs_per_user:
+            return "QOSMaxJobsPerUserLimit"
+        for t, lim in qos.max_tres_per_user.items():
+            if u.get(t, 0) + want.get(t, 0) > lim:
+                return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
+        g = usage.get(("q", req.qos), {})
+        for t, lim in qos.grp_tres.items():
+            if g.get(t, 0) + want.get(t, 0) > lim:
+                return _reason(_QOS_GRP, t, "QOSGrpGRES")
+    for kind, assoc in assoc_limits:
+        key = ("a", req.account, req.user) if kind == "a" else ("acc", assoc.account)
+        u = usage.get(key, {})
+        for t, lim in assoc.max_tres_per_job.items():
+            if want.get(t, 0) > lim:
+                return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
+        if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall:
+            return "AssocMaxWallDurationPerJobLimit"
+        if assoc.max_jobs is not None and kind == "a" and u.get("jobs", 0) >= assoc.max_jobs:
+            return "AssocMaxJobsLimit"
+        if assoc.grp_jobs is not None and u.get("jobs", 0) >= assoc.grp_jobs:
+            return "AssocGrpJobsLimit"
+        for t, lim in assoc.grp_tres.items():
+            if u.get(t, 0) + want.get(t, 0) > lim:
+                return _reason(_ASSOC_GRP, t, "AssocGrpGRES")
+    return None

@@ -1,0 +1,53 @@
+"""The main scheduler pass (spec §1.4): walk the sorted queue, start what fits now, and stop
+scheduling a partition at its first job that does not fit (withholding its nodes from every
+lower record for the rest of the pass)."""
+from __future__ import annotations
+
+from gpupool.policy.slurm import preempt
+from gpupool.policy.slurm.select import place
+
+VIA_MAIN = "SchedMain"
+
+
+def run(cy, records, full: bool) -> None:
+    pol = cy.pol
+    s = pol.s
+    failed: set[str] = set()
+    withheld: set[int] = set()
+    depth = 0
+    for rec in records:
+        job = rec.job
+        if job.id in cy.started or job.id in cy.skip:
+            continue
+        if not full and depth >= s.default_queue_depth:
+            break
+        depth += 1
+        info = rec.part
+        if info.name in failed:
+            cy.reason(job, "Priority", first=True)
+            continue
+        lim = cy.limit_reason(job, info)
+        if lim is not None:
+            cy.reason(job, lim, first=True)
+            if s.assoc_limit_stop:
+                failed.add(info.name)
+                withheld |= info.node_set
+            continue
+        arr = cy.array_limit(job)
+        if arr is not None:
+            cy.reason(job, arr, first=True)
+            continue
+        usable = None
+        if withheld:
+            usable = info.node_set - withheld
+        placement = place(job.wl, info.nodes, cy.free, usable)
+        if placement is not None:
+            cy.start(job, placement, info, VIA_MAIN)
+            continue
+        if s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable):
+            cy.preempting.add(job.id)
+        cy.reason(job, "Resources", first=True)
+        if not cy.may_block(job, rec.prio):
+            continue
+        failed.add(info.name)
+        withheld |= info.node_set

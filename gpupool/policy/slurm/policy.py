@@ -1,0 +1,400 @@
+"""``--policy slurm``: slurmctld's scheduling decisions (22.05) as a pure policy.
+
+Each ``decide`` call is one scheduler instant: stop victims whose GraceTime ended, build and
+sort the queue, run the main scheduler (a quick pass on events, a full pass every
+``sched_interval``), then a backfill cycle when ``now`` is a multiple of ``bf_interval``
+(spec §0's idealised model). Decayed usage for fair share is accumulated from the run's
+job records (``decay.UsageLedger``); everything else is recomputed from the snapshot.
+"""
+from __future__ import annotations
+
+import math
+
+from gpupool.engine.decisions import Pending, Preempt, Start
+from gpupool.engine.policy_api import register
+from gpupool.engine.snapshot import Snapshot
+from gpupool.model.pool import Pool
+from gpupool.model.slurm import Partition, SlurmConfig
+from gpupool.policy.slurm import backfill, limits, main_sched, preempt, priority, queue
+from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
+from gpupool.policy.slurm.decay import UsageLedger
+from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
+from gpupool.policy.slurm.jobinfo import job_req
+from gpupool.policy.slurm.select import Free, place
+
+_OPTIONS = {"record"}
+
+
+class Cycle:
+    """Working state of one ``decide`` call (discarded afterwards)."""
+
+    def __init__(self, pol: SlurmPolicy, snap: Snapshot) -> None:
+        self.pol = pol
+        self.snap = snap
+        self.now = snap.now
+        self.out: list = []
+        self.free = Free(snap.nodes)
+        self.started: dict[int, tuple] = {}
+        self.skip: set[int] = set()
+        self.preempting: set[int] = set()
+        self.victims: set[int] = set()
+        self.reasons: dict[int, str] = {}
+        self.accrue: dict[int, float] = {}
+        self._seq = 0
+        self.ends: list = []
+        self.usage: dict = {}
+        self.arrays: dict[int, int] = {}
+        for job in snap.active.values():
+            end = pol.expected_end(job, self.now)
+            self._seq += 1
+            self.ends.append((end, self._seq, job.placement))
+            self._count(job)
+        self.ends.sort(key=lambda x: (x[0], x[1]))
+
+    def _count(self, job) -> None:
+        pol = self.pol
+        req = pol.req(job)
+        if pol.s.limits_enforced:
+            alloc = pol.alloc_tres(job.placement)
+            limits.add_usage(self.usage, req, alloc)
+            limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
+        if job.wl.array_job_id is not None:
+            self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
+
+    def reason(self, job, why: str, first: bool = False) -> None:
+        if first and job.id in self.reasons:
+            return
+        self.reasons[job.id] = why
+
+    def limit_reason(self, job, info) -> str | None:
+        pol = self.pol
+        if not pol.s.limits_enforced:
+            return None
+        req = pol.req(job)
+        return limits.check(req, pol.time_limit(job, info), pol.qos.get(req.qos or ""),
+                            pol.assoc_limits(req), self.usage)
+
+    def array_limit(self, job) -> str | None:
+        wl = job.wl
+        if (wl.array_job_id is not None and wl.array_max_running
+                and self.arrays.get(wl.array_job_id, 0) >= wl.array_max_running):
+            return "JobArrayTaskLimit"
+        return None
+
+    def may_block(self, job, prio: int) -> bool:
+        s = self.pol.s
+        if s.bf_min_prio_reserve and prio < s.bf_min_prio_reserve:
+            return False
+        return not (s.bf_min_age_reserve
+                    and self.now - self.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
+
+    def start(self, job, placement, info, via: str) -> None:
+        pol = self.pol
+        self.free.take(placement)
+        self.started[job.id] = (placement, info.name, via)
+        self.reasons.pop(job.id, None)
+        pol.run_part[job.id] = info.name
+        pol.run_limit[job.id] = pol.time_limit(job, info)
+        self._seq += 1
+        backfill.insert_end(self.ends, self.now + pol.plan_limit(job, info), self._seq, placement)
+        pol.track_start(job, placement, self.now)
+        if pol.s.limits_enforced:
+            req = pol.req(job)
+            alloc = pol.alloc_tres(placement)
+            limits.add_usage(self.usage, req, alloc)
+            limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
+        if job.wl.array_job_id is not None:
+            self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
+        self.out.append(Start(job.id, placement, via=via))
+
+    def preempt(self, victim, mode: str, by: int) -> None:
+        delay = self.pol.s.requeue_delay if mode == "REQUEUE" else 0.0
+        self.out.append(Preempt(victim.id, mode, reason="Preempted", by_job=by, requeue_delay=delay))
+
+
+class SlurmPolicy:
+    """slurmctld: main scheduler + backfill, multifactor priority, cons_tres, preemption."""
+
+    name = "slurm"
+
+    def __init__(self, pool: Pool, options: dict) -> None:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"policy slurm: unknown options {sorted(unknown)}")
+        self.pool = pool
+        self.record = bool(options.get("record", False))
+        cfg = pool.slurm
+        if cfg is None:  # a pool without slurm.conf: one default partition over every node
+            cfg = SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)})
+        self.cfg = cfg
+        self.s = load_settings(cfg)
+        self.over_time_limit = self.s.over_time_limit
+        self.acct = cfg.accounting
+        self.qos = dict(self.acct.qos) if self.acct is not None else {}
+        periods = [self.s.sched_interval]
+        if self.s.backfill:
+            periods.append(self.s.bf_interval)
+        for q in self.qos.values():
+            if q.grace_time:
+                periods.append(int(q.grace_time))
+        for part in cfg.partitions.values():
+            g = part.extra.get("GraceTime")
+            if g and str(g).isdigit() and int(g):
+                periods.append(int(g))
+        self.tick_interval = float(math.gcd(*[int(p) for p in periods if p > 0]) or 60)
+        self._nodes = None
+        # derived per run (reset when a new NodeTable is seen)
+        self.planned: dict[int, float] = {}
+        self.plan_log: dict[float, dict] = {}
+        self.resv_log: dict[float, list] = {}
+        self.reason_log: list[tuple[float, int, str]] = []
+
+    # ------------------------------------------------------------ per-run memos
+    def _setup(self, snap: Snapshot) -> None:
+        nodes = snap.nodes
+        self._nodes = nodes
+        self.parts = partition_infos(self.cfg, nodes, self.pool)
+        default = self.cfg.default_partition()
+        self.default_part = default.name if default is not None else None
+        self.nodes_total = len(nodes)
+        self.cpus_total = sum(c // 1000 for c in nodes.cpu_total)
+        self.max_part_factor = max((p.job_factor for p in self.parts.values()), default=1)
+        self.max_qos_prio = max((q.priority for q in self.qos.values()), default=0)
+        self._req: dict[int, object] = {}
+        self._verdict: dict[int, str | None] = {}
+        self.run_part: dict[int, str] = {}
+        self.run_limit: dict[int, float | None] = {}
+        self.grace: dict[int, tuple] = {}
+        self._segs: dict[int, tuple] = {}
+        self._prio: dict[tuple, int] = {}
+        self._prio_T = None
+        self._fs_T = None
+        self._fs: dict[str, float] = {}
+        self._chains: dict[str, tuple[str, ...]] = {}
+        self._bf_sig = None
+        s = self.s
+        self.ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
+        self.use_fs = s.multifactor and self.acct is not None and s.weights.get("fairshare", 0) > 0
+
+    def req(self, job):
+        r = self._req.get(job.id)
+        if r is None:
+            r = job_req(job.wl, self.default_part, self.acct, self.qos)
+            self._req[job.id] = r
+        return r
+
+    def account_chain(self, account: str) -> tuple[str, ...]:
+        chain = self._chains.get(account)
+        if chain is None:
+            out = []
+            seen = set()
+            a = account
+            while self.acct is not None and a in self.acct.accounts and a not in seen:
+                seen.add(a)
+                out.append(a)
+                a = self.acct.accounts[a].parent or ""
+            chain = tuple(out)
+            self._chains[account] = chain
+        return chain
+
+    def assoc_limits(self, req) -> list:
+        if self.acct is None:
+            return []
+        out = []
+        for ua in self.acct.user_associations:
+            if ua.user == req.user and ua.account == req.account:
+                out.append(("a", ua))
+                break
+        for a in self.account_chain(req.account):
+            out.append(("acc", self.acct.accounts[a]))
+        return out
+
+    def alloc_tres(self, placement) -> dict[str, int]:
+        cpu = gpu = mem = 0
+        for _node, mask, c, m in placement:
+            cpu += c // 1000
+            gpu += mask.bit_count()
+            mem += m
+        return {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
+
+    def billing(self, job, placement) -> float:
+        alloc = self.alloc_tres(placement)
+        info = self.parts.get(self.run_part.get(job.id, ""))
+        weights = info.billing_weights if info is not None else {}
+        if not weights:
+            return float(alloc["cpu"])
+        vals = [alloc.get(t, 0) * w for t, w in weights.items()]
+        if "MAX_TRES" in self.s.flags:
+            return max(vals, default=0.0)
+        return sum(vals)
+
+    # ------------------------------------------------------------ time limits
+    def time_limit(self, job, info) -> float | None:
+        """The job's limit in this partition: --time, else DefaultTime, else MaxTime (None = UNLIMITED)."""
+        tl = job.wl.time_limit
+        if tl is None:
+            tl = info.default_time
+        if tl is not None:
+            tl = math.ceil(tl / 60) * 60  # minutes, seconds rounded up
+        return tl
+
+    def plan_limit(self, job, info) -> float:
+        tl = self.time_limit(job, info)
+        if info.max_time is not None:
+            tl = info.max_time if tl is None else min(tl, info.max_time)
+        return float(ONE_YEAR if tl is None else tl)
+
+    def expected_end(self, job, now: float) -> float:
+        info = self.parts.get(self.run_part.get(job.id, ""))
+        if info is None:
+            r = self.req(job)
+            info = self.parts.get(r.parts[0]) if r.parts and r.parts[0] in self.parts else None
+        tl = self.plan_limit(job, info) if info is not None else float(job.wl.time_limit or ONE_YEAR)
+        start = job.start if job.start is not None else now
+        end = start + tl
+        if end < now:  # overran its limit: Slurm adds KillWait + OverTimeLimit
+            otl = self.s.over_time_limit
+            end = now + tl if otl == math.inf else max(now, end + self.s.kill_wait + otl)
+        return end
+
+    # ------------------------------------------------------------ submit-time checks
+    def submit_verdict(self, job) -> str | None:
+        if job.id in self._verdict:
+            return self._verdict[job.id]
+        why = self._verdict_of(job)
+        self._verdict[job.id] = why
+        return why
+
+    def _verdict_of(self, job) -> str | None:
+        req = self.req(job)
+        if not req.parts or any(p not in self.parts for p in req.parts):
+            return limits.MSG_PARTITION
+        if self.acct is not None and self.s.enforce:
+            if req.qos is not None and req.qos not in self.qos:
+                return limits.MSG_QOS
+            if "associations" in self.s.enforce and not any(
+                    ua.user == req.user and ua.account == req.account for ua in self.acct.user_associations):
+                return limits.MSG_ACCOUNT
+        nodes = self._nodes
+        ok_parts = 0
+        time_bad = 0
+        for pname in req.parts:
+            info = self.parts[pname]
+            part = info.part
+            if part.allow_accounts is not None and req.account not in part.allow_accounts:
+                continue
+            if req.account in part.deny_accounts:
+                continue
+            if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
+                time_bad += 1
+            empty = Free.__new__(Free)
+            empty.nodes = nodes
+            empty.mask = list(nodes.full_mask)
+            empty.gpus = list(nodes.gpu_total)
+            empty.cpu = list(nodes.cpu_total)
+            empty.mem = list(nodes.mem_total)
+            up = [i for i in info.nodes]
+            if place(job.wl, tuple(up), empty, None) is not None:
+                ok_parts += 1
+        if not ok_parts:
+            return limits.MSG_NODES
+        epl = self.s.enforce_part_limits
+        if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
+            return limits.MSG_TIME
+        return None
+
+    # ------------------------------------------------------------ priority
+    def priority(self, job, info, accrue: float, now: float) -> int:
+        wl = job.wl
+        if wl.priority is not None:
+            return int(wl.priority)
+        s = self.s
+        if not s.multifactor:
+            return max(1, 100_000_000 - job.id)
+        T = math.floor(now / s.calc_period) * s.calc_period
+        if T != self._prio_T:
+            self._prio_T = T
+            self._prio = {}
+        key = (job.id, info.name, job.submit, accrue)
+        p = self._prio.get(key)
+        if p is None:
+            p = self._multifactor(job, info, accrue, max(T, job.submit))
+            self._prio[key] = p
+        return p
+
+    def factors(self, job, info, accrue: float, t: float, fs: float | None = None) -> dict:
+        s = self.s
+        req = self.req(job)
+        if fs is None:
+            fs = self._fs.get(f"{req.account}/{req.user}", 0.0) if self.use_fs else 0.0
+        q = self.qos.get(req.qos or "")
+        return priority.factors(
+            age_s=t - accrue, max_age=s.max_age, fs=fs, nodes=req.nodes, cpus=req.cpus,
+            nodes_total=self.nodes_total, cpus_total=self.cpus_total, favor_small=s.favor_small,
+            part_factor=info.job_factor, max_part_factor=self.max_part_factor,
+            qos_priority=q.priority if q is not None else 0, max_qos_priority=self.max_qos_prio,
+            tres_req=req.tres, tres_total=info.tres_total, tres_weights=s.tres_weights)
+
+    def _multifactor(self, job, info, accrue: float, t: float) -> int:
+        f = self.factors(job, info, accrue, t)
+        return priority.combine(f, self.s.weights, self.s.tres_weights, job.wl.nice)
+
+    # ------------------------------------------------------------ usage and fair share
+    def track_start(self, job, placement, now: float) -> None:
+        if self.use_fs:
+            req = self.req(job)
+            q = self.qos.get(req.qos or "")
+            w = self.billing(job, placement) * (q.usage_factor if q is not None else 1.0)
+            self._segs[job.id] = (now, req.assoc, w)
+
+    def _update_usage(self, snap: Snapshot) -> None:
+        active = snap.active
+        for jid, (start, key, w) in list(self._segs.items()):
+            job = active.get(jid)
+            if job is not None and job.start == start:
+                continue
+            job = snap.jobs[jid]
+            end = job.end if job.final_state is not None and job.end is not None else job.submit
+            self.ledger.close(key, start, end, w)
+            del self._segs[jid]
+        T = math.floor(snap.now / self.s.calc_period) * self.s.calc_period
+        if T != self._fs_T:
+            self._fs_T = T
+            usage = self.ledger.at(snap.now, ((k, s, w) for s, k, w in self._segs.values()))
+            root, _users = build_tree(self.acct, usage)
+            self._fs = fair_tree(root) if self.s.fair_tree else classic(root, self.s.dampening)
+            self._prio_T = None  # priorities depend on fair share
+
+    # ------------------------------------------------------------ the decision
+    def decide(self, snap: Snapshot) -> list:
+        if snap.nodes is not self._nodes:
+            self._setup(snap)
+        if self.use_fs:
+            self._update_usage(snap)
+        cy = Cycle(self, snap)
+        now = cy.now
+        s = self.s
+        if self.grace:
+            preempt.due(cy)
+        records = queue.build(cy)
+        full = now % s.sched_interval == 0
+        main_sched.run(cy, records, full)
+        if s.backfill and now > 0 and now % s.bf_interval == 0:
+            # A cycle is skipped when no job, node or partition changed since the last one.
+            sig = (len(snap.pending), len(snap.active), sum(snap.pending), sum(snap.active),
+                   tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started))
+            if sig != self._bf_sig or cy.started:
+                backfill.run(cy, records)
+            self._bf_sig = sig
+        out = cy.out
+        pending = snap.pending
+        for jid, why in cy.reasons.items():
+            job = pending.get(jid)
+            if job is not None and job.reason != why:
+                out.append(Pending(jid, why))
+        return out
+
+
+@register("slurm", "slurmctld 22.05: priority/multifactor, main scheduler + backfill, cons_tres, preemption")
+def _slurm(pool: Pool, options: dict) -> SlurmPolicy:
+    return SlurmPolicy(pool, options)

@@ -1,0 +1,56 @@
+"""priority/multifactor (spec §3): factors, weights, normalisation and the final integer.
+
+``priority = Σ W·F − nice``, floored at 1, truncated to uint32. Factors are in [0, 1]:
+age = min(1, (t − accrue)/PriorityMaxAge); fair share from Fair Tree or classic; job size
+over the whole cluster's nodes and CPUs (favor large, or PriorityFavorSmall); partition =
+PriorityJobFactor / max; QOS = Priority / max; TRES = requested count / partition total.
+"""
+from __future__ import annotations
+
+UINT32_MAX = 4294967295
+
+
+def job_size_factor(nodes: int, cpus: int, nodes_total: int, cpus_total: int, favor_small: bool) -> float:
+    if favor_small:
+        node_term = (nodes_total - nodes) / nodes_total if nodes < nodes_total else 0.0
+        if cpus_total and cpus:
+            return (node_term + (cpus_total - cpus) / cpus_total) / 2
+        return node_term
+    node_term = nodes / nodes_total if nodes_total else 0.0
+    if cpus_total and cpus:
+        return min(1.0, (node_term + cpus / cpus_total) / 2)
+    return min(1.0, node_term)
+
+
+def age_factor(age_s: float, max_age: float) -> float:
+    if age_s <= 0:
+        return 0.0
+    return 1.0 if not max_age else min(1.0, age_s / max_age)
+
+
+def factors(*, age_s: float, max_age: float, fs: float, nodes: int, cpus: int, nodes_total: int,
+            cpus_total: int, favor_small: bool, part_factor: int, max_part_factor: int,
+            qos_priority: int, max_qos_priority: int, tres_req: dict[str, int],
+            tres_total: dict[str, int], tres_weights: dict[str, float]) -> dict:
+    out = {
+        "age": age_factor(age_s, max_age),
+        "fairshare": fs,
+        "job_size": job_size_factor(nodes, cpus, nodes_total, cpus_total, favor_small),
+        "partition": part_factor / max_part_factor if max_part_factor else 0.0,
+        "qos": qos_priority / max_qos_priority if max_qos_priority else 0.0,
+        "assoc": 0.0,
+        "tres": {t: (tres_req.get(t, 0) / tres_total[t] if tres_total.get(t) else 0.0) for t in tres_weights},
+    }
+    return out
+
+
+def combine(f: dict, weights: dict[str, int], tres_weights: dict[str, float], nice: int, site: int = 0) -> int:
+    value = (site + weights.get("age", 0) * f["age"] + weights.get("assoc", 0) * f["assoc"]
+             + weights.get("fairshare", 0) * f["fairshare"] + weights.get("job_size", 0) * f["job_size"]
+             + weights.get("partition", 0) * f["partition"] + weights.get("qos", 0) * f["qos"])
+    for t, w in tres_weights.items():
+        value += w * f["tres"].get(t, 0.0)
+    value -= nice
+    if value < 1:
+        return 1
+    return min(UINT32_MAX, int(value))

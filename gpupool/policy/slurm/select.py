@@ -1,0 +1,150 @@
+"""select/cons_tres: which nodes and which GPUs a job gets (spec §6, §7).
+
+Node choice: nodes grouped by Weight (lowest first); a one-node request takes the node with
+the fewest available CPUs that still fits (ties: lowest index); a multi-node request takes
+runs of consecutive usable nodes, the tightest sufficient run first. GPUs: the lowest free
+device indices. ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
+GRES are never shared.
+"""
+from __future__ import annotations
+
+from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
+
+
+class Free:
+    """A private, mutable copy of free resources (the engine's table is never touched)."""
+
+    __slots__ = ("cpu", "gpus", "mask", "mem", "nodes")
+
+    def __init__(self, nodes: NodeTable, src: Free | None = None) -> None:
+        self.nodes = nodes
+        if src is None:
+            self.mask = list(nodes.free_mask)
+            self.gpus = list(nodes.free_gpus)
+            self.cpu = list(nodes.free_cpu)
+            self.mem = list(nodes.free_mem)
+        else:
+            self.mask = list(src.mask)
+            self.gpus = list(src.gpus)
+            self.cpu = list(src.cpu)
+            self.mem = list(src.mem)
+
+    def copy(self) -> Free:
+        return Free(self.nodes, self)
+
+    def take(self, placement) -> None:
+        for node, mask, cpu, mem in placement:
+            self.mask[node] &= ~mask
+            self.gpus[node] -= mask.bit_count()
+            self.cpu[node] -= cpu
+            self.mem[node] -= mem
+
+    def give(self, placement) -> None:
+        for node, mask, cpu, mem in placement:
+            self.mask[node] |= mask
+            self.gpus[node] += mask.bit_count()
+            self.cpu[node] += cpu
+            self.mem[node] += mem
+
+
+def pod_fits(free: Free, i: int, ps) -> tuple | None:
+    """The pod placement of pod shape ``ps`` on node ``i`` now, or None."""
+    nodes = free.nodes
+    if ps.gpu_type and nodes.gpu_type[i] != ps.gpu_type:
+        return None
+    if ps.exclusive:
+        if free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib:
+            return (i, free.mask[i], free.cpu[i], ps.memory_mib)
+        return None
+    if free.gpus[i] >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
+        return (i, lowest_bits(free.mask[i], ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
+    return None
+
+
+def place(wl, cand: tuple[int, ...], free: Free, usable=None):
+    """Place every pod of ``wl`` on nodes of ``cand`` (restricted to ``usable`` when given).
+
+    Returns a placement tuple or None; ``free`` is left unchanged.
+    """
+    nodes = free.nodes
+    up, drain, weight = nodes.up, nodes.drain, nodes.weight
+    placement: list = []
+    ok = True
+    for ps in wl.pod_sets:
+        pool = [i for i in cand if up[i] and not drain[i] and (usable is None or i in usable)]
+        if ps.one_per_node and ps.count > 1:
+            chosen = _multi_node(ps, pool, free, weight)
+            if chosen is None:
+                ok = False
+                break
+            for pod in chosen:
+                placement.append(pod)
+                free.take((pod,))
+            continue
+        for _ in range(ps.count):
+            best = None
+            best_key = None
+            for i in pool:
+                pod = pod_fits(free, i, ps)
+                if pod is None:
+                    continue
+                key = (weight[i], free.cpu[i], i)
+                if best_key is None or key < best_key:
+                    best, best_key = pod, key
+            if best is None:
+                ok = False
+                break
+            placement.append(best)
+            free.take((best,))
+        if not ok:
+            break
+    free.give(placement)
+    return tuple(placement) if ok else None
+
+
+def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
+    """``ps.count`` distinct nodes: lowest weight first, runs of consecutive indices, tightest fit."""
+    fitting = {}
+    for i in pool:
+        pod = pod_fits(free, i, ps)
+        if pod is not None:
+            fitting[i] = pod
+    if len(fitting) < ps.count:
+        return None
+    need = ps.count
+    out: list = []
+    for w in sorted({weight[i] for i in fitting}):
+        group = [i for i in sorted(fitting) if weight[i] == w]
+        runs: list[list[int]] = []
+        for i in group:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        while need and runs:
+            sufficient = [r for r in runs if len(r) >= need]
+            if sufficient:
+                run = min(sufficient, key=lambda r: (sum(free.cpu[i] for i in r), r[0]))
+                take = run[:need]
+            else:
+                run = max(runs, key=lambda r: (len(r), -r[0]))
+                take = run
+            out.extend(fitting[i] for i in take)
+            need -= len(take)
+            runs.remove(run)
+        if not need:
+            return out
+    return None if need else out
+
+
+def gpu_env(placement, nodes: NodeTable, constrain_devices: bool) -> list[dict[str, str]]:
+    """Per allocated node: SLURM_JOB_GPUS (global indices), SLURM_GPUS_ON_NODE and
+    CUDA_VISIBLE_DEVICES (0..k-1 when cgroup ConstrainDevices hides the others, else global)."""
+    out = []
+    for node, mask, _cpu, _mem in placement:
+        idx = mask_indices(mask)
+        env = {"SLURM_JOB_GPUS": ",".join(map(str, idx)), "SLURM_GPUS_ON_NODE": str(len(idx))}
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(
+            str(k) for k in (range(len(idx)) if constrain_devices else idx))
+        out.append(env)
+    return out

@@ -1,0 +1,73 @@
+"""Backfill time map, will-run estimates and GPU/node choice (spec §2, §6, §7)."""
+from gpupool.engine.nodes import NodeTable
+from gpupool.model.pool import Gpu, Node, Pool
+from gpupool.model.workload import PodSet, Workload
+from gpupool.policy.slurm.backfill import TimeMap, will_run
+from gpupool.policy.slurm.select import Free, gpu_env, place
+
+
+def _pool(n=4, cpus=32, gpus=4, weights=None):
+    nodes = {}
+    for i in range(n):
+        nodes[f"n{i + 1}"] = Node(f"n{i + 1}", cpus, 100000, tuple(Gpu(k) for k in range(gpus)),
+                                  weight=(weights or [1] * n)[i], state="IDLE")
+    return Pool("t", nodes=nodes)
+
+
+def _wl(count=1, gpus=0, cpus=1, exclusive=False):
+    return Workload(1, "j", (PodSet(count=count, gpus=gpus, cpu_m=cpus * 1000, one_per_node=True,
+                                    exclusive=exclusive),))
+
+
+def test_time_map_rounds_down_and_blocks_whole_nodes():
+    tm = TimeMap(60)
+    tm.add(3600, 3600, frozenset({0, 1, 2, 3}), 2)
+    tm.add(30, 1800, frozenset({3}), 3)  # [0, 1800): both ends rounded down (22.05, spec §17.3)
+    assert tm.resv[1][:2] == (0, 1800)
+    assert tm.blocked(30, 1830) == {3}
+    assert tm.blocked(30, 7230) == {0, 1, 2, 3}
+    assert tm.later(30) == 1800 and tm.later(1800) == 7200 and tm.later(7200) is None
+
+
+def test_will_run_uses_limit_ends():
+    nodes = NodeTable(_pool(n=1, gpus=4))
+    free = Free(nodes)
+    running = (0, 0b0011, 4000, 0)
+    free.take([running])
+    free.take([(0, 0b0100, 4000, 0)])
+    ends = [(1800.0, 1, (running,)), (7201.0, 2, ((0, 0b0100, 4000, 0),))]
+    est, pl = will_run(_wl(gpus=3, cpus=4), (0,), None, free, ends, 30.0)
+    assert est == 1800.0 and pl[0][1] == 0b1011  # GPUs 0,1,3
+    est, pl = will_run(_wl(gpus=1, cpus=4), (0,), None, free, ends, 30.0)
+    assert est == 30.0 and pl[0][1] == 0b1000
+
+
+def test_gpu_lowest_free_index_and_env():
+    nodes = NodeTable(_pool(n=1, gpus=4))
+    free = Free(nodes)
+    pl1 = place(_wl(gpus=2, cpus=4), (0,), free)
+    assert pl1[0][1] == 0b0011
+    free.take(pl1)
+    pl2 = place(_wl(gpus=1, cpus=4), (0,), free)
+    assert pl2[0][1] == 0b0100
+    free.take(pl2)
+    free.give(pl1)
+    pl3 = place(_wl(gpus=3, cpus=4), (0,), free)
+    assert pl3[0][1] == 0b1011
+    assert gpu_env(pl3, nodes, True) == [{"SLURM_JOB_GPUS": "0,1,3", "SLURM_GPUS_ON_NODE": "3",
+                                          "CUDA_VISIBLE_DEVICES": "0,1,2"}]
+    assert gpu_env(pl3, nodes, False)[0]["CUDA_VISIBLE_DEVICES"] == "0,1,3"
+
+
+def test_node_choice_weight_then_best_fit():
+    nodes = NodeTable(_pool(n=4, weights=[5, 1, 1, 1]))
+    free = Free(nodes)
+    free.take([(2, 0, 30000, 0)])  # n3 has 2 CPUs left: tightest fit for a 1-CPU job
+    assert place(_wl(cpus=1), (0, 1, 2, 3), free)[0][0] == 2
+    assert place(_wl(cpus=4), (0, 1, 2, 3), free)[0][0] == 1  # lowest index among equal fits
+    two = place(_wl(count=2, cpus=4), (0, 1, 2, 3), free)
+    assert sorted(p[0] for p in two) == [1, 3]  # n3 is too full for 4 CPUs; weight-5 n1 is last resort
+    free.give([(2, 0, 30000, 0)])
+    assert sorted(p[0] for p in place(_wl(count=2, cpus=4), (0, 1, 2, 3), free)) == [1, 2]
+    ex = place(_wl(exclusive=True), (0, 1, 2, 3), free)
+    assert ex[0][0] == 1 and ex[0][1] == 0b1111 and ex[0][2] == 32000
