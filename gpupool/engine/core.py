@@ -14,7 +14,10 @@ from gpupool.engine.decisions import CANCEL, Pending, Preempt, Reject, Start
 from gpupool.engine.job import PENDING, PLACING, RUNNING, Job
 from gpupool.engine.nodes import NodeTable
 from gpupool.engine.policy_api import Policy
-from gpupool.engine.snapshot import Snapshot
+from gpupool.engine.snapshot import (
+    CHANGED_ALL, CHANGED_ARRIVED, CHANGED_ELIGIBLE, CHANGED_ENDED, CHANGED_NODES, CHANGED_REQUEUED,
+    CHANGED_TICK, Snapshot,
+)
 from gpupool.errors import GpupoolError, InvariantViolation
 from gpupool.model.pool import Pool
 from gpupool.model.workload import Workload
@@ -103,6 +106,8 @@ class Engine:
         self._running = 0
         self._placing = 0  # jobs holding part of their gang
         self._placed_pods = 0  # pods placed so far in the run (progress marker)
+        self._changed = CHANGED_ALL  # what changed since the last decide call (Snapshot.changed)
+        self._pending_removed = 0  # removals from ``pending`` since it was last compacted
         self.now = 0.0
 
     # ----------------------------------------------------------------- event plumbing
@@ -116,33 +121,47 @@ class Engine:
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> RunOutput:
+        """Replay every event; ask the policy once per instant at which something is waiting.
+
+        This loop runs a few hundred thousand times per run, so it keeps what it touches in
+        locals and allocates nothing per instant beyond the timeline row.
+        """
         policy = self.policy
+        decide = policy.decide
         tick = policy.tick_interval
         if tick:
             self._push(0.0, EV_TICK, 0, None)
         arrivals = self._arrivals
         n_arrivals = len(arrivals)
         next_arrival = 0
+        t_arr = arrivals[0].submit if n_arrivals else math.inf
         heap = self._heap
+        heappop = heapq.heappop
         pending = self.pending
-        snapshot = Snapshot(0.0, self.pool, self.nodes, pending, self.active, self.jobs)
+        active = self.active
+        snapshot = Snapshot(0.0, self.pool, self.nodes, pending, active, self.jobs)
+        timeline_append = self.timeline.append
+        events_append = self.events.append if self.record_events else None
+        until = self.until
+        finish = self._finish
         inf = math.inf
         idle_ticks = 0
         passes = 0
         placed_at_last_tick = -1
+        arrived: list[Job] = []
+        calls = 0
         while True:
             t_heap = heap[0][0] if heap else inf
-            t_arr = arrivals[next_arrival].submit if next_arrival < n_arrivals else inf
             t = t_heap if t_heap < t_arr else t_arr
             if t == inf:
                 break
-            if self.until is not None and t > self.until:
+            if until is not None and t > until:
                 break
             if (not self._running and next_arrival >= n_arrivals and len(heap) == 1
                     and heap[0][1] == EV_TICK):
                 # Only the periodic tick is left and nothing runs: once a pass changes nothing,
                 # no later pass can (jobs left waiting or half-placed are deadlocked), so stop.
-                if not pending and not self.active:
+                if not pending and not active:
                     break
                 if self._placed_pods == placed_at_last_tick:
                     idle_ticks += 1
@@ -156,41 +175,81 @@ class Engine:
             self.now = t
             trigger = "event"
             # Resources freed and node changes first, then arrivals, then ticks.
-            while heap and heap[0][0] == t and heap[0][1] <= EV_ELIGIBLE:
-                _, kind, _, a, b = heapq.heappop(heap)
-                if kind == EV_END:
-                    job = self.jobs[a]
-                    if job.token == b[0] and job.state == RUNNING:
-                        self._finish(job, t, b[1])
-                elif kind == EV_NODE:
-                    self._node_event(a, b[0], b[1], t)
-            while next_arrival < n_arrivals and arrivals[next_arrival].submit == t:
-                job = arrivals[next_arrival]
-                next_arrival += 1
-                pending[job.id] = job
-                self._log(t, "submitted", job.id)
-                if job.eligible > t:
-                    self._push(job.eligible, EV_ELIGIBLE, job.id, None)
+            if t_heap == t:
+                while heap and heap[0][0] == t and heap[0][1] <= EV_ELIGIBLE:
+                    _, kind, _, a, b = heappop(heap)
+                    if kind == EV_END:
+                        if a.token == b[0] and a.state == RUNNING:
+                            finish(a, t, b[1])
+                    elif kind == EV_NODE:
+                        self._node_event(a, b[0], b[1], t)
+                    else:
+                        self._changed |= CHANGED_ELIGIBLE
+            if t_arr == t:
+                while True:
+                    job = arrivals[next_arrival]
+                    next_arrival += 1
+                    pending[job.id] = job
+                    arrived.append(job)
+                    if events_append is not None:
+                        events_append((t, "submitted", job.id, ""))
+                    if job.eligible > t:
+                        self._push(job.eligible, EV_ELIGIBLE, job.id, None)
+                    if next_arrival >= n_arrivals:
+                        t_arr = inf
+                        break
+                    t_arr = arrivals[next_arrival].submit
+                    if t_arr != t:
+                        break
+                self._changed |= CHANGED_ARRIVED
             while heap and heap[0][0] == t:
-                _, kind, _, a, b = heapq.heappop(heap)
+                _, kind, _, a, b = heappop(heap)
                 if kind == EV_TICK:
                     trigger = "tick"
+                    self._changed |= CHANGED_TICK
                     if tick:
                         self._push(t + tick, EV_TICK, 0, None)
                 elif kind == EV_PASS:
+                    self._changed |= CHANGED_TICK
                     passes += 1
                     if passes > MAX_PASSES_PER_INSTANT:
                         raise InvariantViolation(f"policy {policy.name} preempted without end at t={t}")
-            snapshot.now = t
-            snapshot.trigger = trigger
             if pending or self._placing:
-                decisions = policy.decide(snapshot)
+                if self._pending_removed > 1024 and self._pending_removed > 8 * math.isqrt(len(pending)):
+                    self._compact_pending()
+                calls += 1
+                snapshot.now = t
+                snapshot.trigger = trigger
+                snapshot.seq = calls
+                snapshot.changed = self._changed
+                snapshot.arrived = arrived
+                decisions = decide(snapshot)
                 if decisions:
                     self._apply(decisions, t)
-            self.timeline.append((t, self._allocated_gpus, self._running_gpus, len(pending), self._running))
+                # What applying the decisions changed is the policy's own doing, not news.
+                self._changed = 0
+                snapshot.applied = decisions
+                if arrived:
+                    arrived = []
+            timeline_append((t, self._allocated_gpus, self._running_gpus, len(pending), self._running))
         if self.check:
             self._check_final()
         return RunOutput(self.pool, policy.name, list(self.jobs.values()), self.timeline, self.events, self.now)
+
+    def _compact_pending(self) -> None:
+        """Rebuild ``pending`` in place, same order and identity, without its removed slots.
+
+        A dict keeps a removed entry's slot until it resizes, and iteration walks those
+        slots: a queue that starts jobs from the front and takes submissions at the back
+        piles up thousands of them ahead of the head, and every pass from the head (strict
+        FIFO after each job end) paid for all of them. Rebuilding every ~8·√n removals keeps
+        both costs small.
+        """
+        pending = self.pending
+        live = dict(pending)
+        pending.clear()
+        pending.update(live)
+        self._pending_removed = 0
 
     # ----------------------------------------------------------------- transitions
     def _apply(self, decisions, t: float) -> None:
@@ -210,6 +269,7 @@ class Engine:
                 job = self.pending.pop(d.job_id, None)
                 if job is None:
                     raise InvariantViolation(f"policy rejected job {d.job_id}, which is not pending")
+                self._pending_removed += 1
                 job.reason = d.reason
                 self._final(job, t, "REJECTED")
             else:
@@ -244,6 +304,7 @@ class Engine:
         job.held_gpus += gpus
         if job.state == PENDING:
             del self.pending[job.id]
+            self._pending_removed += 1
             self.active[job.id] = job
             job.placing_since = t
             job.state = PLACING
@@ -273,12 +334,13 @@ class Engine:
             end, state = t + limit + self.policy.over_time_limit, "TIMEOUT"
         else:
             end, state = t + job.remaining, job.wl.outcome
-        self._push(end, EV_END, job.id, (job.token, state))
+        self._push(end, EV_END, job, (job.token, state))
         self._log(t, "started", job.id, job.via)
 
     def _release(self, job: Job, t: float) -> float:
         """Free the job's resources; return the seconds it ran in this run segment."""
         self.nodes.release(job.placement)
+        self._changed |= CHANGED_ENDED
         self._allocated_gpus -= job.held_gpus
         del self.active[job.id]
         ran = 0.0
@@ -304,7 +366,9 @@ class Engine:
         job.final_state = state
         job.state = state
         job.end = t
-        self._log(t, "finished", job.id, state)
+        self._changed |= CHANGED_ENDED
+        if self.record_events:
+            self.events.append((t, "finished", job.id, state))
 
     def _preempt(self, d: Preempt, t: float) -> None:
         job = self.jobs.get(d.job_id)
@@ -339,12 +403,14 @@ class Engine:
         job.submit = t
         job.eligible = t + delay
         self.pending[job.id] = job
+        self._changed |= CHANGED_REQUEUED
         self._log(t, "requeued", job.id)
         if delay > 0:
             self._push(job.eligible, EV_ELIGIBLE, job.id, None)
 
     def _node_event(self, node: int, event: str, reason: str, t: float) -> None:
         nodes = self.nodes
+        self._changed |= CHANGED_NODES
         if event == NODE_DOWN:
             nodes.up[node] = False
             victims = [j for j in self.active.values() if any(p[0] == node for p in j.placement)]

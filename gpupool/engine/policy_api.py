@@ -40,15 +40,24 @@ def register(name: str, description: str) -> Callable[[PolicyFactory], PolicyFac
     return wrap
 
 
+#: Built-in policies in the order `compare` runs and lists them (baselines first).
+BUILTIN_ORDER = ("fifo", "first-fit", "slurm", "kueue", "kueue-gang")
+
+
 def _load_builtin() -> None:
     # Importing the modules runs their @register decorators.
     import gpupool.policy.fifo  # noqa: F401
+    import gpupool.policy.kueue  # noqa: F401
+    import gpupool.policy.slurm  # noqa: F401
 
 
 def registered() -> dict[str, str]:
-    """Policy name -> one-line description, in registration order."""
+    """Policy name -> one-line description: built-ins in BUILTIN_ORDER, then others by name
+    (a fixed order, whatever order modules happened to be imported in)."""
     _load_builtin()
-    return {name: desc for name, (_, desc) in _REGISTRY.items()}
+    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
+    names = sorted(_REGISTRY, key=lambda n: (rank.get(n, len(rank)), n))
+    return {name: _REGISTRY[name][1] for name in names}
 
 
 def make_policy(name: str, pool: Pool, options: dict | None = None) -> Policy:

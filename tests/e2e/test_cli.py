@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import gpupool
 from gpupool.cli.main import app
+from gpupool.engine.policy_api import registered
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "seed-pool"
@@ -84,9 +85,11 @@ def test_compare_runs_every_registered_policy(tmp_path):
     result = invoke("compare", SEED, "--out", tmp_path, "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert [p["policy"] for p in data["policies"]] == ["fifo", "first-fit"]
+    assert [p["policy"] for p in data["policies"]] == list(registered())
+    assert list(registered())[:5] == ["fifo", "first-fit", "slurm", "kueue", "kueue-gang"]
     assert (tmp_path / "comparison.csv").exists() and (tmp_path / "fifo" / "jobs.parquet").exists()
     first_fit = data["policies"][1]
+    assert data["policies"][1]["policy"] == "first-fit"
     assert first_fit["wait"]["mean"] <= data["policies"][0]["wait"]["mean"]
 
 
@@ -99,7 +102,7 @@ def test_bad_pool_directory_is_one_clear_line(tmp_path):
 
 def test_unknown_policy_and_missing_workload():
     result = invoke("simulate", SEED, "--policy", "nope")
-    assert result.exit_code == 2 and "registered policies: fifo, first-fit" in result.stderr.replace("\n", " ")
+    assert result.exit_code == 2 and "registered policies: fifo, first-fit, kueue" in result.stderr.replace("\n", " ")
     result = invoke("simulate", SEED, "--workload", "no/such/file.csv")
     assert result.exit_code == 2 and "not found" in result.stderr
 

@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from gpupool.errors import InputError, MissingReferenceError
 from gpupool.formats.kube_yaml import load_yaml_documents, load_yaml_text
-from gpupool.formats.kueue_objects import parse_pool_objects, render_kueue_objects, render_nodes
+from gpupool.formats.kueue_objects import (
+    parse_pool_objects,
+    render_kueue_objects,
+    render_nodes,
+)
 from gpupool.model.kueue import (
     ClusterQueue,
     Cohort,
