@@ -130,9 +130,10 @@ def simulate(
     check: bool = typer.Option(False, "--check", help="Run the invariant checker (slower)."),
     until: Optional[float] = typer.Option(None, "--until", help="Stop the simulated clock at this many seconds."),
     faults: Optional[Path] = typer.Option(None, "--faults", help="CSV of time,node,event[,reason] (down, up, drain, resume)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Record the run in this ledger (a SQLite file or a database URL)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Replay a workload on a pool under one policy."""
+    """Replay a workload on a pool under one policy (and record it in a ledger with --db)."""
     from gpupool.formats.pool_dir import load_pool
     from gpupool.workload.sources import load_workload
 
@@ -144,7 +145,14 @@ def simulate(
             _report_skipped(workloads)
             node_events = _load_faults(faults, pool_obj)
             progress.update(task, advance=1, description=f"simulating {len(workloads)} jobs under {policy}")
-            result = _run_one(pool_obj, workloads, policy, check, until, node_events)
+            if db is None:
+                result = _run_one(pool_obj, workloads, policy, check, until, node_events)
+            else:
+                from gpupool.ledger.record import record_run, simulate_for_ledger
+
+                result = simulate_for_ledger(pool_obj, workloads, policy, check=check, until=until, faults=node_events)
+                recorded = record_run(db, result, pool_obj, workload, policy)
+                result.summary_dict["ledger"] = {k: v for k, v in recorded.items() if isinstance(v, (str, int, float, dict))}
             progress.update(task, advance=1)
         if out_dir is not None:
             result.write(out_dir)

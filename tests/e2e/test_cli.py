@@ -122,3 +122,17 @@ def test_console_script_runs_in_a_real_process(tmp_path):
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout)
     assert facts["nodes"] == 64 and facts["gpus"] == 512 and facts["gpu_types"] == {"a100": 256, "h100": 256}
+
+
+def test_simulate_records_in_a_ledger_and_acct_reads_it(tmp_path):
+    db = tmp_path / "ledger.db"
+    first = invoke("simulate", SEED, "--workload", SEED / "workloads", "--db", db, "--json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["ledger"]["jobs_added"] == 7
+    again = invoke("simulate", SEED, "--workload", SEED / "workloads", "--db", db, "--json")
+    assert json.loads(again.stdout)["ledger"]["jobs_added"] == 0  # the same run adds nothing
+    acct = invoke("acct", "--db", db, "--parsable2", "-o", "JobID,JobName,State,NodeList")
+    assert acct.exit_code == 0, acct.output
+    lines = acct.stdout.strip().splitlines()
+    assert lines[0] == "JobID|JobName|State|NodeList"
+    assert "1|pretrain-run|COMPLETED|gpu[01-02]" in lines
