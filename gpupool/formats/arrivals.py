@@ -5,13 +5,13 @@ A script says what a job asks for, never when it was submitted or how long it ac
 a replay needs both. The arrivals file (``arrivals.csv`` in a workload folder) supplies them::
 
     # comment lines and blank lines are skipped
-    source,submit_time,runtime,outcome,count,interval,checkpoint_interval
+    source,submit_time,runtime,outcome,count,interval,checkpoint_interval,user
     pretrain-run.sbatch,0,10:30:00
     finetune.sbatch,1:00:00,5400,FAILED
     eval.sbatch,7200,900,,3,600
 
 Columns are matched by the header's names: ``source``, ``submit_time`` and ``runtime`` are
-required; ``outcome``, ``count``, ``interval`` and ``checkpoint_interval`` are optional, and an
+required; ``outcome``, ``count``, ``interval``, ``checkpoint_interval`` and ``user`` are optional, and an
 empty cell takes the default (trailing optional cells may be left out). Durations are seconds when bare numbers (unlike Slurm, where a
 bare number is minutes) or Slurm durations (``10:30:00``, ``1-00:00:00``). ``submit_time`` may
 instead be an ISO timestamp; then every row must use one, and times count from the earliest.
@@ -32,7 +32,8 @@ from gpupool.formats.slurm_time import SlurmTimeError, parse_timestamp
 from gpupool.model.workload import OUTCOMES
 
 REQUIRED_COLUMNS = ("source", "submit_time", "runtime")
-OPTIONAL_COLUMNS = ("outcome", "count", "interval", "checkpoint_interval")
+_USER_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+OPTIONAL_COLUMNS = ("outcome", "count", "interval", "checkpoint_interval", "user")
 #: Builds the error for one column of the current row.
 _Fail = Callable[[str, str], InputError]
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
@@ -56,6 +57,8 @@ class Arrival:
     timestamp: datetime | None = None
     file: str = ""
     line: int = 0
+    #: Who submits it (sbatch scripts never say: the submitting user is whoever runs sbatch).
+    user: str | None = None
 
     def submit_times(self) -> list[float]:
         """The submit time of each copy."""
@@ -157,8 +160,11 @@ def _parse_row(cells: list[str], columns: dict[str, int], source: str, line: int
     checkpoint = _duration(cell("checkpoint_interval"), "checkpoint_interval", fail)
     if checkpoint is not None and checkpoint <= 0:
         raise fail("checkpoint_interval", f"expected a positive duration, got {cell('checkpoint_interval')!r}")
+    user = cell("user") or None
+    if user is not None and not _USER_RE.match(user):
+        raise fail("user", f"expected a user name (letters, digits, '.', '_', '-'), got {user!r}")
     return Arrival(name, submit, runtime, outcome, int(count_text), interval, checkpoint,  # type: ignore[arg-type]
-                   stamp, source, line)
+                   stamp, source, line, user)
 
 
 def _check_source(name: str, fail: _Fail) -> None:

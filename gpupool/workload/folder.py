@@ -72,6 +72,8 @@ class _Submission:
     #: For a manifest submitted from its own ``gpupool.io/*`` annotations: which of its
     #: workloads this is (None = all of the file's workloads).
     member: int | None = None
+    #: The submitting user from the arrivals row (None: the script's or manifest's own).
+    user: str | None = None
 
     def key(self) -> tuple[float, str, int, int]:
         return (self.time, self.name, self.row, self.copy)
@@ -147,7 +149,8 @@ def _submissions(folder: Path, entries: dict[str, _Entry], arrivals: list[Arriva
         if checkpoint is None:
             checkpoint = entry.facts.get("checkpoint_interval")  # type: ignore[assignment]
         for copy, time in enumerate(row.submit_times()):
-            out.append(_Submission(time, row.source, row.line, copy, row.runtime, outcome, checkpoint))
+            out.append(_Submission(time, row.source, row.line, copy, row.runtime, outcome, checkpoint,
+                                   user=row.user))
     for name, entry in entries.items():
         if name in named:
             continue
@@ -205,6 +208,8 @@ def _build(entries: dict[str, _Entry], submissions: list[_Submission],
                 dependency=dependency)
         else:
             made = _manifest_copies(entry, sub, next_id)
+        if sub.user is not None:
+            made = [replace(w, user=sub.user) for w in made]
         first_ids.setdefault(sub.name, []).append(next_id)
         out.extend(made)
     return out

@@ -59,12 +59,12 @@ def test_quoted_names(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("", "arrivals.csv:1: empty arrivals file; expected a header 'source,submit_time,runtime"
-         "[,outcome][,count][,interval][,checkpoint_interval]' and one row per submission"),
+         "[,outcome][,count][,interval][,checkpoint_interval][,user]' and one row per submission"),
     ("source,submit_time,walltime\n", "arrivals.csv:1 (field walltime): unknown column 'walltime'; "
-     "expected the columns source, submit_time, runtime, outcome, count, interval, checkpoint_interval"),
+     "expected the columns source, submit_time, runtime, outcome, count, interval, checkpoint_interval, user"),
     ("source,submit_time,runtime,count,count\n", "arrivals.csv:1 (field count): column 'count' appears twice"),
     ("source,runtime\n", "arrivals.csv:1: the header lacks the required column(s) submit_time; expected "
-     "'source,submit_time,runtime' and optionally outcome, count, interval, checkpoint_interval"),
+     "'source,submit_time,runtime' and optionally outcome, count, interval, checkpoint_interval, user"),
     ("source,submit_time,runtime\na.sbatch,0\n", "arrivals.csv:2: expected 3 cells as in the header "
      "(source,submit_time,runtime), got 2"),
     ("source,submit_time,runtime,count\na.sbatch,0,1,2,3\n", "arrivals.csv:2: expected 3 to 4 cells as "
