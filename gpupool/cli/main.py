@@ -246,10 +246,15 @@ def policies(as_json: bool = typer.Option(False, "--json", help="Print as JSON."
     out.print(table)
 
 
-# Ledger commands (acct, share, usage, policy, audit, import) live in their own module.
+# Commands that live in their own modules: the ledger (acct, share, usage, policy, audit,
+# import), Kueue's explain, and Slurm-shaped views of a simulation (sacct, squeue, sprio, sshare).
+from gpupool.cli.explain import register as _register_explain  # noqa: E402
 from gpupool.cli.ledger import register as _register_ledger  # noqa: E402
+from gpupool.cli.slurm_views import register as _register_slurm_views  # noqa: E402
 
 _register_ledger(app)
+_register_explain(app)
+_register_slurm_views(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,237 @@
+"""Reading ``kubectl get … -o yaml`` dumps into the Kueue state one scheduling cycle works on.
+
+A dump holds Kueue's own objects (ResourceFlavor, Topology, Cohort, ClusterQueue, LocalQueue,
+WorkloadPriorityClass), Workload objects with their status, and optionally Nodes and the Kueue
+Configuration, in one or several files. The objects go through ``formats.kueue_objects``; each
+Workload's spec goes through ``formats.kube_workloads`` (requests, priority, LocalQueue), and its
+status (``status.admission``, ``status.conditions``) is read here: admitted workloads hold
+quota in the ``KueueState``, the others wait in their ClusterQueue's queue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from gpupool.errors import InputError
+from gpupool.formats.kube_workloads import QUEUE_LABEL, workloads_from_documents
+from gpupool.formats.kube_yaml import Fields, YamlDoc, load_yaml_documents
+from gpupool.formats.kueue_objects import api_group, parse_pool_objects, quantity
+from gpupool.model.kueue import KueueConfig
+from gpupool.policy.kueue.records import Admitted, KPodSet, KWorkload, PodSetAssignment
+from gpupool.policy.kueue.state import KueueState
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+@dataclass(slots=True)
+class WorkloadInfo:
+    """What explain shows about a Workload besides Kueue's view of it."""
+
+    key: str  # namespace/name
+    namespace: str
+    name: str
+    local_queue: str
+    cluster_queue: str
+    priority: int
+    created: str  # metadata.creationTimestamp as written
+    uid: str
+    job_uid: str
+    where: str  # file (document N, items[i])
+    gpus: int = 0
+    pods: int = 0
+    pods_ready: bool = True  # only meaningful for admitted workloads
+
+
+@dataclass
+class DumpState:
+    """The Kueue state of a cluster as a dump describes it."""
+
+    kueue: KueueConfig
+    state: KueueState
+    pending: list[KWorkload]
+    #: Workloads Kueue does not hand to the scheduler at all: key -> (cluster queue, message).
+    blocked: dict[str, tuple[str, str]]
+    info: dict[str, WorkloadInfo]
+    nodes: int = 0
+    notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+def rfc3339_seconds(text: str | None) -> float | None:
+    """``2026-11-30T08:00:00Z`` -> seconds since the epoch (None when absent or unreadable)."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def load_dump(paths: list[Path | str], config: Path | str | None = None) -> DumpState:
+    """Read the dump files (and an optional Kueue Configuration file) into a ``DumpState``."""
+    if not paths:
+        raise InputError("--state", "give at least one dump file (kubectl get … -A -o yaml)")
+    docs: list[YamlDoc] = []
+    sources: list[str] = []
+    for path in list(paths) + ([config] if config is not None else []):
+        path = Path(path)
+        if not path.exists():
+            raise InputError(str(path), "no such file")
+        try:
+            file_docs = load_yaml_documents(path)
+        except InputError as exc:
+            if exc.message.startswith("expected a Kubernetes object"):
+                exc.message += ("; explain reads `kubectl get … -A -o yaml` output (plain `kubectl get` "
+                                "prints a table, which is not YAML objects)")
+                exc.args = (str(exc),)
+            raise
+        if not file_docs:
+            raise InputError(str(path), "no Kubernetes objects in this file (expected the output of "
+                                        "kubectl get … -o yaml)")
+        docs.extend(file_docs)
+        sources.append(str(path))
+    if config is not None:
+        cfg_docs = [d for d in docs if d.source == str(Path(config))]
+        if not any(d.kind in ("Configuration", "ConfigMap") for d in cfg_docs):
+            raise InputError(str(config), "expected the Kueue Configuration (kind: Configuration, "
+                                          "apiVersion config.kueue.x-k8s.io/v1beta2) or the kueue-manager-config ConfigMap")
+    objects = parse_pool_objects(docs)
+    kueue = objects.kueue
+    notes = [f"{where}: {what} (read, not modelled)" for where, what in objects.not_modelled]
+    if not kueue.cluster_queues:
+        raise InputError(", ".join(sources), "no ClusterQueue in the dump; include clusterqueues (and "
+                                             "resourceflavors, cohorts, localqueues) in the kubectl get")
+    state = KueueState(kueue)
+    out = DumpState(kueue, state, [], {}, {}, nodes=len(objects.nodes), notes=notes, sources=sources)
+    for doc in objects.workload_docs:
+        group, _ = api_group(doc.api_version)
+        if group != KUEUE_GROUP or doc.kind != "Workload":
+            out.notes.append(f"{doc.where}: {doc.kind} ignored; explain reads the Workload Kueue made for it")
+            continue
+        _read_workload(doc, out)
+    return out
+
+
+def _read_workload(doc: YamlDoc, out: DumpState) -> None:
+    kueue = out.kueue
+    root = Fields.root(doc)
+    meta = root.mapping("metadata", required=True)
+    name = meta.string("name", required=True)
+    namespace = meta.string("namespace") or "default"
+    key = f"{namespace}/{name}"
+    owner = f"Workload {key}"
+    spec = root.mapping("spec", required=True)
+    labels = meta.string_map("labels")
+    if not spec.string("queueName") and not labels.get(QUEUE_LABEL):
+        raise spec.error("queueName", f"{owner} has no spec.queueName; Kueue only schedules workloads "
+                                      f"submitted to a LocalQueue")
+    status = root.mapping_or_empty("status")
+    conditions = {}
+    for c in status.items("conditions"):
+        ctype = c.string("type")
+        if ctype:
+            conditions[ctype] = c
+    if _true(conditions.get("Finished")):
+        out.notes.append(f"{doc.where}: {owner} is Finished; it holds no quota")
+        return
+    notes: list[tuple[str, str]] = []
+    found = workloads_from_documents([doc], kueue, notes)
+    out.notes.extend(f"{w}: {what} (read, not modelled)" for w, what in notes)
+    if not found:  # deactivated (spec.active: false)
+        return
+    wl = found[0]
+    lq = kueue.local_queues[(namespace, wl.queue_name)]
+    cq_name = lq.cluster_queue
+    prio = wl.priority
+    if prio is None and wl.priority_class in kueue.priority_classes:
+        prio = kueue.priority_classes[wl.priority_class].value
+    prio = int(prio or 0)
+    created_text = meta.string("creationTimestamp") or ""
+    created = rfc3339_seconds(created_text)
+    if created is None:
+        if created_text:
+            raise meta.error("creationTimestamp", f"expected an RFC 3339 time, got {created_text!r}")
+        created = 0.0
+    uid = meta.string("uid") or key
+    pod_sets = [KPodSet(ps.name, ps.count, {r: v for r, v in ps.requests().items() if v}, ps.min_count,
+                        dict(ps.node_selector), tuple(dict(t) for t in ps.tolerations))
+                for ps in wl.pod_sets]
+    kwl = KWorkload(key, key, cq_name, prio, created, (uid,), pod_sets)
+    info = WorkloadInfo(key, namespace, name, lq.name, cq_name, prio, created_text, uid,
+                        labels.get(JOB_UID_LABEL, ""), doc.where,
+                        gpus=sum(ps.count * ps.requests.get("nvidia.com/gpu", 0) for ps in pod_sets),
+                        pods=sum(ps.count for ps in pod_sets))
+    if key in out.info:
+        raise meta.error("name", f"{owner} appears twice; the first is in {out.info[key].where}")
+    out.info[key] = info
+    admission = status.mapping("admission")
+    reserved = conditions.get("QuotaReserved")
+    holds_quota = admission is not None and (reserved is None or _true(reserved))
+    if holds_quota:
+        out.state.admit(_admitted(kwl, admission, reserved, doc, out))
+        info.pods_ready = _true(conditions.get("PodsReady"))
+        if _true(conditions.get("Evicted")):
+            out.notes.append(f"{doc.where}: {owner} is being evicted but still holds its quota")
+        return
+    cq = kueue.cluster_queues.get(cq_name)
+    if cq is not None and cq.namespace_selector is None:
+        out.blocked[key] = (cq_name, "Workload namespace doesn't match ClusterQueue selector")
+    elif cq is not None and cq.stop_policy != "None":
+        out.blocked[key] = (cq_name, f"ClusterQueue {cq_name} is inactive")
+    elif lq.stop_policy != "None":
+        out.blocked[key] = (cq_name, f"LocalQueue {namespace}/{lq.name} is stopped ({lq.stop_policy})")
+    else:
+        out.pending.append(kwl)
+
+
+def _true(cond: Fields | None) -> bool:
+    return cond is not None and cond.string("status") == "True"
+
+
+def _admitted(kwl: KWorkload, admission: Fields, reserved: Fields | None, doc: YamlDoc, out: DumpState) -> Admitted:
+    """The quota an admitted Workload holds, from status.admission."""
+    cq_name = admission.string("clusterQueue", required=True)
+    if cq_name not in out.kueue.cluster_queues:
+        raise admission.error("clusterQueue", f"Workload {kwl.name} is admitted to ClusterQueue {cq_name!r}, "
+                                              f"which is not in the dump")
+    if cq_name != kwl.cq:
+        out.notes.append(f"{doc.where}: Workload {kwl.name} is admitted to {cq_name} but its LocalQueue "
+                         f"now points to {kwl.cq}; it holds quota in {cq_name}")
+        kwl.cq = cq_name
+        out.info[kwl.key].cluster_queue = cq_name
+    by_name = {ps.name: ps for ps in kwl.pod_sets}
+    usage: dict = {}
+    assignments = []
+    flavors_known = out.kueue.flavors
+    for psa in admission.items("podSetAssignments", required=True):
+        ps_name = psa.string("name", "main")
+        ps = by_name.get(ps_name)
+        if ps is None:
+            raise psa.error("name", f"Workload {kwl.name} has no pod set {ps_name!r} "
+                                    f"(pod sets: {', '.join(by_name)})")
+        count = psa.integer("count", ps.count, minimum=0)
+        flavors = psa.string_map("flavors")
+        for res, fl in flavors.items():
+            if fl not in flavors_known:
+                raise psa.error("flavors", f"Workload {kwl.name} pod set {ps_name} uses ResourceFlavor "
+                                           f"{fl!r}, which is not in the dump")
+        res_usage = psa.mapping("resourceUsage")
+        per: dict[str, int] = {}
+        for res, per_pod in ps.requests.items():
+            if res_usage is not None and res in res_usage.data:
+                per[res] = quantity(res_usage, res, res)
+            else:
+                per[res] = per_pod * count
+        for res, v in per.items():
+            fl = flavors.get(res)
+            if fl is None:
+                if v:
+                    raise psa.error("flavors", f"Workload {kwl.name} pod set {ps_name} requests {res} "
+                                               f"but its admission names no flavor for it")
+                continue
+            usage[(fl, res)] = usage.get((fl, res), 0) + v
+        assignments.append(PodSetAssignment(ps_name, count, {r: f for r, f in flavors.items() if r in per}, per))
+    reserved_at = rfc3339_seconds(reserved.string("lastTransitionTime")) if reserved is not None else None
+    return Admitted(kwl, cq_name, usage, reserved_at if reserved_at is not None else 0.0, assignments)
