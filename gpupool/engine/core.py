@@ -10,9 +10,11 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from gpupool.engine.decisions import CANCEL, Pending, Preempt, Reject, Start
+from gpupool.engine.clock import VirtualClock
+from gpupool.engine.decisions import CANCEL, Pending, Preempt, Reject, Reserve, Start, Unreserve, WakeAt
+from gpupool.engine.executor import Executor, SimulatedExecutor
 from gpupool.engine.job import PENDING, PLACING, RUNNING, Job
-from gpupool.engine.nodes import NodeTable
+from gpupool.engine.nodes import NodeTable, mask_indices
 from gpupool.engine.policy_api import Policy
 from gpupool.engine.snapshot import (
     CHANGED_ALL, CHANGED_ARRIVED, CHANGED_ELIGIBLE, CHANGED_ENDED, CHANGED_NODES, CHANGED_REQUEUED,
@@ -28,7 +30,7 @@ EV_END = 0
 EV_NODE = 1
 EV_ELIGIBLE = 2
 EV_TICK = 3
-EV_PASS = 4  # another policy pass at the same instant, after a preemption freed resources
+EV_PASS = 4  # another policy pass: at the same instant after a preemption, or a WakeAt timer
 MAX_PASSES_PER_INSTANT = 1000
 
 NODE_DOWN = "down"
@@ -75,9 +77,16 @@ class Engine:
         check: bool = False,
         until: float | None = None,
         record_events: bool = True,
+        executor: Executor | None = None,
     ) -> None:
         self.pool = pool
         self.policy = policy
+        self.clock = VirtualClock()
+        if executor is None:
+            executor = SimulatedExecutor(policy.over_time_limit,
+                                         float(getattr(policy, "time_limit_check_interval", 0.0) or 0.0))
+        self.executor = executor
+        self._launch = executor.launch
         self.check = check
         self.until = until
         self.record_events = record_events
@@ -93,6 +102,10 @@ class Engine:
             self._arrivals.append(job)
         self.pending: dict[int, Job] = {}
         self.active: dict[int, Job] = {}
+        self.reserved: dict[int, Job] = {}  # PENDING jobs holding a Reserve (admitted, unplaced)
+        self._wakes: set[float] = set()  # WakeAt times already in the heap
+        self._grace: dict[int, Preempt] = {}  # jobs in a preemption grace period -> the Preempt
+        self._ptext: dict[int, str] = {}  # GPU mask -> "0,1,2" for event details
         self._heap: list[tuple] = []
         self._seq = 0
         for fault in sorted(faults, key=lambda f: (f.time, f.node, f.event)):
@@ -139,7 +152,8 @@ class Engine:
         heappop = heapq.heappop
         pending = self.pending
         active = self.active
-        snapshot = Snapshot(0.0, self.pool, self.nodes, pending, active, self.jobs)
+        snapshot = Snapshot(0.0, self.pool, self.nodes, pending, active, self.jobs, reserved=self.reserved)
+        clock = self.clock
         timeline_append = self.timeline.append
         events_append = self.events.append if self.record_events else None
         until = self.until
@@ -150,6 +164,7 @@ class Engine:
         placed_at_last_tick = -1
         arrived: list[Job] = []
         calls = 0
+        woken = False
         while True:
             t_heap = heap[0][0] if heap else inf
             t = t_heap if t_heap < t_arr else t_arr
@@ -173,14 +188,18 @@ class Engine:
             if t != self.now:
                 passes = 0
             self.now = t
+            clock.t = t
             trigger = "event"
             # Resources freed and node changes first, then arrivals, then ticks.
             if t_heap == t:
                 while heap and heap[0][0] == t and heap[0][1] <= EV_ELIGIBLE:
                     _, kind, _, a, b = heappop(heap)
                     if kind == EV_END:
-                        if a.token == b[0] and a.state == RUNNING:
-                            finish(a, t, b[1])
+                        if a.token == b[0]:
+                            if a.state == RUNNING:
+                                finish(a, t, b[1])
+                        elif b[0] < 0 and self._grace.get(a.id) is b[1]:
+                            self._grace_end(a, t)
                     elif kind == EV_NODE:
                         self._node_event(a, b[0], b[1], t)
                     else:
@@ -211,10 +230,16 @@ class Engine:
                         self._push(t + tick, EV_TICK, 0, None)
                 elif kind == EV_PASS:
                     self._changed |= CHANGED_TICK
+                    if a:  # a WakeAt timer: the policy is called even with nothing waiting
+                        self._wakes.discard(t)
+                        woken = True
                     passes += 1
                     if passes > MAX_PASSES_PER_INSTANT:
-                        raise InvariantViolation(f"policy {policy.name} preempted without end at t={t}")
-            if pending or self._placing:
+                        raise InvariantViolation(
+                            f"policy {policy.name} asked for more than {MAX_PASSES_PER_INSTANT} passes"
+                            f" at t={t} (preempted without end?)")
+            if pending or self._placing or woken:
+                woken = False
                 if self._pending_removed > 1024 and self._pending_removed > 8 * math.isqrt(len(pending)):
                     self._compact_pending()
                 calls += 1
@@ -259,8 +284,8 @@ class Engine:
             if cls is Start:
                 self._start(d, t)
             elif cls is Preempt:
-                self._preempt(d, t)
-                freed = True
+                if self._preempt(d, t):
+                    freed = True
             elif cls is Pending:
                 job = self.jobs[d.job_id]
                 if job.state == PENDING:
@@ -271,7 +296,29 @@ class Engine:
                     raise InvariantViolation(f"policy rejected job {d.job_id}, which is not pending")
                 self._pending_removed += 1
                 job.reason = d.reason
+                self._unreserve(job)
                 self._final(job, t, "REJECTED")
+            elif cls is Reserve:
+                job = self.jobs.get(d.job_id)
+                if job is None or job.state != PENDING:
+                    raise InvariantViolation(f"policy reserved job {d.job_id}, which is not pending")
+                if job.reserved_since is None:
+                    job.reserved_since = t
+                    self.reserved[job.id] = job
+                    self._log(t, "reserved", job.id, d.info)
+                job.reserve_info = d.info
+            elif cls is Unreserve:
+                job = self.jobs.get(d.job_id)
+                if job is not None and job.reserved_since is not None:
+                    self._unreserve(job)
+                    self._log(t, "unreserved", job.id)
+            elif cls is WakeAt:
+                when = d.time
+                if when < t:
+                    raise InvariantViolation(f"policy asked to wake at {when}, before now ({t})")
+                if when not in self._wakes:
+                    self._wakes.add(when)
+                    self._push(when, EV_PASS, 1, None)
             else:
                 raise InvariantViolation(f"unknown decision {d!r}")
         if freed:
@@ -297,6 +344,10 @@ class Engine:
         if job.state == PLACING:  # idle holding accrues per segment, at what was held then
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = t
+        if d.time_limit is not None:
+            job.time_limit = d.time_limit
+        if d.partition is not None:
+            job.partition = d.partition
         gpus = 0
         for pod in placement:
             gpus += pod[1].bit_count()
@@ -308,14 +359,32 @@ class Engine:
             self.active[job.id] = job
             job.placing_since = t
             job.state = PLACING
+            job.admitted_at = t
+            if self.reserved and job.id in self.reserved:
+                self._unreserve(job)
             self._placing += 1
         job.placement = job.placement + tuple(placement)
         self._placed_pods += len(placement)
         job.via = d.via or job.via
         if len(job.placement) >= job.pods_needed:
             self._run(job, t)
-        else:
-            self._log(t, "placed", job.id, f"{len(job.placement)}/{job.pods_total} pods")
+        elif self.record_events:
+            head = f"{d.via} " if d.via else ""
+            self.events.append((t, "placed", job.id,
+                                f"{head}{len(job.placement)}/{job.pods_total} {self.placement_text(placement)}"))
+
+    def placement_text(self, placement) -> str:
+        """``node:idx,idx;node:idx`` - one entry per pod, in placement order (the event format)."""
+        names = self.nodes.names
+        cache = self._ptext
+        parts = []
+        for pod in placement:
+            mask = pod[1]
+            text = cache.get(mask)
+            if text is None:
+                text = cache[mask] = ",".join(map(str, mask_indices(mask)))
+            parts.append(f"{names[pod[0]]}:{text}")
+        return ";".join(parts)
 
     def _run(self, job: Job, t: float) -> None:
         """The gang is complete: the job starts making progress now."""
@@ -329,13 +398,11 @@ class Engine:
         job.token += 1
         self._running += 1
         self._running_gpus += job.held_gpus
-        limit = job.wl.time_limit
-        if limit is not None and job.remaining > limit + self.policy.over_time_limit:
-            end, state = t + limit + self.policy.over_time_limit, "TIMEOUT"
-        else:
-            end, state = t + job.remaining, job.wl.outcome
+        end, state = self._launch(job, t)
         self._push(end, EV_END, job, (job.token, state))
-        self._log(t, "started", job.id, job.via)
+        if self.record_events:
+            head = f"{job.via} " if job.via else ""
+            self.events.append((t, "started", job.id, head + self.placement_text(job.placement)))
 
     def _release(self, job: Job, t: float) -> float:
         """Free the job's resources; return the seconds it ran in this run segment."""
@@ -343,6 +410,8 @@ class Engine:
         self._changed |= CHANGED_ENDED
         self._allocated_gpus -= job.held_gpus
         del self.active[job.id]
+        if self._grace and self._grace.pop(job.id, None) is not None:
+            job.grace_until = None
         ran = 0.0
         if job.state == RUNNING:
             ran = t - job.start
@@ -370,14 +439,44 @@ class Engine:
         if self.record_events:
             self.events.append((t, "finished", job.id, state))
 
-    def _preempt(self, d: Preempt, t: float) -> None:
+    def _preempt(self, d: Preempt, t: float) -> bool:
+        """Apply a preemption; True when it freed resources (or a reservation) now."""
         job = self.jobs.get(d.job_id)
+        if job is not None and job.state == PENDING and job.reserved_since is not None:
+            # Admitted but not placed: the eviction only withdraws the reservation.
+            self._unreserve(job)
+            ev = job.evictions
+            ev[d.reason] = ev.get(d.reason, 0) + 1
+            self._changed |= CHANGED_REQUEUED
+            self._log(t, "preempted", job.id, f"{d.mode} {d.reason}".strip())
+            return True
         if job is None or job.state not in (RUNNING, PLACING):
             raise InvariantViolation(f"policy preempted job {d.job_id}, which holds no resources")
+        if job.id in self._grace:
+            return False  # already signalled: it stops when its grace period ends
+        if d.grace > 0:
+            job.grace_until = t + d.grace
+            self._grace[job.id] = d
+            self._push(job.grace_until, EV_END, job, (-1, d))
+            self._log(t, "preempting", job.id, f"{d.mode} {d.reason} grace={d.grace:g}".strip())
+            return False
+        self._stop(job, d, t)
+        return True
+
+    def _grace_end(self, job: Job, t: float) -> None:
+        """A preempted job's grace period ended: stop it now."""
+        d = self._grace.pop(job.id)
+        job.grace_until = None
+        self._stop(job, d, t)
+
+    def _stop(self, job: Job, d: Preempt, t: float) -> None:
         was_running = job.state == RUNNING
         held = job.held_gpus
+        self.executor.stop(job, t, d.reason or "preempted")
         ran = self._release(job, t)
         job.preemptions += 1
+        ev = job.evictions
+        ev[d.reason] = ev.get(d.reason, 0) + 1
         self._log(t, "preempted", job.id, f"{d.mode} {d.reason}".strip())
         if was_running:
             self._account_lost_work(job, ran, held)
@@ -386,6 +485,11 @@ class Engine:
             job.end_reason = d.reason
             return
         self._requeue(job, t, d.requeue_delay)
+
+    def _unreserve(self, job: Job) -> None:
+        if self.reserved.pop(job.id, None) is not None:
+            job.reserved_since = None
+            job.reserve_info = ""
 
     def _account_lost_work(self, job: Job, ran: float, gpus: int) -> None:
         """Work since the last checkpoint is lost; checkpointed progress is kept."""
@@ -399,6 +503,9 @@ class Engine:
         job.placement = ()
         job.held_gpus = 0
         job.start = None
+        job.admitted_at = None
+        if self.reserved:
+            self._unreserve(job)
         job.requeues += 1
         job.submit = t
         job.eligible = t + delay
@@ -417,6 +524,7 @@ class Engine:
             for job in victims:
                 was_running = job.state == RUNNING
                 held = job.held_gpus
+                self.executor.stop(job, t, f"node_fail {nodes.names[node]}")
                 ran = self._release(job, t)
                 if was_running:
                     self._account_lost_work(job, ran, held)
@@ -444,10 +552,17 @@ class Engine:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {mask.bit_count()} GPUs, asked {ps.gpus}")
             if ps.gpu_type and self.nodes.gpu_type[node] not in (ps.gpu_type,):
                 raise InvariantViolation(f"job {job.id}: pod placed on GPU type {self.nodes.gpu_type[node]}, asked {ps.gpu_type}")
-        if any(ps.one_per_node for ps in job.wl.pod_sets):
-            used = [p[0] for p in job.placement + tuple(placement)]
-            if len(used) != len(set(used)):
-                raise InvariantViolation(f"job {job.id}: two pods of a one-pod-per-node job share a node")
+        # One pod per node holds within each pod set; pods of different pod sets may share a node.
+        allp = job.placement + tuple(placement)
+        k = 0
+        for ps in job.wl.pod_sets:
+            chunk = allp[k:k + ps.count]
+            k += ps.count
+            if ps.one_per_node:
+                used = [p[0] for p in chunk]
+                if len(used) != len(set(used)):
+                    raise InvariantViolation(
+                        f"job {job.id}: two pods of one-pod-per-node pod set {ps.name!r} share a node")
 
     def _check_final(self) -> None:
         for job in self.jobs.values():

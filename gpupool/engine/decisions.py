@@ -14,6 +14,8 @@ PodPlacement = tuple[int, int, int, int]
 REQUEUE = "REQUEUE"
 CANCEL = "CANCEL"
 
+_oset = object.__setattr__
+
 
 @dataclass(slots=True, frozen=True)
 class Start:
@@ -25,6 +27,24 @@ class Start:
     partial: bool = False
     #: Free-form provenance (e.g. Slurm's SchedMain / SchedBackfill) kept in the job record.
     via: str = ""
+    #: The effective time limit the policy decided (seconds; e.g. Slurm's DefaultTime when the
+    #: job gave none, capped by MaxTime / QOS MaxWall). None: the workload's own ``time_limit``.
+    time_limit: float | None = None
+    #: Where the job runs in the policy's terms (a Slurm partition); kept as ``job.partition``.
+    partition: str | None = None
+
+    # Written out (same signature and semantics as the generated one): a frozen dataclass's
+    # generated __init__ looks ``object.__setattr__`` up per field, and Start is built once per
+    # job start on the hot path.
+    def __init__(self, job_id: int, placement: tuple[PodPlacement, ...], partial: bool = False,
+                 via: str = "", time_limit: float | None = None, partition: str | None = None) -> None:
+        _set = _oset
+        _set(self, "job_id", job_id)
+        _set(self, "placement", placement)
+        _set(self, "partial", partial)
+        _set(self, "via", via)
+        _set(self, "time_limit", time_limit)
+        _set(self, "partition", partition)
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,7 +52,10 @@ class Preempt:
     """Stop a running (or partly placed) job to free its resources.
 
     REQUEUE sends it back to the queue, eligible again after ``requeue_delay`` seconds;
-    CANCEL ends it as PREEMPTED.
+    CANCEL ends it as PREEMPTED. With ``grace`` > 0 the victim keeps running until
+    ``now + grace`` (Slurm's GraceTime: signalled now, stopped later); a job already in its
+    grace period is not preempted again. A PENDING job holding a ``Reserve`` may be preempted
+    too: that only clears its reservation (an eviction before its pods were placed).
     """
 
     job_id: int
@@ -40,6 +63,7 @@ class Preempt:
     reason: str = ""
     by_job: int | None = None
     requeue_delay: float = 0.0
+    grace: float = 0.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,4 +82,28 @@ class Pending:
     reason: str
 
 
-Decision = Start | Preempt | Reject | Pending
+@dataclass(slots=True, frozen=True)
+class Reserve:
+    """Mark a PENDING job as admitted without placing it (Kueue: quota reserved, pods not yet
+    bound). Sets ``job.reserved_since`` / ``job.reserve_info``; cleared when the job starts, is
+    preempted or requeued, or by ``Unreserve``."""
+
+    job_id: int
+    info: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class Unreserve:
+    """Withdraw a ``Reserve`` (no-op for a job that holds none)."""
+
+    job_id: int
+
+
+@dataclass(slots=True, frozen=True)
+class WakeAt:
+    """Call the policy again at ``time`` (a timer), even if nothing else happens then."""
+
+    time: float
+
+
+Decision = Start | Preempt | Reject | Pending | Reserve | Unreserve | WakeAt

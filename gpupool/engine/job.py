@@ -20,7 +20,8 @@ class Job:
         "wl", "id", "state", "submit", "eligible", "first_start", "start", "end", "remaining",
         "placement", "pods_needed", "pods_total", "gpus_per_pod", "total_gpus", "requeues",
         "preemptions", "gpu_s_used", "gpu_s_lost", "gpu_s_idle_held", "token", "reason",
-        "placing_since", "held_gpus", "via", "end_reason", "final_state",
+        "placing_since", "held_gpus", "via", "end_reason", "final_state", "time_limit", "admitted_at",
+        "_x",
     )
 
     def __init__(self, wl: Workload) -> None:
@@ -49,9 +50,74 @@ class Job:
         self.via = ""
         self.end_reason = ""
         self.final_state: str | None = None
+        #: Effective time limit of the current/last run (``Start.time_limit``, else the workload's).
+        self.time_limit: float | None = wl.time_limit
+        #: First placement time of the current run segment (partial starts do not move it).
+        self.admitted_at: float | None = None
+        self._x: _Extras | None = None  # rarely used state, allocated on first write
+
+    def _extras(self) -> _Extras:
+        x = self._x
+        if x is None:
+            x = self._x = _Extras()
+        return x
+
+    @property
+    def partition(self) -> str | None:
+        """Where the policy ran it (``Start.partition``); None when the policy did not say."""
+        return None if self._x is None else self._x.partition
+
+    @partition.setter
+    def partition(self, value: str | None) -> None:
+        self._extras().partition = value
+
+    @property
+    def reserved_since(self) -> float | None:
+        """Admitted but not placed (``Reserve``) since this time; None when not reserved."""
+        return None if self._x is None else self._x.reserved_since
+
+    @reserved_since.setter
+    def reserved_since(self, value: float | None) -> None:
+        self._extras().reserved_since = value
+
+    @property
+    def reserve_info(self) -> str:
+        """The policy's note with its ``Reserve`` ("" when not reserved)."""
+        return "" if self._x is None else self._x.reserve_info
+
+    @reserve_info.setter
+    def reserve_info(self, value: str) -> None:
+        self._extras().reserve_info = value
+
+    @property
+    def grace_until(self) -> float | None:
+        """When the preemption grace period it is in ends; None when not in one."""
+        return None if self._x is None else self._x.grace_until
+
+    @grace_until.setter
+    def grace_until(self, value: float | None) -> None:
+        self._extras().grace_until = value
+
+    @property
+    def evictions(self) -> dict[str, int]:
+        """Preemptions/evictions of this job counted per ``Preempt.reason``."""
+        return self._extras().evictions
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Job({self.id}, {self.state})"
+
+
+class _Extras:
+    """Per-job state that most jobs never use (kept off the hot ``Job`` slots)."""
+
+    __slots__ = ("evictions", "grace_until", "partition", "reserve_info", "reserved_since")
+
+    def __init__(self) -> None:
+        self.partition: str | None = None
+        self.reserved_since: float | None = None
+        self.reserve_info = ""
+        self.grace_until: float | None = None
+        self.evictions: dict[str, int] = {}
 
 
 def _pods_needed(wl: Workload) -> int:

@@ -21,6 +21,9 @@ class Policy(Protocol):
     tick_interval: float | None
     #: Seconds a job may run past its time limit before it is killed (Slurm's OverTimeLimit).
     over_time_limit: float
+    # Optional (read with getattr, default 0): ``time_limit_check_interval`` - limits are
+    # enforced only at multiples of it on the run's clock (Slurm: 30 s); 0 = exactly.
+    # A policy may also return ``WakeAt(t)`` among its decisions to be called again at ``t``.
 
     def decide(self, snapshot: Snapshot) -> list[Decision]:
         ...

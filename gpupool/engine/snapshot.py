@@ -42,6 +42,8 @@ class Snapshot:
     arrived: list[Job] = field(default_factory=list)
     #: The decisions of the previous call exactly as the engine applied them (None: none yet).
     applied: list | None = None
+    #: PENDING jobs holding a ``Reserve`` (admitted, not placed), id -> job, in reservation order.
+    reserved: dict[int, Job] = field(default_factory=dict)
 
 
 #: A job reached a final state or released resources outside the policy's own decisions

@@ -6,7 +6,7 @@ run twice adds nothing. Engine times (seconds from the run's start) become wall-
 from ``epoch`` (default :data:`SIM_EPOCH`), so runs print in sacct's formats.
 
 Allocations: a result from :func:`simulate_for_ledger` carries every placement the
-engine made (``result.placements``), so each GPU of each run segment is recorded with its
+engine made (``result.placements``, rebuilt from the placements in the event log), so each GPU of each run segment is recorded with its
 node and device index. A plain ``gpupool.simulate`` result has only the event log and each
 job's last placement: then each segment (placed/started → preempted, node_fail, finished)
 is one allocation, per GPU for the segment that ended the job, and as a GPU count on an
@@ -19,6 +19,7 @@ import json
 import math
 import re
 import time
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,51 +36,62 @@ _OPEN = ("placed", "started")
 _CLOSE = ("preempted", "node_fail", "finished")
 
 
-class _RecordingEngine:
-    """Mixin over the engine that notes each pod placement and when it was released."""
+def parse_placement(text: str, names: list[str]) -> list[tuple[int, int]]:
+    """``node:idx,idx;node:idx`` (the placement in ``started``/``placed`` event details, see
+    docs/results.md) -> [(node index, GPU mask)] per pod, in order."""
+    index = {n: i for i, n in enumerate(names)}
+    pods = []
+    for entry in text.split(";"):
+        node, _, idx = entry.rpartition(":")
+        mask = 0
+        for k in idx.split(","):
+            if k:
+                mask |= 1 << int(k)
+        pods.append((index[node], mask))
+    return pods
 
-    def _start(self, d, t):  # noqa: D401 - engine hook
-        super()._start(d, t)
-        opened = self._ledger_open.setdefault(d.job_id, [])
-        opened.extend((node, mask, t) for node, mask, _, _ in d.placement)
 
-    def _release(self, job, t):
-        for node, mask, since in self._ledger_open.pop(job.id, ()):
-            self._ledger_done.append((job.id, node, mask, since, t))
-        return super()._release(job, t)
+def placements_from_events(events, names: list[str]) -> list[tuple]:
+    """Per-pod placements [(job id, node index, GPU mask, from, to or None)] of every run
+    segment, rebuilt from the event log: ``placed`` events carry the pods placed by one
+    decision, ``started`` the job's whole placement (pods not yet opened start then), and
+    ``preempted``/``node_fail``/``finished`` release everything the job held."""
+    opened: dict[int, list] = {}
+    done: list[tuple] = []
+    for t, kind, job_id, detail in events:
+        if kind in _OPEN:
+            pods = parse_placement(detail.rsplit(" ", 1)[-1], names)
+            held = opened.setdefault(job_id, [])
+            if kind == "started":
+                have = Counter((node, mask) for node, mask, _ in held)
+                fresh = []
+                for pod in pods:
+                    if have[pod]:
+                        have[pod] -= 1
+                    else:
+                        fresh.append(pod)
+                pods = fresh
+            held.extend((node, mask, t) for node, mask in pods)
+        elif kind in _CLOSE:
+            for node, mask, since in opened.pop(job_id, ()):
+                done.append((job_id, node, mask, since, t))
+    for job_id, pods in opened.items():
+        done.extend((job_id, node, mask, since, None) for node, mask, since in pods)
+    return done
 
 
 def simulate_for_ledger(pool, workload=None, policy: str = "fifo", **kwargs):
     """``gpupool.simulate`` that also keeps every placement (for per-GPU allocations).
 
     Returns the same ``SimulationResult``, with ``result.placements`` = [(job id, node
-    index, GPU mask, from, to or None)] in engine seconds."""
+    index, GPU mask, from, to or None)] in engine seconds, read from the event log (events
+    are always recorded for this)."""
     import gpupool.simulation as sim
-    from gpupool.engine.core import Engine
 
-    class Recording(_RecordingEngine, Engine):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            self._ledger_open: dict[int, list] = {}
-            self._ledger_done: list[tuple] = []
-
-    made: list = []
-
-    class Capture(Recording):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            made.append(self)
-
-    original = sim.Engine
-    sim.Engine = Capture
-    try:
-        result = sim.simulate(pool, workload, policy, **kwargs)
-    finally:
-        sim.Engine = original
-    engine = made[-1]
-    placements = list(engine._ledger_done)
-    for job_id, pods in engine._ledger_open.items():
-        placements.extend((job_id, node, mask, since, None) for node, mask, since in pods)
+    kwargs["record_events"] = True
+    result = sim.simulate(pool, workload, policy, **kwargs)
+    out = result.output
+    placements = placements_from_events(out.events, list(out.pool.nodes))
     result.placements = sorted(placements, key=lambda p: (p[0], p[3], p[1]))
     return result
 

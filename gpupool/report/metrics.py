@@ -68,7 +68,7 @@ def jobs_frame(out: RunOutput) -> pd.DataFrame:
         nodes, gpus = _gpu_text(job, names)
         start = job.first_start
         rows.append((
-            job.id, wl.name, wl.kind, wl.user, wl.account, wl.qos, wl.partition, wl.namespace,
+            job.id, wl.name, wl.kind, wl.user, wl.account, wl.qos, job.partition or wl.partition, wl.namespace,
             wl.queue, wl.submit_time, job.eligible, start, job.end, job.state, job.reason, job.via,
             job_shape(job), job.pods_total, job.total_gpus, nodes, gpus, wl.time_limit, wl.runtime,
             None if start is None else start - wl.submit_time, job.requeues, job.preemptions,

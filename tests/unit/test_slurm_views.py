@@ -189,9 +189,12 @@ def test_sshare_seed_accounts():
     assert {k: (r["RawShares"], round(r["NormShares"], 6)) for k, r in rows.items() if not r["User"]} == {
         ("root", ""): ("", 0.0), ("ml-research", ""): ("50", 0.49505), ("ml-serving", ""): ("30", 0.29703),
         ("ml-platform", ""): ("20", 0.19802)}
-    # job 3 (pretrain-run, root/root, 16 GPUs) is the only job that ran: all usage is root's
-    assert rows[("root", "root")]["RawUsage"] == rows[("root", "")]["RawUsage"] > 0
-    assert rows[("ml-research", "alice")]["LevelFS"] == math.inf
+    # Every seed job is ml-research's (alice: both pretraining runs; bob: fine-tune and evals).
+    assert rows[("ml-research", "")]["RawUsage"] == rows[("root", "")]["RawUsage"] > 0
+    alice, bob = rows[("ml-research", "alice")], rows[("ml-research", "bob")]
+    assert alice["RawUsage"] + bob["RawUsage"] == pytest.approx(rows[("ml-research", "")]["RawUsage"])
+    assert alice["RawUsage"] > bob["RawUsage"] > 0 and alice["LevelFS"] < bob["LevelFS"]
+    assert rows[("root", "root")]["RawUsage"] == 0.0 and rows[("ml-serving", "carol")]["LevelFS"] == math.inf
 
 
 def test_parse_at():
@@ -221,8 +224,21 @@ def test_cli_sacct_parsable2_on_the_seed():
     lines = [x for x in r.output.splitlines() if not x.startswith("note:")]
     assert lines == [
         "JobID|JobName|State|Start|End|Elapsed|AllocTRES|NodeList|Flags",
-        ("3|pretrain-run|COMPLETED|2026-01-05T01:00:00|2026-01-05T11:30:00|10:30:00|"
-        "billing=128,cpu=128,gres/gpu=16,mem=1000G,node=2|gpu[01-02]|SchedMain"),
+        ("1|pretrain-run|COMPLETED|2026-01-05T00:00:00|2026-01-05T10:30:00|10:30:00|"
+         "billing=128,cpu=128,gres/gpu=16,mem=1000G,node=2|gpu[01-02]|SchedMain"),
+        ("2|finetune-lora|COMPLETED|2026-01-05T00:30:00|2026-01-05T02:45:00|02:15:00|"
+         "billing=16,cpu=16,gres/gpu=1,mem=120G,node=1|gpu03|SchedMain"),
+        # ml-research's GrpTRES gres/gpu=24 holds the second 16-GPU run until the first ends.
+        ("3|pretrain-run|COMPLETED|2026-01-05T10:30:00|2026-01-05T21:00:00|10:30:00|"
+         "billing=128,cpu=128,gres/gpu=16,mem=1000G,node=2|gpu[01-02]|SchedMain"),
+        ("4_0|eval-sweep|COMPLETED|2026-01-05T02:45:00|2026-01-05T03:25:00|00:40:00|"
+         "billing=32,cpu=32,gres/gpu=8,mem=400G,node=1|gpu03|SchedMain"),
+        ("4_1|eval-sweep|COMPLETED|2026-01-05T03:25:00|2026-01-05T04:05:00|00:40:00|"
+         "billing=32,cpu=32,gres/gpu=8,mem=400G,node=1|gpu03|SchedMain"),
+        ("4_2|eval-sweep|COMPLETED|2026-01-05T04:05:00|2026-01-05T04:45:00|00:40:00|"
+         "billing=32,cpu=32,gres/gpu=8,mem=400G,node=1|gpu03|SchedMain"),
+        ("4_3|eval-sweep|COMPLETED|2026-01-05T04:45:00|2026-01-05T05:25:00|00:40:00|"
+         "billing=32,cpu=32,gres/gpu=8,mem=400G,node=1|gpu03|SchedMain"),
     ]
 
 
@@ -241,6 +257,13 @@ def test_cli_views_need_the_slurm_policy_and_parquet_path(tmp_path):
     assert a.exit_code == b.exit_code == 0
     strip = lambda out: [x for x in out.splitlines() if not x.startswith("note:")]
     assert strip(a.output) == strip(b.output) == [
-        "JobID|State|Start|End|NodeList|Flags", "3|RUNNING|2026-01-05T01:00:00|Unknown|gpu[01-02]|SchedMain"]
+        "JobID|State|Start|End|NodeList|Flags",
+        "1|RUNNING|2026-01-05T00:00:00|Unknown|gpu[01-02]|SchedMain",
+        "2|RUNNING|2026-01-05T00:30:00|Unknown|gpu03|SchedMain",
+        "3|PENDING|Unknown|Unknown|None assigned|",
+        "4_0|PENDING|Unknown|Unknown|None assigned|",
+        "4_1|PENDING|Unknown|Unknown|None assigned|",
+        "4_2|PENDING|Unknown|Unknown|None assigned|",
+        "4_3|PENDING|Unknown|Unknown|None assigned|"]
     r = runner.invoke(_cli(), ["sshare", "examples/seed-pool", "--json", "--at", "1:00:00"])
     assert r.exit_code == 0 and '"Account": "ml-research"' in r.output

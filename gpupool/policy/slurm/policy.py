@@ -1,6 +1,7 @@
 """``--policy slurm``: slurmctld's scheduling decisions (22.05) as a pure policy.
 
-Each ``decide`` call is one scheduler instant: stop victims whose GraceTime ended, build and
+Each ``decide`` call is one scheduler instant (victims in their GraceTime are stopped by the
+engine, ``Preempt.grace``): build and
 sort the queue, run the main scheduler (a quick pass on events, a full pass every
 ``sched_interval``), then a backfill cycle when ``now`` is a multiple of ``bf_interval``
 (spec §0's idealised model). Decayed usage for fair share is accumulated from the run's
@@ -15,7 +16,7 @@ from gpupool.engine.policy_api import register
 from gpupool.engine.snapshot import Snapshot
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Partition, SlurmConfig
-from gpupool.policy.slurm import backfill, limits, main_sched, preempt, priority, queue
+from gpupool.policy.slurm import backfill, limits, main_sched, priority, queue
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.decay import UsageLedger
 from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
@@ -105,11 +106,12 @@ class Cycle:
             limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
         if job.wl.array_job_id is not None:
             self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
-        self.out.append(Start(job.id, placement, via=via))
+        self.out.append(Start(job.id, placement, via=via, time_limit=pol.effective_limit(job, info),
+                              partition=info.name))
 
-    def preempt(self, victim, mode: str, by: int) -> None:
+    def preempt(self, victim, mode: str, by: int, grace: float = 0.0) -> None:
         delay = self.pol.s.requeue_delay if mode == "REQUEUE" else 0.0
-        self.out.append(Preempt(victim.id, mode, reason="Preempted", by_job=by, requeue_delay=delay))
+        self.out.append(Preempt(victim.id, mode, reason="Preempted", by_job=by, requeue_delay=delay, grace=grace))
 
 
 class SlurmPolicy:
@@ -129,6 +131,8 @@ class SlurmPolicy:
         self.cfg = cfg
         self.s = load_settings(cfg)
         self.over_time_limit = self.s.over_time_limit
+        # slurmctld checks time limits every PERIODIC_TIMEOUT = 30 s (on the controller's clock).
+        self.time_limit_check_interval = 30.0
         self.acct = cfg.accounting
         self.qos = dict(self.acct.qos) if self.acct is not None else {}
         periods = [self.s.sched_interval]
@@ -164,7 +168,6 @@ class SlurmPolicy:
         self._verdict: dict[int, str | None] = {}
         self.run_part: dict[int, str] = {}
         self.run_limit: dict[int, float | None] = {}
-        self.grace: dict[int, tuple] = {}
         self._segs: dict[int, tuple] = {}
         self._prio: dict[tuple, int] = {}
         self._prio_T = None
@@ -237,6 +240,18 @@ class SlurmPolicy:
         if tl is not None:
             tl = math.ceil(tl / 60) * 60  # minutes, seconds rounded up
         return tl
+
+    def effective_limit(self, job, info) -> float | None:
+        """The limit slurmctld enforces on a job started in ``info``: --time, else DefaultTime,
+        capped by the partition's MaxTime and (with limits enforced) the QOS MaxWall; None = UNLIMITED."""
+        tl = self.time_limit(job, info)
+        if info.max_time is not None:
+            tl = info.max_time if tl is None else min(tl, info.max_time)
+        if self.s.limits_enforced:
+            q = self.qos.get(self.req(job).qos or "")
+            if q is not None and q.max_wall is not None:
+                tl = q.max_wall if tl is None else min(tl, q.max_wall)
+        return None if tl is None else float(tl)
 
     def plan_limit(self, job, info) -> float:
         tl = self.time_limit(job, info)
@@ -374,8 +389,6 @@ class SlurmPolicy:
         cy = Cycle(self, snap)
         now = cy.now
         s = self.s
-        if self.grace:
-            preempt.due(cy)
         records = queue.build(cy)
         full = now % s.sched_interval == 0
         main_sched.run(cy, records, full)

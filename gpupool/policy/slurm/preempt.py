@@ -3,8 +3,8 @@
 Candidates are running jobs the pending job may preempt on its partition's nodes, past
 PreemptExemptTime, ordered by (QOS priority or partition tier)·65536 + node count, lowest
 first. They are taken in that order until the job fits, then victims that turn out not to be
-needed are given back. Victims with a GraceTime are signalled now and stopped when it ends;
-the preemptor starts in a later pass once the resources are free.
+needed are given back. Victims with a GraceTime are signalled now (``Preempt.grace``: the
+engine stops them when it ends); the preemptor starts in a later pass once the resources are free.
 """
 from __future__ import annotations
 
@@ -66,15 +66,16 @@ def try_preempt(cy, job, info, usable) -> bool:
     now = cy.now
     exempt = pol.s.preempt_exempt
     scratch = cy.free.copy()
-    for vid in pol.grace:  # already going: count their resources as free
-        v = cy.snap.active.get(vid)
-        if v is not None:
+    going = False
+    for v in cy.snap.active.values():  # already in their grace period: count them as free
+        if v.grace_until is not None:
             scratch.give(v.placement)
+            going = True
     if place(job.wl, info.nodes, scratch, usable) is not None:
-        return bool(pol.grace)
+        return going
     cands = []
     for v in cy.snap.active.values():
-        if v.id in pol.grace or v.id in cy.victims or v.start is None:
+        if v.grace_until is not None or v.id in cy.victims or v.start is None:
             continue
         if not any(p[0] in info.node_set for p in v.placement):
             continue
@@ -106,24 +107,6 @@ def try_preempt(cy, job, info, usable) -> bool:
             mode = CANCEL
         if mode not in (REQUEUE, CANCEL):
             return False  # SUSPEND/GANG are not modelled (GPUs are never released by suspension)
-        grace = _grace(pol, v)
         cy.victims.add(v.id)
-        if grace > 0:
-            pol.grace[v.id] = (v.start, now + grace, mode, job.id)
-        else:
-            cy.preempt(v, mode, job.id)
+        cy.preempt(v, mode, job.id, _grace(pol, v))
     return True
-
-
-def due(cy) -> None:
-    """Stop victims whose GraceTime has run out."""
-    pol = cy.pol
-    for vid, (start, kill_at, mode, by) in list(pol.grace.items()):
-        v = cy.snap.active.get(vid)
-        if v is None or v.start != start:
-            del pol.grace[vid]
-            continue
-        if cy.now >= kill_at:
-            del pol.grace[vid]
-            cy.victims.add(vid)
-            cy.preempt(v, mode, by)

@@ -1,0 +1,61 @@
+"""Who enacts a started job, behind an interface so real executors can replace the simulated one.
+
+``launch(job, now)`` is called when a job's gang is complete and it starts making progress; it
+returns when and how the job will end if nothing stops it first. ``stop(job, now, reason)`` is
+called when the engine takes the job's resources away early (preemption, node failure). The
+simulated executor computes the end from the workload: its remaining runtime, its effective
+time limit (``job.time_limit``) and the policy's over-time allowance and check interval. Live
+executors (local processes, real Slurm, Kubernetes) will report ends as events instead.
+"""
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from gpupool.engine.job import Job
+
+TIMEOUT = "TIMEOUT"
+
+
+class Executor(Protocol):
+    def launch(self, job: Job, now: float) -> tuple[float, str]:
+        """Start ``job``; return (end time, final state) if it is not stopped before."""
+        ...
+
+    def stop(self, job: Job, now: float, reason: str) -> None:
+        """Stop ``job`` early (preempted, node failure); its resources are released by the engine."""
+        ...
+
+
+class SimulatedExecutor:
+    """Ends jobs after their remaining runtime, or kills them at their time limit.
+
+    A job over its limit is killed ``over_time_limit`` seconds after it (Slurm's OverTimeLimit);
+    with ``check_interval`` > 0 the kill happens at the first multiple of the interval on the
+    run's clock at or after that moment (slurmctld checks limits every 30 s), and a job that ends
+    on its own before that check completes normally.
+    """
+
+    __slots__ = ("over_time_limit", "check_interval")
+
+    def __init__(self, over_time_limit: float = 0.0, check_interval: float = 0.0) -> None:
+        self.over_time_limit = over_time_limit
+        self.check_interval = check_interval
+
+    def launch(self, job: Job, now: float) -> tuple[float, str]:
+        limit = job.time_limit
+        remaining = job.remaining
+        if limit is not None:
+            otl = self.over_time_limit
+            if remaining > limit + otl:
+                kill = now + limit + otl
+                interval = self.check_interval
+                if interval > 0:
+                    kill = math.ceil(kill / interval) * interval
+                    if kill >= now + remaining:
+                        return now + remaining, job.wl.outcome
+                return kill, TIMEOUT
+        return now + remaining, job.wl.outcome
+
+    def stop(self, job: Job, now: float, reason: str) -> None:
+        """Nothing runs in a simulation: the engine's bookkeeping is the whole effect."""
