@@ -2,10 +2,11 @@
 # Start a throwaway PostgreSQL for the ledger tests and print the line that points them at it:
 #   eval "$(.ci/postgres.sh)"      # sets GPUPOOL_TEST_PG_URL
 # Installs Debian's postgresql package when no server binaries are present (needs root/apt).
-# The cluster lives in a temp dir, listens on 127.0.0.1:$PGPORT (default 55432) and a socket
+# The cluster lives in a temp dir, listens on 127.0.0.1:$PGPORT (a free port by default) and a socket
 # there; stop it with: pg_ctl -D "$GPUPOOL_PG_DIR/data" stop
 set -euo pipefail
-PGPORT="${PGPORT:-55432}"
+# A free port unless one is given, so a second run (or a leftover server) cannot collide.
+PGPORT="${PGPORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 if [ -z "$(bin_dir)" ]; then
   echo "postgres.sh: installing postgresql" >&2
