@@ -237,7 +237,7 @@ class Engine:
                     if passes > MAX_PASSES_PER_INSTANT:
                         raise InvariantViolation(
                             f"policy {policy.name} asked for more than {MAX_PASSES_PER_INSTANT} passes"
-                            f" at t={t} (preempted without end?)")
+                            f" at t={t} without time moving on (WakeAt at the current time or preemptions, repeated)")
             if pending or self._placing or woken:
                 woken = False
                 if self._pending_removed > 1024 and self._pending_removed > 8 * math.isqrt(len(pending)):

@@ -84,7 +84,7 @@ def _gang_workloads():
 @pytest.mark.parametrize("policy,idle", [("kueue", True), ("kueue-gang", False)])
 def test_partial_gang_waste(policy, idle):
     pool = _pool(3)
-    out = Engine(pool, _gang_workloads(), make_policy(policy, pool, {"cycle_interval": 10}), check=True).run()
+    out = Engine(pool, _gang_workloads(), make_policy(policy, pool), check=True).run()
     jobs = {j.id: j for j in out.jobs}
     assert jobs[4].final_state == "COMPLETED"
     assert (jobs[4].gpu_s_idle_held > 0) is idle
@@ -94,8 +94,8 @@ def test_partial_gang_waste(policy, idle):
 def test_seed_pool_partial_gang_waste():
     from gpupool.simulation import simulate
 
-    kueue = simulate(SEED, policy="kueue", options={"cycle_interval": 60}, check=True)
-    gang = simulate(SEED, policy="kueue-gang", options={"cycle_interval": 60}, check=True)
+    kueue = simulate(SEED, policy="kueue", check=True)
+    gang = simulate(SEED, policy="kueue-gang", check=True)
     assert kueue.summary_dict["gpu_hours_idle_in_incomplete_gangs"] > 0
     assert gang.summary_dict["gpu_hours_idle_in_incomplete_gangs"] == 0
 
@@ -105,12 +105,84 @@ def test_pods_ready_timeout_evicts_partial_gang():
     pool.kueue.configuration = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "waitForPodsReady": {
         "timeout": "30s", "requeuingStrategy": {"backoffLimitCount": 1, "backoffBaseSeconds": 5}}}
     wls = _gang_workloads()[:2]
-    out = Engine(pool, wls, make_policy("kueue", pool, {"cycle_interval": 10}), check=True).run()
+    out = Engine(pool, wls, make_policy("kueue", pool), check=True).run()
     gang = {j.id: j for j in out.jobs}[4]
     assert gang.preemptions >= 1
-    assert any(e[1] == "preempted" and "PodsReadyTimeout" in e[3] for e in out.events)
+    # The clock runs from the admission (t=1, two of three pods bound), not from the last bind.
+    first = next(e for e in out.events if e[1] == "preempted" and "PodsReadyTimeout" in e[3])
+    assert (first[0], first[2]) == (31, 4)
 
 
 def test_unknown_option_rejected():
     with pytest.raises(ValueError, match="unknown options"):
         make_policy("kueue", _pool(), {"bogus": 1})
+
+
+# ------------------------------------------------------------------ engine features: Reserve, WakeAt
+def _one_node_pool(gpu_quota: int, wfpr: dict | None = None) -> Pool:
+    pool = _pool(1)
+    cq = pool.kueue.cluster_queues["cq"]
+    cq.resource_groups[0].flavors[0].resources["nvidia.com/gpu"] = ResourceQuota(gpu_quota)
+    if wfpr is not None:
+        pool.kueue.configuration = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "waitForPodsReady": wfpr}
+    return pool
+
+
+def _wl(i, gpus, submit, runtime):
+    return Workload(i, f"w{i}", (PodSet(cpu_m=1000, gpus=gpus),), submit_time=submit, runtime=runtime,
+                    namespace="ns", queue_name="lq")
+
+
+def test_reserved_workload_holds_quota_without_a_tick():
+    # 16 GPUs of quota, one 8-GPU node: w2 is admitted (4 + 8 <= 16) but no node fits it, so it
+    # holds a reservation; w3 (4 + 8 + 8 > 16) is not admitted while it does.
+    pool = _one_node_pool(16)
+    policy = make_policy("kueue", pool)
+    assert policy.tick_interval is None
+    out = Engine(pool, [_wl(1, 4, 0, 100), _wl(2, 8, 1, 50), _wl(3, 8, 2, 50)], policy, check=True).run()
+    jobs = {j.id: j for j in out.jobs}
+    reserved = [(t, j) for t, k, j, _ in out.events if k == "reserved"]
+    assert reserved == [(1, 2), (100, 3)]  # at 100 w2 is placed; w3 is admitted, waits for a node
+    assert (jobs[2].first_start, jobs[3].first_start) == (100, 150)
+    assert jobs[2].evictions == {}
+    assert len(out.timeline) < 20  # event-driven: no per-second passes
+
+
+def test_pods_ready_timeout_of_a_reservation_backs_off_then_deactivates():
+    pool = _one_node_pool(16, {"timeout": "30s", "requeuingStrategy": {"backoffLimitCount": 2,
+                                                                      "backoffBaseSeconds": 5}})
+    out = Engine(pool, [_wl(1, 4, 0, 1000), _wl(2, 8, 1, 50)], make_policy("kueue", pool), check=True).run()
+    job = {j.id: j for j in out.jobs}[2]
+    ev = [(t, k) for t, k, j, _ in out.events if j == 2 and k in ("reserved", "preempted", "finished")]
+    # admitted at 1, timeout at 31 (backoff 5 s), 36 + 30 = 66 (backoff 10 s), 76 + 30 = 106: deactivated
+    assert ev == [(1, "reserved"), (31, "preempted"), (36, "reserved"), (66, "preempted"),
+                  (76, "reserved"), (106, "preempted"), (106, "finished")]
+    assert job.state == "REJECTED" and "RequeuingLimitExceeded" in job.reason
+    assert job.evictions["PodsReadyTimeout"] == 2
+
+
+def test_backoff_counts_only_pods_ready_timeouts():
+    from gpupool.engine.decisions import Preempt
+    from gpupool.engine.job import Job
+
+    pool = _one_node_pool(16, {"timeout": "30s", "requeuingStrategy": {"backoffBaseSeconds": 5}})
+    policy = make_policy("kueue", pool)
+    job = Job(_wl(2, 8, 0, 50))
+    job.evictions.update({"InClusterQueue": 3, "PodsReadyTimeout": 1})
+    (d,) = policy._pods_ready_timeout(job, 100.0, placed=True)
+    assert isinstance(d, Preempt) and d.requeue_delay == 10  # second timeout: 5 * 2
+
+
+def test_reservation_note_round_trips():
+    from gpupool.policy.kueue.policy import decode_reservation, encode_reservation
+    from gpupool.policy.kueue.records import Admitted, PodSetAssignment
+
+    adm = Admitted(None, "training", {}, 0.0, [
+        PodSetAssignment("launcher", 1, {"cpu": "cpu-f"}, {}),
+        PodSetAssignment("workers", 4, {"cpu": "f-a", "nvidia.com/gpu": "h100.x"}, {}),
+        PodSetAssignment("empty", 2, {}, {})])
+    info = encode_reservation(adm)
+    assert decode_reservation(info) == ("training", [("launcher", 1, {"cpu": "cpu-f"}),
+                                                     ("workers", 4, {"cpu": "f-a", "nvidia.com/gpu": "h100.x"}),
+                                                     ("empty", 2, {})])
+    assert decode_reservation("something else") is None

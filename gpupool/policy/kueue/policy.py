@@ -11,13 +11,29 @@ head, as the next cycle would). Admitted workloads are handed to the kube-schedu
 * ``kueue-gang``: GenericWorkload gate (Kubernetes 1.37 beta): the whole group in one pass, or
   nothing (no capacity held by a group that cannot be placed).
 
-waitForPodsReady evicts a partly placed job after ``timeout`` with Kueue's requeue backoff and
-deactivates it after ``backoffLimitCount`` requeues; ``blockAdmission`` holds Fit admissions
-while any admitted workload is not ready. See docs/policies/kueue.md for what is approximated.
+A workload Kueue admits whose pods are not (all) bound yet holds its quota reservation as an
+engine ``Reserve`` (the flavor assignment travels in ``reserve_info``, so the next pass reads it
+back from the snapshot). waitForPodsReady runs from the admission (``job.reserved_since`` /
+``job.admitted_at``), evicts after ``timeout`` with Kueue's requeue backoff counted from the
+job's ``PodsReadyTimeout`` evictions and deactivates it after ``backoffLimitCount`` requeues;
+``blockAdmission`` holds Fit admissions while any admitted workload is not ready. There is no
+periodic tick: the policy asks for ``WakeAt`` timers (PodsReady deadlines, requeue backoffs).
+See docs/policies/kueue.md for what is approximated.
 """
 from __future__ import annotations
 
-from gpupool.engine.decisions import CANCEL, REQUEUE, Pending, Preempt, Reject, Start
+import re
+
+from gpupool.engine.decisions import (
+    CANCEL,
+    REQUEUE,
+    Pending,
+    Preempt,
+    Reject,
+    Reserve,
+    Start,
+    WakeAt,
+)
 from gpupool.engine.job import PLACING, RUNNING
 from gpupool.engine.policy_api import register
 from gpupool.engine.snapshot import Snapshot
@@ -39,7 +55,49 @@ from gpupool.policy.kueue.state import KueueState
 from gpupool.policy.placement import Scratch
 
 NO_QUEUE = "no LocalQueue"
-_OPTIONS = {"cycle_interval", "max_cycles", "scoring", "gpu_weight"}
+_OPTIONS = {"max_cycles", "scoring", "gpu_weight"}
+#: Eviction reason of waitForPodsReady (the key counted in ``job.evictions`` for the backoff).
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+DEACTIVATED = "RequeuingLimitExceeded: deactivated after PodsReady timeouts"
+#: Pending reason of a reserved-only workload evicted by PodsReadyTimeout, with its requeueAt
+#: (Kueue's ``status.requeueState.requeueAt``; the engine sets no requeue delay for a job that
+#: holds only a reservation, so the workload's status carries it, as in Kueue).
+_BACKOFF = "Evicted: PodsReadyTimeout; requeued after backoff until t="
+_RESERVED = "QuotaReserved in "
+
+
+def encode_reservation(adm: Admitted) -> str:
+    """``Reserve.info``: the ClusterQueue and the flavor assignment (readable, and parsed back)."""
+    parts = []
+    for psa in adm.pod_sets:
+        flavors = ",".join(f"{r}:{f}" for r, f in psa.flavors.items())
+        parts.append(f"{psa.name}={psa.count} [{flavors}]")
+    return f"{_RESERVED}{adm.cq}: " + "; ".join(parts)
+
+
+_PART = re.compile(r"^(.*)=(\d+) \[(.*)\]$")
+
+
+def decode_reservation(info: str) -> tuple[str, list[tuple[str, int, dict[str, str]]]] | None:
+    """Inverse of :func:`encode_reservation`; None for a note it did not write."""
+    if not info.startswith(_RESERVED):
+        return None
+    cq, _, rest = info[len(_RESERVED):].partition(": ")
+    pod_sets = []
+    for part in rest.split("; ") if rest else ():
+        m = _PART.match(part)
+        if m is None:
+            return None
+        flavors = dict(item.split(":", 1) for item in m.group(3).split(",")) if m.group(3) else {}
+        pod_sets.append((m.group(1), int(m.group(2)), flavors))
+    return cq, pod_sets
+
+
+def backoff_until(reason: str) -> float | None:
+    """requeueAt of a reserved-only workload evicted by PodsReadyTimeout (None: not backing off)."""
+    if reason.startswith(_BACKOFF):
+        return float(reason[len(_BACKOFF):])
+    return None
 
 
 def _duration(text, default: float) -> float:
@@ -93,7 +151,8 @@ class KueuePolicy:
         self.pool = pool
         self.gang = gang
         self.kueue = pool.kueue or KueueConfig()
-        self.tick_interval = float(options.get("cycle_interval", 1.0))
+        #: No periodic tick: Kueue's cycles run on events, timers come as ``WakeAt``.
+        self.tick_interval = None
         self.max_cycles = int(options.get("max_cycles", 1000))
         weights = {"cpu": 1, "memory": 1}
         if options.get("gpu_weight"):
@@ -103,7 +162,7 @@ class KueuePolicy:
         self.pods_ready = PodsReadyConfig(self.kueue, probe.gates)
         self._kwl: dict[int, tuple[object, KWorkload | None, str]] = {}
         self._flavor_memo: dict[tuple, str | None] = {}
-        self._last: tuple | None = None
+        self._decoded: dict[str, tuple | None] = {}
 
     # ------------------------------------------------------------------ workloads
     def kworkload(self, job) -> tuple[KWorkload | None, str]:
@@ -187,54 +246,96 @@ class KueuePolicy:
                 flavors[r] = f
                 usage[(f, r)] = usage.get((f, r), 0) + v * count
             pod_sets.append(PodSetAssignment(kps.name, count, flavors, {r: v * count for r, v in kps.requests.items()}))
-        reserved = job.start if job.start is not None else (job.placing_since or 0.0)
+        reserved = job.admitted_at if job.admitted_at is not None else (job.start or 0.0)
         return Admitted(kwl, kwl.cq, usage, reserved, pod_sets)
+
+    def _admitted_from_reservation(self, job, kwl: KWorkload) -> Admitted | None:
+        """Quota a reserved (admitted, not placed) job holds, read back from its ``reserve_info``."""
+        info = job.reserve_info
+        decoded = self._decoded.get(info, False)
+        if decoded is False:
+            decoded = self._decoded[info] = decode_reservation(info)
+        if decoded is None or decoded[0] != kwl.cq or len(decoded[1]) != len(kwl.pod_sets):
+            return None
+        usage: dict = {}
+        pod_sets = []
+        for (name, count, flavors), kps in zip(decoded[1], kwl.pod_sets):
+            for r, f in flavors.items():
+                v = kps.requests.get(r)
+                if v:
+                    usage[(f, r)] = usage.get((f, r), 0) + v * count
+            pod_sets.append(PodSetAssignment(name, count, dict(flavors),
+                                             {r: v * count for r, v in kps.requests.items()}))
+        return Admitted(kwl, kwl.cq, usage, job.reserved_since, pod_sets)
 
     # ------------------------------------------------------------------ decide
     def decide(self, snap: Snapshot) -> list:
         now = snap.now
-        fingerprint = (tuple(snap.pending), tuple((j.id, len(j.placement)) for j in snap.active.values()))
-        if snap.trigger == "tick" and self._last is not None and self._last[0] == fingerprint and now < self._last[1]:
-            return []
         out: list = []
         state = KueueState(self.kueue)
         nodes = snap.nodes
         pr = self.pods_ready
+        timeout = pr.timeout if pr.enabled else None
         placing: list = []
-        next_deadline = float("inf")
+        reserved: list = []
+        wake = float("inf")  # the earliest timer this pass needs (PodsReady deadline, backoff)
         for job in snap.active.values():
             kwl, _ = self.kworkload(job)
             if kwl is None:
                 continue
-            if job.state == PLACING and pr.enabled:
-                since = job.placing_since or now
-                if now - since >= pr.timeout:
-                    n = job.requeues + 1
-                    if pr.limit is not None and n > int(pr.limit):
-                        out.append(Preempt(job.id, CANCEL, "RequeuingLimitExceeded: deactivated after PodsReady timeouts"))
-                    else:
-                        out.append(Preempt(job.id, REQUEUE, "PodsReadyTimeout", requeue_delay=pr.backoff(n)))
+            if job.state == PLACING and timeout is not None:
+                since = job.admitted_at if job.admitted_at is not None else now
+                if now >= since + timeout:  # the same sum the WakeAt used (no float drift)
+                    out.extend(self._pods_ready_timeout(job, now, placed=True))
                     continue
-                next_deadline = min(next_deadline, since + pr.timeout)
+                wake = min(wake, since + timeout)
             state.admit(self._admitted_from_job(job, kwl, nodes))
             if job.state == PLACING:
                 placing.append(job)
+        for job in snap.reserved.values():
+            kwl, _ = self.kworkload(job)
+            adm = self._admitted_from_reservation(job, kwl) if kwl is not None else None
+            if adm is None:  # not a reservation this policy made (cannot happen in a run)
+                continue
+            if timeout is not None:
+                since = job.reserved_since
+                if now >= since + timeout:  # the same sum the WakeAt used (no float drift)
+                    out.extend(self._pods_ready_timeout(job, now, placed=False))
+                    continue
+                wake = min(wake, since + timeout)
+            state.admit(adm)
+            reserved.append(job)
         if out:  # evictions first; the engine gives another pass at this instant
-            self._last = None
             return out
         scratch = Scratch(nodes)
         not_ready = False
-        # Pods of admitted, partly placed jobs wait in kube-scheduler's queue first.
+        # Pods of admitted, not (fully) placed jobs wait in kube-scheduler's queue first:
+        # partly placed ones, then reserved ones in reservation order.
         for job in placing:
             pods = self._place(job, state.admitted[job.id], nodes, scratch, skip=len(job.placement))
             if pods:
                 out.append(Start(job.id, pods, partial=True, via="kube-scheduler"))
             if len(job.placement) + len(pods) < job.pods_needed:
                 not_ready = True
+        for job in reserved:
+            pods = self._place(job, state.admitted[job.id], nodes, scratch, skip=0)
+            if pods and (len(pods) == job.pods_total or not self.gang):
+                out.append(Start(job.id, pods, partial=len(pods) < job.pods_total, via="kube-scheduler"))
+                if len(pods) < job.pods_needed:
+                    not_ready = True
+            else:
+                undo(scratch, pods)
+                not_ready = True
         waiting: dict = {}
+        reserved_ids = snap.reserved
         for job in snap.pending.values():
-            if job.eligible > now:
+            if job.eligible > now or job.id in reserved_ids:
                 continue
+            if job.reason.startswith(_BACKOFF):
+                until = backoff_until(job.reason)
+                if until > now:  # requeueAt not reached: still inadmissible
+                    wake = min(wake, until)
+                    continue
             kwl, why = self.kworkload(job)
             if kwl is None:
                 # LocalQueues, ClusterQueues and selectors do not change during a run: a job
@@ -250,9 +351,11 @@ class KueuePolicy:
         reasons: dict = {}
         block = pr.enabled and pr.block
         queues = _Queues(waiting.values())
+        exhausted = True
         for _ in range(self.max_cycles):
             heads = queues.heads(waiting, parked, parked_shapes)
             if not heads:
+                exhausted = False
                 break
             cycle = run_cycle(state, heads, block_admission=block and not_ready)
             progress = False
@@ -266,8 +369,15 @@ class KueuePolicy:
                     out.append(Start(job.id, pods, partial=len(pods) < job.pods_total, via="kueue"))
                     if len(pods) < job.pods_needed:
                         not_ready = True
+                        if timeout is not None:
+                            wake = min(wake, now + timeout)
                 else:
+                    undo(scratch, pods)
                     not_ready = True
+                    # Quota reserved, pods not bound: the reservation holds the quota.
+                    out.append(Reserve(job.id, encode_reservation(adm)))
+                    if timeout is not None:
+                        wake = min(wake, now + timeout)
                     why = ("QuotaReserved; gang cannot be placed whole (GenericWorkload), no capacity held"
                            if self.gang else "QuotaReserved; no node fits a pod (kube-scheduler)")
                     if job.reason != why:
@@ -284,15 +394,38 @@ class KueuePolicy:
                         parked_shapes.add(shape_key(e.wl))
                     progress = True
             if cycle.preempted:
+                exhausted = False
                 break  # the preemptor is admitted in a later pass, after its victims left
             if not progress:
+                exhausted = False
                 break
+        if exhausted:
+            # max_cycles reached while cycles still progressed. Parking counts as progress and
+            # the parked set is rebuilt every pass, so "at once" could repeat forever at one
+            # instant: the next cycle comes one second later (Kueue's cycles take time too).
+            wake = min(wake, now + 1.0)
         for key, why in reasons.items():
             if key in waiting and snap.pending[key].reason != why:
                 out.append(Pending(key, why))
-        has_effect = any(not isinstance(d, Pending) for d in out)
-        self._last = None if has_effect else (fingerprint, next_deadline)
+        if wake != float("inf"):
+            out.append(WakeAt(wake))
         return out
+
+    def _pods_ready_timeout(self, job, now: float, placed: bool) -> list:
+        """waitForPodsReady timeout of an admitted job: evict with backoff, or deactivate."""
+        pr = self.pods_ready
+        n = job.evictions.get(PODS_READY_TIMEOUT, 0) + 1
+        if pr.limit is not None and n > int(pr.limit):
+            out = [Preempt(job.id, CANCEL, DEACTIVATED)]
+            if not placed:  # only a reservation to withdraw: the workload is deactivated for good
+                out.append(Reject(job.id, DEACTIVATED))
+            return out
+        delay = pr.backoff(n)
+        if placed:
+            return [Preempt(job.id, REQUEUE, PODS_READY_TIMEOUT, requeue_delay=delay)]
+        until = now + delay
+        return [Preempt(job.id, REQUEUE, PODS_READY_TIMEOUT), Pending(job.id, f"{_BACKOFF}{until!r}"),
+                WakeAt(until)]
 
     def _place(self, job, adm: Admitted, nodes, scratch: Scratch, skip: int) -> tuple:
         """Bind pods (after the first ``skip``) with the flavors of ``adm``; gang: all or none."""
