@@ -136,3 +136,13 @@ def test_simulate_records_in_a_ledger_and_acct_reads_it(tmp_path):
     lines = acct.stdout.strip().splitlines()
     assert lines[0] == "JobID|JobName|State|NodeList"
     assert "1|pretrain-run|COMPLETED|gpu[01-02]" in lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["slurm", "kueue", "kueue-gang"])
+def test_faithful_policies_finish_a_synthetic_week_on_the_large_pool(policy):
+    # A regression guard: on 512 GPUs of two types, timers and reservations must let every run end.
+    result = gpupool.simulate(LARGE, "synthetic:week?jobs=3000&seed=2", policy, check=True)
+    summary = result.summary_dict
+    assert summary["jobs"] == len(result.jobs) > 3000
+    assert sum(summary["states"].get(s, 0) for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")) > 0.9 * summary["jobs"]
