@@ -161,12 +161,20 @@ def usage_report(ledger: Ledger, *, by=("account",), period: str = "month", tres
     q = q.group_by(u.period_start, u.gpu_type, *cols)
     weights = weights or {}
     totals: dict[tuple, list[float]] = {}
+    periods: dict[float, str] = {}  # hour -> period name, computed once per hour
+    n = len(by)
     with ledger.read() as conn:
         for row in conn.execute(q):
-            key = (_period_key(row.period_start, period),) + tuple(row[2 + i] for i in range(len(by)))
-            acc = totals.setdefault(key, [0.0, 0.0])
-            acc[0] += row.seconds
-            acc[1] += row.seconds * weights.get(row.gpu_type, weights.get("*", 1.0))
+            hour, gpu_type, secs = row[0], row[1], row[-1]
+            name = periods.get(hour)
+            if name is None:
+                name = periods[hour] = _period_key(hour, period)
+            key = (name,) + tuple(row[2:2 + n])
+            acc = totals.get(key)
+            if acc is None:
+                acc = totals[key] = [0.0, 0.0]
+            acc[0] += secs
+            acc[1] += secs * weights.get(gpu_type, weights.get("*", 1.0))
     out = []
     for key, (secs, billed) in sorted(totals.items()):
         item = {"period": key[0]}

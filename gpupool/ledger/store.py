@@ -8,6 +8,7 @@ once, and the hourly usage roll-up of an origin is rebuilt from its allocations.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import time
@@ -36,6 +37,17 @@ class WriteStats:
     allocations_added: int = 0
     allocations_updated: int = 0
     other: dict[str, int] = field(default_factory=dict)
+    #: origin -> [from, to]: the times whose usage roll-up this write may have changed
+    #: (``update_usage`` recomputes only the hours they span).
+    dirty: dict[str, list] = field(default_factory=dict)
+
+    def touch(self, origin: str, *times) -> None:
+        ts = [x for x in times if x is not None]
+        if not ts:
+            return
+        span = self.dirty.setdefault(origin, [min(ts), max(ts)])
+        span[0] = min(span[0], *ts)
+        span[1] = max(span[1], *ts)
 
     @property
     def changed(self) -> int:
@@ -43,7 +55,7 @@ class WriteStats:
                 + self.allocations_updated + sum(self.other.values()))
 
     def as_dict(self) -> dict:
-        out = {k: v for k, v in self.__dict__.items() if k != "other"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("other", "dirty")}
         out.update(self.other)
         return out
 
@@ -70,11 +82,45 @@ def insert_ignore(conn: Connection, table: sa.Table, rows: list[dict], keys: Ite
         return 0
     added = 0
     stmt = _insert(conn, table).on_conflict_do_nothing(index_elements=list(keys))
+    # SQLite's total_changes() counts only rows actually inserted (not the ignored ones) and
+    # costs O(1); COUNT(*) scans the table, which made large imports quadratic.
+    counter = _total_changes if conn.dialect.name == "sqlite" else _count
     for part in chunks(rows):
-        before = _count(conn, table)
-        conn.execute(stmt, part)
-        added += _count(conn, table) - before
+        before = counter(conn, table)
+        if not _sqlite_executemany(conn, table, part, keys):
+            conn.execute(stmt, part)
+        added += counter(conn, table) - before
     return added
+
+
+def bulk_insert(conn: Connection, table: sa.Table, rows: list[dict]) -> None:
+    """``conn.execute(table.insert(), rows)`` in chunks; on SQLite straight to the driver."""
+    for part in chunks(rows):
+        if not _sqlite_executemany(conn, table, part):
+            conn.execute(table.insert(), part)
+
+
+def _sqlite_executemany(conn: Connection, table: sa.Table, rows: list[dict], conflict_keys=None) -> bool:
+    """Insert plain rows with the sqlite3 driver's ``executemany`` (SQLAlchemy's per-row
+    parameter processing was a large part of an import; the ledger's column types need no
+    conversion on SQLite). Only when every row has the same keys, all of them columns of
+    ``table``; returns False (nothing done) otherwise, or on another database."""
+    if conn.dialect.name != "sqlite" or not rows:
+        return False
+    names = list(rows[0])
+    known = set(table.c.keys())
+    if any(n not in known for n in names) or any(len(r) != len(names) or r.keys() != rows[0].keys() for r in rows):
+        return False
+    cols = ", ".join(f'"{n}"' for n in names)
+    sql = f'INSERT INTO "{table.name}" ({cols}) VALUES ({", ".join("?" * len(names))})'
+    if conflict_keys is not None:
+        sql += f' ON CONFLICT ({", ".join(chr(34) + k + chr(34) for k in conflict_keys)}) DO NOTHING'
+    conn.connection.driver_connection.executemany(sql, [tuple(r[n] for n in names) for r in rows])
+    return True
+
+
+def _total_changes(conn: Connection, _table: sa.Table) -> int:
+    return conn.exec_driver_sql("SELECT total_changes()").scalar_one()
 
 
 def _count(conn: Connection, table: sa.Table) -> int:
@@ -122,6 +168,7 @@ class Ledger:
         rows = [_jsonable(r) for r in rows]
         cols = [c.name for c in s.jobs.columns]
         compared = [c for c in cols if c != "source"]  # the same record from another file is unchanged
+        defaults = _defaults()
         by_origin: dict[str, list[dict]] = {}
         for r in rows:
             by_origin.setdefault(r["origin"], []).append(r)
@@ -133,17 +180,26 @@ class Ledger:
                 for row in conn.execute(q).mappings():
                     existing[row["job_id"]] = tuple(row[c] for c in compared)
             new, changed = [], []
+            i_start, i_elapsed = compared.index("start"), compared.index("elapsed")
             for r in group:
-                full = {c: r.get(c, _default(c)) for c in cols}
+                full = {c: (r[c] if c in r else defaults[c]) for c in cols}
                 old = existing.get(r["job_id"])
                 if old is None:
                     new.append(full)
+                    _touch_job(stats, origin, full["start"], full["elapsed"])
                 elif old != tuple(full[c] for c in compared):
                     changed.append(full)
+                    _touch_job(stats, origin, full["start"], full["elapsed"])
+                    _touch_job(stats, origin, old[i_start], old[i_elapsed])
                 else:
                     stats.jobs_unchanged += 1
-            for part in chunks(new):
-                conn.execute(s.jobs.insert(), part)
+            if changed:  # their allocations count under the job's (maybe new) account, user …
+                a = s.allocations.c
+                for part in chunks([r["job_id"] for r in changed], 900):
+                    q = sa.select(sa.func.min(a.time_from), sa.func.max(a.time_to), sa.func.max(a.as_of)).where(
+                        a.origin == origin, a.job_id.in_(part))
+                    stats.touch(origin, *conn.execute(q).one())
+            bulk_insert(conn, s.jobs, new)
             for r in changed:
                 conn.execute(s.jobs.update().where(s.jobs.c.origin == r["origin"], s.jobs.c.job_id == r["job_id"])
                              .values(**{k: v for k, v in r.items() if k not in ("origin", "job_id")}))
@@ -158,9 +214,23 @@ class Ledger:
         if not rows:
             return
         key = ("origin", "job_id", "node", "gpu_index", "time_from")
-        stats.allocations_added += insert_ignore(conn, s.allocations, rows, key)
         a = s.allocations.c
+        # The updates below only ever touch an allocation that is open (time_to IS NULL):
+        # one stored open before this write, or one this write inserts open. Every other
+        # row's update would match nothing, so it is not sent (one statement per row was
+        # most of an import's time).
+        open_keys = {tuple(r[k] for k in key) for r in rows if r.get("time_to") is None}
+        for origin in {r["origin"] for r in rows}:
+            q = sa.select(*(a[k] for k in key)).where(a.origin == origin, a.time_to.is_(None))
+            open_keys.update(tuple(x) for x in conn.execute(q))
+        stats.allocations_added += insert_ignore(conn, s.allocations, rows, key)
         for r in rows:
+            stats.touch(r["origin"], r["time_from"], r.get("time_to"), r.get("as_of"))
+        for r in rows:
+            if tuple(r[k] for k in key) not in open_keys:
+                continue
+            old_as_of = conn.execute(sa.select(a.as_of).where(*(a[k] == r[k] for k in key))).scalar_one_or_none()
+            stats.touch(r["origin"], old_as_of)
             q = s.allocations.update().where(*(a[k] == r[k] for k in key))
             if r.get("time_to") is not None:
                 res = conn.execute(q.where(a.time_to.is_(None)).values(time_to=r["time_to"], as_of=r.get("as_of")))
@@ -169,13 +239,33 @@ class Ledger:
                 conn.execute(q.where(a.time_to.is_(None), (a.as_of.is_(None)) | (a.as_of < r["as_of"]))
                              .values(as_of=r["as_of"]))
 
-    def rebuild_usage(self, conn: Connection, origin: str) -> int:
-        """Recompute the hourly TRES-second roll-up of one origin from its allocations and jobs."""
-        conn.execute(s.usage.delete().where(s.usage.c.origin == origin))
+    def update_usage(self, conn: Connection, origin: str, stats: WriteStats) -> int:
+        """Bring the roll-up of ``origin`` up to date after a write: only the hours this write
+        touched (``stats.dirty``) are recomputed, from every allocation and job overlapping
+        them, so the rows equal those of a full ``rebuild_usage``."""
+        span = stats.dirty.get(origin)
+        if span is None:
+            return 0
+        return self.rebuild_usage(conn, origin, span[0], span[1])
+
+    def rebuild_usage(self, conn: Connection, origin: str, since: float | None = None,
+                      until: float | None = None) -> int:
+        """Recompute the hourly TRES-second roll-up of one origin from its allocations and jobs;
+        with ``since``/``until``, only the hours overlapping [since, until]."""
         j, a = s.jobs.c, s.allocations.c
+        u = s.usage.c
+        lo = hi = None
+        if since is not None and until is not None:
+            lo = (since // HOUR) * HOUR
+            hi = (until // HOUR) * HOUR + HOUR
+            conn.execute(s.usage.delete().where(u.origin == origin, u.period_start >= lo, u.period_start < hi))
+        else:
+            conn.execute(s.usage.delete().where(u.origin == origin))
         totals: dict[tuple, float] = {}
 
         def add(period_key: tuple, t0: float, t1: float, amount: float) -> None:
+            if lo is not None:
+                t0, t1 = max(t0, lo), min(t1, hi)
             t = t0
             while t < t1:
                 hour = (t // HOUR) * HOUR
@@ -186,7 +276,10 @@ class Ledger:
 
         q = (sa.select(a.time_from, a.time_to, a.as_of, a.gpu_count, a.gpu_type, j.account, j.user, j.qos,
                        j.queue, j.gpu_type.label("job_gpu_type"))
-             .join(s.jobs, (j.origin == a.origin) & (j.job_id == a.job_id)).where(a.origin == origin))
+             .join(s.jobs, (j.origin == a.origin) & (j.job_id == a.job_id)).where(a.origin == origin)
+             .order_by(a.id))
+        if lo is not None:
+            q = q.where(a.time_from < hi, sa.func.coalesce(a.time_to, a.as_of) > lo)
         for row in conn.execute(q):
             end = row.time_to if row.time_to is not None else row.as_of
             if end is None or end <= row.time_from:
@@ -194,7 +287,9 @@ class Ledger:
             gpu_type = row.gpu_type or row.job_gpu_type or ""
             add((row.account, row.user, row.qos, row.queue, gpu_type, "gres/gpu"), row.time_from, end, row.gpu_count)
         q = sa.select(j.start, j.elapsed, j.ncpus, j.account, j.user, j.qos, j.queue, j.billing).where(
-            j.origin == origin, j.start.is_not(None), j.elapsed.is_not(None))
+            j.origin == origin, j.start.is_not(None), j.elapsed.is_not(None)).order_by(j.job_id)
+        if lo is not None:
+            q = q.where(j.start < hi, j.start + j.elapsed > lo)
         for row in conn.execute(q):
             if row.elapsed <= 0:
                 continue
@@ -205,8 +300,7 @@ class Ledger:
                 add(key + ("billing",), row.start, row.start + row.elapsed, row.billing)
         names = ("period_start", "account", "user", "qos", "queue", "gpu_type", "tres")
         out = [dict(zip(names, k), origin=origin, seconds=round(v, 6)) for k, v in sorted(totals.items())]
-        for part in chunks(out):
-            conn.execute(s.usage.insert(), part)
+        bulk_insert(conn, s.usage, out)
         return len(out)
 
     def record_import(self, conn: Connection, kind: str, sha: str, origin: str, source: str, rows: int) -> bool:
@@ -226,9 +320,51 @@ class Ledger:
              .order_by(v.committed_at.desc(), v.seq.desc()).limit(1))
         return conn.execute(q).scalar_one_or_none()
 
+    def versions_in_force(self, conn: Connection, pool: str | None) -> VersionLookup:
+        """``version_in_force`` for many times: the pool's versions are read once (per import)
+        and each lookup is a bisection."""
+        return VersionLookup(conn, pool)
+
     def origins(self) -> list[str]:
         with self.read() as conn:
             return list(conn.execute(sa.select(s.jobs.c.origin).distinct().order_by(s.jobs.c.origin)).scalars())
+
+
+def _touch_job(stats: WriteStats, origin: str, start, elapsed) -> None:
+    if start is not None:
+        stats.touch(origin, start, start + (elapsed or 0.0))
+
+
+class VersionLookup:
+    """The policy versions of one pool, read once; ``lookup(at)`` answers exactly what
+    ``Ledger.version_in_force(conn, pool, at)`` would (newest ``committed_at <= at``, the
+    later commit on a tie), without a query per event."""
+
+    def __init__(self, conn: Connection, pool: str | None) -> None:
+        self._times: list[float] = []
+        self._versions: list[str] = []
+        if pool:
+            v = s.policy_versions.c
+            q = sa.select(v.committed_at, v.version).where(v.pool == pool).order_by(v.committed_at, v.seq)
+            for committed_at, version in conn.execute(q):
+                self._times.append(committed_at)
+                self._versions.append(version)
+
+    def __call__(self, at: float | None) -> str | None:
+        if at is None or not self._times:
+            return None
+        i = bisect.bisect_right(self._times, at)
+        return self._versions[i - 1] if i else None
+
+
+_DEFAULTS: dict[str, object] = {}
+
+
+def _defaults() -> dict[str, object]:
+    """Each jobs column's default (computed once: it was evaluated per row and column)."""
+    if not _DEFAULTS:
+        _DEFAULTS.update({c.name: _default(c.name) for c in s.jobs.columns})
+    return _DEFAULTS
 
 
 def _default(col: str):

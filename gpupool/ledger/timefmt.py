@@ -76,6 +76,13 @@ def parse_slurm_ts(text: str) -> float | None:
     s = (text or "").strip()
     if not s or s in ("Unknown", "None", "N/A", "(null)"):
         return None
+    if len(s) == 19 and s[10] == "T" and s[4] == "-" and s[:4].isdigit():
+        # sacct's own YYYY-MM-DDTHH:MM:SS: what parse_time would end in, without its
+        # other forms' checks (a large import parses millions of these)
+        try:
+            return datetime.fromisoformat(s).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            pass
     return parse_time(s)
 
 

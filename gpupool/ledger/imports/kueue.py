@@ -123,10 +123,11 @@ def import_kueue_workloads(db, path: str | Path, *, cluster: str = "kueue", at: 
     stats = WriteStats()
     with ledger.transaction() as conn:
         policy_name = policy_pool or (pool.name if pool is not None else cluster)
+        version_at = ledger.versions_in_force(conn, policy_name)  # read once per import
         for f in facts:
             job_id = f"{f['ns']}/{f['name']}"
             rows = [{"origin": cluster, "job_id": job_id, "time": t, "kind": k, "detail": d, "source": str(path),
-                     "policy_version": ledger.version_in_force(conn, policy_name, t)} for k, t, d in f["events"]]
+                     "policy_version": version_at(t)} for k, t, d in f["events"]]
             ledger.write_events(conn, rows, stats)
             e = s.events.c
             stored = conn.execute(sa.select(e.kind, e.time, e.detail, e.policy_version)

@@ -175,14 +175,14 @@ def _write(ledger: Ledger, kind: str, data: bytes, records: list[dict], origin: 
                     jobs[job["job_id"]] = job  # a later record of the same job replaces it
                     events.extend(ev)
                     allocs.extend(al)
-                pool = policy_pool or o
+                version_at = ledger.versions_in_force(conn, policy_pool or o)  # read once per import
                 for row in events + allocs:
-                    row["policy_version"] = ledger.version_in_force(conn, pool, row.get("time", row.get("time_from")))
+                    row["policy_version"] = version_at(row.get("time", row.get("time_from")))
                 ledger.write_jobs(conn, list(jobs.values()), stats)
                 ledger.write_events(conn, events, stats)
                 ledger.write_allocations(conn, allocs, stats)
                 if stats.changed:
-                    ledger.rebuild_usage(conn, o)
+                    ledger.update_usage(conn, o, stats)  # the hours this import touched
                 ledger.record_import(conn, kind, sha, o, source, len(recs))
     except (TimeSpecError, ValueError) as exc:
         raise InputError(source, f"unreadable sacct value: {exc}") from exc
