@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 
-from gpupool.policy.slurm.select import place
+from gpupool.policy.slurm.select import place, pod_fits
 
 VIA_BACKFILL = "SchedBackfill"
 MAX_TRIES = 64
@@ -20,13 +20,24 @@ MAX_TRIES = 64
 
 class TimeMap:
     """Reservations as (begin, end, nodes, job id); a node is unusable for a window that
-    overlaps any reservation holding it."""
+    overlaps any reservation holding it.
 
-    __slots__ = ("res", "resv")
+    Indexed per node (each node's reservations sorted by begin) and by end time (one sorted
+    list of every reservation's end), so a query costs a bisect per reserved node instead of
+    a scan over every reservation; ``blocked`` answers are memoised until the next ``add``.
+    """
+
+    __slots__ = ("_blocked", "_disjoint", "_ends", "_merged", "_node_b", "_node_e", "res", "resv")
 
     def __init__(self, res: int) -> None:
         self.resv: list[tuple[float, float, frozenset, int]] = []
         self.res = res
+        self._node_b: dict[int, list[float]] = {}  # node -> begins, sorted
+        self._node_e: dict[int, list[float]] = {}  # node -> ends, in the same order
+        self._disjoint: dict[int, bool] = {}  # node -> its reservations do not overlap
+        self._ends: list[float] = []  # every reservation's end, sorted (with repeats)
+        self._blocked: dict[tuple[float, float], frozenset] = {}
+        self._merged: dict[int, list] = {}  # node -> its reservations merged, sorted (memo)
 
     def add(self, start: float, tl: float, nodes: frozenset, job_id: int) -> None:
         res = self.res
@@ -34,54 +45,284 @@ class TimeMap:
         end = ((start + tl) // res) * res
         if end > begin:
             self.resv.append((begin, end, nodes, job_id))
+            bisect.insort(self._ends, end)
+            self._blocked.clear()
+            for n in nodes:
+                self._merged.pop(n, None)
+                bs = self._node_b.get(n)
+                if bs is None:
+                    self._node_b[n] = [begin]
+                    self._node_e[n] = [end]
+                    self._disjoint[n] = True
+                    continue
+                es = self._node_e[n]
+                k = bisect.bisect_right(bs, begin)
+                if self._disjoint[n] and ((k and es[k - 1] > begin) or (k < len(bs) and bs[k] < end)):
+                    self._disjoint[n] = False
+                bs.insert(k, begin)
+                es.insert(k, end)
 
-    def blocked(self, start: float, end: float) -> set[int]:
-        out: set[int] = set()
-        for b, e, nodes, _ in self.resv:
-            if b < end and e > start:
-                out |= nodes
+    def blocked(self, start: float, end: float) -> frozenset:
+        key = (start, end)
+        out = self._blocked.get(key)
+        if out is not None:
+            return out
+        hit = []
+        bl = bisect.bisect_left
+        disjoint = self._disjoint
+        node_e = self._node_e
+        for n, bs in self._node_b.items():
+            k = bl(bs, end)  # reservations beginning before ``end``: bs[:k]
+            if not k:
+                continue
+            es = node_e[n]
+            if disjoint[n]:
+                # disjoint and sorted by begin: ends are sorted too, the last one is the latest
+                if es[k - 1] > start:
+                    hit.append(n)
+            elif any(es[j] > start for j in range(k)):
+                hit.append(n)
+        out = frozenset(hit)
+        self._blocked[key] = out
         return out
 
     def ends_between(self, lo: float, hi: float) -> list[float]:
-        return sorted({e for _, e, _, _ in self.resv if lo < e < hi})
+        ends = self._ends
+        out: list[float] = []
+        for e in ends[bisect.bisect_right(ends, lo):bisect.bisect_left(ends, hi)]:
+            if not out or out[-1] != e:
+                out.append(e)
+        return out
+
+    def first_gain(self, nodes, lo: float, hi: float, tl: float) -> float | None:
+        """The first reservation end ``e`` with ``lo < e < hi`` at which one of ``nodes`` is
+        free over ``[e, e + tl)``; the same answer as scanning ``ends_between(lo, hi)`` with
+        ``blocked(e, e + tl)``, found per node from the gaps between its reservations."""
+        ends = self._ends
+        best = None
+        for n in nodes:
+            bs = self._node_b.get(n)
+            if bs is None:  # never reserved: free at the first end in range
+                k = bisect.bisect_right(ends, lo)
+                e = ends[k] if k < len(ends) else None
+                if e is not None and e < hi and (best is None or e < best):
+                    best = e
+                continue
+            merged = self._merged.get(n)
+            if merged is None:
+                merged = []
+                for b, e in zip(bs, self._node_e[n]):
+                    if merged and b <= merged[-1][1]:
+                        merged[-1][1] = max(merged[-1][1], e)
+                    else:
+                        merged.append([b, e])
+                self._merged[n] = merged
+            gap_start = None  # -inf
+            limit = hi if best is None else best
+            for j in range(len(merged) + 1):
+                gap_end = merged[j][0] if j < len(merged) else None  # None: +inf
+                if gap_start is not None and gap_start >= limit:
+                    break
+                if gap_start is not None and gap_start > lo:
+                    k = bisect.bisect_left(ends, gap_start)
+                else:
+                    k = bisect.bisect_right(ends, lo)
+                if k < len(ends):
+                    e = ends[k]
+                    if e >= limit:
+                        break
+                    if gap_end is None or e + tl <= gap_end:
+                        best = e
+                        break
+                if j < len(merged):
+                    gap_start = merged[j][1]
+        return best
 
     def later(self, start: float) -> float | None:
         """The next instant after ``start`` at which a reservation ends (availability grows)."""
-        best = None
-        for _, e, _, _ in self.resv:
-            if e > start and (best is None or e < best):
-                best = e
-        return best
+        ends = self._ends
+        k = bisect.bisect_right(ends, start)
+        return ends[k] if k < len(ends) else None
 
 
-def will_run(wl, cand, usable, free, ends, start_res: float):
+class NodeTimeline:
+    """Each node's free resources as running jobs end, indexed per node.
+
+    For node ``n``: ``ks[n]`` holds, in order, how many entries of ``ends`` have been freed
+    when the node gains resources (1-based counts), and ``cpu/gpus/mask/mem[n]`` its free
+    resources right after. Free resources only grow along ``ends``, so whether a pod fits is
+    monotone in the count and a bisection finds the first count at which it does.
+    """
+
+    __slots__ = ("_by_shape", "base", "cpu", "gpus", "ks", "mask", "mem")
+
+    def __init__(self, free, ends) -> None:
+        self.base = free
+        self._by_shape: dict = {}  # pod shape -> first_fit of every node (memo)
+        self.ks: dict[int, list[int]] = {}
+        self.cpu: dict[int, list[int]] = {}
+        self.gpus: dict[int, list[int]] = {}
+        self.mask: dict[int, list[int]] = {}
+        self.mem: dict[int, list[int]] = {}
+        cur: dict[int, list] = {}
+        for k, (_end, _seq, placement) in enumerate(ends, 1):
+            for node, mask, cpu, mem in placement:
+                c = cur.get(node)
+                if c is None:
+                    c = [free.cpu[node], free.gpus[node], free.mask[node], free.mem[node]]
+                    cur[node] = c
+                    self.ks[node] = []
+                    self.cpu[node] = []
+                    self.gpus[node] = []
+                    self.mask[node] = []
+                    self.mem[node] = []
+                c[0] += cpu
+                c[1] += mask.bit_count()
+                c[2] |= mask
+                c[3] += mem
+                ks = self.ks[node]
+                if ks and ks[-1] == k:  # several pods of one job on this node
+                    self.cpu[node][-1], self.gpus[node][-1], self.mask[node][-1], self.mem[node][-1] = c
+                else:
+                    ks.append(k)
+                    self.cpu[node].append(c[0])
+                    self.gpus[node].append(c[1])
+                    self.mask[node].append(c[2])
+                    self.mem[node].append(c[3])
+
+    def first_fits(self, ps) -> list:
+        """``first_fit`` of every node for pod shape ``ps``, indexed by node."""
+        out = self._by_shape.get(ps)
+        if out is None:
+            out = [self.first_fit(n, ps) for n in range(len(self.base.cpu))]
+            self._by_shape[ps] = out
+        return out
+
+    def first_fit(self, n: int, ps) -> int | None:
+        """The least count of freed ``ends`` entries after which one pod of ``ps`` fits on ``n``."""
+        free = self.base
+        nodes = free.nodes
+        if ps.gpu_type and nodes.gpu_type[n] != ps.gpu_type:
+            return None
+        cpu0, mem0 = free.cpu[n], free.mem[n]
+        need_mem = ps.memory_mib
+        if ps.exclusive:
+            ct, fm = nodes.cpu_total[n], nodes.full_mask[n]
+            if cpu0 == ct and free.mask[n] == fm and mem0 >= need_mem:
+                return 0
+        else:
+            g, cm = ps.gpus, ps.cpu_m
+            if free.gpus[n] >= g and cpu0 >= cm and mem0 >= need_mem:
+                return 0
+        ks = self.ks.get(n)
+        if not ks:
+            return None
+        cpu, mem = self.cpu[n], self.mem[n]
+        if ps.exclusive:
+            mask = self.mask[n]
+
+            def at(j):
+                return cpu[j] == ct and mask[j] == fm and mem[j] >= need_mem
+        else:
+            gpus = self.gpus[n]
+
+            def at(j):
+                return gpus[j] >= g and cpu[j] >= cm and mem[j] >= need_mem
+        lo, hi = 0, len(ks)
+        if not at(hi - 1):
+            return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return ks[lo]
+
+
+def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, timeline=None):
     """Earliest start ≥ ``start_res`` on ``usable`` nodes, freeing running jobs by limit end.
 
     ``ends`` is a sorted list of (end_time, seq, placement). Returns (estimate, placement)
     or (None, None).
+
+    ``place`` is tried with no job freed, with every job ending by ``start_res`` freed, then
+    freeing one more job at a time. Two shortcuts give the same answer without a ``place``
+    per running job: with ``timeline`` (a ``NodeTimeline`` of ``free`` and ``ends``), the
+    tries before the first count at which any pod of ``wl`` fits on any usable candidate node
+    fail (no pod can be placed) and are skipped; and after a failed ``place`` only nodes given
+    back since then can change the answer: if none of them fits a pod of ``wl`` now, every
+    greedy choice ``place`` makes is the same as in the failed attempt, so it fails again and
+    is not called.
     """
     pl = place(wl, cand, free, usable)
     if pl is not None:
         return start_res, pl
+    if cand_set is None:
+        cand_set = frozenset(cand)
+    nodes = free.nodes
+    up, drain = nodes.up, nodes.drain
+    pod_sets = wl.pod_sets
     scratch = free.copy()
-    i = 0
+    touched: set[int] = set()
+
+    def may_fit() -> bool:
+        for node in touched:
+            if (node in cand_set and up[node] and not drain[node]
+                    and (usable is None or node in usable)):
+                for ps in pod_sets:
+                    if pod_fits(scratch, node, ps) is not None:
+                        return True
+        return False
+
     n = len(ends)
-    while i < n and ends[i][0] <= start_res:
-        scratch.give(ends[i][2])
-        i += 1
-    if i:
+    i0 = 0
+    while i0 < n and ends[i0][0] <= start_res:
+        i0 += 1
+    if timeline is not None:
+        kmin = None
+        per_shape = [timeline.first_fits(ps) for ps in pod_sets]
+        for node in cand:
+            if not up[node] or drain[node] or (usable is not None and node not in usable):
+                continue
+            for fits in per_shape:
+                k = fits[node]
+                if k is not None and (kmin is None or k < kmin):
+                    kmin = k
+        if kmin is None:
+            return None, None
+        kmin = max(kmin, i0 if i0 else 1)
+        for j in range(kmin):
+            scratch.give(ends[j][2])
         pl = place(wl, cand, scratch, usable)
         if pl is not None:
-            return start_res, pl
+            return (start_res if kmin <= i0 else ends[kmin - 1][0]), pl
+        i = kmin
+    else:
+        i = 0
+        while i < i0:
+            placement = ends[i][2]
+            scratch.give(placement)
+            for p in placement:
+                touched.add(p[0])
+            i += 1
+        if i and may_fit():
+            pl = place(wl, cand, scratch, usable)
+            if pl is not None:
+                return start_res, pl
+            touched.clear()
     while i < n:
         end, _, placement = ends[i]
         i += 1
         scratch.give(placement)
-        if usable is not None and not any(p[0] in usable for p in placement):
+        for p in placement:
+            touched.add(p[0])
+        if not may_fit():
             continue
         pl = place(wl, cand, scratch, usable)
         if pl is not None:
             return end, pl
+        touched.clear()
     return None, None
 
 
@@ -96,6 +337,7 @@ def run(cy, records) -> None:
     started = 0
     per_user: dict[str, int] = {}
     horizon = now + s.bf_window
+    timeline = None
     for rec in records:
         job = rec.job
         if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
@@ -125,7 +367,9 @@ def run(cy, records) -> None:
             if usable is not None and not usable:
                 est, pl = None, None
             else:
-                est, pl = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res)
+                if timeline is None:
+                    timeline = NodeTimeline(cy.free, ends)
+                est, pl = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, info.node_set, timeline)
             if est is None:
                 if later is None or test_only:
                     break
@@ -133,6 +377,7 @@ def run(cy, records) -> None:
                 continue
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL)
+                timeline = None  # free resources and ends changed
                 started += 1
                 tmap.add(now, tl, frozenset(p[0] for p in pl), job.id)
                 break
@@ -141,11 +386,14 @@ def run(cy, records) -> None:
                 # with no new node the estimate cannot improve (spec §2.3 6f, same result).
                 have = usable if usable is not None else info.node_set
                 nxt = None
-                for e in tmap.ends_between(start_res, est):
-                    gained = info.node_set - tmap.blocked(e, e + tl)
-                    if gained - have:
-                        nxt = e
-                        break
+                if tl > 0:
+                    nxt = tmap.first_gain(info.node_set - have, start_res, est, tl)
+                else:
+                    for e in tmap.ends_between(start_res, est):
+                        gained = info.node_set - tmap.blocked(e, e + tl)
+                        if gained - have:
+                            nxt = e
+                            break
                 start_res = nxt if nxt is not None else est
                 continue
             nodes = frozenset(p[0] for p in pl)
@@ -163,4 +411,5 @@ def run(cy, records) -> None:
 
 
 def insert_end(ends: list, end: float, seq: int, placement) -> None:
-    bisect.insort(ends, (end, seq, placement), key=lambda x: (x[0], x[1]))
+    # seq is unique and increasing: plain tuple order is (end, seq) order
+    bisect.insort(ends, (end, seq, placement))

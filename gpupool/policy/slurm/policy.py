@@ -45,22 +45,36 @@ class Cycle:
         self.ends: list = []
         self.usage: dict = {}
         self.arrays: dict[int, int] = {}
+        ends = self.ends
+        now = self.now
+        expected_end = pol.expected_end
+        arrays = self.arrays
+        enforced = pol.s.limits_enforced
+        count = self._count
+        seq = 0
         for job in snap.active.values():
-            end = pol.expected_end(job, self.now)
-            self._seq += 1
-            self.ends.append((end, self._seq, job.placement))
-            self._count(job)
-        self.ends.sort(key=lambda x: (x[0], x[1]))
+            seq += 1
+            ends.append((expected_end(job, now), seq, job.placement))
+            if enforced:
+                count(job)
+            else:
+                aid = job.wl.array_job_id
+                if aid is not None:
+                    arrays[aid] = arrays.get(aid, 0) + 1
+        self._seq = seq
+        # seq is unique, so plain tuple order is (end, seq) order and never compares placements
+        ends.sort()
 
     def _count(self, job) -> None:
         pol = self.pol
-        req = pol.req(job)
         if pol.s.limits_enforced:
-            alloc = pol.alloc_tres(job.placement)
+            req = pol.req(job)
+            alloc = pol.alloc_of(job)
             limits.add_usage(self.usage, req, alloc)
             limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
-        if job.wl.array_job_id is not None:
-            self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
+        aid = job.wl.array_job_id
+        if aid is not None:
+            self.arrays[aid] = self.arrays.get(aid, 0) + 1
 
     def reason(self, job, why: str, first: bool = False) -> None:
         if first and job.id in self.reasons:
@@ -175,6 +189,9 @@ class SlurmPolicy:
         self._fs: dict[str, float] = {}
         self._chains: dict[str, tuple[str, ...]] = {}
         self._bf_sig = None
+        self._tl: dict[int, tuple] = {}
+        self._alloc: dict[int, tuple] = {}
+        self._fit_empty: dict[tuple, bool] = {}
         s = self.s
         self.ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
         self.use_fs = s.multifactor and self.acct is not None and s.weights.get("fairshare", 0) > 0
@@ -211,6 +228,15 @@ class SlurmPolicy:
         for a in self.account_chain(req.account):
             out.append(("acc", self.acct.accounts[a]))
         return out
+
+    def alloc_of(self, job) -> dict[str, int]:
+        """``alloc_tres`` of a running job's placement, memoised per job and placement."""
+        c = self._alloc.get(job.id)
+        pl = job.placement
+        if c is None or c[0] is not pl:
+            c = (pl, self.alloc_tres(pl))
+            self._alloc[job.id] = c
+        return c[1]
 
     def alloc_tres(self, placement) -> dict[str, int]:
         cpu = gpu = mem = 0
@@ -259,14 +285,26 @@ class SlurmPolicy:
             tl = info.max_time if tl is None else min(tl, info.max_time)
         return float(ONE_YEAR if tl is None else tl)
 
-    def expected_end(self, job, now: float) -> float:
+    def _job_plan_limit(self, job) -> float:
         info = self.parts.get(self.run_part.get(job.id, ""))
         if info is None:
             r = self.req(job)
             info = self.parts.get(r.parts[0]) if r.parts and r.parts[0] in self.parts else None
-        tl = self.plan_limit(job, info) if info is not None else float(job.wl.time_limit or ONE_YEAR)
-        start = job.start if job.start is not None else now
-        end = start + tl
+        return self.plan_limit(job, info) if info is not None else float(job.wl.time_limit or ONE_YEAR)
+
+    def expected_end(self, job, now: float) -> float:
+        # the plan limit depends only on the job and the partition it runs in: memoised per job
+        jid = job.id
+        part = self.run_part.get(jid)
+        c = self._tl.get(jid)
+        if c is None or c[0] != part:
+            c = (part, self._job_plan_limit(job))
+            self._tl[jid] = c
+        tl = c[1]
+        start = job.start
+        end = (now if start is None else start) + tl
+        if end >= now:
+            return end
         if end < now:  # overran its limit: Slurm adds KillWait + OverTimeLimit
             otl = self.s.over_time_limit
             end = now + tl if otl == math.inf else max(now, end + self.s.kill_wait + otl)
@@ -302,14 +340,20 @@ class SlurmPolicy:
                 continue
             if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
                 time_bad += 1
-            empty = Free.__new__(Free)
-            empty.nodes = nodes
-            empty.mask = list(nodes.full_mask)
-            empty.gpus = list(nodes.gpu_total)
-            empty.cpu = list(nodes.cpu_total)
-            empty.mem = list(nodes.mem_total)
-            up = [i for i in info.nodes]
-            if place(job.wl, tuple(up), empty, None) is not None:
+            # whether the shape fits the empty partition depends only on the pod sets, the
+            # partition and which of its nodes are up and not drained: memoised on exactly that
+            key = (job.wl.pod_sets, pname, tuple(nodes.up[i] and not nodes.drain[i] for i in info.nodes))
+            fits = self._fit_empty.get(key)
+            if fits is None:
+                empty = Free.__new__(Free)
+                empty.nodes = nodes
+                empty.mask = list(nodes.full_mask)
+                empty.gpus = list(nodes.gpu_total)
+                empty.cpu = list(nodes.cpu_total)
+                empty.mem = list(nodes.mem_total)
+                fits = place(job.wl, tuple(info.nodes), empty, None) is not None
+                self._fit_empty[key] = fits
+            if fits:
                 ok_parts += 1
         if not ok_parts:
             return limits.MSG_NODES
