@@ -26,11 +26,24 @@ class Scratch:
         self.free_mem = list(nodes.free_mem)
 
     def take(self, placement) -> None:
+        """Remove a placement's resources from the free lists."""
+        self.own()
+        free_mask, free_gpus, free_cpu, free_mem = self.free_mask, self.free_gpus, self.free_cpu, self.free_mem
         for node, mask, cpu, mem in placement:
-            self.free_mask[node] &= ~mask
-            self.free_gpus[node] -= mask.bit_count()
-            self.free_cpu[node] -= cpu
-            self.free_mem[node] -= mem
+            free_mask[node] &= ~mask
+            free_gpus[node] -= mask.bit_count()
+            free_cpu[node] -= cpu
+            free_mem[node] -= mem
+
+    def give(self, placement) -> None:
+        """Return a placement's resources (undo a ``take``)."""
+        self.own()
+        free_mask, free_gpus, free_cpu, free_mem = self.free_mask, self.free_gpus, self.free_cpu, self.free_mem
+        for node, mask, cpu, mem in placement:
+            free_mask[node] |= mask
+            free_gpus[node] += mask.bit_count()
+            free_cpu[node] += cpu
+            free_mem[node] += mem
 
     def own(self) -> None:
         """Make the free lists private before writing to them (they already are here)."""
@@ -60,16 +73,6 @@ class LazyScratch(Scratch):
             self.free_cpu = list(self.free_cpu)
             self.free_mem = list(self.free_mem)
             self._owned = True
-
-    def take(self, placement) -> None:
-        if not self._owned:
-            self.own()
-        free_mask, free_gpus, free_cpu, free_mem = self.free_mask, self.free_gpus, self.free_cpu, self.free_mem
-        for node, mask, cpu, mem in placement:
-            free_mask[node] &= ~mask
-            free_gpus[node] -= mask.bit_count()
-            free_cpu[node] -= cpu
-            free_mem[node] -= mem
 
 
 class CandidateNodes:
@@ -172,21 +175,13 @@ def first_fit(wl: Workload, candidates: CandidateNodes, scratch: Scratch):
                     pod = (i, lowest_bits(free_mask[i], g) if g else 0, cpu, mem)
                     break
             if chosen < 0:
-                _undo(scratch, placement)
+                scratch.give(placement)
                 return None
             used.add(chosen)
             placement.append(pod)
             scratch.take((pod,))
-    _undo(scratch, placement)
+    scratch.give(placement)
     return tuple(placement)
-
-
-def _undo(scratch: Scratch, placement) -> None:
-    for node, mask, cpu, mem in placement:
-        scratch.free_mask[node] |= mask
-        scratch.free_gpus[node] += mask.bit_count()
-        scratch.free_cpu[node] += cpu
-        scratch.free_mem[node] += mem
 
 
 def never_fits(wl: Workload, candidates: CandidateNodes) -> str | None:

@@ -92,11 +92,3 @@ class KubeScheduler:
         scratch.take((pod,))
         used.add(best)
         return pod
-
-
-def undo(scratch: Scratch, placement) -> None:
-    for node, mask, cpu, mem in placement:
-        scratch.free_mask[node] |= mask
-        scratch.free_gpus[node] += mask.bit_count()
-        scratch.free_cpu[node] += cpu
-        scratch.free_mem[node] += mem

@@ -49,7 +49,7 @@ from gpupool.policy.kueue.cycle import (
     shape_key,
 )
 from gpupool.policy.kueue.flavors import flavor_matches
-from gpupool.policy.kueue.kubesched import KubeScheduler, undo
+from gpupool.policy.kueue.kubesched import KubeScheduler
 from gpupool.policy.kueue.records import Admitted, KPodSet, KWorkload, PodSetAssignment
 from gpupool.policy.kueue.state import KueueState
 from gpupool.policy.placement import Scratch
@@ -324,7 +324,7 @@ class KueuePolicy:
                 if len(pods) < job.pods_needed:
                     not_ready = True
             else:
-                undo(scratch, pods)
+                scratch.give(pods)
                 not_ready = True
         waiting: dict = {}
         reserved_ids = snap.reserved
@@ -372,7 +372,7 @@ class KueuePolicy:
                         if timeout is not None:
                             wake = min(wake, now + timeout)
                 else:
-                    undo(scratch, pods)
+                    scratch.give(pods)
                     not_ready = True
                     # Quota reserved, pods not bound: the reservation holds the quota.
                     out.append(Reserve(job.id, encode_reservation(adm)))
@@ -452,7 +452,7 @@ class KueuePolicy:
                 pod = self.kube.place_pod(nodes, scratch, ps, sel, tols, ps_used)
                 if pod is None:
                     if self.gang and len(job.placement) + len(pods) < job.pods_needed:
-                        undo(scratch, pods)
+                        scratch.give(pods)
                         return ()
                     return tuple(pods)
                 pods.append(pod)
