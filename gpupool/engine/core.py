@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpupool.engine.clock import VirtualClock
 from gpupool.engine.decisions import CANCEL, Pending, Preempt, Reject, Reserve, Start, Unreserve, WakeAt
@@ -28,9 +29,12 @@ from gpupool.model.workload import Workload
 # arrives, so a policy sees both in the same pass.
 EV_END = 0
 EV_NODE = 1
-EV_ELIGIBLE = 2
-EV_TICK = 3
-EV_PASS = 4  # another policy pass: at the same instant after a preemption, or a WakeAt timer
+EV_CALL = 2  # a deferred engine call (cancel, finish, requeue, set_node_owner at a later time)
+EV_ELIGIBLE = 3
+EV_SUBMIT = 4  # a submission made while the run goes on (Engine.submit)
+EV_CTRL = 5  # a controller's wake-up (autoscalers, operators, the live daemon's intake)
+EV_TICK = 6
+EV_PASS = 7  # another policy pass: at the same instant after a preemption, or a WakeAt timer
 MAX_PASSES_PER_INSTANT = 1000
 
 NODE_DOWN = "down"
@@ -48,6 +52,27 @@ class NodeEvent:
     node: str
     event: str
     reason: str = ""
+
+
+class Controller(Protocol):
+    """Something outside the policy that acts on the run at times of its choosing.
+
+    Autoscalers, crash injection, the slurm-operator capacity controller and the live daemon's
+    intake are controllers: they are not scheduling decisions (the policy still makes those)
+    but they change what there is to schedule. ``on_wake`` runs after the ends, node events and
+    arrivals of its instant and before that instant's policy pass, and may call ``submit``,
+    ``cancel``, ``finish``, ``requeue``, ``node_event`` and ``set_node_owner``. ``next_wake``
+    returns a time strictly after ``now`` or None when the controller has nothing more to do
+    (a run with a controller that never says None needs ``until``).
+    """
+
+    name: str
+
+    def next_wake(self, now: float) -> float | None:
+        ...
+
+    def on_wake(self, engine: "Engine", now: float) -> None:
+        ...
 
 
 @dataclass(slots=True)
@@ -122,6 +147,13 @@ class Engine:
         self._changed = CHANGED_ALL  # what changed since the last decide call (Snapshot.changed)
         self._pending_removed = 0  # removals from ``pending`` since it was last compacted
         self.now = 0.0
+        # Loop state kept between ``run_until`` calls.
+        self._started = False
+        self._next_arrival = 0
+        self._loop_state = (0, 0, -1, 0, False)  # idle ticks, passes, placed at last tick, calls, woken
+        self._arrived: list[Job] = []
+        self._poked = -1.0  # the instant for which an extra policy pass is already queued
+        self._snapshot = Snapshot(0.0, pool, self.nodes, self.pending, self.active, self.jobs, reserved=self.reserved)
 
     # ----------------------------------------------------------------- event plumbing
     def _push(self, time: float, kind: int, a, b) -> None:
@@ -134,43 +166,71 @@ class Engine:
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> RunOutput:
-        """Replay every event; ask the policy once per instant at which something is waiting.
+        """Replay every event to the end of the run (or ``until``) and return what happened."""
+        self._loop(math.inf)
+        if self.check:
+            self._check_final()
+        return self.output()
+
+    def output(self) -> RunOutput:
+        """What the run produced so far (the live daemon reads it while the run goes on)."""
+        return RunOutput(self.pool, self.policy.name, list(self.jobs.values()), self.timeline, self.events, self.now)
+
+    def run_until(self, t: float) -> None:
+        """Process every event at or before ``t``, then return; the clock stands at ``t``.
+
+        The live daemon steps the run with the wall clock this way; later calls continue
+        where this one stopped, and submissions may arrive in between.
+        """
+        self._loop(t)
+        if t > self.now and t != math.inf:
+            self.now = t
+            self.clock.t = t
+
+    def next_event_time(self) -> float | None:
+        """When something is next due (an end, arrival, wake-up or tick); None when nothing is."""
+        t = self._heap[0][0] if self._heap else math.inf
+        if self._next_arrival < len(self._arrivals):
+            t = min(t, self._arrivals[self._next_arrival].submit)
+        return None if t == math.inf else t
+
+    def _loop(self, limit: float) -> None:
+        """The event loop: ask the policy once per instant at which something is waiting.
 
         This loop runs a few hundred thousand times per run, so it keeps what it touches in
-        locals and allocates nothing per instant beyond the timeline row.
+        locals and allocates nothing per instant beyond the timeline row. Its few counters live
+        on the engine between calls so that ``run_until`` can resume it.
         """
         policy = self.policy
         decide = policy.decide
         tick = policy.tick_interval
-        if tick:
-            self._push(0.0, EV_TICK, 0, None)
+        if not self._started:
+            self._started = True
+            if tick:
+                self._push(0.0, EV_TICK, 0, None)
         arrivals = self._arrivals
         n_arrivals = len(arrivals)
-        next_arrival = 0
-        t_arr = arrivals[0].submit if n_arrivals else math.inf
+        next_arrival = self._next_arrival
+        t_arr = arrivals[next_arrival].submit if next_arrival < n_arrivals else math.inf
         heap = self._heap
         heappop = heapq.heappop
         pending = self.pending
         active = self.active
-        snapshot = Snapshot(0.0, self.pool, self.nodes, pending, active, self.jobs, reserved=self.reserved)
+        snapshot = self._snapshot
         clock = self.clock
         timeline_append = self.timeline.append
         events_append = self.events.append if self.record_events else None
         until = self.until
+        if until is not None and until < limit:
+            limit = until
         finish = self._finish
         inf = math.inf
-        idle_ticks = 0
-        passes = 0
-        placed_at_last_tick = -1
-        arrived: list[Job] = []
-        calls = 0
-        woken = False
+        idle_ticks, passes, placed_at_last_tick, calls, woken = self._loop_state
+        arrived: list[Job] = self._arrived
         while True:
             t_heap = heap[0][0] if heap else inf
             t = t_heap if t_heap < t_arr else t_arr
-            if t == inf:
-                break
-            if until is not None and t > until:
+            if t == inf or t > limit:
                 break
             if (not self._running and next_arrival >= n_arrivals and len(heap) == 1
                     and heap[0][1] == EV_TICK):
@@ -190,7 +250,7 @@ class Engine:
             self.now = t
             clock.t = t
             trigger = "event"
-            # Resources freed and node changes first, then arrivals, then ticks.
+            # Resources freed and node changes first, then arrivals, then controllers and ticks.
             if t_heap == t:
                 while heap and heap[0][0] == t and heap[0][1] <= EV_ELIGIBLE:
                     _, kind, _, a, b = heappop(heap)
@@ -202,18 +262,21 @@ class Engine:
                             self._grace_end(a, t)
                     elif kind == EV_NODE:
                         self._node_event(a, b[0], b[1], t)
+                    elif kind == EV_CALL:
+                        a(*b)
                     else:
                         self._changed |= CHANGED_ELIGIBLE
             if t_arr == t:
                 while True:
                     job = arrivals[next_arrival]
                     next_arrival += 1
-                    pending[job.id] = job
-                    arrived.append(job)
-                    if events_append is not None:
-                        events_append((t, "submitted", job.id, ""))
-                    if job.eligible > t:
-                        self._push(job.eligible, EV_ELIGIBLE, job.id, None)
+                    if job.final_state is None:  # else cancelled before it arrived
+                        pending[job.id] = job
+                        arrived.append(job)
+                        if events_append is not None:
+                            events_append((t, "submitted", job.id, ""))
+                        if job.eligible > t:
+                            self._push(job.eligible, EV_ELIGIBLE, job.id, None)
                     if next_arrival >= n_arrivals:
                         t_arr = inf
                         break
@@ -238,6 +301,30 @@ class Engine:
                         raise InvariantViolation(
                             f"policy {policy.name} asked for more than {MAX_PASSES_PER_INSTANT} passes"
                             f" at t={t} without time moving on (WakeAt at the current time or preemptions, repeated)")
+                elif kind == EV_SUBMIT:
+                    if a.final_state is not None:
+                        continue  # cancelled before it arrived
+                    pending[a.id] = a
+                    arrived.append(a)
+                    self._changed |= CHANGED_ARRIVED
+                    if events_append is not None:
+                        events_append((t, "submitted", a.id, ""))
+                    if a.eligible > t:
+                        self._push(a.eligible, EV_ELIGIBLE, a.id, None)
+                elif kind == EV_CTRL:
+                    self._wake_controller(a, t)
+                elif kind == EV_END:
+                    if a.token == b[0]:
+                        if a.state == RUNNING:
+                            finish(a, t, b[1])
+                    elif b[0] < 0 and self._grace.get(a.id) is b[1]:
+                        self._grace_end(a, t)
+                elif kind == EV_NODE:
+                    self._node_event(a, b[0], b[1], t)
+                elif kind == EV_CALL:
+                    a(*b)
+                else:
+                    self._changed |= CHANGED_ELIGIBLE
             if pending or self._placing or woken:
                 woken = False
                 if self._pending_removed > 1024 and self._pending_removed > 8 * math.isqrt(len(pending)):
@@ -257,9 +344,158 @@ class Engine:
                 if arrived:
                     arrived = []
             timeline_append((t, self._allocated_gpus, self._running_gpus, len(pending), self._running))
-        if self.check:
-            self._check_final()
-        return RunOutput(self.pool, policy.name, list(self.jobs.values()), self.timeline, self.events, self.now)
+        self._next_arrival = next_arrival
+        self._loop_state = (idle_ticks, passes, placed_at_last_tick, calls, woken)
+        self._arrived = arrived
+
+    # ----------------------------------------------------------------- calls from outside the policy
+    def _at(self, at: float | None) -> float:
+        t = self.now if at is None else float(at)
+        if t < self.now:
+            raise GpupoolError(f"cannot act at t={t:g}: the run is already at t={self.now:g}")
+        return t
+
+    def _later(self, at: float | None, fn, *args) -> bool:
+        """Run ``fn(*args, t)`` now when ``at`` is now, else schedule it; True when deferred."""
+        t = self._at(at)
+        if t > self.now:
+            self._push(t, EV_CALL, fn, (*args, t))
+            return True
+        fn(*args, t)
+        self._poke(t)
+        return False
+
+    def _poke(self, t: float) -> None:
+        """Something changed outside a policy pass: make sure one follows at this instant."""
+        if self._poked != t:
+            self._poked = t
+            self._push(t, EV_PASS, 0, None)
+
+    def submit(self, wl: Workload, at: float | None = None) -> Job:
+        """Add a workload that arrives at ``at`` (default: now) while the run goes on.
+
+        Its ``submit_time`` is taken as ``at``. Ids must stay unique within the run.
+        """
+        if wl.id in self.jobs:
+            raise GpupoolError(f"workload id {wl.id} is already in this run")
+        t = self._at(at if at is not None else max(self.now, wl.submit_time))
+        job = Job(wl)
+        job.submit = t
+        job.eligible = t if wl.begin_time is None else max(t, wl.begin_time)
+        self.jobs[wl.id] = job
+        self._push(t, EV_SUBMIT, job, None)
+        return job
+
+    def cancel(self, job_id: int, at: float | None = None, state: str = "CANCELLED", reason: str = "") -> None:
+        """End a job from outside the policy (a user's scancel, a scale-down): a pending job
+        leaves the queue, a running or placing one is stopped and its resources freed."""
+        self._job(job_id)
+        self._later(at, self._cancel_now, job_id, state, reason)
+
+    def _cancel_now(self, job_id: int, state: str, reason: str, t: float) -> None:
+        job = self.jobs[job_id]
+        if job.final_state is not None:
+            return  # it ended before the deferred cancel came due: nothing left to cancel
+        if job.state == PENDING:
+            if self.pending.pop(job.id, None) is not None:
+                self._pending_removed += 1
+            self._unreserve(job)
+        else:
+            if self._grace:
+                self._grace.pop(job.id, None)
+            self.executor.stop(job, t, reason or state.lower())
+            ran = self._release(job, t)
+            job.remaining = max(0.0, job.remaining - ran)
+        job.end_reason = reason
+        self._final(job, t, state)
+
+    def finish(self, job_id: int, state: str, at: float | None = None) -> bool:
+        """Record an end that happened outside the engine (a live process exited, a service
+        replica crashed). False when the job was not running (it already ended or was stopped),
+        so a late report from an executor cannot end a job twice."""
+        self._job(job_id)
+        t = self._at(at)
+        if t > self.now:
+            self._push(t, EV_CALL, self._finish_if_running, (job_id, state, t))
+            return True
+        self._poke(t)
+        return self._finish_if_running(job_id, state, t)
+
+    def _finish_if_running(self, job_id: int, state: str, t: float) -> bool:
+        job = self.jobs[job_id]
+        if job.state != RUNNING:
+            return False
+        if self._grace:
+            self._grace.pop(job.id, None)
+        self._finish(job, t, state)
+        return True
+
+    def requeue(self, job_id: int, at: float | None = None, delay: float = 0.0, reason: str = "") -> None:
+        """Put a running or placing job back in the queue (work since its last checkpoint is
+        lost), as a node failure with requeue does; the live daemon uses it for processes that
+        died with it."""
+        self._job(job_id)
+        self._later(at, self._requeue_now, job_id, delay, reason)
+
+    def _requeue_now(self, job_id: int, delay: float, reason: str, t: float) -> None:
+        job = self.jobs[job_id]
+        if job.state not in (RUNNING, PLACING):
+            return
+        was_running = job.state == RUNNING
+        held = job.held_gpus
+        self.executor.stop(job, t, reason or "requeued")
+        ran = self._release(job, t)
+        if was_running:
+            self._account_lost_work(job, ran, held)
+        self._requeue(job, t, delay)
+
+    def node_event(self, node: str, event: str, at: float | None = None, reason: str = "") -> None:
+        """Take a node down or up, drain or resume it (``NODE_EVENTS``), now or at ``at``."""
+        if node not in self.nodes.index:
+            raise GpupoolError(f"node event names node {node!r}, which the pool does not have")
+        if event not in NODE_EVENTS:
+            raise GpupoolError(f"unknown node event {event!r}; expected one of {', '.join(NODE_EVENTS)}")
+        t = self._at(at)
+        idx = self.nodes.index[node]
+        if t > self.now:
+            self._push(t, EV_NODE, idx, (event, reason))
+        else:
+            self._node_event(idx, event, reason, t)
+            self._poke(t)
+
+    def set_node_owner(self, node: str, owner: str | None, at: float | None = None) -> None:
+        """Tag a node with the side of the pool it serves now (policies read ``nodes.owner``)."""
+        if node not in self.nodes.index:
+            raise GpupoolError(f"set_node_owner names node {node!r}, which the pool does not have")
+        self._later(at, self._set_owner_now, self.nodes.index[node], owner)
+
+    def _set_owner_now(self, idx: int, owner: str | None, t: float) -> None:
+        if self.nodes.owner[idx] == owner:
+            return
+        self.nodes.owner[idx] = owner
+        self._changed |= CHANGED_NODES
+        self._log(t, "node_owner", -1, f"{self.nodes.names[idx]} {owner or '-'}")
+
+    def add_controller(self, ctrl: Controller) -> None:
+        """Register a controller; it is first woken at ``ctrl.next_wake(now)``."""
+        first = ctrl.next_wake(self.now)
+        if first is not None:
+            self._push(self._at(first), EV_CTRL, ctrl, None)
+
+    def _wake_controller(self, ctrl: Controller, t: float) -> None:
+        ctrl.on_wake(self, t)
+        nxt = ctrl.next_wake(t)
+        if nxt is not None:
+            if nxt <= t:
+                raise InvariantViolation(
+                    f"controller {getattr(ctrl, 'name', ctrl)!r} asked to wake at {nxt:g}, not after now ({t:g})")
+            self._push(nxt, EV_CTRL, ctrl, None)
+
+    def _job(self, job_id: int) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise GpupoolError(f"no job {job_id} in this run")
+        return job
 
     def _compact_pending(self) -> None:
         """Rebuild ``pending`` in place, same order and identity, without its removed slots.
@@ -399,7 +635,8 @@ class Engine:
         self._running += 1
         self._running_gpus += job.held_gpus
         end, state = self._launch(job, t)
-        self._push(end, EV_END, job, (job.token, state))
+        if end != math.inf:  # inf: a live executor reports the end itself (Engine.finish)
+            self._push(end, EV_END, job, (job.token, state))
         if self.record_events:
             head = f"{job.via} " if job.via else ""
             self.events.append((t, "started", job.id, head + self.placement_text(job.placement)))
@@ -480,7 +717,7 @@ class Engine:
         self._log(t, "preempted", job.id, f"{d.mode} {d.reason}".strip())
         if was_running:
             self._account_lost_work(job, ran, held)
-        if d.mode == CANCEL:
+        if d.mode == CANCEL or job.wl.ends_on_eviction:
             self._final(job, t, "PREEMPTED")
             job.end_reason = d.reason
             return

@@ -15,7 +15,7 @@ class NodeTable:
     __slots__ = (
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
-        "check",
+        "check", "owner",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -35,6 +35,9 @@ class NodeTable:
         self.free_mem = list(self.mem_total)
         self.up = [n.state.upper() not in ("DOWN", "FAIL", "FUTURE") for n in nodes]
         self.drain = [n.state.upper().startswith("DRAIN") for n in nodes]
+        #: A free-form tag per node set by controllers (``Engine.set_node_owner``): which side
+        #: of a shared pool a node currently serves ("slurm", "fleet"); None = not assigned.
+        self.owner: list[str | None] = [None] * len(nodes)
         self.check = check
 
     def __len__(self) -> int:
