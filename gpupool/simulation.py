@@ -17,15 +17,17 @@ import pandas as pd
 
 from gpupool.engine.core import Engine, NodeEvent, RunOutput
 from gpupool.engine.policy_api import make_policy
+from gpupool.errors import GpupoolError
 from gpupool.model.pool import Pool
-from gpupool.model.workload import Workload
+from gpupool.model.workload import Service, Workload
 from gpupool.report import metrics
 
 
 @dataclass
 class SimulationResult:
     """One run's results: ``jobs``, ``timeline``, ``events`` and ``summary`` as DataFrames,
-    ``summary_dict`` as plain data (what ``summary.json`` holds)."""
+    ``summary_dict`` as plain data (what ``summary.json`` holds); with services, ``fleet`` and
+    ``services_frame()`` (written as ``services.parquet``)."""
 
     output: RunOutput
     jobs: pd.DataFrame
@@ -33,15 +35,30 @@ class SimulationResult:
     events: pd.DataFrame
     summary_dict: dict
     summary: pd.DataFrame = field(repr=False, default=None)
+    #: The services' controllers and recorded segments (None when the run had no services).
+    fleet: object = field(repr=False, default=None)
 
     def write(self, out_dir: str | Path) -> Path:
         """Write Parquet tables and ``summary.json`` into ``out_dir`` (created if needed)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for name, frame in (("jobs", self.jobs), ("timeline", self.timeline), ("events", self.events)):
+        frames = [("jobs", self.jobs), ("timeline", self.timeline), ("events", self.events)]
+        if self.fleet is not None:
+            frames.append(("services", self.services_frame()))
+        for name, frame in frames:
             frame.to_parquet(out / f"{name}.parquet", index=False, compression="zstd")
         (out / "summary.json").write_text(json.dumps(self.summary_dict, indent=2, sort_keys=True) + "\n")
         return out
+
+
+    def services_frame(self) -> pd.DataFrame:
+        """Every autoscaler decision: service, time, replicas, ready replicas, desired, demand."""
+        rows = []
+        for ctrl in getattr(self.fleet, "controllers", ()):
+            for t, current, ready, desired in ctrl.decisions:
+                rows.append((ctrl.svc.name, t, current, ready, desired, ctrl.traffic.at(t)))
+        return pd.DataFrame.from_records(
+            rows, columns=["service", "time", "replicas", "ready", "desired", "requests_per_s"])
 
 
 def workload_digest(workloads: list[Workload]) -> str:
@@ -63,19 +80,45 @@ def simulate(
     check: bool = False,
     until: float | None = None,
     record_events: bool = True,
+    services: list[Service] | str | None = None,
 ) -> SimulationResult:
-    """Replay ``workload`` (a list, a workload spec, or the pool's default) on ``pool``."""
+    """Replay ``workload`` (a list, a workload spec, or the pool's default) on ``pool``.
+
+    ``services``: inference services that run beside it, each an engine controller: a list,
+    or ``"pool"`` for the pool's own (``services/`` in its directory); None runs none (a
+    workload replay stays exactly what it was before services existed). ``compare`` and
+    ``simulate --services`` pass ``"pool"``.
+    """
     from gpupool.formats.pool_dir import load_pool
     from gpupool.workload.sources import load_workload
 
     if not isinstance(pool, Pool):
         pool = load_pool(pool)
     workloads = workload if isinstance(workload, list) else load_workload(workload, pool)
-    engine = Engine(pool, workloads, make_policy(policy, pool, options), faults=list(faults),
-                    check=check, until=until, record_events=record_events)
+    pol = make_policy(policy, pool, options)
+    fleet = None
+    executor = None
+    if services == "pool":
+        from gpupool.fleet import pool_services
+
+        services = pool_services(pool)
+    elif isinstance(services, str):
+        raise GpupoolError(f"services={services!r}: expected a list of services, 'pool' or None")
+    if services:
+        from gpupool.engine.executor import SimulatedExecutor
+        from gpupool.fleet import Fleet
+
+        base = SimulatedExecutor(pol.over_time_limit, float(getattr(pol, "time_limit_check_interval", 0.0) or 0.0))
+        first_id = max((wl.id for wl in workloads), default=0) + 1
+        fleet = Fleet(pool, services, policy, base, first_id)
+        executor = fleet.recorder
+    engine = Engine(pool, workloads, pol, faults=list(faults), check=check, until=until,
+                    record_events=record_events, executor=executor)
+    if fleet is not None:
+        fleet.attach(engine)
     output = engine.run()
     jobs = metrics.jobs_frame(output)
-    summary = metrics.summarise(output, jobs)
+    summary = metrics.summarise(output, jobs, fleet=fleet)
     summary["workload_digest"] = workload_digest(workloads)
     return SimulationResult(
         output=output,
@@ -84,4 +127,5 @@ def simulate(
         events=metrics.events_frame(output),
         summary_dict=summary,
         summary=metrics.summary_frame(summary),
+        fleet=fleet,
     )

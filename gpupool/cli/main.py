@@ -114,10 +114,10 @@ def _load_faults(path: Optional[Path], pool_obj):
     return parse_faults(path, set(pool_obj.nodes))
 
 
-def _run_one(pool_obj, workloads, policy: str, check: bool, until: Optional[float], faults=()):
+def _run_one(pool_obj, workloads, policy: str, check: bool, until: Optional[float], faults=(), services=None):
     from gpupool.simulation import simulate as run
 
-    return run(pool_obj, workloads, policy, check=check, until=until, faults=faults)
+    return run(pool_obj, workloads, policy, check=check, until=until, faults=faults, services=services)
 
 
 @app.command()
@@ -132,6 +132,8 @@ def simulate(
     faults: Optional[Path] = typer.Option(None, "--faults", help="CSV of time,node,event[,reason] (down, up, drain, resume)."),
     db: Optional[str] = typer.Option(None, "--db", help="Record the run in this ledger (a SQLite file or a database URL)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    services: bool = typer.Option(False, "--services/--no-services",
+                                  help="Run the pool's inference services (services/) beside the workload."),
 ) -> None:
     """Replay a workload on a pool under one policy (and record it in a ledger with --db)."""
     from gpupool.formats.pool_dir import load_pool
@@ -146,7 +148,8 @@ def simulate(
             node_events = _load_faults(faults, pool_obj)
             progress.update(task, advance=1, description=f"simulating {len(workloads)} jobs under {policy}")
             if db is None:
-                result = _run_one(pool_obj, workloads, policy, check, until, node_events)
+                result = _run_one(pool_obj, workloads, policy, check, until, node_events,
+                                  services="pool" if services else None)
             else:
                 from gpupool.ledger.record import record_run, simulate_for_ledger
 
@@ -167,12 +170,19 @@ def simulate(
 
 
 def _print_summary_table(summaries: list[dict]) -> None:
-    from gpupool.cli.render import COMPARE_COLUMNS, format_cell, summary_value
+    from gpupool.cli.render import COMPARE_COLUMNS, SERVICE_COLUMNS, format_cell, summary_value
 
     table = Table(*[header for _, header, _ in COMPARE_COLUMNS])
     for s in summaries:
         table.add_row(*[format_cell(summary_value(s, path), fmt) for path, _, fmt in COMPARE_COLUMNS])
     out.print(table)
+    if any("services" in s for s in summaries):
+        # Services and quotas side by side with the training table above, one row per policy.
+        table = Table("policy", *[header for _, header, _ in SERVICE_COLUMNS], title="services and quotas")
+        for s in summaries:
+            table.add_row(s.get("policy", "-"),
+                          *[format_cell(summary_value(s, path), fmt) for path, _, fmt in SERVICE_COLUMNS])
+        out.print(table)
 
 
 @app.command()
@@ -184,8 +194,11 @@ def compare(
     check: bool = typer.Option(False, "--check", help="Run the invariant checker."),
     faults: Optional[Path] = typer.Option(None, "--faults", help="CSV of time,node,event[,reason] for every run."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    services: bool = typer.Option(True, "--services/--no-services",
+                                  help="Run the pool's inference services (services/) beside the workload."),
 ) -> None:
-    """Run every registered policy on the same workload and print one comparison table."""
+    """Run every registered policy on the same workload and print one comparison table
+    (with the pool's services, their SLOs and the quota figures, when it has any)."""
     from gpupool.engine.policy_api import registered
     from gpupool.formats.pool_dir import load_pool
     from gpupool.workload.sources import load_workload
@@ -202,7 +215,8 @@ def compare(
             task = progress.add_task("comparing", total=len(names))
             for name in names:
                 progress.update(task, description=f"{name}: {len(workloads)} jobs")
-                result = _run_one(pool_obj, workloads, name, check, None, node_events)
+                result = _run_one(pool_obj, workloads, name, check, None, node_events,
+                                  services="pool" if services else None)
                 result.write(target / name)
                 summaries.append(result.summary_dict)
                 progress.update(task, advance=1)
@@ -220,15 +234,16 @@ def compare(
 def _write_comparison(target: Path, summaries: list[dict]) -> None:
     import csv
 
-    from gpupool.cli.render import COMPARE_COLUMNS, summary_value
+    from gpupool.cli.render import compare_columns, summary_value
 
+    columns = compare_columns(summaries)
     target.mkdir(parents=True, exist_ok=True)
     (target / "comparison.json").write_text(json.dumps(summaries, indent=2, sort_keys=True) + "\n")
     with open(target / "comparison.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow([path for path, _, _ in COMPARE_COLUMNS])
+        writer.writerow([path for path, _, _ in columns])
         for s in summaries:
-            writer.writerow([summary_value(s, path) for path, _, _ in COMPARE_COLUMNS])
+            writer.writerow([summary_value(s, path) for path, _, _ in columns])
 
 
 @app.command()
@@ -255,6 +270,8 @@ from gpupool.cli.slurm_views import register as _register_slurm_views  # noqa: E
 _register_ledger(app)
 _register_explain(app)
 _register_slurm_views(app)
+from gpupool.cli.live import register as _register_live; _register_live(app)  # noqa: E402,E702
+from gpupool.cli.conformance import register as _register_conformance; _register_conformance(app)  # noqa: E402,E702
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -123,6 +123,28 @@ COMPARE_COLUMNS = [
     ("gpu_hours_idle_in_incomplete_gangs", "GPU-h idle gangs", "{:.1f}"),
 ]
 
+#: Service and quota columns, shown when any compared run had services (gpupool.fleet).
+SERVICE_COLUMNS = [
+    ("services.overall.slo_attainment", "SLO met %", "{:.1%}"),
+    ("services.overall.served_fraction", "requests served %", "{:.1%}"),
+    ("services.overall.requests_dropped", "requests dropped", "{:,.0f}"),
+    ("services.overall.minutes_under_provisioned", "min under-prov.", "{}"),
+    ("services.overall.replica_seconds_waiting_for_gpus", "replica-s waiting", "{:,.0f}"),
+    ("services.overall.restarts", "restarts", "{}"),
+    ("services.overall.gpu_hours", "service GPU-h", "{:.1f}"),
+    ("quota.gpu_hours_borrowed.training", "GPU-h borrowed (training)", "{:.1f}"),
+    ("quota.reclaimed.gpus", "GPUs reclaimed", "{}"),
+    ("quota.reclaimed.gpu_hours", "GPU-h reclaimed", "{:.1f}"),
+    ("quota.training_gpu_hours_lost_to_preemption", "training GPU-h lost", "{:.1f}"),
+]
+
+
+def compare_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
+    """The comparison's columns: the training ones, plus service ones when a run had services."""
+    if any("services" in s for s in summaries):
+        return COMPARE_COLUMNS + SERVICE_COLUMNS
+    return COMPARE_COLUMNS
+
 
 def summary_value(summary: dict, path: str):
     value = summary

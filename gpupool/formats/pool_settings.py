@@ -1,11 +1,12 @@
 """``gpupool.yaml``: the few pool settings that no Slurm or Kubernetes file can carry.
 
-Only what has no home in a real format lives here (the pool's name and its default
-workload). Validated with pydantic, at the edge.
+Only what has no home in a real format lives here (the pool's name, its default
+workload, and how services map onto Slurm and Kubernetes: ``spec.services``). Validated with pydantic, at the edge.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,10 +23,34 @@ class _Metadata(BaseModel):
     name: str
 
 
+class SlurmServingSettings(BaseModel):
+    """Where service replicas go under ``--policy slurm`` (docs/services.md)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    partition: str | None = None
+    qos: str | None = None
+    account: str | None = None
+    user: str | None = None
+    #: ``[D-]HH:MM:SS``, seconds, or UNLIMITED; unset = the partition's MaxTime.
+    time_limit: str | int | None = Field(default=None, alias="timeLimit")
+
+
+class ServicesSettings(BaseModel):
+    """``spec.services``: how services map onto each policy."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    #: auto (Slurm: requeue; Kubernetes: restart in place), inplace or requeue.
+    restart: Literal["auto", "inplace", "requeue"] = "auto"
+    slurm: SlurmServingSettings = SlurmServingSettings()
+    #: Traffic for services that name none (a traffic spec, see docs/services.md).
+    traffic: str | None = None
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     default_workload: str | None = Field(default=None, alias="defaultWorkload")
     description: str | None = None
+    services: ServicesSettings = ServicesSettings()
 
 
 class _Settings(BaseModel):
@@ -40,6 +65,7 @@ class PoolSettings(BaseModel):
     name: str
     default_workload: str | None = None
     description: str | None = None
+    services: ServicesSettings = ServicesSettings()
 
 
 def load_pool_settings(path: Path) -> PoolSettings:
@@ -62,4 +88,4 @@ def load_pool_settings(path: Path) -> PoolSettings:
         raise InputError(str(path), f"expected apiVersion {API_VERSION} and kind {KIND}, "
                          f"got {parsed.api_version} {parsed.kind}", field="apiVersion")
     return PoolSettings(name=parsed.metadata.name, default_workload=parsed.spec.default_workload,
-                        description=parsed.spec.description)
+                        description=parsed.spec.description, services=parsed.spec.services)

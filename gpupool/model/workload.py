@@ -85,6 +85,9 @@ class Workload:
     dependency: str | None = None
     begin_time: float | None = None
     requeue: bool = True
+    #: A preempted instance ends (PREEMPTED) instead of going back to the queue: Kubernetes
+    #: deletes an evicted plain pod, and its ReplicaSet makes a new one (a new workload).
+    ends_on_eviction: bool = False
     signal: str | None = None
     array_job_id: int | None = None
     array_task_id: int | None = None
@@ -120,12 +123,94 @@ class Workload:
         return self.queue_name or self.partition
 
 
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """Kubernetes' CrashLoopBackOff for a replica whose container keeps dying.
+
+    After a crash the container restarts ``initial_backoff_s`` later, doubling per consecutive
+    crash up to ``max_backoff_s``; a container that ran ``reset_after_s`` without crashing
+    starts the count over (kubelet: 10 s, 5 min, 10 min).
+    """
+
+    initial_backoff_s: float = 10.0
+    max_backoff_s: float = 300.0
+    reset_after_s: float = 600.0
+
+    def backoff(self, consecutive_crashes: int) -> float:
+        """Delay before the restart that follows the ``consecutive_crashes``-th crash in a row."""
+        if consecutive_crashes <= 0:
+            return 0.0
+        return min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** (consecutive_crashes - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPolicy:
+    """One HPA ``behavior`` policy: change by ``value`` pods or percent per ``period_s``."""
+
+    type: str  # "Pods" or "Percent"
+    value: int
+    period_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingRules:
+    """HPA ``behavior.scaleUp`` / ``scaleDown``: stabilisation window, rate policies, how to pick."""
+
+    stabilization_s: float
+    policies: tuple[ScalingPolicy, ...]
+    select: str = "Max"  # Max, Min or Disabled
+    tolerance: float | None = None  # per-direction tolerance (HPAConfigurableTolerance)
+
+
+#: HPA defaults (autoscaling/v2): scale up by max(100 %, 4 pods) per 15 s at once; scale down
+#: 100 % per 15 s after the 300 s stabilisation window.
+HPA_SCALE_UP = ScalingRules(0.0, (ScalingPolicy("Percent", 100, 15.0), ScalingPolicy("Pods", 4, 15.0)), "Max")
+HPA_SCALE_DOWN = ScalingRules(300.0, (ScalingPolicy("Percent", 100, 15.0),), "Max")
+
+AUTOSCALERS = ("hpa", "kpa", "fixed", "replay")
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscaling:
+    """Which autoscaler sizes a service and its knobs (defaults are the real systems' defaults).
+
+    The metric is requests per second per replica; its target is ``target_utilisation`` of a
+    replica's capacity (HPA: a Pods/AverageValue target; KPA: RPS mode with
+    ``container-concurrency-target-percentage``).
+    """
+
+    kind: str = "hpa"
+    target_utilisation: float = 0.7
+    # HPA
+    sync_period_s: float = 15.0
+    tolerance: float = 0.1
+    metric_window_s: float = 60.0
+    scale_up: ScalingRules = HPA_SCALE_UP
+    scale_down: ScalingRules = HPA_SCALE_DOWN
+    # KPA
+    tick_s: float = 2.0
+    stable_window_s: float = 60.0
+    panic_window_pct: float = 10.0
+    panic_threshold_pct: float = 200.0
+    max_scale_up_rate: float = 1000.0
+    max_scale_down_rate: float = 2.0
+    scale_to_zero_grace_s: float = 30.0
+
+    @property
+    def period_s(self) -> float:
+        """How often the autoscaler decides (fixed replicas: the HPA sync period, for restarts)."""
+        return self.tick_s if self.kind == "kpa" else self.sync_period_s
+
+
 @dataclass(slots=True)
 class Service:
-    """An indefinite, traffic-driven service: ``replicas`` copies of one pod.
+    """An indefinite, traffic-driven service: between ``min_replicas`` and ``max_replicas``
+    copies of one pod, sized by an autoscaler from its traffic.
 
-    Traffic and autoscaling come later; for now a service is expanded into one
-    workload per replica (as Kueue admits each Deployment replica on its own).
+    ``capacity_rps`` is what one ready replica serves at its latency target; demand above the
+    ready capacity is dropped. A replica is ready ``startup_time`` after it starts (image pull,
+    model load). ``mtbf_s`` injects crashes (exponential, seeded); restarts follow ``restart``.
+    ``traffic`` names a traffic source (``gpupool.fleet.traffic``).
     """
 
     name: str
@@ -146,3 +231,19 @@ class Service:
     partition: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     source: str = ""
+    capacity_rps: float = 1.0
+    autoscaling: Autoscaling = field(default_factory=Autoscaling)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    mtbf_s: float | None = None
+    traffic: str | None = None
+    seed: int = 0
+
+    @property
+    def lo(self) -> int:
+        """Effective minimum replicas (``replicas`` when no range is given)."""
+        return self.replicas if self.min_replicas is None else self.min_replicas
+
+    @property
+    def hi(self) -> int:
+        """Effective maximum replicas."""
+        return max(self.lo, self.replicas if self.max_replicas is None else self.max_replicas)

@@ -5,7 +5,6 @@ rounded so that a summary is byte-identical across runs with the same inputs.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
@@ -14,6 +13,7 @@ from gpupool.engine.job import Job
 from gpupool.engine.nodes import mask_indices
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.model.pool import Pool
+from gpupool.model.workload import KIND_SERVICE
 
 #: Bounded slowdown's threshold (seconds): jobs shorter than this count as this long, so a
 #: few seconds of queueing do not make a tiny job look infinitely slowed down.
@@ -143,15 +143,26 @@ def account_shares(pool: Pool) -> dict[str, float]:
     return out
 
 
-def summarise(out: RunOutput, jobs: pd.DataFrame | None = None) -> dict:
-    """The run's headline figures and breakdowns, as plain JSON-ready data."""
+def summarise(out: RunOutput, jobs: pd.DataFrame | None = None, fleet=None) -> dict:
+    """The run's headline figures and breakdowns, as plain JSON-ready data.
+
+    With ``fleet`` (the run's services) the job figures (counts, waits, slowdowns, breakdowns)
+    are over the workload's own jobs: the services' replica workloads never end on their own,
+    so they have no runtime to slow down, and are reported in ``services`` (per service and
+    overall) instead, beside ``quota`` (Kueue borrowing and reclaiming); see
+    ``gpupool.fleet.accounting``.
+    """
     jobs = jobs_frame(out) if jobs is None else jobs
+    if fleet is not None:
+        replicas = {job_id for ctrl in fleet.controllers for job_id in ctrl.records}
+        jobs = jobs[~jobs["id"].isin(replicas)]
     pool = out.pool
     total_gpus = pool.gpu_count
     started = jobs[jobs["start"].notna()]
     first_submit = float(jobs["submit"].min()) if len(jobs) else 0.0
     end = float(np.nanmax(jobs["end"].to_numpy(dtype=float))) if jobs["end"].notna().any() else out.end_time
-    end = max(end, out.end_time)
+    if fleet is None or not len(jobs) or jobs["end"].isna().any():
+        end = max(end, out.end_time)  # (services alone run to their own end; not the workload's)
     makespan = max(0.0, end - first_submit)
     alloc_area = _integral(out.timeline, 1, end)
     busy_area = _integral(out.timeline, 2, end)
@@ -183,11 +194,11 @@ def summarise(out: RunOutput, jobs: pd.DataFrame | None = None) -> dict:
         for acct, h in gpu_hours.items()
     }
     states = {str(k): int(v) for k, v in jobs["state"].value_counts().sort_index().items()}
-    return {
+    result = {
         "policy": out.policy,
         "pool": pool.name,
         "gpus": total_gpus,
-        "jobs": int(len(jobs)),
+        "jobs": len(jobs),
         "states": states,
         "never_started": int(jobs["start"].isna().sum()),
         "makespan_s": _r(makespan),
@@ -206,6 +217,30 @@ def summarise(out: RunOutput, jobs: pd.DataFrame | None = None) -> dict:
         "by_account": breakdown("account"),
         "by_queue": breakdown("queue"),
         "accounts": accounts,
+    }
+    if fleet is not None:
+        result.update(fleet_summary(out, fleet, max(end, out.end_time)))
+    return result
+
+
+def fleet_summary(out: RunOutput, fleet, end: float) -> dict:
+    """Service metrics (per service and overall) and the training-side quota figures."""
+    from gpupool.fleet import accounting
+
+    by_id = {j.id: j for j in out.jobs}
+    per_service = [accounting.service_summary(c, by_id, out.end_time) for c in fleet.controllers]
+    replicas = {job_id for ctrl in fleet.controllers for job_id in ctrl.records}
+    batch = [j for j in out.jobs if j.wl.kind != KIND_SERVICE and j.id not in replicas]
+    usage = accounting.queue_usage(out.pool, out.jobs, fleet.recorder, end)
+    quota = {
+        "gpu_hours_borrowed": accounting.borrowed_gpu_hours(out.pool, usage, end),
+        "reclaimed": accounting.reclaims(out.pool, by_id, out.events, usage, end),
+        "training_gpu_hours_lost_to_preemption": accounting.training_lost_gpu_hours(batch),
+    }
+    return {
+        "services": {"overall": accounting.services_overall(per_service),
+                     "by_service": {s["name"]: s for s in per_service}},
+        "quota": quota,
     }
 
 
