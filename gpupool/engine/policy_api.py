@@ -44,7 +44,7 @@ def register(name: str, description: str) -> Callable[[PolicyFactory], PolicyFac
 
 
 #: Built-in policies in the order `compare` runs and lists them (baselines first).
-BUILTIN_ORDER = ("fifo", "first-fit", "slurm", "kueue", "kueue-gang")
+BUILTIN_ORDER = ("fifo", "first-fit", "slurm", "kueue", "kueue-gang", "bridge", "operator")
 
 
 def _load_builtin() -> None:
@@ -52,6 +52,7 @@ def _load_builtin() -> None:
     import gpupool.policy.fifo  # noqa: F401
     import gpupool.policy.kueue  # noqa: F401
     import gpupool.policy.slurm  # noqa: F401
+    import gpupool.policy.bridge, gpupool.policy.operator  # noqa: F401
 
 
 def registered() -> dict[str, str]:

@@ -102,7 +102,7 @@ def test_bad_pool_directory_is_one_clear_line(tmp_path):
 
 def test_unknown_policy_and_missing_workload():
     result = invoke("simulate", SEED, "--policy", "nope")
-    assert result.exit_code == 2 and "registered policies: fifo, first-fit, kueue" in result.stderr.replace("\n", " ")
+    assert result.exit_code == 2 and "registered policies: bridge, fifo, first-fit, kueue" in result.stderr.replace("\n", " ")
     result = invoke("simulate", SEED, "--workload", "no/such/file.csv")
     assert result.exit_code == 2 and "not found" in result.stderr
 
