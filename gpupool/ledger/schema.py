@@ -179,3 +179,46 @@ shares = sa.Table(
     sa.Column("grp_tres_mins", sa.Text, nullable=False, server_default=""),
     sa.Column("tres_run_mins", sa.Text, nullable=False, server_default=""),
 )
+
+# ---- migration 0003: the live daemon's own state (gpupool/live) ---------------------------
+
+#: Every job a live daemon accepted, with what it needs to run it again after a restart
+#: (the script, environment and directory as submitted) and the process that runs it now
+#: (pid + start time in clock ticks, so a reused pid is never mistaken for the job).
+live_jobs = sa.Table(
+    "live_jobs", metadata,
+    sa.Column("daemon", sa.String(200), primary_key=True),  # the ledger origin, live:<pool>
+    sa.Column("job_id", sa.BigInteger, primary_key=True),
+    sa.Column("state", sa.String(32), nullable=False),  # PENDING, RUNNING or a final state
+    sa.Column("name", sa.String(400), nullable=False, server_default=""),
+    sa.Column("user", sa.String(200), nullable=False, server_default=""),
+    sa.Column("uid", sa.Integer, nullable=False),
+    sa.Column("gid", sa.Integer, nullable=False),
+    sa.Column("submit", sa.Float, nullable=False),  # wall clock, epoch seconds
+    sa.Column("kind", sa.String(32), nullable=False, server_default="sbatch"),
+    sa.Column("script", sa.Text, nullable=False),
+    sa.Column("source", sa.Text, nullable=False, server_default=""),  # the script's path as submitted
+    sa.Column("env", sa.Text, nullable=False, server_default="{}"),  # JSON
+    sa.Column("cwd", sa.Text, nullable=False, server_default=""),
+    sa.Column("array_job_id", sa.BigInteger, nullable=True),
+    sa.Column("array_task_id", sa.BigInteger, nullable=True),
+    sa.Column("pid", sa.Integer, nullable=True),
+    sa.Column("start_ticks", sa.BigInteger, nullable=True),
+    sa.Column("start", sa.Float, nullable=True),
+    sa.Column("end", sa.Float, nullable=True),
+    sa.Column("placement", sa.Text, nullable=False, server_default=""),  # JSON [[node, mask, cpu_m, mem]]
+    sa.Column("time_limit", sa.Float, nullable=True),
+    sa.Column("partition", sa.String(200), nullable=False, server_default=""),
+    sa.Column("exit_code", sa.String(32), nullable=False, server_default=""),
+    sa.Column("requeues", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+)
+sa.Index("ix_live_jobs_state", live_jobs.c.daemon, live_jobs.c.state)  # migration 0003
+
+#: Small facts per daemon: the next job id, the pool it serves.
+live_meta = sa.Table(
+    "live_meta", metadata,
+    sa.Column("daemon", sa.String(200), primary_key=True),
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)

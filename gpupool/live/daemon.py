@@ -1,0 +1,651 @@
+"""The live daemon: the engine stepped by the wall clock, fed by the API, enacted by processes.
+
+One thread owns the engine. API handlers never touch it: they queue a function and wait for
+its result (:meth:`Daemon.call`). Each loop turn (1) runs the queued submissions, then cancels
+and queries, (2) reports process exits to the engine, (3) steps the engine to now (the policy
+starts jobs, the executor spawns them), (4) writes everything the turn changed to the ledger in
+one transaction (group commit), and only then (5) answers the callers: no acknowledged
+submission can be lost. A crash at any point leaves the ledger at a turn boundary;
+:meth:`Daemon.recover` rebuilds the engine from it on the next start (a process spawned in a
+turn that never committed belongs to no acknowledged job and is killed then).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import os
+import pwd
+import select
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from gpupool.engine.core import Engine
+from gpupool.engine.job import FINAL_STATES, PENDING, PLACING, RUNNING
+from gpupool.engine.nodes import mask_indices
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import GpupoolError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.formats.sbatch import SbatchJob, parse_sbatch_text, sbatch_to_workload
+from gpupool.ledger.store import Ledger
+from gpupool.live import proc
+from gpupool.live.adopt import adopt_running
+from gpupool.live.executor import LiveExecutor, Submission
+from gpupool.live.host import LiveHost, live_host, never_fits
+from gpupool.live.services import parse_services, replica_workloads
+from gpupool.live.state import Batch, LiveStore, _sacct_id, ledger_job_row
+
+DEFAULT_STATE_DIR = Path("~/.local/share/gpupool/live")
+
+
+class Refused(GpupoolError):
+    """A request the daemon will not carry out (bad script, impossible request, not allowed)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class SubmitRequest:
+    """One script handed in: its text, where it came from and the submitter's context."""
+
+    script: str
+    source: str = ""
+    cwd: str = "/"
+    env: dict[str, str] = field(default_factory=dict)
+    #: "sbatch" (a batch script) or "service" (Deployment / gpupool Service YAML).
+    kind: str = "sbatch"
+
+
+@dataclass
+class Caller:
+    """Who is asking: a Unix user (peer credentials on the socket, or a token's owner)."""
+
+    user: str
+    uid: int
+    gid: int
+    #: Identified by a bearer token over TCP (no peer credentials): never a superuser.
+    via_token: bool = False
+
+    @classmethod
+    def from_uid(cls, uid: int) -> Caller:
+        try:
+            pw = pwd.getpwuid(uid)
+            return cls(pw.pw_name, uid, pw.pw_gid)
+        except KeyError:
+            return cls(str(uid), uid, uid)
+
+    @classmethod
+    def from_name(cls, name: str) -> Caller:
+        try:
+            pw = pwd.getpwnam(name)
+            return cls(name, pw.pw_uid, pw.pw_gid)
+        except KeyError:
+            return cls(name, os.getuid(), os.getgid())
+
+
+class Daemon:
+    """A live pool on this host; see the module docstring."""
+
+    def __init__(self, pool_path: str | Path, *, db: str | None = None, state_dir: str | Path | None = None,
+                 policy: str = "slurm", options: dict | None = None, devices: str = "auto",
+                 node: str | None = None) -> None:
+        pool = load_pool(pool_path)
+        self.pool_path = str(pool_path)
+        self.host: LiveHost = live_host(pool, node=node, devices=devices)
+        self.origin = f"live:{pool.name}"
+        self.ledger = Ledger(db)
+        self.store = LiveStore(self.ledger, self.origin)
+        self.state_dir = Path(state_dir or DEFAULT_STATE_DIR).expanduser()
+        self.spool = self.state_dir / "spool" / pool.name
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.policy_name = policy
+        self.policy = make_policy(policy, self.host.pool, options)
+        self._mono0 = time.monotonic()
+        self.epoch = time.time()
+        slurm = self.host.pool.slurm
+        kill_wait = float(slurm.params.get("KillWait") or 30) if slurm is not None else 30.0
+        otl = float(getattr(self.policy, "over_time_limit", 0.0) or 0.0)
+        self.executor = LiveExecutor(
+            self.host, self.spool, now=self.clock, wall=self.wall, kill_wait=kill_wait,
+            over_time_limit=otl, check_interval=float(getattr(self.policy, "time_limit_check_interval", 0.0) or 0.0))
+        self.engine = Engine(self.host.pool, [], self.policy, executor=self.executor)
+        self.operators = self.host.operators()
+        part = slurm.default_partition() if slurm is not None else None
+        self.default_partition = part.name if part is not None else ""
+        self.daemon_uid = os.getuid()
+        self.next_id = 1
+        self._intake: deque = deque()
+        self._lock = threading.Lock()
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._stop = threading.Event()
+        self._seen = 0  # engine events already handled
+        self._open: dict[int, tuple[float, list[int]]] = {}  # job -> (start wall, GPU indices) of its open run
+        self._exit_codes: dict[int, str] = {}
+        self.submitted_total = 0
+        self.started_total = 0
+        self.recovered: dict[str, int] = {}
+        self.ready = threading.Event()
+        self.submit_latency: deque = deque(maxlen=10000)  # (submit wall, start wall) per job, for benchmarks
+        self._submit_wall: dict[int, float] = {}
+
+    # ------------------------------------------------------------------ time
+    def clock(self) -> float:
+        """Engine time: seconds since this daemon started (monotonic, never behind the engine)."""
+        t = time.monotonic() - self._mono0
+        return t if t > self.engine.now else self.engine.now
+
+    def wall(self, t: float) -> float:
+        return self.epoch + t
+
+    # ------------------------------------------------------------------ cross-thread calls
+    def call(self, fn: Callable, *, submit: bool = False) -> concurrent.futures.Future:
+        """Run ``fn(batch, now)`` on the daemon thread at the next turn; the future gets its result
+        once the turn's transaction is committed. ``submit=True`` marks a submission: it returns
+        ``{"ids", "workloads", "submit_wall"}``, the workloads enter the engine, the caller gets the ids."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            self._intake.append((submit, fn, fut))
+        try:
+            os.write(self._w, b"x")
+        except BlockingIOError:
+            pass
+        return fut
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            os.write(self._w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    # ------------------------------------------------------------------ the loop
+    def run_forever(self) -> None:
+        self.recover()
+        self.ready.set()
+        try:
+            while not self._stop.is_set():
+                self._wait()
+                self.turn()
+        finally:
+            self.executor.shutdown()
+
+    def _wait(self) -> None:
+        now = self.clock()
+        due = [t for t in (self.engine.next_event_time(), self.executor.next_due()) if t is not None]
+        timeout = 0.05  # process exits are polled at this rate
+        if due:
+            timeout = max(0.0, min(timeout, min(due) - now))
+        if self._intake:
+            timeout = 0.0
+        select.select([self._r], [], [], timeout)
+        try:
+            while os.read(self._r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def turn(self) -> None:
+        """One loop turn; everything it changed is committed in one transaction before any
+        caller hears back, so an acknowledged submission or cancel is durable."""
+        with self._lock:
+            items = list(self._intake)
+            self._intake.clear()
+        now = self.clock()
+        batch = Batch()
+        results = []
+        # Submissions first: a cancel queued in the same turn then finds its job.
+        for s, fn, fut in sorted(items, key=lambda item: not item[0]):
+            try:
+                res = fn(batch, now)
+            except Exception as exc:  # a refused request answers its caller only
+                results.append((fut, None, exc))
+                continue
+            if s:
+                for wl in res["workloads"]:
+                    self.engine.submit(wl, at=now)
+                    self._submit_wall[wl.id] = res["submit_wall"]
+                res = res["ids"]
+            results.append((fut, res, None))
+        if any(s for s, _, _ in items):
+            batch.meta["next_job_id"] = str(self.next_id)
+        for job_id, state, code in self.executor.poll(now):
+            self._exit_codes[job_id] = code
+            self.engine.finish(job_id, state, at=now)
+        nxt = self.engine.next_event_time()
+        if items or (nxt is not None and nxt <= now) or self.engine.events:
+            self.engine.run_until(now)
+        self._record(batch, now)
+        self.store.commit(batch)
+        for fut, res, exc in results:
+            fut.set_exception(exc) if exc is not None else fut.set_result(res)
+
+    # ------------------------------------------------------------------ submissions
+    def submit_fn(self, requests: list[SubmitRequest], caller: Caller) -> Callable:
+        def run(batch: Batch, now: float) -> dict:
+            return self._submit(batch, now, requests, caller)
+        return run
+
+    def _submit(self, batch: Batch, now: float, requests: list[SubmitRequest], caller: Caller) -> dict:
+        prepared = []
+        epoch = datetime.fromtimestamp(self.epoch, tz=timezone.utc)
+        for req in requests:  # all scripts of one request are checked before any is accepted
+            source = req.source or "script"
+            if req.kind == "service":
+                for spec in parse_services(req.script, source, self.host.pool.kueue):
+                    wls = replica_workloads(spec, 0, caller.user, now)
+                    prepared.append((req, None, spec, wls))
+            elif req.kind == "sbatch":
+                sb = parse_sbatch_text(req.script, source)
+                wls = sbatch_to_workload(sb, id=0, submit_time=now, runtime=math.inf, epoch=epoch)
+                prepared.append((req, sb, None, wls))
+            else:
+                raise Refused(f"{source}: unknown submission kind {req.kind!r} (sbatch or service)")
+        for req, _sb, _spec, wls in prepared:
+            for wl in wls:
+                why = never_fits(self.host, wl)
+                if why is not None:
+                    raise Refused(f"{req.source or 'script'}: job refused: {why} "
+                                  "(Requested node configuration is not available)")
+        ids, out = [], []
+        wall_now = self.wall(now)
+        for req, sb, spec, wls in prepared:
+            first = self.next_id
+            self.next_id += len(wls)
+            tasks = tuple(wl.array_task_id for wl in wls if wl.array_task_id is not None)
+            for k, wl in enumerate(wls):
+                jid = first + k
+                wl = replace(wl, id=jid, user=caller.user,
+                             array_job_id=first if wl.array_job_id is not None else None,
+                             source=req.source)
+                sub = Submission(jid, sb if sb is not None else SbatchJob(), req.script, caller.user, caller.uid,
+                                 caller.gid, req.cwd, dict(req.env), array_task_ids=tasks, service=spec, replica=k)
+                self.executor.submissions[jid] = sub
+                batch.new_jobs.append({
+                    "daemon": self.origin, "job_id": jid, "state": PENDING, "name": wl.name, "user": caller.user,
+                    "uid": caller.uid, "gid": caller.gid, "submit": wall_now, "kind": req.kind, "script": req.script,
+                    "source": req.source, "env": json.dumps(req.env), "cwd": req.cwd,
+                    "array_job_id": wl.array_job_id if spec is None else first,
+                    "array_task_id": wl.array_task_id if spec is None else k,
+                })
+                batch.ledger_jobs[jid] = self._pending_row(wl, wall_now)
+                ids.append(jid)
+                out.append(wl)
+        self.submitted_total += len(ids)
+        return {"ids": ids, "workloads": out, "submit_wall": wall_now}
+
+    def _pending_row(self, wl, wall_now: float) -> dict:
+        limit = wl.time_limit
+        return {
+            "origin": self.origin, "job_id": _sacct_id(wl), "job_id_raw": wl.id, "array_job_id": wl.array_job_id,
+            "array_task_id": wl.array_task_id, "name": wl.name, "kind": "batch", "user": wl.user or "",
+            "account": wl.account or "", "qos": wl.qos or "", "partition": wl.partition or "",
+            "queue": wl.partition or "", "submit": wall_now, "eligible": wall_now, "state": PENDING,
+            "timelimit": None if limit in (None, math.inf) else limit, "gpus": wl.total_gpus,
+            "source": wl.source or "live",
+        }
+
+    # ------------------------------------------------------------------ cancel and queries
+    def cancel_fn(self, job_ids: list[int], caller: Caller) -> Callable:
+        def run(batch: Batch, now: float) -> dict:
+            done, skipped = [], []
+            for jid in job_ids:
+                job = self.engine.jobs.get(jid)
+                owner = job.wl.user if job is not None else (self.store.job(jid) or {}).get("user")
+                if owner is None:
+                    raise Refused(f"Invalid job id specified: {jid}", 404)
+                if not self.may_manage(caller, owner):
+                    raise Refused(f"Access/permission denied: job {jid} belongs to {job.wl.user}, and "
+                                  f"{caller.user} is not an operator of pool {self.host.pool.name}", 403)
+            for jid in job_ids:
+                job = self.engine.jobs.get(jid)
+                if job is None or job.final_state is not None:  # ended (maybe before a restart)
+                    skipped.append(jid)
+                    continue
+                self.engine.cancel(jid, at=now, reason=f"cancelled by {caller.user}")
+                done.append(jid)
+            return {"cancelled": done, "already_ended": skipped}
+        return run
+
+    def may_manage(self, caller: Caller, owner: str | None) -> bool:
+        """Own jobs; anyone's for the pool's operators (sacctmgr AdminLevel=Operator or
+        Administrator) and for root on the socket, as scancel allows."""
+        if caller.user == owner or caller.user in self.operators:
+            return True
+        return not caller.via_token and caller.uid == 0
+
+    def queue_rows(self, user: str | None = None, states: set[str] | None = None) -> list[dict]:
+        """Pending and running jobs, running first then by priority order of the queue (squeue)."""
+        now = self.engine.now
+        rows = []
+        for job in list(self.engine.active.values()) + list(self.engine.pending.values()):
+            wl = job.wl
+            if user and wl.user != user:
+                continue
+            st = "R" if job.state == RUNNING else ("CF" if job.state == PLACING else "PD")
+            if states and st not in states and job.state not in states:
+                continue
+            gpus = [i for p in job.placement for i in mask_indices(p[1])]
+            rows.append({
+                "job_id": _sacct_id(wl), "id": job.id, "partition": job.partition or wl.partition or self.default_partition,
+                "name": wl.name, "user": wl.user or "", "account": wl.account or "", "state": job.state, "st": st,
+                "time": (now - job.start) if job.start is not None else 0.0,
+                "time_limit": job.time_limit, "nodes": 1, "nodelist": self.host.node_name if job.placement else "",
+                "reason": "" if job.state != PENDING else (job.reason or "None"), "gpus": gpus,
+                "submit": self.wall(job.submit),
+            })
+        return rows
+
+    def job_facts(self, job_id: int) -> dict:
+        job = self.engine.jobs.get(job_id)
+        if job is None:
+            row = self.store.job(job_id)
+            if row is None:
+                raise Refused(f"Invalid job id specified: {job_id}", 404)
+            return {k: row[k] for k in ("job_id", "state", "name", "user", "start", "end", "exit_code", "pid")}
+        run = self.executor.running.get(job_id) or self.executor.restarting.get(job_id)
+        sub = self.executor.submissions.get(job_id)
+        service = {}
+        if sub is not None and sub.service is not None:
+            service = {"service": sub.service.service.name, "replica": sub.replica, "ready": bool(run and run.ready
+                       and job_id in self.executor.running), "restarts": run.restarts if run else 0,
+                       "port": sub.service.probe_port(sub.replica)}
+        return {
+            **service,
+            "job_id": job.id, "state": job.state, "name": job.wl.name, "user": job.wl.user,
+            "start": None if job.first_start is None else self.wall(job.first_start),
+            "end": None if job.end is None else self.wall(job.end), "exit_code": self._exit_codes.get(job_id, ""),
+            "pid": run.pid.pid if run else None, "requeues": job.requeues, "reason": job.reason,
+            "gpus": [i for p in job.placement for i in mask_indices(p[1])],
+        }
+
+    def metrics(self) -> dict:
+        """Figures for /metrics: queue depth, running jobs, GPUs, GPU-seconds per account."""
+        now = self.engine.now
+        usage: dict[str, float] = {}
+        for job in self.engine.jobs.values():
+            used = job.gpu_s_used
+            if job.state == RUNNING and job.start is not None:
+                used += (now - job.start) * job.held_gpus
+            if used:
+                acc = job.wl.account or ""
+                usage[acc] = usage.get(acc, 0.0) + used
+        states: dict[str, int] = {}
+        for job in self.engine.jobs.values():
+            states[job.state] = states.get(job.state, 0) + 1
+        allocated = sum(j.held_gpus for j in self.engine.active.values())
+        ready: dict[str, int] = {}
+        for jid, sub in self.executor.submissions.items():
+            if sub.service is not None:
+                run = self.executor.running.get(jid)
+                name = sub.service.service.name
+                ready[name] = ready.get(name, 0) + (1 if run is not None and run.ready else 0)
+        return {
+            "pending": len(self.engine.pending), "running": sum(1 for j in self.engine.active.values() if j.state == RUNNING),
+            "gpus_total": self.host.node.gpu_count, "gpus_allocated": allocated, "usage_gpu_seconds": usage,
+            "states": states, "submitted_total": self.submitted_total, "started_total": self.started_total,
+            "service_ready": ready,
+        }
+
+    # ------------------------------------------------------------------ recording transitions
+    def _record(self, batch: Batch, now: float) -> None:
+        events = self.engine.events
+        new = events[self._seen:]
+        if not new:
+            return
+        # The engine keeps its event log for a whole run; the daemon has written them, so drop them.
+        del events[:]
+        self._seen = 0
+        if len(self.engine.timeline) > 1:
+            del self.engine.timeline[:-1]
+        node = self.host.node_name
+        for t, kind, job_id, detail in new:
+            if job_id < 0:
+                continue
+            job = self.engine.jobs.get(job_id)
+            if job is None:
+                continue
+            wl = job.wl
+            batch.events.append({"origin": self.origin, "job_id": _sacct_id(wl), "time": self.wall(t), "kind": kind,
+                                 "detail": detail or "", "source": "live"})
+            if kind == "started":
+                self.started_total += 1
+                run = self.executor.running.get(job_id)
+                start_wall = self._open.get(job_id, (None,))[0]
+                if start_wall is None:
+                    start_wall = self.wall(job.start)
+                gpus = [i for p in job.placement for i in mask_indices(p[1])]
+                self._open[job_id] = (start_wall, gpus)
+                if job_id in self._submit_wall:
+                    self.submit_latency.append((self._submit_wall.pop(job_id), time.time()))
+                batch.update(job_id, state=RUNNING, pid=run.pid.pid if run else None,
+                             start_ticks=run.pid.start_ticks if run else None, start=start_wall,
+                             placement=json.dumps([list(p) for p in job.placement]),
+                             time_limit=None if job.time_limit in (None, math.inf) else job.time_limit,
+                             partition=job.partition or wl.partition or "", requeues=job.requeues)
+                for g in gpus:
+                    batch.allocations.append(self._alloc(job, g, start_wall, None, self.wall(now)))
+                batch.ledger_jobs[job_id] = self._row(job, now, RUNNING)
+            elif kind in ("finished", "preempted", "requeued", "node_fail"):
+                opened = self._open.pop(job_id, None)
+                if opened is not None:
+                    for g in opened[1]:
+                        batch.allocations.append(self._alloc(job, g, opened[0], self.wall(t), None))
+                if kind == "finished":
+                    state = detail or job.state
+                    code = self._exit_codes.pop(job_id, _default_exit(state))
+                    batch.update(job_id, state=state, end=self.wall(t), exit_code=code, pid=None,
+                                 reason=job.end_reason or job.reason or "")
+                    batch.ledger_jobs[job_id] = self._row(job, now, state, code)
+                    if state in FINAL_STATES:
+                        self.executor.submissions.pop(job_id, None)
+                elif kind == "requeued":
+                    batch.update(job_id, state=PENDING, pid=None, start_ticks=None, start=None, placement="",
+                                 requeues=job.requeues)
+                    batch.ledger_jobs[job_id] = self._row(job, now, PENDING)
+            elif kind == "preempting":
+                self.executor.preempting(job_id)
+
+    def _alloc(self, job, gpu: int, frm: float, to: float | None, as_of: float | None) -> dict:
+        dev = self.host.node.gpus[gpu]
+        return {"origin": self.origin, "job_id": _sacct_id(job.wl), "node": self.host.node_name, "gpu_index": gpu,
+                "gpu_count": 1, "gpu_type": dev.type or "", "time_from": frm, "time_to": to, "as_of": as_of,
+                "policy_version": None}
+
+    def _row(self, job, now: float, state: str, code: str = "0:0") -> dict:
+        types = sorted({self.host.node.gpus[i].type or "" for p in job.placement for i in mask_indices(p[1])} - {""})
+        return ledger_job_row(self.origin, job, job.wl, wall=self.wall, now=now, node=self.host.node_name,
+                              gpu_type=",".join(types), state=state, exit_code=code)
+
+    # ------------------------------------------------------------------ restart
+    def recover(self) -> None:
+        """Rebuild the engine from the ledger after a (clean or kill -9) restart.
+
+        Queued jobs are queued again with their submit times; a job recorded as running whose
+        process (same pid *and* start time, or found by its wrapper's command line) is alive is
+        re-adopted on its devices; one whose process ended while the daemon was away ends with
+        its exit status; one whose process is gone without a status is requeued (NODE_FAIL when
+        it was submitted with --no-requeue). Processes of jobs the ledger does not hold as
+        queued or running are killed: nothing runs that the ledger does not account for.
+        """
+        meta = self.store.meta()
+        self.next_id = int(meta.get("next_job_id", "1"))
+        rows = self.store.unfinished()
+        wrappers = scan_wrappers(self.spool)
+        known = {r["job_id"] for r in rows}
+        for jid, pid in wrappers.items():
+            if jid not in known:
+                proc.signal_group(pid, signal.SIGKILL)
+        batch = Batch()
+        counts = {"queued": 0, "adopted": 0, "ended_while_down": 0, "requeued": 0, "node_fail": 0}
+        t0 = self.engine.now
+        adopt, queue = [], []
+        for row in rows:
+            jid = row["job_id"]
+            self.next_id = max(self.next_id, jid + 1)
+            try:
+                wl, sub = self._rebuild(row)
+            except GpupoolError as exc:  # the script no longer parses: end it, say why
+                batch.update(jid, state="FAILED", end=time.time(), reason=f"cannot rebuild after restart: {exc}")
+                continue
+            self.executor.submissions[jid] = sub
+            pid = None
+            if row["pid"] is not None and row["start_ticks"] is not None:
+                cand = proc.ProcId(int(row["pid"]), int(row["start_ticks"]))
+                if proc.alive(cand):
+                    pid = cand
+            if pid is None and jid in wrappers and proc.alive(wrappers[jid]):
+                pid = wrappers[jid]
+            jobdir = self.spool / str(jid)
+            requeues = int(row["requeues"] or 0)
+            if pid is not None and _placement(jobdir, row):
+                adopt.append((row, wl, pid))
+                continue
+            if pid is not None:  # running, but where is unknown: stop it and run it again
+                proc.signal_group(pid, signal.SIGKILL)
+            status = proc.read_exit_status(jobdir / f"rc.{requeues}")
+            if status is not None:  # this run ended while no daemon watched it
+                counts["ended_while_down"] += 1
+                self._end_offline(batch, row, wl, "COMPLETED" if status == 0 else "FAILED",
+                                  f"{status}:0" if status < 128 else f"0:{status - 128}")
+                continue
+            if row["state"] == RUNNING:
+                if not wl.requeue:
+                    counts["node_fail"] += 1
+                    self._end_offline(batch, row, wl, "NODE_FAIL", "0:0")
+                    continue
+                counts["requeued"] += 1
+                row = dict(row, requeues=requeues + 1)
+                self._close_offline(batch, row, wl, "requeued")
+                batch.update(jid, state=PENDING, pid=None, start_ticks=None, start=None, placement="",
+                             requeues=row["requeues"], reason="process gone after daemon restart")
+            queue.append((row, wl))
+        for row, wl, pid in adopt:
+            placement = _placement(self.spool / str(row["job_id"]), row)
+            started = row["start"] if row["start"] is not None else _placement_start(self.spool / str(row["job_id"]))
+            started = started if started is not None else time.time()
+            self.executor.adopt(row["job_id"], pid, started - self.epoch,
+                                self.spool / str(row["job_id"]) / f"rc.{int(row['requeues'] or 0)}")
+            self._open[row["job_id"]] = (started, [i for p in placement for i in mask_indices(p[1])])
+            adopt_running(self.engine, wl, placement, started=started - self.epoch, submitted=row["submit"] - self.epoch,
+                          time_limit=row["time_limit"], partition=row["partition"] or None,
+                          requeues=int(row["requeues"] or 0))
+            counts["adopted"] += 1
+        for row, wl in queue:
+            job = self.engine.submit(wl, at=t0)
+            job.submit = row["submit"] - self.epoch  # keeps its age (priority) across the restart
+            job.requeues = int(row["requeues"] or 0)
+            counts["queued"] += 1
+        batch.meta["next_job_id"] = str(self.next_id)
+        self.store.commit(batch)
+        self.recovered = counts
+
+    def _rebuild(self, row: dict):
+        source = row["source"] or f"job {row['job_id']}"
+        if row["kind"] == "service":
+            k = int(row["array_task_id"] or 0)
+            spec = next((sp for sp in parse_services(row["script"], source, self.host.pool.kueue)
+                         if f"{sp.service.name}-{k}" == row["name"]), None)
+            if spec is None:
+                raise GpupoolError(f"{source}: no service replica {row['name']} in the stored file")
+            wl = replace(replica_workloads(spec, int(row["job_id"]) - k, row["user"], 0.0)[k], source=row["source"])
+            sub = Submission(int(row["job_id"]), SbatchJob(), row["script"], row["user"], int(row["uid"]),
+                             int(row["gid"]), row["cwd"], json.loads(row["env"] or "{}"), service=spec, replica=k)
+            return wl, sub
+        sb = parse_sbatch_text(row["script"], source)
+        first = row["array_job_id"] if row["array_job_id"] is not None else row["job_id"]
+        wls = sbatch_to_workload(sb, id=int(first), submit_time=0.0, runtime=math.inf,
+                                 epoch=datetime.fromtimestamp(self.epoch, tz=timezone.utc))
+        wl = next((w for w in wls if w.id == row["job_id"]), wls[0])
+        wl = replace(wl, id=int(row["job_id"]), user=row["user"],
+                     array_job_id=row["array_job_id"], source=row["source"])
+        if wl.begin_time is not None:
+            wl = replace(wl, begin_time=None)  # its --begin was placed on the first daemon's clock
+        tasks = tuple(w.array_task_id for w in wls if w.array_task_id is not None)
+        sub = Submission(int(row["job_id"]), sb, row["script"], row["user"], int(row["uid"]), int(row["gid"]),
+                         row["cwd"], json.loads(row["env"] or "{}"), array_task_ids=tasks)
+        return wl, sub
+
+    def _close_offline(self, batch: Batch, row: dict, wl, kind: str) -> None:
+        end = time.time()
+        batch.events.append({"origin": self.origin, "job_id": _sacct_id(wl), "time": end, "kind": kind,
+                             "detail": "daemon restart: process gone", "source": "live"})
+        placement = _placement(self.spool / str(row["job_id"]), row)
+        if row["start"] is not None:
+            for p in placement:
+                for g in mask_indices(p[1]):
+                    batch.allocations.append({"origin": self.origin, "job_id": _sacct_id(wl), "node": self.host.node_name,
+                                              "gpu_index": g, "gpu_count": 1,
+                                              "gpu_type": self.host.node.gpus[g].type or "",
+                                              "time_from": row["start"], "time_to": end, "as_of": None,
+                                              "policy_version": None})
+
+    def _end_offline(self, batch: Batch, row: dict, wl, state: str, code: str) -> None:
+        """A job whose end happened while no daemon watched it: record the end now."""
+        self._close_offline(batch, row, wl, "finished")
+        end = time.time()
+        batch.update(row["job_id"], state=state, end=end, exit_code=code, pid=None)
+        gpus = sum(p[1].bit_count() for p in _placement(self.spool / str(row["job_id"]), row))
+        batch.ledger_jobs[row["job_id"]] = dict(
+            self._pending_row(wl, row["submit"]), state=state, start=row["start"], end=end, exit_code=code,
+            elapsed=None if row["start"] is None else end - row["start"], node_list=self.host.node_name,
+            nnodes=1, gpus=gpus, gpu_seconds=0.0 if row["start"] is None else (end - row["start"]) * gpus)
+
+
+def _default_exit(state: str) -> str:
+    return {"CANCELLED": "0:15", "TIMEOUT": "0:15", "PREEMPTED": "0:15", "NODE_FAIL": "0:0"}.get(state, "0:0")
+
+
+def _placement(jobdir: Path, row: dict) -> tuple:
+    text = row.get("placement") or ""
+    if not text:
+        try:
+            text = json.loads((jobdir / "placement").read_text())["placement"]
+            return tuple(tuple(p) for p in text)
+        except (OSError, ValueError, KeyError):
+            return ()
+    return tuple(tuple(p) for p in json.loads(text))
+
+
+def _placement_start(jobdir: Path) -> float | None:
+    try:
+        return float(json.loads((jobdir / "placement").read_text())["start"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def scan_wrappers(spool: Path) -> dict[int, proc.ProcId]:
+    """Job wrappers of this spool that are running (by their command line), job id -> process."""
+    prefix = str(spool) + os.sep
+    out: dict[int, proc.ProcId] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) < 6 or argv[3] != b"gpupool-job":
+            continue
+        rc = argv[5].decode(errors="replace")
+        if not rc.startswith(prefix):
+            continue
+        try:
+            jid = int(Path(rc).parent.name)
+        except ValueError:
+            continue
+        pid = int(entry.name)
+        ticks = proc.start_ticks(pid)
+        if ticks is not None:
+            out[jid] = proc.ProcId(pid, ticks)
+    return out
