@@ -49,3 +49,11 @@ class MissingReferenceError(InputError):
 
 class InvariantViolation(GpupoolError):
     """The engine reached a state that must never happen (a bug, never bad input)."""
+
+
+class PolicyNotApplicable(GpupoolError):
+    """A policy that this pool cannot be run under (slurm-operator without a NodeSet).
+
+    ``compare`` skips such a policy with this message when it runs every registered policy,
+    and fails when the user named it.
+    """

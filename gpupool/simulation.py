@@ -116,9 +116,16 @@ def simulate(
                     record_events=record_events, executor=executor)
     if fleet is not None:
         fleet.attach(engine)
+    # Controllers a policy brings with it (slurm-operator's NodeSet capacity controller).
+    for ctrl in getattr(pol, "controllers", lambda: [])():
+        engine.add_controller(ctrl)
     output = engine.run()
     jobs = metrics.jobs_frame(output)
     summary = metrics.summarise(output, jobs, fleet=fleet)
+    policy_figures = getattr(pol, "summary_figures", None)
+    if policy_figures is not None:
+        # Figures only this policy has (operator: GPU-hours spent draining NodeSet nodes).
+        summary["policy_figures"] = policy_figures(output)
     summary["workload_digest"] = workload_digest(workloads)
     return SimulationResult(
         output=output,

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpupool.errors import GpupoolError
+from gpupool.errors import GpupoolError, PolicyNotApplicable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="One pool of GPUs, two job shapes: Slurm and Kueue policies side by side.")
@@ -215,8 +215,15 @@ def compare(
             task = progress.add_task("comparing", total=len(names))
             for name in names:
                 progress.update(task, description=f"{name}: {len(workloads)} jobs")
-                result = _run_one(pool_obj, workloads, name, check, None, node_events,
-                                  services="pool" if services else None)
+                try:
+                    result = _run_one(pool_obj, workloads, name, check, None, node_events,
+                                      services="pool" if services else None)
+                except PolicyNotApplicable as exc:
+                    if policies:  # asked for by name: that is an error, not a skip
+                        raise
+                    err.print(f"[yellow]skipped {name}:[/] {exc}", highlight=False, soft_wrap=True)
+                    progress.update(task, advance=1)
+                    continue
                 result.write(target / name)
                 summaries.append(result.summary_dict)
                 progress.update(task, advance=1)

@@ -755,6 +755,8 @@ class Engine:
     def _node_event(self, node: int, event: str, reason: str, t: float) -> None:
         nodes = self.nodes
         self._changed |= CHANGED_NODES
+        # Node operations are part of the record (audit: why a job ended NODE_FAIL).
+        self._log(t, f"node_{event}", -1, f"{nodes.names[node]} {reason}".strip())
         if event == NODE_DOWN:
             nodes.up[node] = False
             victims = [j for j in self.active.values() if any(p[0] == node for p in j.placement)]

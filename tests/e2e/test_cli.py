@@ -146,3 +146,26 @@ def test_faithful_policies_finish_a_synthetic_week_on_the_large_pool(policy):
     summary = result.summary_dict
     assert summary["jobs"] == len(result.jobs) > 3000
     assert sum(summary["states"].get(s, 0) for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")) > 0.9 * summary["jobs"]
+
+
+def test_operator_runs_its_capacity_controller_and_reports_draining():
+    import gpupool
+
+    result = gpupool.simulate(SEED, "synthetic:day?seed=4", policy="operator", check=True)
+    figures = result.summary_dict["policy_figures"]["draining"]
+    assert set(figures) == {"drains", "gpu_hours_draining", "gpu_hours_draining_idle"}
+    moves = result.events[result.events["event"] == "node_owner"]
+    assert len(moves) >= 1  # the controller tagged the NodeSet's nodes at least once
+
+
+def test_compare_skips_a_policy_the_pool_cannot_run_unless_named(tmp_path):
+    large = Path(__file__).resolve().parents[2] / "examples" / "large-pool"
+    named = invoke("compare", str(large), "--workload", "synthetic:day?seed=2&jobs=20", "--policies", "fifo,operator",
+                   "--out", str(tmp_path / "a"))
+    assert named.exit_code == 2 and "declares no NodeSet" in named.stderr
+    every = invoke("compare", str(large), "--workload", "synthetic:day?seed=2&jobs=20", "--out", str(tmp_path / "b"),
+                   "--json")
+    assert every.exit_code == 0, every.stderr
+    assert "skipped operator" in every.stderr and "declares no NodeSet" in every.stderr
+    ran = [s["policy"] for s in json.loads(every.stdout)["policies"]]
+    assert "operator" not in ran and {"fifo", "slurm", "kueue", "bridge"} <= set(ran)

@@ -17,7 +17,7 @@ from gpupool.engine.decisions import WakeAt
 from gpupool.engine.job import Job
 from gpupool.engine.policy_api import register
 from gpupool.engine.snapshot import CHANGED_TICK, Snapshot
-from gpupool.errors import GpupoolError
+from gpupool.errors import GpupoolError, PolicyNotApplicable
 from gpupool.formats.slinky import initial_members, pool_nodesets
 from gpupool.model.pool import Pool
 from gpupool.policy.bridge.mapping import KUBERNETES_RULES, is_kubernetes
@@ -41,7 +41,7 @@ class OperatorPolicy:
         self.pool = pool
         self.nodesets = pool_nodesets(pool, options.get("nodesets"))
         if not self.nodesets:
-            raise GpupoolError(
+            raise PolicyNotApplicable(
                 f"policy operator: pool {pool.name} declares no NodeSet (put slinky.slurm.net NodeSet "
                 f"YAML in {pool.path or '<pool>'}/slurm-operator/ or pass the option nodesets=PATH)")
         lent: dict[str, str] = {}
@@ -75,6 +75,12 @@ class OperatorPolicy:
         from gpupool.policy.operator.controller import CapacityController
 
         return [CapacityController(self.pool, ns, self) for ns in self.nodesets]
+
+    def summary_figures(self, output) -> dict:
+        """What only this policy costs: drains and the GPU-hours NodeSet nodes spent draining."""
+        from gpupool.policy.operator.draining import draining_figures
+
+        return {"draining": draining_figures(output)}
 
     def is_kubernetes(self, job: Job) -> bool:
         found = self._kube.get(job.id)
