@@ -386,6 +386,25 @@ class Engine:
         self._push(t, EV_SUBMIT, job, None)
         return job
 
+    def adopt(self, wl: Workload, placement: tuple, *, started: float, submitted: float,
+              time_limit: float | None = None, partition: str | None = None, requeues: int = 0) -> Job:
+        """Register ``wl`` as already running on ``placement`` since ``started`` (a live daemon
+        restarting finds its processes still alive). The placement is taken at once, before any
+        policy pass, so nobody else can be given those devices; the executor's ``launch`` is
+        called as for any start and must re-attach to the process, not spawn one."""
+        if wl.id in self.jobs:
+            raise GpupoolError(f"workload id {wl.id} is already in this run")
+        job = Job(wl)
+        job.submit = submitted
+        job.eligible = self.now
+        job.requeues = requeues
+        self.jobs[wl.id] = job
+        self.pending[wl.id] = job
+        self._start(Start(wl.id, placement, time_limit=time_limit, partition=partition, via="adopted"), self.now)
+        # The process began before this engine existed: its run segment starts then.
+        job.start = job.first_start = job.admitted_at = started
+        return job
+
     def cancel(self, job_id: int, at: float | None = None, state: str = "CANCELLED", reason: str = "") -> None:
         """End a job from outside the policy (a user's scancel, a scale-down): a pending job
         leaves the queue, a running or placing one is stopped and its resources freed."""
