@@ -35,6 +35,9 @@ TOPOLOGY_NOT_MODELLED = ("kueue.x-k8s.io/podset-slice-required-topology",
                          "kueue.x-k8s.io/podset-slice-size", "kueue.x-k8s.io/podset-group-name")
 GPU_RESOURCE = "nvidia.com/gpu"
 
+#: slurm-bridge's annotation prefix for per-workload Slurm settings (fleet_and_bridge.md §2.1).
+SLURM_BRIDGE_PREFIX = "slurmjob.slinky.slurm.net/"
+
 #: gpupool's own annotations on workload objects (documented in docs/formats/kubernetes.md).
 ANNOTATIONS = {
     "gpupool.io/runtime": "how long the workload runs once started",
@@ -198,6 +201,11 @@ def _common(doc: YamlDoc, ctx: _Context) -> _Common:
     namespace = meta.string("namespace") or "default"
     labels = meta.string_map("labels")
     annotations = meta.string_map("annotations")
+    # slurm-bridge reads its per-workload settings (partition, qos, account, time limit, ...)
+    # from ``slurmjob.slinky.slurm.net/*`` annotations; the bridge policy finds them in labels.
+    bridge = {k: v for k, v in annotations.items() if k.startswith(SLURM_BRIDGE_PREFIX)}
+    if bridge:
+        labels = {**labels, **bridge}
     queue = labels.get(QUEUE_LABEL) or annotations.get(QUEUE_LABEL)
     owner = f"{doc.kind} {namespace}/{name}"
     if queue and ctx.kueue is not None and (namespace, queue) not in ctx.kueue.local_queues:

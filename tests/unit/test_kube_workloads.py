@@ -318,3 +318,18 @@ spec:
 """
     (wl,) = load(text, None)
     assert wl.pod_sets[0].cpu_m == 5000  # warmup 4 + proxy 1 > app 2 + proxy 1
+
+
+def test_slurm_bridge_annotations_reach_the_bridge_policy():
+    from gpupool.policy.bridge.mapping import slurm_fields
+
+    text = ("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  annotations:\n"
+            "    slurmjob.slinky.slurm.net/partition: train\n"
+            "    slurmjob.slinky.slurm.net/timelimit: \"30\"\n"
+            "    unrelated.example.com/x: y\n"
+            "spec:\n  template:\n    spec:\n      containers:\n      - name: c\n        image: i\n"
+            "        resources: {limits: {nvidia.com/gpu: 1}}\n")
+    (wl,) = load(text, None)
+    assert "unrelated.example.com/x" not in wl.labels
+    fields = slurm_fields(wl)
+    assert (fields.partition, fields.time_limit) == ("train", 1800.0)
