@@ -39,6 +39,26 @@ from gpupool.policy.kueue.state import KueueState
 KINDS = ("cycle", "preemption", "flavorassigner", "integration")
 CHECKED = {"admitted", "preempted", "stillPending", "queueState", "skippedPreemptions", "assignment"}
 
+#: Input fields the runner reads, per place in a case file. A field outside these is reported as
+#: *not checked* (the case may depend on something the runner does not model), never ignored
+#: silently: unseen cases of the same format may use fields the spec's cases do not.
+_WL_FIELDS = {"name", "clusterQueue", "priority", "creationTime", "quotaReservedTime", "podSets", "flavors",
+              "uid", "evicted"}
+INPUT_FIELDS: dict[str, set[str]] = {
+    "": {"name", "kind", "source", "description", "flavors", "cohorts", "clusterQueues", "admitted", "pending",
+         "expected", "config", "assumedAssignment"},
+    "flavors[]": {"name", "nodeLabels", "nodeTaints", "tolerations", "topologyName"},
+    "cohorts[]": {"name", "parent", "parentName", "resourceGroups", "fairWeight", "fairSharing"},
+    "clusterQueues[]": {"name", "cohort", "cohortName", "resourceGroups", "queueingStrategy", "preemption",
+                        "flavorFungibility", "fairWeight", "fairSharing", "stopPolicy"},
+    "clusterQueues[].preemption": {"withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"},
+    "admitted[]": _WL_FIELDS,
+    "pending[]": _WL_FIELDS - {"quotaReservedTime", "flavors", "evicted"},
+    "admitted[].podSets[]": {"name", "count", "requests", "minCount", "nodeSelector", "tolerations"},
+    "pending[].podSets[]": {"name", "count", "requests", "minCount", "nodeSelector", "tolerations"},
+    "config": {"fairSharing", "featureGates"},
+}
+
 
 @dataclass
 class CaseResult:
@@ -105,7 +125,7 @@ def build_config(case: dict) -> KueueConfig:
             f["name"], dict(f.get("nodeLabels") or {}), tuple(f.get("nodeTaints") or ()),
             tuple(f.get("tolerations") or ()), f.get("topologyName"))
     for c in case.get("cohorts") or []:
-        cfg.cohorts[c["name"]] = Cohort(c["name"], c.get("parent"), _groups(c.get("resourceGroups"), f"cohort {c['name']}"),
+        cfg.cohorts[c["name"]] = Cohort(c["name"], c.get("parent") or c.get("parentName"), _groups(c.get("resourceGroups"), f"cohort {c['name']}"),
                                         float(c.get("fairWeight", (c.get("fairSharing") or {}).get("weight", 1))))
     for q in case.get("clusterQueues") or []:
         p = q.get("preemption") or {}
@@ -144,8 +164,9 @@ def _workload(raw: dict) -> KWorkload:
                                 {r: v for r, v in requests.items() if v}, ps.get("minCount"),
                                 dict(ps.get("nodeSelector") or {}), tuple(ps.get("tolerations") or ())))
     name = raw["name"]
+    uid = str(raw.get("uid", name))
     return KWorkload(name, name, raw.get("clusterQueue", ""), int(raw.get("priority") or 0),
-                     float(raw.get("creationTime") or 0), (name,), pod_sets)
+                     float(raw.get("creationTime") or 0), (uid,), pod_sets)
 
 
 def _admitted(raw: dict, cfg: KueueConfig) -> Admitted:
@@ -165,7 +186,8 @@ def _admitted(raw: dict, cfg: KueueConfig) -> Admitted:
             psa.usage[r] = v * ps.count
             usage[(f, r)] = usage.get((f, r), 0) + v * ps.count
         assignments.append(psa)
-    return Admitted(wl, wl.cq, usage, float(raw.get("quotaReservedTime") or 0), assignments)
+    return Admitted(wl, wl.cq, usage, float(raw.get("quotaReservedTime") or 0), assignments,
+                    evicted=bool(raw.get("evicted", False)))
 
 
 def build_state(case: dict) -> tuple[KueueState, list[KWorkload]]:
@@ -181,11 +203,12 @@ def heap_key(wl: KWorkload) -> tuple:
     return (-wl.priority, wl.created, wl.uid)
 
 
-def heads_of(pending: list[KWorkload], skip: set = frozenset()) -> list[KWorkload]:
-    """One head per ClusterQueue: its first active workload in heap order."""
+def heads_of(pending: list[KWorkload], skip: set = frozenset(), stopped: set = frozenset()) -> list[KWorkload]:
+    """One head per ClusterQueue: its first active workload in heap order. A stopped
+    ClusterQueue (``stopPolicy`` Hold/HoldAndDrain) is inactive and gives no head (§3.3)."""
     heads: dict[str, KWorkload] = {}
     for wl in sorted(pending, key=heap_key):
-        if wl.key in skip:
+        if wl.key in skip or wl.cq in stopped:
             continue
         heads.setdefault(wl.cq, wl)
     return list(heads.values())
@@ -205,9 +228,38 @@ def load_case(path: str | Path) -> dict:
     return case
 
 
+def _stopped(state: KueueState) -> set[str]:
+    return {name for name, cq in state.cq_models.items() if cq.stop_policy not in ("None", "", None)}
+
+
+def unread_fields(case: dict) -> list[str]:
+    """Input fields of ``case`` the runner does not read (see ``INPUT_FIELDS``)."""
+    out: list[str] = []
+
+    def visit(obj, where: str, shown: str) -> None:
+        known = INPUT_FIELDS.get(where)
+        if known is None or not isinstance(obj, dict):
+            return
+        for key, value in obj.items():
+            if key not in known:
+                out.append(f"{shown}.{key}".lstrip("."))
+                continue
+            sub = f"{where}.{key}".lstrip(".")
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    visit(item, sub + "[]", f"{shown}.{key}[{i}]")
+            else:
+                visit(value, sub, f"{shown}.{key}")
+
+    visit(case, "", "")
+    return out
+
+
 def run_case(path: str | Path) -> CaseResult:
     case = load_case(path)
     result = CaseResult(case.get("name") or Path(path).stem, case["kind"], str(path))
+    for f in unread_fields(case):
+        result.not_checked.append(f"input {f}: the runner does not read it")
     expected = case.get("expected") or {}
     for key in expected:
         if key not in CHECKED:
@@ -231,7 +283,7 @@ def _observe_admitted(entries) -> dict:
 
 def _run_cycle_case(case: dict, result: CaseResult) -> dict:
     state, pending = build_state(case)
-    heads = heads_of(pending)
+    heads = heads_of(pending, stopped=_stopped(state))
     cycle = run_cycle(state, heads)
     admitted = {e.wl.name for e in cycle.admitted}
     queue = {wl.name: ACTIVE for wl in pending}
@@ -298,7 +350,7 @@ def _run_integration_case(case: dict, result: CaseResult, max_cycles: int = 100)
     now = 0.0
     for _ in range(max_cycles):
         now += 1.0
-        heads = heads_of(list(waiting.values()), inadmissible)
+        heads = heads_of(list(waiting.values()), inadmissible, _stopped(state))
         if not heads:
             break
         cycle = run_cycle(state, heads)

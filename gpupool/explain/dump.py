@@ -114,6 +114,10 @@ def load_dump(paths: list[Path | str], config: Path | str | None = None) -> Dump
     return out
 
 
+#: A Workload has at most this many pod sets (kueue.md §1.6, v1beta2).
+MAX_POD_SETS = 18
+
+
 def _read_workload(doc: YamlDoc, out: DumpState) -> None:
     kueue = out.kueue
     root = Fields.root(doc)
@@ -124,6 +128,9 @@ def _read_workload(doc: YamlDoc, out: DumpState) -> None:
     owner = f"Workload {key}"
     spec = root.mapping("spec", required=True)
     labels = meta.string_map("labels")
+    n_sets = len(spec.items("podSets"))
+    if n_sets > MAX_POD_SETS:  # the Workload CRD's maxItems (v1beta2)
+        raise spec.error("podSets", f"{owner}: Too many: {n_sets}: must have at most {MAX_POD_SETS} items")
     if not spec.string("queueName") and not labels.get(QUEUE_LABEL):
         raise spec.error("queueName", f"{owner} has no spec.queueName; Kueue only schedules workloads "
                                       f"submitted to a LocalQueue")

@@ -42,13 +42,13 @@ from gpupool.model.kueue import (
 from gpupool.model.pool import GPU_PRODUCT_LABEL, Gpu, Node
 
 __all__ = [
+    "NOT_MODELLED_KINDS",
+    "WORKLOAD_KINDS",
     "KubePoolObjects",
+    "api_group",
     "parse_pool_objects",
     "render_kueue_objects",
     "render_nodes",
-    "api_group",
-    "WORKLOAD_KINDS",
-    "NOT_MODELLED_KINDS",
 ]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -121,6 +121,27 @@ _ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _TOLERATION_OPERATORS = ("Exists", "Equal")
 _INT32_MAX = 2**31 - 1
+
+# Kueue's validating webhooks and CRD rules (pkg/webhooks, apis/kueue/v1beta2): their messages
+# are quoted verbatim so a user can search for them, prefixed with the object and field.
+IS_NEGATIVE = "must be greater than or equal to 0"
+LIMIT_WITHOUT_PARENT = "must be nil when {} is empty"
+LENDING_ABOVE_NOMINAL = "must be less than or equal to the nominalQuota"
+BORROW_WITHOUT_RECLAIM = "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"
+PREFERENCE_NEEDS_TRY_NEXT = "preference {!r} requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor"
+MAX_RESOURCE_GROUPS = 16
+MAX_FLAVORS = 256
+MAX_COVERED = 256
+STRATEGY_SETS = (("LessThanOrEqualToFinalShare",), ("LessThanInitialShare",),
+                 ("LessThanOrEqualToFinalShare", "LessThanInitialShare"))
+
+
+def _owned(exc: InputError, owner: str) -> InputError:
+    """The same error with the object it concerns named first (``ClusterQueue team-a: ...``)."""
+    if not owner:
+        return exc
+    return InputError(exc.source, f"{owner}: {exc.message}", line=exc.line, document=exc.document,
+                      field=exc.field)
 
 
 @dataclass
@@ -280,7 +301,7 @@ def quantity(f: Fields, key: str, resource: str, *, required: bool = False) -> i
     except QuantityError as exc:
         raise f.error(key, str(exc)) from exc
     if result < 0:
-        raise f.error(key, f"must not be negative, got {value!r}")
+        raise f.error(key, f"{IS_NEGATIVE}, got {value!r}")
     return result
 
 
@@ -296,16 +317,22 @@ def _weight(f: Fields, key: str = "weight") -> float:
     except QuantityError as exc:
         raise f.error(key, str(exc)) from exc
     if number < 0:
-        raise f.error(key, f"must not be negative, got {value!r}")
+        raise f.error(key, f"{IS_NEGATIVE}, got {value!r}")
+    if 0 < number <= 1e-9:
+        raise f.error(key, f"When not 0, weight must be > 10e-9 (got {value!r}; such a weight collapses "
+                           f"the share to infinity)")
     return float(number)
 
 
-def _fair_weight(spec: Fields) -> float:
+def _fair_weight(spec: Fields, owner: str = "") -> float:
     fair = spec.mapping("fairSharing")
     if fair is None:
         return 1.0
     fair.check_keys({"weight"})
-    return _weight(fair)
+    try:
+        return _weight(fair)
+    except InputError as exc:
+        raise _owned(exc, owner) from None
 
 
 # -- Kueue objects ------------------------------------------------------------
@@ -385,11 +412,11 @@ def _cohort(doc: YamlDoc, state: _State) -> None:
     spec.check_keys({parent_key, "resourceGroups", "fairSharing"}, renamed={other: parent_key})
     parent = spec.string(parent_key) or None
     groups = _resource_groups(spec, doc, state, owner, limits_allowed=parent is not None,
-                              no_limit_reason="the Cohort has no parent")
+                              no_limit_reason="parent")
     if parent:
         state.cohort_parent_fields[name] = (doc, spec.at(parent_key))
     state.out.kueue.cohorts[name] = Cohort(
-        name=name, parent=parent, resource_groups=groups, fair_weight=_fair_weight(spec)
+        name=name, parent=parent, resource_groups=groups, fair_weight=_fair_weight(spec, owner)
     )
 
 
@@ -412,29 +439,35 @@ def _cluster_queue(doc: YamlDoc, state: _State) -> None:
         name=name,
         cohort=cohort,
         resource_groups=_resource_groups(spec, doc, state, owner, limits_allowed=cohort is not None,
-                                         no_limit_reason="the ClusterQueue has no cohort"),
+                                         no_limit_reason="cohort", lending_within_nominal=True),
         queueing_strategy=spec.string("queueingStrategy", "BestEffortFIFO", choices=_QUEUEING),
         namespace_selector=_label_selector(spec, "namespaceSelector"),
-        preemption=_preemption(spec.mapping_or_empty("preemption")),
-        fair_weight=_fair_weight(spec),
+        preemption=_preemption(spec.mapping_or_empty("preemption"), owner),
+        fair_weight=_fair_weight(spec, owner),
         stop_policy=spec.string("stopPolicy", "None", choices=_STOP),
         admission_checks=_admission_checks(spec, state, owner),
         admission_mode=_admission_mode(spec),
         api_version=doc.api_version,
     )
-    _flavor_fungibility(spec.mapping_or_empty("flavorFungibility"), cq, version)
+    _flavor_fungibility(spec.mapping_or_empty("flavorFungibility"), cq, version, owner)
     if cohort:
         state.refs.append(_Ref(doc, spec.at(cohort_key), owner, "Cohort", cohort))
     state.out.kueue.cluster_queues[name] = cq
 
 
 def _resource_groups(spec: Fields, doc: YamlDoc, state: _State, owner: str, *,
-                     limits_allowed: bool, no_limit_reason: str) -> list[ResourceGroup]:
-    """resourceGroups of a ClusterQueue or Cohort, with the CRD's structural rules."""
+                     limits_allowed: bool, no_limit_reason: str,
+                     lending_within_nominal: bool = False) -> list[ResourceGroup]:
+    """resourceGroups of a ClusterQueue or Cohort, with the CRD's structural rules and the
+    webhook's limits (≤16 groups, ≤256 flavors and ≤256 covered resources in all)."""
+    items = spec.items("resourceGroups")
+    if len(items) > MAX_RESOURCE_GROUPS:
+        raise spec.error("resourceGroups", f"{owner}: Too many: {len(items)}: must have at most "
+                                           f"{MAX_RESOURCE_GROUPS} items")
     groups: list[ResourceGroup] = []
     resource_group: dict[str, int] = {}
     flavor_group: dict[str, int] = {}
-    for g, group in enumerate(spec.items("resourceGroups")):
+    for g, group in enumerate(items):
         group.check_keys({"coveredResources", "flavors"})
         covered = group.string_list("coveredResources")
         if not covered:
@@ -446,7 +479,10 @@ def _resource_groups(spec: Fields, doc: YamlDoc, state: _State, owner: str, *,
             resource_group[resource] = g
         flavors = []
         for fl in group.items("flavors", required=True):
-            fq = _flavor_quotas(fl, covered, limits_allowed, no_limit_reason)
+            try:
+                fq = _flavor_quotas(fl, covered, limits_allowed, no_limit_reason, lending_within_nominal)
+            except InputError as exc:
+                raise _owned(exc, owner) from None
             if fq.flavor in flavor_group:
                 raise fl.error("name", f"flavor {fq.flavor!r} is already used by "
                                        f"resourceGroups[{flavor_group[fq.flavor]}]")
@@ -456,10 +492,19 @@ def _resource_groups(spec: Fields, doc: YamlDoc, state: _State, owner: str, *,
         if not flavors:
             raise group.error("flavors", "a resource group lists at least one flavor")
         groups.append(ResourceGroup(tuple(covered), flavors))
+    n_flavors = sum(len(g.flavors) for g in groups)
+    if n_flavors > MAX_FLAVORS:
+        raise spec.error("resourceGroups", f"{owner}: total number of flavors across all resourceGroups "
+                                           f"must be ≤ {MAX_FLAVORS}, got {n_flavors}")
+    n_covered = sum(len(g.covered_resources) for g in groups)
+    if n_covered > MAX_COVERED:
+        raise spec.error("resourceGroups", f"{owner}: total number of covered resources across all "
+                                           f"resourceGroups must be ≤ {MAX_COVERED}, got {n_covered}")
     return groups
 
 
-def _flavor_quotas(fl: Fields, covered: list[str], limits_allowed: bool, no_limit_reason: str) -> FlavorQuotas:
+def _flavor_quotas(fl: Fields, covered: list[str], limits_allowed: bool, no_limit_reason: str,
+                   lending_within_nominal: bool = False) -> FlavorQuotas:
     fl.check_keys({"name", "resources"})
     name = fl.string("name", required=True)
     entries = fl.items("resources", required=True)
@@ -473,11 +518,16 @@ def _flavor_quotas(fl: Fields, covered: list[str], limits_allowed: bool, no_limi
         for key in ("borrowingLimit", "lendingLimit"):
             limits[key] = quantity(entry, key, resource)
             if limits[key] is not None and not limits_allowed:
-                raise entry.error(key, f"must not be set because {no_limit_reason}")
+                raise entry.error(key, LIMIT_WITHOUT_PARENT.format(no_limit_reason))
+        nominal = quantity(entry, "nominalQuota", resource, required=True)
+        lending = limits["lendingLimit"]
+        if lending_within_nominal and lending is not None and lending > nominal:
+            raise entry.error("lendingLimit", f"{LENDING_ABOVE_NOMINAL} ({entry.data.get('lendingLimit')!r} > "
+                                              f"{entry.data.get('nominalQuota')!r})")
         quotas[resource] = ResourceQuota(
-            nominal=quantity(entry, "nominalQuota", resource, required=True),
+            nominal=nominal,
             borrowing_limit=limits["borrowingLimit"],
-            lending_limit=limits["lendingLimit"],
+            lending_limit=lending,
         )
     if names != covered:
         raise fl.error("resources", f"flavor {name!r} lists resources [{', '.join(names)}] but its group "
@@ -508,14 +558,16 @@ def _label_selector(spec: Fields, key: str) -> dict | None:
     return out
 
 
-def _preemption(p: Fields) -> Preemption:
+def _preemption(p: Fields, owner: str = "") -> Preemption:
     p.check_keys({"reclaimWithinCohort", "borrowWithinCohort", "withinClusterQueue"})
     reclaim = p.string("reclaimWithinCohort", "Never", choices=_RECLAIM + ("",)) or "Never"
     borrow = p.mapping_or_empty("borrowWithinCohort")
     borrow.check_keys({"policy", "maxPriorityThreshold"})
     policy = borrow.string("policy", "Never", choices=_BORROW_WITHIN + ("",)) or "Never"
     if policy != "Never" and reclaim == "Never":
-        raise borrow.error("policy", "borrowWithinCohort needs reclaimWithinCohort other than Never")
+        # The CRD rule and the webhook report it on spec.preemption, the object holding both fields.
+        raise p.error(None, f"{owner}: {BORROW_WITHOUT_RECLAIM} (borrowWithinCohort.policy is {policy!r} "
+                            f"but reclaimWithinCohort is Never)".lstrip(": "))
     return Preemption(
         reclaim_within_cohort=reclaim,
         borrow_within_cohort_policy=policy,
@@ -525,7 +577,7 @@ def _preemption(p: Fields) -> Preemption:
     )
 
 
-def _flavor_fungibility(f: Fields, cq: ClusterQueue, version: str) -> None:
+def _flavor_fungibility(f: Fields, cq: ClusterQueue, version: str, owner: str = "") -> None:
     """v1beta1's ``Borrow``/``Preempt`` are old spellings of ``MayStopSearch`` (spec §11)."""
     f.check_keys({"whenCanBorrow", "whenCanPreempt", "preference"})
     old = {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
@@ -536,7 +588,8 @@ def _flavor_fungibility(f: Fields, cq: ClusterQueue, version: str) -> None:
         values[key] = "MayStopSearch" if value == old[key] else value
     preference = f.string("preference", choices=_PREFERENCE)
     if preference is not None and set(values.values()) != {"TryNextFlavor"}:
-        raise f.error("preference", "may only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor")
+        raise f.error("preference", f"{owner}: {PREFERENCE_NEEDS_TRY_NEXT.format(preference)} (whenCanBorrow "
+                                    f"{values['whenCanBorrow']}, whenCanPreempt {values['whenCanPreempt']})")
     cq.flavor_fungibility_when_can_borrow = values["whenCanBorrow"]
     cq.flavor_fungibility_when_can_preempt = values["whenCanPreempt"]
     cq.flavor_fungibility_preference = preference or "BorrowingOverPreemption"
@@ -684,6 +737,10 @@ def _check_fair_sharing_config(root: Fields) -> None:
         if value not in allowed:
             raise fair.doc.error(f"expected one of {', '.join(allowed)}, got {value!r}",
                                  f"{fair.at('preemptionStrategies')}[{i}]")
+    if strategies and tuple(strategies) not in STRATEGY_SETS:
+        # Kueue's config validation: field.NotSupported with the accepted lists.
+        supported = ", ".join(f'"{",".join(s)}"' for s in STRATEGY_SETS)
+        raise fair.error("preemptionStrategies", f"Unsupported value: {strategies!r}: supported values: {supported}")
 
 
 def go_duration_seconds(text: str, f: Fields, key: str) -> float:

@@ -244,6 +244,16 @@ def test_workload_without_queue_name(tmp_path):
     assert msg.startswith(f"{path} (document 1, field items[3].spec.queueName): Workload ns/w has no spec.queueName")
 
 
+def test_workload_with_too_many_pod_sets(tmp_path):
+    sets = [(f"ps{i}", 1, 1) for i in range(19)]
+    items = [_flavor("f"), _cq("cq", [("f", 8)]), _lq("ns", "q", "cq"), _wl("w", "ns", "q", sets)]
+    path = _dump(tmp_path, items)
+    with pytest.raises(InputError) as info:
+        load_dump([path])
+    assert str(info.value) == (f"{path} (document 1, field items[3].spec.podSets): Workload ns/w: "
+                               f"Too many: 19: must have at most 18 items")
+
+
 def test_workload_with_unknown_local_queue(tmp_path):
     items = [_flavor("f"), _cq("cq", [("f", 8)]), _lq("ns", "q", "cq"), _wl("w", "ns", "nope", [("main", 1, 1)])]
     path = _dump(tmp_path, items)

@@ -137,14 +137,15 @@ def test_bad_quantity_names_the_field():
     text = CQ_V1BETA2.replace("nominalQuota: 2048Gi", "nominalQuota: 2048GB")
     assert error_of(text) == (
         "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources[1].nominalQuota): "
-        "expected a Kubernetes quantity such as '500m', '4', '2048Gi' or '1e3', got '2048GB'")
+        "ClusterQueue team-a: expected a Kubernetes quantity such as '500m', '4', '2048Gi' or '1e3', got '2048GB'")
 
 
 def test_resources_must_follow_covered_resources():
     text = CQ_V1BETA2.replace("coveredResources: [cpu, memory, nvidia.com/gpu]",
                               "coveredResources: [cpu, nvidia.com/gpu, memory]")
     assert error_of(text) == (
-        "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources): flavor 'a100' lists "
+        "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources): ClusterQueue team-a: "
+        "flavor 'a100' lists "
         "resources [cpu, memory, nvidia.com/gpu] but its group covers [cpu, nvidia.com/gpu, memory]; "
         "list every covered resource, in the same order")
 
@@ -153,13 +154,14 @@ def test_borrowing_limit_needs_a_cohort():
     text = CQ_V1BETA2.replace("  cohortName: shared\n", "")
     assert error_of(text) == (
         "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources[1].lendingLimit): "
-        "must not be set because the ClusterQueue has no cohort")
+        "ClusterQueue team-a: must be nil when cohort is empty")
 
 
 def test_borrow_within_cohort_needs_reclaim():
     text = CQ_V1BETA2.replace("reclaimWithinCohort: Any", "reclaimWithinCohort: Never")
-    assert error_of(text) == ("kueue.yaml (document 2, field spec.preemption.borrowWithinCohort.policy): "
-                              "borrowWithinCohort needs reclaimWithinCohort other than Never")
+    assert error_of(text) == ("kueue.yaml (document 2, field spec.preemption): ClusterQueue team-a: "
+                              "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never "
+                              "(borrowWithinCohort.policy is 'LowerPriority' but reclaimWithinCohort is Never)")
 
 
 def test_unknown_kind():
@@ -415,7 +417,11 @@ def resource_groups(draw, flavor_names, limits):
             quotas = {}
             for r in covered:
                 opt = st.none() | QUANTITY[r] if limits else st.none()
-                quotas[r] = ResourceQuota(draw(QUANTITY[r]), draw(opt), draw(opt))
+                nominal = draw(QUANTITY[r])
+                lending = draw(opt)
+                if lending is not None:  # the webhook refuses lendingLimit > nominalQuota
+                    lending = min(lending, nominal)
+                quotas[r] = ResourceQuota(nominal, draw(opt), lending)
             flavors_.append(FlavorQuotas(fl, quotas))
         groups.append(ResourceGroup(tuple(covered), flavors_))
     return groups
@@ -497,3 +503,80 @@ def test_v1beta1_configuration_keeps_enable():
     assert parse(text).kueue.configuration["waitForPodsReady"] == {"enable": True, "blockAdmission": True}
     assert error_of(text.replace("v1beta1", "v1beta2")).startswith(
         "kueue.yaml (document 1, field waitForPodsReady.enable): unknown field 'enable'")
+
+
+# --------------------------------------------------------------------------- webhook rules (bad input)
+
+
+def _cq_with(resources: str = "- {name: cpu, nominalQuota: 4}", cohort: str = "cohortName: shared",
+             extra: str = "") -> str:
+    return ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: a100}\n---\n"
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: team-b}\nspec:\n"
+            f"  {cohort}\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: a100\n"
+            f"      resources:\n      {resources}\n{extra}")
+
+
+def test_lending_limit_above_nominal_is_refused():
+    text = _cq_with("- {name: cpu, nominalQuota: 4, lendingLimit: 5}")
+    assert error_of(text) == (
+        "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources[0].lendingLimit): "
+        "ClusterQueue team-b: must be less than or equal to the nominalQuota (5 > 4)")
+
+
+def test_negative_quota_uses_the_webhook_message():
+    text = _cq_with("- {name: cpu, nominalQuota: 4, borrowingLimit: -1}")
+    assert error_of(text) == (
+        "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit): "
+        "ClusterQueue team-b: must be greater than or equal to 0, got -1")
+
+
+def test_cohort_limit_without_parent():
+    text = ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: a100}\n---\n"
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: org}\nspec:\n"
+            "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: a100\n"
+            "      resources: [{name: cpu, nominalQuota: 4, lendingLimit: 1}]\n")
+    assert error_of(text) == (
+        "kueue.yaml (document 2, field spec.resourceGroups[0].flavors[0].resources[0].lendingLimit): "
+        "Cohort org: must be nil when parent is empty")
+
+
+def test_preference_needs_both_try_next_flavor():
+    text = _cq_with(extra="  flavorFungibility: {whenCanPreempt: MayStopSearch, preference: PreemptionOverBorrowing}\n")
+    assert error_of(text) == (
+        "kueue.yaml (document 2, field spec.flavorFungibility.preference): ClusterQueue team-b: preference "
+        "'PreemptionOverBorrowing' requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor "
+        "(whenCanBorrow MayStopSearch, whenCanPreempt MayStopSearch)")
+    ok = _cq_with(extra="  flavorFungibility: {whenCanBorrow: TryNextFlavor, preference: PreemptionOverBorrowing}\n")
+    assert parse(ok).kueue.cluster_queues["team-b"].flavor_fungibility_preference == "PreemptionOverBorrowing"
+
+
+def test_tiny_fair_sharing_weight_is_refused_zero_is_not():
+    text = _cq_with(extra="  fairSharing: {weight: 1n}\n")
+    assert error_of(text) == ("kueue.yaml (document 2, field spec.fairSharing.weight): ClusterQueue team-b: "
+                              "When not 0, weight must be > 10e-9 (got '1n'; such a weight collapses the share "
+                              "to infinity)")
+    zero = parse(_cq_with(extra="  fairSharing: {weight: 0}\n")).kueue.cluster_queues["team-b"]
+    assert zero.fair_weight == 0.0
+
+
+def test_too_many_resource_groups():
+    groups = "".join(f"  - coveredResources: [r{i}.example.com/x]\n    flavors:\n    - name: f{i}\n"
+                     f"      resources: [{{name: r{i}.example.com/x, nominalQuota: 1}}]\n" for i in range(17))
+    flavors = "".join(f"---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: f{i}}}\n"
+                      for i in range(17))
+    text = ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: wide}\nspec:\n"
+            f"  resourceGroups:\n{groups}{flavors}")
+    assert error_of(text) == ("kueue.yaml (document 1, field spec.resourceGroups): ClusterQueue wide: "
+                              "Too many: 17: must have at most 16 items")
+
+
+def test_fair_sharing_strategies_must_be_a_supported_list():
+    text = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kueue-manager-config, namespace: kueue-system}\n"
+            "data:\n  controller_manager_config.yaml: |\n    apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+            "    kind: Configuration\n    fairSharing:\n"
+            "      preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n")
+    msg = error_of(text)
+    assert "preemptionStrategies" in msg
+    assert ("Unsupported value: ['LessThanInitialShare', 'LessThanOrEqualToFinalShare']: supported values: "
+            '"LessThanOrEqualToFinalShare", "LessThanInitialShare", '
+            '"LessThanOrEqualToFinalShare,LessThanInitialShare"') in msg

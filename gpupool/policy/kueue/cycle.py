@@ -55,14 +55,14 @@ class CycleResult:
         return [e for e in self.entries if e.result != ADMITTED]
 
 
-def nominate(state: KueueState, wl: KWorkload) -> Entry:
+def nominate(state: KueueState, wl: KWorkload, resume: dict | None = None) -> Entry:
     """Flavor assignment and preemption targets against the cycle's initial snapshot."""
     entry = Entry(wl)
     if wl.cq not in state.cq_models:
         entry.result, entry.message = INACTIVE, f"ClusterQueue {wl.cq} doesn't exist"
         return entry
-    a = assign_flavors(state, wl)
-    targets = get_targets(state, wl, wl.cq, a.usage, a.frs_preempt) if a.mode == PREEMPT else []
+    a = assign_flavors(state, wl, resume=resume)
+    targets = _targets(state, wl, a)
     if not (a.mode == FIT or (a.mode == PREEMPT and targets)) and state.gate("PartialAdmission") \
             and any(ps.min_count is not None and ps.min_count < ps.count for ps in wl.pod_sets):
 
@@ -74,11 +74,23 @@ def nominate(state: KueueState, wl: KWorkload) -> Entry:
         reduced = partial_assignment(state, wl, viable)
         if reduced is not None:
             a = reduced
-            targets = get_targets(state, wl, wl.cq, a.usage, a.frs_preempt) if a.mode == PREEMPT else []
+            targets = _targets(state, wl, a)
     entry.assignment = a
     entry.targets = targets
     entry.message = a.message
     return entry
+
+
+def _targets(state: KueueState, wl: KWorkload, a: Assignment) -> list[Target]:
+    """Preemption targets of a Preempt assignment. For a single flavor-resource the oracle
+    already ran the identical search on the identical state (§4.2 step 2): reuse it."""
+    if a.mode != PREEMPT:
+        return []
+    if len(a.usage) == 1 and a.frs_preempt == set(a.usage):
+        found = a.oracle.get(next(iter(a.usage.items())))
+        if found is not None:
+            return found
+    return get_targets(state, wl, wl.cq, a.usage, a.frs_preempt)
 
 
 def _order_key(state: KueueState, e: Entry) -> tuple:
@@ -88,11 +100,19 @@ def _order_key(state: KueueState, e: Entry) -> tuple:
     return (borrowing, prio, e.wl.created, e.wl.uid)
 
 
-def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: bool = False) -> CycleResult:
+def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: bool = False,
+              resume: dict | None = None) -> CycleResult:
+    """One cycle over ``heads``. ``resume`` (workload key -> the ``last_index`` of its previous
+    flavor scan, §4.3) makes each head's scan start after the flavor it stopped at last time;
+    a head whose scan stopped before its last flavor then goes back to the active heap."""
     # Reservations and in-flight preemptors' usage live only in this cycle's snapshot; what
     # survives the cycle is the admitted workloads' usage (Kueue's cache "assumes" them).
     initial = state.tree.usage_snapshot()
-    entries = [nominate(state, wl) for wl in heads]
+    state.candidate_memo = {}
+    try:
+        entries = [nominate(state, wl, (resume or {}).get(wl.key)) for wl in heads]
+    finally:
+        state.candidate_memo = None
     victims: dict[object, Target] = {}
     preempted: list[tuple[Target, Entry]] = []
     admitted: list[Entry] = []
@@ -155,7 +175,9 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
         if e.result == ADMITTED:
             continue
         strict = e.wl.cq in state.cq_models and state.cq_models[e.wl.cq].queueing_strategy == "StrictFIFO"
-        if strict or e.result in (SKIPPED, PREEMPTING, BLOCKED):
+        untried = resume is not None and e.assignment is not None and e.result in (NOFIT_R, NO_CANDIDATES) \
+            and any(i != -1 for i in e.assignment.last_index.values())
+        if strict or untried or e.result in (SKIPPED, PREEMPTING, BLOCKED):
             e.queue_state = ACTIVE
         else:
             e.queue_state = INADMISSIBLE

@@ -72,6 +72,7 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
     frs_preempt: set[FR] = set()
     messages: list[str] = []
     last_index: dict = {}
+    oracle: dict = {}
     for psi, ps in enumerate(wl.pod_sets):
         n = counts[psi]
         req = {r: v * n for r, v in ps.requests.items() if v}
@@ -90,7 +91,7 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
         for g in sorted(touched):
             greq = touched[g]
             choice = _choose_flavor(state, cq, node, wl, ps, groups[g], g, greq, assigned, psi,
-                                    (resume or {}).get((psi, g), -1), messages, last_index)
+                                    (resume or {}).get((psi, g), -1), messages, last_index, oracle)
             if choice is None:
                 worst = NOFIT
                 break
@@ -104,10 +105,11 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
             borrowing = max(borrowing, level)
         pod_sets.append(PodSetAssignment(ps.name, n, flavors_of, req))
     mode = worst if worst in (FIT, NOFIT) else PREEMPT
-    return Assignment(pod_sets, mode, borrowing, assigned, frs_preempt, "; ".join(messages), last_index)
+    return Assignment(pod_sets, mode, borrowing, assigned, frs_preempt, "; ".join(messages), last_index, oracle)
 
 
-def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, start, messages, last_index):
+def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, start, messages, last_index,
+                   oracle=None):
     """Walk the group's flavors (from the resume index); return (flavor, mode, level, frs) or None."""
     flavors = group.flavors
     best = None  # (flavor, mode, level, frs)
@@ -130,7 +132,7 @@ def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, star
                 messages.append(f"resource {r} unavailable in flavor {fq.flavor}")
             else:
                 val = assigned.get(fr, 0) + v
-                m, lv = _fits_quota(state, cq, node, wl, fr, val, messages)
+                m, lv = _fits_quota(state, cq, node, wl, fr, val, messages, oracle)
             frs.append(fr)
             if (m, -lv) < (mode, -level):
                 mode, level = m, lv
@@ -171,7 +173,7 @@ def _preferred(a, b, preference: str) -> bool:
 
 
 def _fits_quota(state: KueueState, cq: ClusterQueue, node, wl: KWorkload, fr: FR, val: int,
-                messages: list[str]) -> tuple[int, int]:
+                messages: list[str], oracle: dict | None = None) -> tuple[int, int]:
     if val > node.potential_available(fr):
         messages.append(f"insufficient quota for {fr[1]} in flavor {fr[0]}, previously considered "
                         f"podsets requests ({val}) exceed maximum capacity ({node.potential_available(fr)})")
@@ -184,6 +186,8 @@ def _fits_quota(state: KueueState, cq: ClusterQueue, node, wl: KWorkload, fr: FR
                                    or (state.fair_sharing and prem.reclaim_within_cohort not in ("Never", "", None)))
     if node.nominal.get(fr, 0) >= val or may_reclaim or can_preempt_while_borrowing:
         targets = get_targets(state, wl, cq.name, {fr: val}, {fr})
+        if oracle is not None:
+            oracle[(fr, val)] = targets
         if not targets:
             messages.append(f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
                             f"{val - node.available(fr)} more needed; no preemption candidates")

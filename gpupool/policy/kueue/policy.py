@@ -36,10 +36,11 @@ from gpupool.engine.decisions import (
 )
 from gpupool.engine.job import PLACING, RUNNING
 from gpupool.engine.policy_api import register
-from gpupool.engine.snapshot import Snapshot
+from gpupool.engine.snapshot import CHANGED_ALL, Snapshot
 from gpupool.model.kueue import KueueConfig
 from gpupool.model.pool import Pool
 from gpupool.model.workload import GANG_MIN
+from gpupool.policy.kueue.backlog import Backlog
 from gpupool.policy.kueue.cycle import (
     ADMITTED,
     INADMISSIBLE,
@@ -163,6 +164,12 @@ class KueuePolicy:
         self._kwl: dict[int, tuple[object, KWorkload | None, str]] = {}
         self._flavor_memo: dict[tuple, str | None] = {}
         self._decoded: dict[str, tuple | None] = {}
+        self._backlog: Backlog | None = None
+        self._root_of: dict[str, str] | None = None
+        self._deferred: dict[int, object] = {}
+        #: job id -> small int naming its scheduling shape (SchedulingEquivalenceHashing).
+        self._shapes: dict[object, int] = {}
+        self._shape_ids: dict[tuple, int] = {}
 
     # ------------------------------------------------------------------ workloads
     def kworkload(self, job) -> tuple[KWorkload | None, str]:
@@ -305,7 +312,10 @@ class KueuePolicy:
                 wake = min(wake, since + timeout)
             state.admit(adm)
             reserved.append(job)
-        if out:  # evictions first; the engine gives another pass at this instant
+        # Every call syncs the backlog (arrivals are reported once), even one that only evicts.
+        evicting = bool(out)
+        backlog = self._sync_backlog(snap, out)
+        if evicting:  # evictions first; the engine gives another pass at this instant
             return out
         scratch = Scratch(nodes)
         not_ready = False
@@ -326,42 +336,54 @@ class KueuePolicy:
             else:
                 scratch.give(pods)
                 not_ready = True
-        waiting: dict = {}
         reserved_ids = snap.reserved
-        for job in snap.pending.values():
-            if job.eligible > now or job.id in reserved_ids:
-                continue
+        pending = snap.pending
+        done: set = set()  # admitted in this pass
+        wake_cell = [float("inf")]  # backoff timers met while walking the backlog
+        root_of = self._root_of
+        if root_of is None:
+            root_of = self._root_of = {name: node.root().name for name, node in state.tree.cqs.items()}
+        for root in backlog.requeue_inadmissible(state.admitted):
+            backlog.generation[root] = backlog.generation.get(root, 0) + 1
+        parked = backlog.parked
+        parked_shapes = backlog.parked_shapes
+        shapes = self._shapes
+        jobs = snap.jobs
+
+        def usable(kwl: KWorkload) -> bool | None:
+            """Whether a backlog entry can be a head now (None: the job is gone for good)."""
+            key = kwl.key
+            job = pending.get(key)
+            if job is None:
+                gone = jobs.get(key)
+                return None if gone is None or gone.final_state is not None else False
+            if key in done or key in parked or job.eligible > now or key in reserved_ids:
+                return False
             if job.reason.startswith(_BACKOFF):
                 until = backoff_until(job.reason)
                 if until > now:  # requeueAt not reached: still inadmissible
-                    wake = min(wake, until)
-                    continue
-            kwl, why = self.kworkload(job)
-            if kwl is None:
-                # LocalQueues, ClusterQueues and selectors do not change during a run: a job
-                # Kueue can never see is refused with the reason; a stopped queue only waits.
-                if "stopped" not in why:
-                    out.append(Reject(job.id, why))
-                elif job.reason != why:
-                    out.append(Pending(job.id, why))
-                continue
-            waiting[job.id] = kwl
-        parked: set = set()
-        parked_shapes: set = set()
+                    wake_cell[0] = min(wake_cell[0], until)
+                    return False
+            return True
+
         reasons: dict = {}
         block = pr.enabled and pr.block
-        queues = _Queues(waiting.values())
+        backlog.start_pass()
         exhausted = True
         for _ in range(self.max_cycles):
-            heads = queues.heads(waiting, parked, parked_shapes)
+            heads = backlog.heads(usable, parked_shapes)
             if not heads:
                 exhausted = False
                 break
-            cycle = run_cycle(state, heads, block_admission=block and not_ready)
-            progress = False
+            resume = backlog.resume_for(heads, root_of, state.gate("FlavorFungibilityPreserveScanProgress"))
+            cycle = run_cycle(state, heads, block_admission=block and not_ready, resume=resume)
+            progress = backlog.record_scans(cycle.entries, resume, root_of,
+                                            state.gate("FlavorFungibilityPreserveScanProgress"))
             for e in cycle.admitted:
-                job = snap.pending[e.wl.key]
-                del waiting[e.wl.key]
+                job = pending[e.wl.key]
+                done.add(e.wl.key)
+                if backlog.sticky.get(e.wl.cq) == e.wl.key:
+                    del backlog.sticky[e.wl.cq]
                 adm = state.admitted[e.wl.key]
                 pods = self._place(job, adm, nodes, scratch, skip=0)
                 progress = True
@@ -384,14 +406,17 @@ class KueuePolicy:
                         out.append(Pending(job.id, why))
             for t, e in cycle.preempted:
                 out.append(Preempt(t.adm.wl.key, REQUEUE, t.reason, by_job=e.wl.key))
+                if self.kueue.cluster_queues[e.wl.cq].queueing_strategy != "StrictFIFO":
+                    backlog.sticky[e.wl.cq] = e.wl.key
             for e in cycle.entries:
                 if e.result == ADMITTED:
                     continue
                 reasons[e.wl.key] = f"{e.result}: {e.message}".rstrip(": ")
                 if e.queue_state == INADMISSIBLE and e.wl.key not in parked:
-                    parked.add(e.wl.key)
+                    root = root_of.get(e.wl.cq, e.wl.cq)
+                    parked[e.wl.key] = root
                     if state.gate("SchedulingEquivalenceHashing") and e.result in (NOFIT_R, NO_CANDIDATES):
-                        parked_shapes.add(shape_key(e.wl))
+                        parked_shapes[shapes[e.wl.key]] = root
                     progress = True
             if cycle.preempted:
                 exhausted = False
@@ -399,17 +424,53 @@ class KueuePolicy:
             if not progress:
                 exhausted = False
                 break
+        backlog.holding = {key: root_of.get(adm.cq, adm.cq) for key, adm in state.admitted.items()}
+        wake = min(wake, wake_cell[0])
         if exhausted:
-            # max_cycles reached while cycles still progressed. Parking counts as progress and
-            # the parked set is rebuilt every pass, so "at once" could repeat forever at one
-            # instant: the next cycle comes one second later (Kueue's cycles take time too).
+            # max_cycles reached while cycles still progressed: the next cycle comes one second
+            # later (Kueue's cycles take time too) instead of looping at one instant.
             wake = min(wake, now + 1.0)
         for key, why in reasons.items():
-            if key in waiting and snap.pending[key].reason != why:
+            if key not in done and key in pending and pending[key].reason != why:
                 out.append(Pending(key, why))
         if wake != float("inf"):
             out.append(WakeAt(wake))
         return out
+
+    def _sync_backlog(self, snap: Snapshot, out: list) -> Backlog:
+        """Bring the persistent backlog up to this snapshot: the jobs that arrived since the
+        previous call, or every pending job when a call was missed (or on the first call)."""
+        backlog = self._backlog
+        if backlog is None or snap.seq <= 1 or snap.seq != backlog.seq + 1 or snap.changed == CHANGED_ALL:
+            backlog = self._backlog = Backlog()
+            self._deferred = {}
+            fresh = snap.pending.values()
+        else:
+            fresh = snap.arrived
+        backlog.seq = snap.seq
+        now = snap.now
+        deferred = self._deferred
+        if deferred:
+            due = [job for job in deferred.values() if job.eligible <= now]
+            for job in due:
+                del deferred[job.id]
+            fresh = list(fresh) + due
+        for job in fresh:
+            kwl, why = self.kworkload(job)
+            if kwl is not None:
+                shape = self._shapes.get(job.id)
+                if shape is None:
+                    shape = self._shapes[job.id] = self._shape_ids.setdefault(shape_key(kwl), len(self._shape_ids))
+                backlog.add(kwl, shape)
+            elif job.eligible > now:
+                deferred[job.id] = job  # judged when eligible, as Kueue sees it only then
+            elif "stopped" not in why:
+                # LocalQueues, ClusterQueues and selectors do not change during a run: a job
+                # Kueue can never see is refused with the reason; a stopped queue only waits.
+                out.append(Reject(job.id, why))
+            elif job.reason != why:
+                out.append(Pending(job.id, why))
+        return backlog
 
     def _pods_ready_timeout(self, job, now: float, placed: bool) -> list:
         """waitForPodsReady timeout of an admitted job: evict with backoff, or deactivate."""
@@ -457,35 +518,6 @@ class KueuePolicy:
                     return tuple(pods)
                 pods.append(pod)
         return tuple(pods)
-
-
-class _Queues:
-    """Per-ClusterQueue heaps (sorted lists with a cursor) of the waiting workloads."""
-
-    def __init__(self, waiting) -> None:
-        self.lists: dict[str, list[KWorkload]] = {}
-        for wl in sorted(waiting, key=lambda w: (-w.priority, w.created, w.uid)):
-            self.lists.setdefault(wl.cq, []).append(wl)
-        self.pos = {cq: 0 for cq in self.lists}
-
-    def heads(self, waiting: dict, parked: set, parked_shapes: set) -> list[KWorkload]:
-        out = []
-        for cq, lst in self.lists.items():
-            i = self.pos[cq]
-            while i < len(lst):
-                wl = lst[i]
-                if wl.key not in waiting or wl.key in parked:
-                    i += 1
-                    continue
-                if parked_shapes and shape_key(wl) in parked_shapes:
-                    parked.add(wl.key)
-                    i += 1
-                    continue
-                break
-            self.pos[cq] = i
-            if i < len(lst):
-                out.append(lst[i])
-        return out
 
 
 @register("kueue", "Kueue admission (quota, cohorts, preemption, fair sharing), kube-scheduler places pod by pod")

@@ -76,15 +76,13 @@ def classic_targets(state: KueueState, wl: KWorkload, cq_name: str, request: dic
         adv = all(q.usage.get(fr, 0) + v <= q.nominal.get(fr, 0) for fr, v in request.items())
         remaining = {fr: v - q.local_available(fr) for fr, v in request.items()}
 
-        def collect(node: QNode) -> None:
-            if not node.borrowing_any(frs):
-                return
-            if not node.is_cq:
-                for child in node.children:
-                    collect(child)
-                return
-            for a in state.by_cq.get(node.name, ()):
-                if not a.uses_any(frs) or not reclaim_allows(prem.reclaim_within_cohort, wl, a.wl):
+        reclaim = prem.reclaim_within_cohort
+        visited: QNode = q
+        node = q.parent
+        while node is not None:
+            skip_child = id(visited)
+            for child_id, a in _other_cq_candidates(state, node, frs):
+                if child_id == skip_child or not reclaim_allows(reclaim, wl, a.wl):
                     continue
                 if adv:
                     hierarchy.append(_Cand(a, IN_COHORT_RECLAMATION, False, True))
@@ -93,13 +91,6 @@ def classic_targets(state: KueueState, wl: KWorkload, cq_name: str, request: dic
                            or (threshold is not None and a.wl.priority > threshold))
                 reason = IN_COHORT_RECLAMATION if without else IN_COHORT_RECLAIM_WHILE_BORROWING
                 by_priority.append(_Cand(a, reason, without, True))
-
-        visited: QNode = q
-        node = q.parent
-        while node is not None:
-            for child in node.children:
-                if child is not visited:
-                    collect(child)
             adv = adv or all(node.usage.get(fr, 0) + rem <= node.subtree.get(fr, 0)
                              for fr, rem in remaining.items())
             remaining = {fr: rem - node.local_available(fr) for fr, rem in remaining.items()}
@@ -124,6 +115,41 @@ def classic_targets(state: KueueState, wl: KWorkload, cq_name: str, request: dic
     return []
 
 
+def _other_cq_candidates(state: KueueState, node: QNode, frs: set[FR]) -> list[tuple[int, Admitted]]:
+    """``(id of node's child, workload)`` for every admitted workload using an fr of ``frs``
+    in the subtrees of ``node``'s children that are borrowing on ``frs`` (descending only into
+    borrowing cohorts), sorted in candidate order (§5.2; for other CQs the order does not depend
+    on the preemptor). The caller drops the child it came from.
+
+    While a cycle nominates its heads the quota tree is the cycle's initial snapshot (every
+    simulation restores it), so ``state.candidate_memo`` — set by the cycle for that phase only
+    — shares these lists between all heads of a cohort."""
+    memo = state.candidate_memo
+    key = (id(node), frozenset(frs))
+    if memo is not None:
+        found = memo.get(key)
+        if found is not None:
+            return found
+    out: list[tuple[int, Admitted]] = []
+    by_cq = state.by_cq
+
+    def collect(child_id: int, sub: QNode) -> None:
+        if not sub.borrowing_any(frs):
+            return
+        if not sub.is_cq:
+            for c in sub.children:
+                collect(child_id, c)
+            return
+        out.extend((child_id, a) for a in by_cq.get(sub.name, ()) if a.uses_any(frs))
+
+    for child in node.children:
+        collect(id(child), child)
+    out.sort(key=lambda item: candidate_key(item[1], ""))
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
 def _fits(q: QNode, request: dict[FR, int], allow_borrowing: bool) -> bool:
     for fr, v in request.items():
         if v > q.available(fr):
@@ -133,38 +159,29 @@ def _fits(q: QNode, request: dict[FR, int], allow_borrowing: bool) -> bool:
     return True
 
 
-def _lca(a: QNode, b: QNode) -> QNode | None:
-    ids = {id(n) for n in b.path()}
-    node = a
-    while node is not None:
-        if id(node) in ids:
-            return node
-        node = node.parent
-    return None
-
-
 def _attempt(state: KueueState, q: QNode, request, frs, ordered: list[_Cand], allow: bool):
+    cqs = state.tree.cqs
     tree = state.tree
+    q_ids = {id(n) for n in q.path()}  # the LCA with any CQ is the first of its ancestors in here
     removed: list[_Cand] = []
     result = None
     for cand in ordered:
+        x = cqs[cand.adm.cq]
         if cand.other:
             if allow and cand.without_borrowing:
                 continue
-            x = tree.cqs[cand.adm.cq]
             if not x.borrowing_any(frs):
                 continue
-            lca = _lca(x, q)
             node = x.parent
             skip = False
-            while node is not None and node is not lca:
+            while node is not None and id(node) not in q_ids:
                 if not node.borrowing_any(frs):
                     skip = True
                     break
                 node = node.parent
             if skip:
                 continue
-        tree.cqs[cand.adm.cq].add_usage(cand.adm.usage, -1)
+        x.add_usage(cand.adm.usage, -1)
         removed.append(cand)
         if _fits(q, request, allow):
             result = _minimal_set(tree, q, request, removed, allow)

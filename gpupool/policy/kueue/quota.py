@@ -62,21 +62,30 @@ class QNode:
         return max(0, self.subtree.get(fr, 0) - lend)
 
     def local_available(self, fr: FR) -> int:
+        if not self.lending:
+            used = self.usage.get(fr, 0)
+            return -used if used < 0 else 0
         return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
 
     # -- availability -----------------------------------------------------------
     def available_raw(self, fr: FR) -> int:
         """``available(n)`` of §2, possibly negative."""
         parent = self.parent
+        used = self.usage.get(fr, 0)
         if parent is None:
-            return self.subtree.get(fr, 0) - self.usage.get(fr, 0)
+            return self.subtree.get(fr, 0) - used
         p = parent.available_raw(fr)
         limit = self.borrowing.get(fr)
-        if limit is not None:
+        if self.lending:
             lq = self.local_quota(fr)
-            cap = (self.subtree.get(fr, 0) - lq) - max(0, self.usage.get(fr, 0) - lq) + limit
+            if limit is not None:
+                p = min(p, (self.subtree.get(fr, 0) - lq) - max(0, used - lq) + limit)
+            return max(0, lq - used) + p
+        # No lendingLimit: local quota 0 (the same formulas, on the hot path of preemption).
+        if limit is not None:
+            cap = self.subtree.get(fr, 0) - (max(0, used)) + limit
             p = min(p, cap)
-        return self.local_available(fr) + p
+        return (-used if used < 0 else 0) + p
 
     def available(self, fr: FR) -> int:
         return max(0, self.available_raw(fr))
@@ -96,18 +105,26 @@ class QNode:
         return self.usage.get(fr, 0) > self.subtree.get(fr, 0)
 
     def borrowing_any(self, frs: Iterable[FR]) -> bool:
-        return any(self.usage.get(fr, 0) > self.subtree.get(fr, 0) for fr in frs)
+        usage, subtree = self.usage, self.subtree
+        for fr in frs:
+            if usage.get(fr, 0) > subtree.get(fr, 0):
+                return True
+        return False
 
     # -- usage ------------------------------------------------------------------
     def add(self, fr: FR, value: int) -> None:
         """Add (or with a negative value remove) usage here and bubble the excess up."""
         node = self
         while node is not None and value:
-            lq = node.local_quota(fr)
-            before = node.usage.get(fr, 0)
+            usage = node.usage
+            before = usage.get(fr, 0)
             after = before + value
-            node.usage[fr] = after
-            value = max(0, after - lq) - max(0, before - lq)
+            usage[fr] = after
+            if node.lending:  # only a lendingLimit keeps part of the usage local
+                lq = node.local_quota(fr)
+                value = max(0, after - lq) - max(0, before - lq)
+            elif before < 0 or after < 0:  # transient negatives while simulating removals
+                value = max(0, after) - max(0, before)
             node = node.parent
 
     def add_usage(self, usage: dict[FR, int], sign: int = 1) -> None:

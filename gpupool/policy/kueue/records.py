@@ -70,6 +70,9 @@ class Assignment:
     message: str = ""
     #: (pod set index, resource) -> index of the last flavor examined (scan resume, §4.3).
     last_index: dict = field(default_factory=dict)
+    #: (fr, quantity) -> targets the single-fr preemption oracle found for the chosen flavors
+    #: (the same state as the nomination's own target search, so it can be reused).
+    oracle: dict = field(default_factory=dict)
 
     @property
     def counts(self) -> list[int]:

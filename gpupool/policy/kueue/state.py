@@ -46,6 +46,9 @@ class KueueState:
         self.strategies = strategies or list(DEFAULT_STRATEGIES)
         #: Skipped preemptions per ClusterQueue in the last cycle (Kueue's metric).
         self.skipped_preemptions: dict[str, int] = {}
+        #: Set by a cycle while it nominates (the tree is then its initial snapshot): other-CQ
+        #: preemption candidates per (cohort node, frs), shared by the heads (preemption.py).
+        self.candidate_memo: dict | None = None
 
     def gate(self, name: str) -> bool:
         return bool(self.gates.get(name, False))
