@@ -44,7 +44,7 @@ def register(name: str, description: str) -> Callable[[PolicyFactory], PolicyFac
 
 
 #: Built-in policies in the order `compare` runs and lists them (baselines first).
-BUILTIN_ORDER = ("fifo", "first-fit", "slurm", "kueue", "kueue-gang", "bridge", "operator")
+BUILTIN_ORDER = ("fifo", "first-fit", "slurm", "kueue-classic", "kueue", "kueue-gang", "bridge", "operator")
 
 
 def _load_builtin() -> None:

@@ -86,7 +86,8 @@ def test_compare_runs_every_registered_policy(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [p["policy"] for p in data["policies"]] == list(registered())
-    assert list(registered())[:5] == ["fifo", "first-fit", "slurm", "kueue", "kueue-gang"]
+    assert list(registered()) == ["fifo", "first-fit", "slurm", "kueue-classic", "kueue", "kueue-gang",
+                                  "bridge", "operator"]
     assert (tmp_path / "comparison.csv").exists() and (tmp_path / "fifo" / "jobs.parquet").exists()
     first_fit = data["policies"][1]
     assert data["policies"][1]["policy"] == "first-fit"

@@ -186,3 +186,20 @@ def test_reservation_note_round_trips():
                                                      ("workers", 4, {"cpu": "f-a", "nvidia.com/gpu": "h100.x"}),
                                                      ("empty", 2, {})])
     assert decode_reservation("something else") is None
+
+
+def test_kueue_classic_drops_only_the_fair_sharing_section():
+    from gpupool.errors import PolicyNotApplicable
+    from gpupool.formats.pool_dir import load_pool
+    from gpupool.policy.kueue.state import KueueState
+
+    seed = load_pool(SEED)
+    fair = make_policy("kueue", seed)
+    classic = make_policy("kueue-classic", seed)
+    assert KueueState(fair.kueue).fair_sharing and not KueueState(classic.kueue).fair_sharing
+    assert classic.kueue.cluster_queues == fair.kueue.cluster_queues
+    assert {k: v for k, v in fair.kueue.configuration.items() if k != "fairSharing"} == classic.kueue.configuration
+    with pytest.raises(PolicyNotApplicable, match="no fairSharing"):
+        make_policy("kueue-classic", _pool())
+    with pytest.raises(ValueError, match="fair_sharing"):
+        make_policy("kueue", seed, {"fair_sharing": "maybe"})

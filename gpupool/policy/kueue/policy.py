@@ -22,6 +22,7 @@ See docs/policies/kueue.md for what is approximated.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from gpupool.engine.decisions import (
@@ -37,6 +38,7 @@ from gpupool.engine.decisions import (
 from gpupool.engine.job import PLACING, RUNNING
 from gpupool.engine.policy_api import register
 from gpupool.engine.snapshot import CHANGED_ALL, Snapshot
+from gpupool.errors import PolicyNotApplicable
 from gpupool.model.kueue import KueueConfig
 from gpupool.model.pool import Pool
 from gpupool.model.workload import GANG_MIN
@@ -56,7 +58,7 @@ from gpupool.policy.kueue.state import KueueState
 from gpupool.policy.placement import Scratch
 
 NO_QUEUE = "no LocalQueue"
-_OPTIONS = {"max_cycles", "scoring", "gpu_weight"}
+_OPTIONS = {"max_cycles", "scoring", "gpu_weight", "fair_sharing"}
 #: Eviction reason of waitForPodsReady (the key counted in ``job.evictions`` for the backoff).
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 DEACTIVATED = "RequeuingLimitExceeded: deactivated after PodsReady timeouts"
@@ -151,7 +153,7 @@ class KueuePolicy:
         self.name = name
         self.pool = pool
         self.gang = gang
-        self.kueue = pool.kueue or KueueConfig()
+        self.kueue = _with_fair_sharing(pool.kueue or KueueConfig(), options.get("fair_sharing", "pool"), name)
         #: No periodic tick: Kueue's cycles run on events, timers come as ``WakeAt``.
         self.tick_interval = None
         self.max_cycles = int(options.get("max_cycles", 1000))
@@ -523,6 +525,26 @@ class KueuePolicy:
 @register("kueue", "Kueue admission (quota, cohorts, preemption, fair sharing), kube-scheduler places pod by pod")
 def _kueue(pool: Pool, options: dict) -> KueuePolicy:
     return KueuePolicy(pool, options, gang=False, name="kueue")
+
+
+def _with_fair_sharing(kueue: KueueConfig, mode: str, name: str) -> KueueConfig:
+    """The pool's Kueue objects under its Configuration as written (``pool``), or with the
+    Configuration's ``fairSharing`` section removed (``off``: classic preemption), so one pool
+    can be compared under both without keeping two Configuration files."""
+    if mode == "pool":
+        return kueue
+    if mode != "off":
+        raise ValueError(f"policy {name}: option fair_sharing={mode!r}; expected 'pool' or 'off'")
+    config = {k: v for k, v in (kueue.configuration or {}).items() if k != "fairSharing"}
+    return dataclasses.replace(kueue, configuration=config)
+
+
+@register("kueue-classic", "Kueue as `kueue`, with the Configuration's fairSharing removed: classic preemption")
+def _kueue_classic(pool: Pool, options: dict) -> KueuePolicy:
+    if "fairSharing" not in ((pool.kueue.configuration if pool.kueue else None) or {}):
+        raise PolicyNotApplicable(f"policy kueue-classic: pool {pool.name}'s Kueue Configuration has no fairSharing "
+                                  "section, so kueue already runs classic preemption")
+    return KueuePolicy(pool, {**options, "fair_sharing": "off"}, gang=False, name="kueue-classic")
 
 
 @register("kueue-gang", "Kueue admission with GenericWorkload gang placement: whole pod groups or nothing")
