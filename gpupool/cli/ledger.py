@@ -1,4 +1,4 @@
-"""Ledger commands: ``acct``, ``share``, ``usage``, ``policy …``, ``audit …``, ``import …``.
+"""Ledger commands: ``acct``, ``share``, ``usage``, ``policy …``, ``audit …``, ``runs``, ``import …``.
 
 ``register(app)`` adds them to the main ``gpupool`` app. Every command takes ``--db``
 (default ``$GPUPOOL_DB`` or ``~/.local/share/gpupool/ledger.db``; a path or a SQLAlchemy URL
@@ -77,6 +77,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(policy_app, name="policy")
     app.add_typer(audit_app, name="audit")
     app.add_typer(import_app, name="import")
+    runs_app = typer.Typer(help="Recorded simulation runs: their inputs (hashes), seed, policy and times.")
+    app.add_typer(runs_app, name="runs")
 
     # ------------------------------------------------------------------ acct
     @app.command()
@@ -331,6 +333,67 @@ def register(app: typer.Typer) -> None:
                           v.get("message", ""))
         out.print(table)
 
+    # ------------------------------------------------------------------ runs
+    @runs_app.callback(invoke_without_command=True)
+    def runs_list(
+        ctx: typer.Context,
+        pool: Optional[str] = typer.Option(None, "--pool", help="Only runs of this pool (by name)."),
+        policy: Optional[str] = typer.Option(None, "--policy", help="Only runs of this policy."),
+        db: Optional[str] = _db_option(),
+        as_json: bool = _json_option(),
+    ) -> None:
+        """List recorded runs (`gpupool simulate … --db`), oldest first; `runs show ID` for one."""
+        if ctx.invoked_subcommand is not None:
+            return
+        from gpupool.ledger.runs import list_runs
+
+        try:
+            rows = list_runs(_ledger(db), pool=pool, policy=policy)
+        except GpupoolError as exc:
+            _fail(exc)
+        if as_json:
+            _emit(rows)
+            return
+        table = Table("run", "pool", "pool hash", "policy", "version", "workload", "digest", "seed", "epoch",
+                      "recorded", "jobs", "GPU-h")
+        for r in rows:
+            table.add_row(r["run_id"], r["pool"], r["pool_hash"][:12], r["policy"], r["policy_version"][:12] or "-",
+                          r["workload"], r["workload_digest"][:12], "-" if r["seed"] is None else str(r["seed"]),
+                          r["epoch"], r["recorded_at"], str(r["jobs"]), f"{r['gpu_hours']:.1f}")
+        out.print(table)
+
+    @runs_app.command("show")
+    def runs_show(
+        run_id: str = typer.Argument(..., help="Run id, a unique prefix of it, or run:ID."),
+        db: Optional[str] = _db_option(),
+        as_json: bool = _json_option(),
+    ) -> None:
+        """Everything recorded about one run: inputs, options, policy version, job states, summary."""
+        from gpupool.ledger.runs import show_run
+
+        try:
+            run = show_run(_ledger(db), run_id)
+        except GpupoolError as exc:
+            _fail(exc)
+        if as_json:
+            _emit(run)
+            return
+        pv = run["policy_version_commit"]
+        lines = [
+            ("run", run["run_id"]), ("cluster", run["cluster"]), ("pool", f"{run['pool']} (tree {run['pool_hash']})"),
+            ("policy", run["policy"]), ("options", json.dumps(run["policy_options"], sort_keys=True)),
+            ("policy version", (f"{pv['version'][:12]} committed {pv['committed_at']} by {pv['author']}: "
+                                f"{pv['message']}") if pv else (run["policy_version"] or "-")),
+            ("workload", run["workload"]), ("workload digest", run["workload_digest"]),
+            ("seed", "-" if run["seed"] is None else str(run["seed"])), ("epoch", run["epoch"]),
+            ("jobs span", f"{run['first_submit']} .. {run['last_end']}"), ("recorded", run["recorded_at"]),
+            ("jobs", f"{run['jobs']} ({', '.join(f'{k} {v}' for k, v in run['states'].items()) or 'none'})"),
+            ("GPU-hours", f"{run['gpu_hours']:.3f}"),
+        ]
+        width = max(len(k) for k, _ in lines)
+        for k, v in lines:
+            sys.stdout.write(f"{k.ljust(width)}  {v}\n")
+
     # ------------------------------------------------------------------ import
     def _report(result: dict, as_json: bool) -> None:
         if as_json:
@@ -350,15 +413,22 @@ def register(app: typer.Typer) -> None:
         as_json: bool = _json_option(),
     ) -> None:
         """Import sacct job records; importing the same records again adds nothing."""
-        from gpupool.ledger.imports import import_sacct, import_sacct_json
+        from gpupool.ledger.imports import import_sacct_files, import_sacct_json
 
         results = []
         try:
             ledger = _ledger(db)
+            text: list[Path] = []  # runs of parsable files go through the pipelined importer, in order
             for f in files:
-                head = f.read_bytes()[:64].lstrip()
-                fn = import_sacct_json if head.startswith(b"{") else import_sacct
-                results.append(fn(ledger, f, cluster=cluster, pool=pool))
+                with open(f, "rb") as fh:
+                    head = fh.read(64).lstrip()
+                if head.startswith(b"{"):
+                    results.extend(import_sacct_files(ledger, text, cluster=cluster, pool=pool))
+                    text = []
+                    results.append(import_sacct_json(ledger, f, cluster=cluster, pool=pool))
+                else:
+                    text.append(f)
+            results.extend(import_sacct_files(ledger, text, cluster=cluster, pool=pool))
         except (GpupoolError, OSError) as exc:
             _fail(exc)
         if as_json:

@@ -485,10 +485,3 @@ def render_share(rows: list[ShareRow], parsable: bool) -> str:
         lines.append(" ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(b, widths))))
     return "\n".join(lines) + "\n"
 
-
-def runs(ledger: Ledger) -> list[dict]:
-    with ledger.read() as conn:
-        return [{"run_id": r.run_id, "cluster": r.origin, "pool": r.pool, "policy": r.policy,
-                 "policy_version": (r.policy_version or "")[:12], "workload": r.workload_spec, "seed": r.seed,
-                 "epoch": format_ts(r.epoch), "jobs": json.loads(r.summary).get("jobs")}
-                for r in conn.execute(sa.select(s.runs).order_by(s.runs.c.recorded_at))]

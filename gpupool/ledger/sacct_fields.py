@@ -12,16 +12,17 @@ import math
 from gpupool.formats.slurm_time import format_duration
 from gpupool.ledger.timefmt import format_ts
 
-#: ``sacct --helpformat`` of Slurm 22.05, in its order (this is what ``--format=ALL`` prints).
+#: ``sacct --helpformat`` of Slurm 22.05.8, in its order (this is what ``--format=ALL`` prints;
+#: checked against the real header in tests/ledger/fixtures/real_slurm_22.05).
 SACCT_2205_FIELDS = (
     "Account AdminComment AllocCPUS AllocNodes AllocTRES AssocID AveCPU AveCPUFreq AveDiskRead AveDiskWrite "
     "AvePages AveRSS AveVMSize BlockID Cluster Comment Constraints ConsumedEnergy ConsumedEnergyRaw Container "
     "CPUTime CPUTimeRAW DBIndex DerivedExitCode Elapsed ElapsedRaw Eligible End ExitCode Flags GID Group JobID "
     "JobIDRaw JobName Layout MaxDiskRead MaxDiskReadNode MaxDiskReadTask MaxDiskWrite MaxDiskWriteNode "
     "MaxDiskWriteTask MaxPages MaxPagesNode MaxPagesTask MaxRSS MaxRSSNode MaxRSSTask MaxVMSize MaxVMSizeNode "
-    "MaxVMSizeTask McsLabel MinCPU MinCPUNode MinCPUTask NCPUS NNodes NodeList NTasks Priority Partition QOS "
+    "MaxVMSizeTask McsLabel MinCPU MinCPUNode MinCPUTask NCPUS NNodes NodeList NTasks Partition Priority QOS "
     "QOSRAW Reason ReqCPUFreq ReqCPUFreqGov ReqCPUFreqMax ReqCPUFreqMin ReqCPUS ReqMem ReqNodes ReqTRES "
-    "Reservation ReservationId Reserved ResvCPU ResvCPURAW Start State Submit Suspended SystemComment SystemCPU "
+    "Reservation ReservationId Reserved ResvCPU ResvCPURAW Start State Submit SubmitLine Suspended SystemComment SystemCPU "
     "Timelimit TimelimitRaw TotalCPU TRESUsageInAve TRESUsageInMax TRESUsageInMaxNode TRESUsageInMaxTask "
     "TRESUsageInMin TRESUsageInMinNode TRESUsageInMinTask TRESUsageInTot TRESUsageOutAve TRESUsageOutMax "
     "TRESUsageOutMaxNode TRESUsageOutMaxTask TRESUsageOutMin TRESUsageOutMinNode TRESUsageOutMinTask "
@@ -111,13 +112,25 @@ _GETTERS = {
 }
 
 
+#: Fields the ledger can derive from its columns but prints as imported when an import kept
+#: them: sacct knows better (a job cancelled while pending has Start set, yet Reserved is
+#: INVALID and AllocNodes 0).
+_IMPORTED_FIRST = {"AllocNodes", "Reserved", "Suspended", "CPUTime", "CPUTimeRAW", "DerivedExitCode"}
+
+
+def _extra(job) -> dict:
+    extra = job["extra"]
+    return json.loads(extra or "{}") if isinstance(extra, str) else (extra or {})
+
+
 def field_value(job, name: str) -> str:
     getter = _GETTERS.get(name)
     if getter is not None:
+        if name in _IMPORTED_FIRST:
+            kept = _extra(job).get(name)
+            if kept not in (None, ""):
+                return str(kept)
         value = getter(job)
         return "" if value is None else str(value)
-    extra = job["extra"]
-    if isinstance(extra, str):
-        extra = json.loads(extra or "{}")
-    value = extra.get(name, "")
+    value = _extra(job).get(name, "")
     return "" if value is None else str(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import os
 import time
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import Iterable, Iterator
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from gpupool.ledger import rollup
 from gpupool.ledger import schema as s
 from gpupool.ledger.db import LedgerError, open_engine
 
@@ -40,6 +42,14 @@ class WriteStats:
     #: origin -> [from, to]: the times whose usage roll-up this write may have changed
     #: (``update_usage`` recomputes only the hours they span).
     dirty: dict[str, list] = field(default_factory=dict)
+    #: origin -> job id -> row of each job this write created; their usage is added as a
+    #: delta (``update_usage``) instead of being recomputed from the tables.
+    fresh: dict[str, dict[str, dict]] = field(default_factory=dict)
+    #: origin -> allocation key -> the first row given for it, for allocations of fresh jobs.
+    fresh_allocations: dict[str, dict[tuple, dict]] = field(default_factory=dict)
+    #: origin -> (job ids, usage rows of those jobs as if all were new), computed by an
+    #: importer ahead of the write (``fresh_usage_rows``) off the writing thread.
+    prepared: dict[str, tuple] = field(default_factory=dict)
 
     def touch(self, origin: str, *times) -> None:
         ts = [x for x in times if x is not None]
@@ -55,7 +65,7 @@ class WriteStats:
                 + self.allocations_updated + sum(self.other.values()))
 
     def as_dict(self) -> dict:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("other", "dirty")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("other", "dirty", "fresh", "fresh_allocations", "prepared")}
         out.update(self.other)
         return out
 
@@ -109,14 +119,40 @@ def _sqlite_executemany(conn: Connection, table: sa.Table, rows: list[dict], con
         return False
     names = list(rows[0])
     known = set(table.c.keys())
-    if any(n not in known for n in names) or any(len(r) != len(names) or r.keys() != rows[0].keys() for r in rows):
+    width = len(names)
+    if any(n not in known for n in names) or any(len(r) != width for r in rows):
+        return False
+    get = operator.itemgetter(*names)
+    try:  # same length and every name present: the same keys
+        values = [get(r) for r in rows] if width > 1 else [(get(r),) for r in rows]
+    except KeyError:
         return False
     cols = ", ".join(f'"{n}"' for n in names)
-    sql = f'INSERT INTO "{table.name}" ({cols}) VALUES ({", ".join("?" * len(names))})'
+    sql = f'INSERT INTO "{table.name}" ({cols}) VALUES ({", ".join("?" * width)})'
     if conflict_keys is not None:
         sql += f' ON CONFLICT ({", ".join(chr(34) + k + chr(34) for k in conflict_keys)}) DO NOTHING'
-    conn.connection.driver_connection.executemany(sql, [tuple(r[n] for n in names) for r in rows])
+    conn.connection.driver_connection.executemany(sql, values)
     return True
+
+
+def upsert_add(conn: Connection, table: sa.Table, rows: list[tuple], keys: tuple[str, ...], column: str) -> None:
+    """Insert rows (tuples of ``keys`` then ``column``); where the key exists, add ``column``
+    to the stored value (rounded to 6 decimals, as the roll-up stores seconds)."""
+    if not rows:
+        return
+    names = list(keys) + [column]
+    if conn.dialect.name == "sqlite":
+        quoted = ", ".join(f'"{n}"' for n in names)
+        sql = (f'INSERT INTO "{table.name}" ({quoted}) VALUES ({", ".join("?" * len(names))}) '
+               f'ON CONFLICT ({", ".join(chr(34) + k + chr(34) for k in keys)}) DO UPDATE SET '
+               f'"{column}" = round("{table.name}"."{column}" + excluded."{column}", 6)')
+        conn.connection.driver_connection.executemany(sql, rows)
+        return
+    stmt = _insert(conn, table)
+    summed = sa.func.round(sa.cast(table.c[column] + stmt.excluded[column], sa.Numeric), 6)
+    stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={column: sa.cast(summed, sa.Float)})
+    for part in chunks(rows):
+        conn.execute(stmt, [dict(zip(names, r)) for r in part])
 
 
 def _total_changes(conn: Connection, _table: sa.Table) -> int:
@@ -125,6 +161,9 @@ def _total_changes(conn: Connection, _table: sa.Table) -> int:
 
 def _count(conn: Connection, table: sa.Table) -> int:
     return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+
+
+_CONTAINERS = (dict, list)
 
 
 def _jsonable(row: dict) -> dict:
@@ -165,8 +204,8 @@ class Ledger:
         """Insert new jobs; replace a stored job whose record changed (a later sacct run)."""
         if not rows:
             return
-        rows = [_jsonable(r) for r in rows]
         cols = [c.name for c in s.jobs.columns]
+        col_set = set(cols)
         compared = [c for c in cols if c != "source"]  # the same record from another file is unchanged
         defaults = _defaults()
         by_origin: dict[str, list[dict]] = {}
@@ -180,13 +219,17 @@ class Ledger:
                 for row in conn.execute(q).mappings():
                     existing[row["job_id"]] = tuple(row[c] for c in compared)
             new, changed = [], []
+            fresh = stats.fresh.setdefault(origin, {})
             i_start, i_elapsed = compared.index("start"), compared.index("elapsed")
             for r in group:
-                full = {c: (r[c] if c in r else defaults[c]) for c in cols}
+                if r.keys() == col_set and type(r["extra"]) not in _CONTAINERS:
+                    full = r  # every column given, ``extra`` as JSON text (the importers' rows)
+                else:
+                    full = _jsonable({c: (r[c] if c in r else defaults[c]) for c in cols})
                 old = existing.get(r["job_id"])
                 if old is None:
                     new.append(full)
-                    _touch_job(stats, origin, full["start"], full["elapsed"])
+                    fresh[full["job_id"]] = full
                 elif old != tuple(full[c] for c in compared):
                     changed.append(full)
                     _touch_job(stats, origin, full["start"], full["elapsed"])
@@ -219,18 +262,33 @@ class Ledger:
         # one stored open before this write, or one this write inserts open. Every other
         # row's update would match nothing, so it is not sent (one statement per row was
         # most of an import's time).
-        open_keys = {tuple(r[k] for k in key) for r in rows if r.get("time_to") is None}
-        for origin in {r["origin"] for r in rows}:
-            q = sa.select(*(a[k] for k in key)).where(a.origin == origin, a.time_to.is_(None))
-            open_keys.update(tuple(x) for x in conn.execute(q))
+        # Stored open allocations are looked up for this write's jobs only (through the
+        # (origin, job_id, …) unique index): all open ones of the cluster meant reading the
+        # whole table on every import.
+        keyof = operator.itemgetter(*key)
+        keys = [keyof(r) for r in rows]
+        open_keys = {k for k, r in zip(keys, rows) if r.get("time_to") is None}
+        jobs_of: dict[str, set] = {}
+        for r in rows:
+            jobs_of.setdefault(r["origin"], set()).add(r["job_id"])
+        for origin, ids in jobs_of.items():
+            for part in chunks(sorted(ids), 900):
+                q = sa.select(*(a[k] for k in key)).where(a.origin == origin, a.job_id.in_(part),
+                                                          a.time_to.is_(None))
+                open_keys.update(tuple(x) for x in conn.execute(q))
         stats.allocations_added += insert_ignore(conn, s.allocations, rows, key)
-        for r in rows:
-            stats.touch(r["origin"], r["time_from"], r.get("time_to"), r.get("as_of"))
-        for r in rows:
-            if tuple(r[k] for k in key) not in open_keys:
+        for k, r in zip(keys, rows):
+            fresh = stats.fresh.get(r["origin"])
+            if fresh and r["job_id"] in fresh:  # new job, so a new allocation: added as a delta
+                stats.fresh_allocations.setdefault(r["origin"], {}).setdefault(k, r)
+            else:
+                stats.touch(r["origin"], r["time_from"], r.get("time_to"), r.get("as_of"))
+        for k, r in zip(keys, rows):
+            if k not in open_keys:
                 continue
             old_as_of = conn.execute(sa.select(a.as_of).where(*(a[k] == r[k] for k in key))).scalar_one_or_none()
-            stats.touch(r["origin"], old_as_of)
+            # the whole stored extent is recomputed (a fresh job's open allocation included)
+            stats.touch(r["origin"], r["time_from"], r.get("time_to"), r.get("as_of"), old_as_of)
             q = s.allocations.update().where(*(a[k] == r[k] for k in key))
             if r.get("time_to") is not None:
                 res = conn.execute(q.where(a.time_to.is_(None)).values(time_to=r["time_to"], as_of=r.get("as_of")))
@@ -240,13 +298,16 @@ class Ledger:
                              .values(as_of=r["as_of"]))
 
     def update_usage(self, conn: Connection, origin: str, stats: WriteStats) -> int:
-        """Bring the roll-up of ``origin`` up to date after a write: only the hours this write
-        touched (``stats.dirty``) are recomputed, from every allocation and job overlapping
-        them, so the rows equal those of a full ``rebuild_usage``."""
+        """Bring the roll-up of ``origin`` up to date after a write, with the rows a full
+        ``rebuild_usage`` would give: the hours a changed record touched (``stats.dirty``) are
+        recomputed from every allocation and job overlapping them; jobs this write created
+        (and their allocations) are added to the stored hours without reading anything back
+        (reading every overlapping record made each daily import scan the whole table)."""
         span = stats.dirty.get(origin)
-        if span is None:
-            return 0
-        return self.rebuild_usage(conn, origin, span[0], span[1])
+        n = 0
+        if span is not None:
+            n += self.rebuild_usage(conn, origin, span[0], span[1])
+        return n + self._add_fresh_usage(conn, origin, stats, None if span is None else rollup.hour_span(*span))
 
     def rebuild_usage(self, conn: Connection, origin: str, since: float | None = None,
                       until: float | None = None) -> int:
@@ -256,52 +317,45 @@ class Ledger:
         u = s.usage.c
         lo = hi = None
         if since is not None and until is not None:
-            lo = (since // HOUR) * HOUR
-            hi = (until // HOUR) * HOUR + HOUR
+            lo, hi = rollup.hour_span(since, until)
             conn.execute(s.usage.delete().where(u.origin == origin, u.period_start >= lo, u.period_start < hi))
         else:
             conn.execute(s.usage.delete().where(u.origin == origin))
-        totals: dict[tuple, float] = {}
-
-        def add(period_key: tuple, t0: float, t1: float, amount: float) -> None:
-            if lo is not None:
-                t0, t1 = max(t0, lo), min(t1, hi)
-            t = t0
-            while t < t1:
-                hour = (t // HOUR) * HOUR
-                nxt = min(t1, hour + HOUR)
-                k = (hour,) + period_key
-                totals[k] = totals.get(k, 0.0) + amount * (nxt - t)
-                t = nxt
-
+        totals: rollup.Totals = {}
         q = (sa.select(a.time_from, a.time_to, a.as_of, a.gpu_count, a.gpu_type, j.account, j.user, j.qos,
                        j.queue, j.gpu_type.label("job_gpu_type"))
              .join(s.jobs, (j.origin == a.origin) & (j.job_id == a.job_id)).where(a.origin == origin)
              .order_by(a.id))
         if lo is not None:
             q = q.where(a.time_from < hi, sa.func.coalesce(a.time_to, a.as_of) > lo)
-        for row in conn.execute(q):
-            end = row.time_to if row.time_to is not None else row.as_of
-            if end is None or end <= row.time_from:
-                continue
-            gpu_type = row.gpu_type or row.job_gpu_type or ""
-            add((row.account, row.user, row.qos, row.queue, gpu_type, "gres/gpu"), row.time_from, end, row.gpu_count)
+        rollup.add_allocations(totals, conn.execute(q), lo, hi)
         q = sa.select(j.start, j.elapsed, j.ncpus, j.account, j.user, j.qos, j.queue, j.billing).where(
             j.origin == origin, j.start.is_not(None), j.elapsed.is_not(None)).order_by(j.job_id)
         if lo is not None:
             q = q.where(j.start < hi, j.start + j.elapsed > lo)
-        for row in conn.execute(q):
-            if row.elapsed <= 0:
-                continue
-            key = (row.account, row.user, row.qos, row.queue, "")
-            if row.ncpus:
-                add(key + ("cpu",), row.start, row.start + row.elapsed, row.ncpus)
-            if row.billing:
-                add(key + ("billing",), row.start, row.start + row.elapsed, row.billing)
-        names = ("period_start", "account", "user", "qos", "queue", "gpu_type", "tres")
-        out = [dict(zip(names, k), origin=origin, seconds=round(v, 6)) for k, v in sorted(totals.items())]
+        rollup.add_jobs(totals, conn.execute(q), lo, hi)
+        out = rollup.as_rows(totals, origin)
         bulk_insert(conn, s.usage, out)
         return len(out)
+
+    def _add_fresh_usage(self, conn: Connection, origin: str, stats: WriteStats,
+                         skip: tuple[float, float] | None) -> int:
+        """Add the roll-up of the jobs and allocations this write created (``stats.fresh``)
+        to the stored hours, outside ``skip`` (hours just rebuilt, which already count them).
+        An importer may hand in the rows computed for all of its jobs (``stats.prepared``):
+        they are used when every one of those jobs turned out to be new."""
+        jobs = stats.fresh.get(origin)
+        if not jobs:
+            return 0
+        ready = stats.prepared.get(origin)
+        if ready is not None and ready[0] == jobs.keys():
+            rows = ready[1]
+        else:
+            rows = fresh_usage_rows(origin, jobs, stats.fresh_allocations.get(origin, {}).values())
+        if skip is not None:
+            rows = [r for r in rows if not skip[0] <= r[1] < skip[1]]
+        upsert_add(conn, s.usage, rows, ("origin",) + rollup.KEY_NAMES, "seconds")
+        return len(rows)
 
     def record_import(self, conn: Connection, kind: str, sha: str, origin: str, source: str, rows: int) -> bool:
         """Remember an imported file by content; False when these bytes were imported before."""
@@ -330,6 +384,30 @@ class Ledger:
             return list(conn.execute(sa.select(s.jobs.c.origin).distinct().order_by(s.jobs.c.origin)).scalars())
 
 
+def fresh_usage_rows(origin: str, jobs: dict[str, dict], allocations) -> list[tuple]:
+    """Usage rows (``rollup.as_tuples``) of new jobs (rows by job id) and their allocations
+    (each allocation key once, the first row given)."""
+    totals: rollup.Totals = {}
+    rollup.add_jobs(totals, ((r["start"], r["elapsed"], r["ncpus"], r["account"], r["user"], r["qos"],
+                              r["queue"], r["billing"]) for r in jobs.values()))
+    allocs = []
+    for r in allocations:
+        job = jobs[r["job_id"]]
+        allocs.append((r["time_from"], r.get("time_to"), r.get("as_of"), r["gpu_count"], r.get("gpu_type", ""),
+                       job["account"], job["user"], job["qos"], job["queue"], job["gpu_type"]))
+    rollup.add_allocations(totals, allocs)
+    return rollup.as_tuples(totals, origin)
+
+
+def first_by_key(allocations: list[dict]) -> list[dict]:
+    """Allocation rows, each (origin, job, node, GPU index, from) key once: the first, as
+    ``insert_ignore`` keeps it."""
+    seen: dict[tuple, dict] = {}
+    for r in allocations:
+        seen.setdefault((r["origin"], r["job_id"], r["node"], r["gpu_index"], r["time_from"]), r)
+    return list(seen.values())
+
+
 def _touch_job(stats: WriteStats, origin: str, start, elapsed) -> None:
     if start is not None:
         stats.touch(origin, start, start + (elapsed or 0.0))
@@ -349,6 +427,10 @@ class VersionLookup:
             for committed_at, version in conn.execute(q):
                 self._times.append(committed_at)
                 self._versions.append(version)
+
+    def __bool__(self) -> bool:
+        """False when the pool has no versions (every lookup would answer None)."""
+        return bool(self._times)
 
     def __call__(self, at: float | None) -> str | None:
         if at is None or not self._times:

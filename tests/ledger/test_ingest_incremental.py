@@ -71,4 +71,5 @@ def test_bench_ledger_smoke(tmp_path):
     assert report["jobs_added"] == 300 and report["files"] == 3
     assert report["rows"]["acct"] == report["rows"]["acct_rows"]
     assert report["rows"]["audit"] >= report["rows"]["audit_rows"]
-    assert set(report["ratio"]) == {"ingest", "usage", "acct_window", "audit_gpus"}
+    assert set(report["ratio"]) == {"ingest", "ingest_cpu", "usage", "acct_window", "audit_gpus"}
+    assert report["ingest_cpu_s"] > 0
