@@ -36,9 +36,10 @@ from gpupool.formats.sbatch import SbatchJob, parse_sbatch_text, sbatch_to_workl
 from gpupool.ledger.store import Ledger
 from gpupool.live import proc
 from gpupool.live.adopt import adopt_running
+from gpupool.live.autoscale import ServiceScaler, metric_source, scale_down_order
 from gpupool.live.executor import LiveExecutor, Submission
 from gpupool.live.host import LiveHost, live_host, never_fits
-from gpupool.live.services import parse_services, replica_workloads
+from gpupool.live.services import parse_services, replica_workload, replica_workloads
 from gpupool.live.state import Batch, LiveStore, _sacct_id, ledger_job_row
 
 DEFAULT_STATE_DIR = Path("~/.local/share/gpupool/live")
@@ -137,6 +138,7 @@ class Daemon:
         self.ready = threading.Event()
         self.submit_latency: deque = deque(maxlen=10000)  # (submit wall, start wall) per job, for benchmarks
         self._submit_wall: dict[int, float] = {}
+        self.scalers: dict[int, ServiceScaler] = {}  # first replica's job id -> autoscaled service
 
     # ------------------------------------------------------------------ time
     def clock(self) -> float:
@@ -182,6 +184,7 @@ class Daemon:
     def _wait(self) -> None:
         now = self.clock()
         due = [t for t in (self.engine.next_event_time(), self.executor.next_due()) if t is not None]
+        due += [sc.next_due for sc in self.scalers.values()]
         timeout = 0.05  # process exits are polled at this rate
         if due:
             timeout = max(0.0, min(timeout, min(due) - now))
@@ -221,8 +224,9 @@ class Daemon:
         for job_id, state, code in self.executor.poll(now):
             self._exit_codes[job_id] = code
             self.engine.finish(job_id, state, at=now)
+        scaled = self._autoscale(batch, now) if self.scalers else False
         nxt = self.engine.next_event_time()
-        if items or (nxt is not None and nxt <= now) or self.engine.events:
+        if items or scaled or (nxt is not None and nxt <= now) or self.engine.events:
             self.engine.run_until(now)
         self._record(batch, now)
         self.store.commit(batch)
@@ -243,14 +247,17 @@ class Daemon:
             if req.kind == "service":
                 for spec in parse_services(req.script, source, self.host.pool.kueue):
                     wls = replica_workloads(spec, 0, caller.user, now)
-                    prepared.append((req, None, spec, wls))
+                    metric = None
+                    if spec.service.autoscaling.kind != "fixed":
+                        metric = metric_source(spec.service.traffic, req.cwd, f"{source}: {spec.service.name} traffic")
+                    prepared.append((req, None, spec, wls, metric))
             elif req.kind == "sbatch":
                 sb = parse_sbatch_text(req.script, source)
                 wls = sbatch_to_workload(sb, id=0, submit_time=now, runtime=math.inf, epoch=epoch)
-                prepared.append((req, sb, None, wls))
+                prepared.append((req, sb, None, wls, None))
             else:
                 raise Refused(f"{source}: unknown submission kind {req.kind!r} (sbatch or service)")
-        for req, _sb, _spec, wls in prepared:
+        for req, _sb, _spec, wls, _m in prepared:
             for wl in wls:
                 why = never_fits(self.host, wl)
                 if why is not None:
@@ -258,7 +265,7 @@ class Daemon:
                                   "(Requested node configuration is not available)")
         ids, out = [], []
         wall_now = self.wall(now)
-        for req, sb, spec, wls in prepared:
+        for req, sb, spec, wls, metric in prepared:
             first = self.next_id
             self.next_id += len(wls)
             tasks = tuple(wl.array_task_id for wl in wls if wl.array_task_id is not None)
@@ -267,21 +274,83 @@ class Daemon:
                 wl = replace(wl, id=jid, user=caller.user,
                              array_job_id=first if wl.array_job_id is not None else None,
                              source=req.source)
-                sub = Submission(jid, sb if sb is not None else SbatchJob(), req.script, caller.user, caller.uid,
-                                 caller.gid, req.cwd, dict(req.env), array_task_ids=tasks, service=spec, replica=k)
-                self.executor.submissions[jid] = sub
-                batch.new_jobs.append({
-                    "daemon": self.origin, "job_id": jid, "state": PENDING, "name": wl.name, "user": caller.user,
-                    "uid": caller.uid, "gid": caller.gid, "submit": wall_now, "kind": req.kind, "script": req.script,
-                    "source": req.source, "env": json.dumps(req.env), "cwd": req.cwd,
-                    "array_job_id": wl.array_job_id if spec is None else first,
-                    "array_task_id": wl.array_task_id if spec is None else k,
-                })
-                batch.ledger_jobs[jid] = self._pending_row(wl, wall_now)
+                self._register(batch, req, caller, sb, spec, wl, k, first, tasks, wall_now)
                 ids.append(jid)
                 out.append(wl)
+            if metric is not None:
+                sc = ServiceScaler(spec, metric, first, now)
+                sc.request, sc.caller = req, caller
+                sc.replicas = {first + k: k for k in range(len(wls))}
+                self.scalers[first] = sc
+                batch.meta[f"service:{first}"] = json.dumps({"start": wall_now})
         self.submitted_total += len(ids)
         return {"ids": ids, "workloads": out, "submit_wall": wall_now}
+
+    def _register(self, batch: Batch, req: SubmitRequest, caller: Caller, sb, spec, wl, k: int, first: int,
+                  tasks: tuple, wall_now: float) -> None:
+        """Make ``wl`` a job of this daemon: its submission context and its ledger rows."""
+        jid = wl.id
+        sub = Submission(jid, sb if sb is not None else SbatchJob(), req.script, caller.user, caller.uid,
+                         caller.gid, req.cwd, dict(req.env), array_task_ids=tasks, service=spec, replica=k)
+        self.executor.submissions[jid] = sub
+        batch.new_jobs.append({
+            "daemon": self.origin, "job_id": jid, "state": PENDING, "name": wl.name, "user": caller.user,
+            "uid": caller.uid, "gid": caller.gid, "submit": wall_now, "kind": req.kind, "script": req.script,
+            "source": req.source, "env": json.dumps(req.env), "cwd": req.cwd,
+            "array_job_id": wl.array_job_id if spec is None else first,
+            "array_task_id": wl.array_task_id if spec is None else k,
+        })
+        batch.ledger_jobs[jid] = self._pending_row(wl, wall_now)
+
+    # ------------------------------------------------------------------ autoscaling
+    def _autoscale(self, batch: Batch, now: float) -> bool:
+        """Let each due autoscaler resize its service: new replica jobs go through the policy
+        like any submission; scale-down cancels in ReplicaSet order. Returns whether it acted."""
+        acted = False
+        for first, sc in list(self.scalers.items()):
+            had = len(sc.replicas)
+            for jid in list(sc.replicas):
+                job = self.engine.jobs.get(jid)
+                if job is None or job.final_state is not None:
+                    del sc.replicas[jid]
+            if had and not sc.replicas:  # every replica cancelled from outside: the service is gone
+                del self.scalers[first]
+                batch.meta[f"service:{first}"] = json.dumps({"removed": self.wall(now)})
+                continue
+            if now < sc.next_due:
+                continue
+            ready = sum(1 for jid in sc.replicas
+                        if (run := self.executor.running.get(jid)) is not None and run.ready)
+            current = len(sc.replicas)
+            d = sc.decide(now, current, ready)
+            if d.desired == current:
+                continue
+            acted = True
+            kind = "scale_up" if d.desired > current else "scale_down"
+            batch.events.append({"origin": self.origin, "job_id": str(first), "time": self.wall(now), "kind": kind,
+                                 "detail": f"{sc.spec.service.name} " + d.detail(sc.kind), "source": "live"})
+            if d.desired > current:
+                wall_now = self.wall(now)
+                for _ in range(d.desired - current):
+                    k, jid = sc.free_index(), self.next_id
+                    self.next_id += 1
+                    wl = replace(replica_workload(sc.spec, k, jid, sc.caller.user, now), source=sc.request.source)
+                    self._register(batch, sc.request, sc.caller, None, sc.spec, wl, k, first, (), wall_now)
+                    self.engine.submit(wl, at=now)
+                    self._submit_wall[jid] = wall_now
+                    sc.replicas[jid] = k
+                    self.submitted_total += 1
+                batch.meta["next_job_id"] = str(self.next_id)
+            else:
+                rows = []
+                for jid, k in sc.replicas.items():
+                    job = self.engine.jobs[jid]
+                    run = self.executor.running.get(jid)
+                    rows.append((jid, k, job.state != PENDING, bool(run is not None and run.ready)))
+                for jid in scale_down_order(rows)[: current - d.desired]:
+                    self.engine.cancel(jid, at=now, reason=f"scaled down by {sc.kind}")
+                    del sc.replicas[jid]
+        return acted
 
     def _pending_row(self, wl, wall_now: float) -> dict:
         limit = wl.time_limit
@@ -359,6 +428,9 @@ class Daemon:
             service = {"service": sub.service.service.name, "replica": sub.replica, "ready": bool(run and run.ready
                        and job_id in self.executor.running), "restarts": run.restarts if run else 0,
                        "port": sub.service.probe_port(sub.replica)}
+            sc = next((sc for sc in self.scalers.values() if job_id in sc.replicas), None)
+            if sc is not None:
+                service["autoscaler"] = {**sc.facts(), "service_id": sc.first_id}
         return {
             **service,
             "job_id": job.id, "state": job.state, "name": job.wl.name, "user": job.wl.user,
@@ -393,7 +465,7 @@ class Daemon:
             "pending": len(self.engine.pending), "running": sum(1 for j in self.engine.active.values() if j.state == RUNNING),
             "gpus_total": self.host.node.gpu_count, "gpus_allocated": allocated, "usage_gpu_seconds": usage,
             "states": states, "submitted_total": self.submitted_total, "started_total": self.started_total,
-            "service_ready": ready,
+            "service_ready": ready, "service_autoscaler": {sc.spec.service.name: sc.facts() for sc in self.scalers.values()},
         }
 
     # ------------------------------------------------------------------ recording transitions
@@ -545,9 +617,40 @@ class Daemon:
             job.submit = row["submit"] - self.epoch  # keeps its age (priority) across the restart
             job.requeues = int(row["requeues"] or 0)
             counts["queued"] += 1
+        self._recover_scalers(rows, meta, t0)
         batch.meta["next_job_id"] = str(self.next_id)
         self.store.commit(batch)
         self.recovered = counts
+
+    def _recover_scalers(self, rows: list[dict], meta: dict[str, str], now: float) -> None:
+        """Autoscaled services whose replicas survived the restart get their autoscaler back
+        (its history starts afresh, as after a kube-controller-manager restart); the traffic
+        clock keeps counting from the service's original submission."""
+        for row in rows:
+            if row["kind"] != "service" or row["array_job_id"] is None:
+                continue
+            jid, first = int(row["job_id"]), int(row["array_job_id"])
+            job, sub = self.engine.jobs.get(jid), self.executor.submissions.get(jid)
+            if job is None or job.final_state is not None or sub is None:
+                continue
+            sc = self.scalers.get(first)
+            if sc is None:
+                info = json.loads(meta.get(f"service:{first}", "{}"))
+                if "start" not in info or sub.service.service.autoscaling.kind == "fixed":
+                    continue
+                try:
+                    metric = metric_source(sub.service.service.traffic, row["cwd"], f"{row['source']} traffic")
+                except GpupoolError:
+                    continue
+                if metric is None:
+                    continue
+                sc = ServiceScaler(sub.service, metric, first, float(info["start"]) - self.epoch)
+                sc.next_due = now + sc.period
+                sc.request = SubmitRequest(row["script"], row["source"] or "", row["cwd"] or "/",
+                                           json.loads(row["env"] or "{}"), kind="service")
+                sc.caller = Caller(row["user"], int(row["uid"]), int(row["gid"]))
+                self.scalers[first] = sc
+            sc.replicas[jid] = sub.replica
 
     def _rebuild(self, row: dict):
         source = row["source"] or f"job {row['job_id']}"
@@ -557,7 +660,7 @@ class Daemon:
                          if f"{sp.service.name}-{k}" == row["name"]), None)
             if spec is None:
                 raise GpupoolError(f"{source}: no service replica {row['name']} in the stored file")
-            wl = replace(replica_workloads(spec, int(row["job_id"]) - k, row["user"], 0.0)[k], source=row["source"])
+            wl = replace(replica_workload(spec, k, int(row["job_id"]), row["user"], 0.0), source=row["source"])
             sub = Submission(int(row["job_id"]), SbatchJob(), row["script"], row["user"], int(row["uid"]),
                              int(row["gid"]), row["cwd"], json.loads(row["env"] or "{}"), service=spec, replica=k)
             return wl, sub

@@ -32,4 +32,9 @@ def exposition(facts: dict, pool: str) -> str:
            [(f'account="{_label(k)}"', v) for k, v in sorted(facts["usage_gpu_seconds"].items())])
     metric("gpupool_service_ready_replicas", "gauge", "Replicas of each live service that pass their readiness check.",
            [(f'service="{_label(k)}"', v) for k, v in sorted(facts.get("service_ready", {}).items())])
+    scaled = facts.get("service_autoscaler", {})
+    metric("gpupool_service_desired_replicas", "gauge", "Replicas the autoscaler of each live service last asked for.",
+           [(f'service="{_label(k)}"', v["desired"]) for k, v in sorted(scaled.items())])
+    metric("gpupool_service_metric_rps", "gauge", "Requests/s the autoscaler of each live service last saw.",
+           [(f'service="{_label(k)}"', v["rps"]) for k, v in sorted(scaled.items()) if v["rps"] is not None])
     return "\n".join(lines) + "\n"

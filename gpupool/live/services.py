@@ -14,7 +14,10 @@ replica's GPUs. Kubernetes' pod semantics are kept where one host allows:
   k gets ``PORT=<probe port + k>`` and is probed on that port.
 
 Replicas never end on their own; cancelling a replica (or the daemon's scale-down) ends it.
-Traffic-driven autoscaling is not run live (the simulator's fleet does it).
+With an autoscaler and a metric the daemon resizes the service (``gpupool.live.autoscale``).
+On a live HPA, the annotations ``gpupool.io/sync-period`` and ``gpupool.io/metric-window``
+stand in for kube-controller-manager's ``--horizontal-pod-autoscaler-sync-period`` and
+metrics-server's window, which no HPA object can set.
 """
 from __future__ import annotations
 
@@ -22,17 +25,19 @@ import math
 import re
 import shlex
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpupool.errors import InputError
-from gpupool.formats.kube_services import services_from_documents
+from gpupool.formats.kube_services import parse_seconds, services_from_documents
 from gpupool.formats.kube_yaml import YamlDoc, load_yaml_text
 from gpupool.model.kueue import KueueConfig
 from gpupool.model.workload import KIND_SERVICE, RestartPolicy, Service, Workload
 
-#: Annotations the simulator needs but a live service does not (traffic drives the simulated
-#: autoscaler only); filled in when a live Deployment omits them.
+#: Annotations the simulator needs but a live service may omit; filled in when a live
+#: Deployment omits them (``live`` traffic: no metric, the replica count stays fixed).
 _LIVE_DEFAULTS = {"gpupool.io/capacity-rps": "1", "gpupool.io/traffic": "live"}
+#: HPA annotations for what Kubernetes sets on the controller, not on the HPA object.
+_HPA_TIMING = {"gpupool.io/sync-period": "sync_period_s", "gpupool.io/metric-window": "metric_window_s"}
 
 
 @dataclass(frozen=True)
@@ -101,10 +106,37 @@ def parse_services(text: str, source: str, kueue: KueueConfig | None) -> list[Se
             doc = YamlDoc(doc.source, doc.index, doc.line, {**doc.body, "metadata": meta}, doc.prefix)
         filled.append(doc)
     services = services_from_documents(filled, kueue)
+    timing = _hpa_timing(filled)
     specs = []
     for svc, doc in zip(services, [d for d in filled if d.kind != "HorizontalPodAutoscaler"]):
+        key = (svc.namespace or "default", svc.name)
+        if doc.kind == "Deployment" and key in timing and svc.autoscaling.kind == "hpa":
+            svc = replace(svc, autoscaling=replace(svc.autoscaling, **timing[key]))
         specs.append(_container(svc, doc))
     return specs
+
+
+def _hpa_timing(docs: list[YamlDoc]) -> dict[tuple[str, str], dict[str, float]]:
+    """Sync period / metric window annotations of each HPA, by its target Deployment."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for doc in docs:
+        if doc.kind != "HorizontalPodAutoscaler":
+            continue
+        meta = doc.body.get("metadata") or {}
+        ann = meta.get("annotations") or {}
+        ref = (doc.body.get("spec") or {}).get("scaleTargetRef") or {}
+        values = {}
+        for key, attr in _HPA_TIMING.items():
+            if key in ann:
+                try:
+                    values[attr] = parse_seconds(ann[key], key)
+                except ValueError as exc:
+                    raise doc.error(str(exc), f"metadata.annotations.{key}") from None
+                if attr == "sync_period_s" and values[attr] <= 0:
+                    raise doc.error("must be > 0", f"metadata.annotations.{key}")
+        if values:
+            out[(meta.get("namespace") or "default", str(ref.get("name")))] = values
+    return out
 
 
 def _container(svc: Service, doc: YamlDoc) -> ServiceSpec:
@@ -143,15 +175,19 @@ def _container(svc: Service, doc: YamlDoc) -> ServiceSpec:
 
 
 def replica_workloads(spec: ServiceSpec, first_id: int, user: str, now: float) -> list[Workload]:
-    """One workload per replica, ids ``first_id …``; they run until cancelled."""
+    """One workload per initial replica (``replicas`` within min/max), ids ``first_id …``."""
     svc = spec.service
-    return [
-        Workload(id=first_id + k, name=f"{svc.name}-{k}", pod_sets=(svc.pod,), submit_time=now, runtime=math.inf,
-                 kind=KIND_SERVICE, user=user, account=svc.account, qos=svc.qos, partition=svc.partition,
-                 namespace=svc.namespace, queue_name=svc.queue_name, priority_class=svc.priority_class,
-                 priority=svc.priority, labels=dict(svc.labels), requeue=True, source=svc.source)
-        for k in range(svc.replicas)
-    ]
+    n = svc.replicas if svc.min_replicas is None and svc.max_replicas is None else max(svc.lo, min(svc.hi, svc.replicas))
+    return [replica_workload(spec, k, first_id + k, user, now) for k in range(n)]
+
+
+def replica_workload(spec: ServiceSpec, k: int, job_id: int, user: str, now: float) -> Workload:
+    """Replica ``k`` of a service as job ``job_id``; it runs until cancelled."""
+    svc = spec.service
+    return Workload(id=job_id, name=f"{svc.name}-{k}", pod_sets=(svc.pod,), submit_time=now, runtime=math.inf,
+                    kind=KIND_SERVICE, user=user, account=svc.account, qos=svc.qos, partition=svc.partition,
+                    namespace=svc.namespace, queue_name=svc.queue_name, priority_class=svc.priority_class,
+                    priority=svc.priority, labels=dict(svc.labels), requeue=True, source=svc.source)
 
 
 def probe_ready(probe: Probe, port: int) -> bool:
