@@ -254,18 +254,11 @@ class Engine:
             if t_heap == t:
                 while heap and heap[0][0] == t and heap[0][1] <= EV_ELIGIBLE:
                     _, kind, _, a, b = heappop(heap)
-                    if kind == EV_END:
-                        if a.token == b[0]:
-                            if a.state == RUNNING:
-                                finish(a, t, b[1])
-                        elif b[0] < 0 and self._grace.get(a.id) is b[1]:
-                            self._grace_end(a, t)
-                    elif kind == EV_NODE:
-                        self._node_event(a, b[0], b[1], t)
-                    elif kind == EV_CALL:
-                        a(*b)
+                    if kind == EV_END and a.token == b[0]:  # the hot case, inline
+                        if a.state == RUNNING:
+                            finish(a, t, b[1])
                     else:
-                        self._changed |= CHANGED_ELIGIBLE
+                        self._early_event(kind, a, b, t)
             if t_arr == t:
                 while True:
                     job = arrivals[next_arrival]
@@ -313,18 +306,8 @@ class Engine:
                         self._push(a.eligible, EV_ELIGIBLE, a.id, None)
                 elif kind == EV_CTRL:
                     self._wake_controller(a, t)
-                elif kind == EV_END:
-                    if a.token == b[0]:
-                        if a.state == RUNNING:
-                            finish(a, t, b[1])
-                    elif b[0] < 0 and self._grace.get(a.id) is b[1]:
-                        self._grace_end(a, t)
-                elif kind == EV_NODE:
-                    self._node_event(a, b[0], b[1], t)
-                elif kind == EV_CALL:
-                    a(*b)
-                else:
-                    self._changed |= CHANGED_ELIGIBLE
+                else:  # an end, node event, call or eligibility a controller queued for now
+                    self._early_event(kind, a, b, t)
             if pending or self._placing or woken:
                 woken = False
                 if self._pending_removed > 1024 and self._pending_removed > 8 * math.isqrt(len(pending)):
@@ -347,6 +330,21 @@ class Engine:
         self._next_arrival = next_arrival
         self._loop_state = (idle_ticks, passes, placed_at_last_tick, calls, woken)
         self._arrived = arrived
+
+    def _early_event(self, kind: int, a, b, t: float) -> None:
+        """Apply an event of the kinds that come before arrivals at an instant."""
+        if kind == EV_END:
+            if a.token == b[0]:
+                if a.state == RUNNING:
+                    self._finish(a, t, b[1])
+            elif b[0] < 0 and self._grace.get(a.id) is b[1]:
+                self._grace_end(a, t)
+        elif kind == EV_NODE:
+            self._node_event(a, b[0], b[1], t)
+        elif kind == EV_CALL:
+            a(*b)
+        else:
+            self._changed |= CHANGED_ELIGIBLE
 
     # ----------------------------------------------------------------- calls from outside the policy
     def _at(self, at: float | None) -> float:
