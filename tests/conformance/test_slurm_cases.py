@@ -1,4 +1,8 @@
-"""Every Slurm case of ../shared/spec/cases/slurm, each variant, through --policy slurm."""
+"""Every Slurm case, each variant, through --policy slurm.
+
+The cases are the project's own copy of ``../shared/spec/cases/slurm`` in ``tests/conformance/slurm``,
+so the suite runs where the shared folder is absent.
+"""
 from __future__ import annotations
 
 import warnings
@@ -8,8 +12,7 @@ import pytest
 
 from gpupool.conformance.slurm_cases import load_case, run_variant, variants_of
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-CASES = SHARED / "spec" / "cases" / "slurm"
+CASES = Path(__file__).resolve().parent / "slurm"
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -35,11 +35,44 @@ def test_will_run_uses_limit_ends():
     running = (0, 0b0011, 4000, 0)
     free.take([running])
     free.take([(0, 0b0100, 4000, 0)])
-    ends = [(1800.0, 1, (running,)), (7201.0, 2, ((0, 0b0100, 4000, 0),))]
+    ends = [(1800.0, 1, (running,), 1800.0), (7201.0, 2, ((0, 0b0100, 4000, 0),), 7201.0)]
     est, pl = will_run(_wl(gpus=3, cpus=4), (0,), None, free, ends, 30.0)
     assert est == 1800.0 and pl[0][1] == 0b1011  # GPUs 0,1,3
     est, pl = will_run(_wl(gpus=1, cpus=4), (0,), None, free, ends, 30.0)
     assert est == 30.0 and pl[0][1] == 0b1000
+
+
+def test_will_run_frees_running_jobs_in_batches_like_cons_tres():
+    """22.05 frees running jobs in batches (30 s window from an epoch-aligned barrier, doubling)
+    and plans at the end of the batch's last job: the job that ends at 160 opens a batch that
+    also takes the one ending at 170, so the plan is 170 on the two lowest nodes, not 160 on
+    n1+n3 (what freeing one job at a time gives). Seen on a real 22.05.8 (docs/differential.md)."""
+    nodes = NodeTable(_pool(n=3, gpus=1))
+    free = Free(nodes)
+    jobs = [(2, 100.0), (0, 160.0), (1, 170.0)]
+    ends = []
+    for seq, (node, end) in enumerate(jobs, 1):
+        pl = (node, 0b1, 1000, 0)
+        free.take([pl])
+        ends.append((end, seq, (pl,), end))
+    est, pl = will_run(_wl(count=2, gpus=1), (0, 1, 2), None, free, ends, 10.0)
+    assert est == 170.0 and sorted(p[0] for p in pl) == [0, 1]
+    # the barrier is aligned in epoch time: shifted by 20 s, 160 and 170 fall in different windows
+    est, pl = will_run(_wl(count=2, gpus=1), (0, 1, 2), None, free, ends, 10.0, epoch=20.0)
+    assert est == 160.0 and sorted(p[0] for p in pl) == [0, 2]
+
+
+def test_will_run_guesses_the_end_of_a_job_past_its_limit():
+    """A job already past its limit is freed in the first batch; the plan is its limit end +
+    KillWait + OverTimeLimit (the ``free_at`` entry), at least now + 1."""
+    nodes = NodeTable(_pool(n=1, gpus=1))
+    free = Free(nodes)
+    pl = (0, 0b1, 1000, 0)
+    free.take([pl])
+    est, got = will_run(_wl(gpus=1), (0,), None, free, [(50.0, 1, (pl,), 90.0)], 60.0, now=60.0)
+    assert est == 90.0 and got[0][1] == 0b1
+    est, _ = will_run(_wl(gpus=1), (0,), None, free, [(50.0, 1, (pl,), 60.0)], 60.0, now=60.0)
+    assert est == 61.0
 
 
 def test_gpu_lowest_free_index_and_env():
@@ -71,3 +104,18 @@ def test_node_choice_weight_then_best_fit():
     assert sorted(p[0] for p in place(_wl(count=2, cpus=4), (0, 1, 2, 3), free)) == [1, 2]
     ex = place(_wl(exclusive=True), (0, 1, 2, 3), free)
     assert ex[0][0] == 1 and ex[0][1] == 0b1111 and ex[0][2] == 32000
+
+
+def test_one_node_request_takes_the_tightest_run_of_consecutive_nodes():
+    """cons_tres 22.05: among runs of consecutive fitting nodes the run with the fewest free CPUs
+    wins, then the tightest node in it. n1+n2 (half used, 2 x 30 free CPUs) lose to the lone
+    empty n4 (32), although n1 alone is tighter; seen on a real 22.05.8 (docs/differential.md)."""
+    nodes = NodeTable(_pool(n=4, gpus=8, cpus=32))
+    free = Free(nodes)
+    free.take([(0, 0b1111, 2000, 0), (1, 0b1111, 2000, 0), (2, 0xFF, 2000, 0)])  # n3 full
+    pl = place(_wl(gpus=1, cpus=1), (0, 1, 2, 3), free)
+    assert pl[0][0] == 3 and pl[0][1] == 0b1
+    # with n3 usable again the four nodes form one run: the tightest node in it, n1
+    free.give([(2, 0xFF, 2000, 0)])
+    pl = place(_wl(gpus=1, cpus=1), (0, 1, 2, 3), free)
+    assert pl[0][0] == 0 and pl[0][1] == 0b10000

@@ -9,7 +9,7 @@ from gpupool.policy.slurm.backfill import TimeMap
 def _scan_blocked(resv, start, end):
     out = set()
     for b, e, nodes, _ in resv:
-        if b < end and e > start:
+        if b <= end and e > start:  # closed window, as slurmctld tests begin_time <= end_time
             out |= nodes
     return out
 

@@ -11,6 +11,7 @@ be tested now (bf_min_prio_reserve, bf_min_age_reserve) or the start lies beyond
 from __future__ import annotations
 
 import bisect
+import math
 
 from gpupool.policy.slurm.select import place, pod_fits
 
@@ -27,11 +28,13 @@ class TimeMap:
     a scan over every reservation; ``blocked`` answers are memoised until the next ``add``.
     """
 
-    __slots__ = ("_blocked", "_disjoint", "_ends", "_merged", "_node_b", "_node_e", "res", "resv")
+    __slots__ = ("_blocked", "_disjoint", "_ends", "_merged", "_node_b", "_node_e", "epoch", "res", "resv")
 
-    def __init__(self, res: int) -> None:
+    def __init__(self, res: int, epoch: float = 0.0) -> None:
         self.resv: list[tuple[float, float, frozenset, int]] = []
         self.res = res
+        #: slurmctld rounds in epoch seconds (spec §17.3): ``epoch`` is the epoch of t=0
+        self.epoch = epoch
         self._node_b: dict[int, list[float]] = {}  # node -> begins, sorted
         self._node_e: dict[int, list[float]] = {}  # node -> ends, in the same order
         self._disjoint: dict[int, bool] = {}  # node -> its reservations do not overlap
@@ -41,8 +44,9 @@ class TimeMap:
 
     def add(self, start: float, tl: float, nodes: frozenset, job_id: int) -> None:
         res = self.res
-        begin = (start // res) * res
-        end = ((start + tl) // res) * res
+        ep = self.epoch
+        begin = ((start + ep) // res) * res - ep
+        end = ((start + tl + ep) // res) * res - ep
         if end > begin:
             self.resv.append((begin, end, nodes, job_id))
             bisect.insort(self._ends, end)
@@ -68,11 +72,14 @@ class TimeMap:
         if out is not None:
             return out
         hit = []
-        bl = bisect.bisect_left
+        br = bisect.bisect_right
         disjoint = self._disjoint
         node_e = self._node_e
         for n, bs in self._node_b.items():
-            k = bl(bs, end)  # reservations beginning before ``end``: bs[:k]
+            # reservations beginning at or before ``end``: bs[:k]. The window is closed, as
+            # slurmctld tests a slot with ``begin_time <= end_time``: a job whose limit ends
+            # exactly when a reservation begins does not fit in front of it (seen on 22.05.8)
+            k = br(bs, end)
             if not k:
                 continue
             es = node_e[n]
@@ -131,7 +138,7 @@ class TimeMap:
                     e = ends[k]
                     if e >= limit:
                         break
-                    if gap_end is None or e + tl <= gap_end:
+                    if gap_end is None or e + tl < gap_end:
                         best = e
                         break
                 if j < len(merged):
@@ -165,7 +172,7 @@ class NodeTimeline:
         self.mask: dict[int, list[int]] = {}
         self.mem: dict[int, list[int]] = {}
         cur: dict[int, list] = {}
-        for k, (_end, _seq, placement) in enumerate(ends, 1):
+        for k, (_end, _seq, placement, _free_at) in enumerate(ends, 1):
             for node, mask, cpu, mem in placement:
                 c = cur.get(node)
                 if c is None:
@@ -240,20 +247,34 @@ class NodeTimeline:
         return ks[lo]
 
 
-def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, timeline=None):
+#: select/cons_tres will-run (22.05 ``_will_run_test``): running jobs are freed in batches
+#: against a window that starts at WILL_RUN_WINDOW s and doubles; see ``will_run``.
+WILL_RUN_WINDOW = 30
+
+
+def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, timeline=None, epoch: float = 0.0,
+             now: float | None = None):
     """Earliest start ≥ ``start_res`` on ``usable`` nodes, freeing running jobs by limit end.
 
-    ``ends`` is a sorted list of (end_time, seq, placement). Returns (estimate, placement)
-    or (None, None).
+    ``ends`` is a sorted list of (limit end, seq, placement, expected free time). Returns
+    (estimate, placement) or (None, None).
 
-    ``place`` is tried with no job freed, with every job ending by ``start_res`` freed, then
-    freeing one more job at a time. Two shortcuts give the same answer without a ``place``
-    per running job: with ``timeline`` (a ``NodeTimeline`` of ``free`` and ``ends``), the
-    tries before the first count at which any pod of ``wl`` fits on any usable candidate node
-    fail (no pod can be placed) and are skipped; and after a failed ``place`` only nodes given
-    back since then can change the answer: if none of them fits a pod of ``wl`` now, every
-    greedy choice ``place`` makes is the same as in the failed attempt, so it fails again and
-    is not called.
+    As slurmctld 22.05 does it (checked against a real 22.05.8 by the differential test,
+    docs/differential.md): ``place`` is tried with no job freed, then after each *batch* of
+    running jobs, counted from now whatever ``start_res`` is (slurmctld's will-run does not
+    know it: a later TRY_LATER start only narrows ``usable``), and the estimate is raised to
+    ``start_res``. Jobs with no candidate node are skipped. The first freed job fixes a barrier: its
+    end rounded up to the next multiple of the window (30 s) in epoch time (``epoch`` is the
+    epoch of t=0). A batch takes jobs until the next job in end order ends after barrier +
+    window; after a failed test the window doubles until it covers that next job. When the
+    job fits, the estimate is the end of the batch's last job, not of the job that made
+    room (for a job already past its limit: that end + KillWait + OverTimeLimit, at least
+    now + 1 s), so a real Slurm often plans later than the first moment the job would fit
+    (and, the batch having freed more nodes, on other nodes). Shortcuts that give the same answer: with
+    ``timeline`` (a ``NodeTimeline`` of ``free`` and ``ends``) batches that end before the
+    first count at which any pod of ``wl`` fits on a usable candidate node are not tested;
+    and after a failed ``place`` only nodes given back since then can change the answer, so
+    ``place`` is skipped while none of them fits a pod of ``wl``.
     """
     pl = place(wl, cand, free, usable)
     if pl is not None:
@@ -266,63 +287,66 @@ def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, time
     scratch = free.copy()
     touched: set[int] = set()
 
+    def usable_node(node: int) -> bool:
+        return node in cand_set and up[node] and not drain[node] and (usable is None or node in usable)
+
     def may_fit() -> bool:
         for node in touched:
-            if (node in cand_set and up[node] and not drain[node]
-                    and (usable is None or node in usable)):
+            if usable_node(node):
                 for ps in pod_sets:
                     if pod_fits(scratch, node, ps) is not None:
                         return True
         return False
 
+    if now is None:
+        now = start_res
     n = len(ends)
-    i0 = 0
-    while i0 < n and ends[i0][0] <= start_res:
-        i0 += 1
+    kmin = 0
     if timeline is not None:
-        kmin = None
+        found = None
         per_shape = [timeline.first_fits(ps) for ps in pod_sets]
         for node in cand:
-            if not up[node] or drain[node] or (usable is not None and node not in usable):
+            if not usable_node(node):
                 continue
             for fits in per_shape:
                 k = fits[node]
-                if k is not None and (kmin is None or k < kmin):
-                    kmin = k
-        if kmin is None:
+                if k is not None and (found is None or k < found):
+                    found = k
+        if found is None:
             return None, None
-        kmin = max(kmin, i0 if i0 else 1)
-        for j in range(kmin):
-            scratch.give(ends[j][2])
-        pl = place(wl, cand, scratch, usable)
-        if pl is not None:
-            return (start_res if kmin <= i0 else ends[kmin - 1][0]), pl
-        i = kmin
-    else:
-        i = 0
-        while i < i0:
-            placement = ends[i][2]
+        kmin = found
+    i = 0
+    window = WILL_RUN_WINDOW
+    barrier = None  # epoch-aligned end of the first freed job, fixed for the whole search
+    while i < n:
+        last_end = last_free = None
+        nxt = None
+        while i < n:
+            end, _, placement, free_at = ends[i]
+            i += 1
+            if not any(usable_node(p[0]) for p in placement):
+                continue  # no usable node: skipped
+            if barrier is None:
+                e_abs = math.floor(end + epoch)
+                barrier = e_abs + (window - e_abs % window) - epoch
             scratch.give(placement)
             for p in placement:
                 touched.add(p[0])
-            i += 1
-        if i and may_fit():
+            last_end, last_free = end, free_at
+            nxt = ends[i][0] if i < n else None
+            if nxt is not None and nxt > barrier + window:
+                break
+        if last_end is None:
+            break
+        if i >= kmin and may_fit():
             pl = place(wl, cand, scratch, usable)
             if pl is not None:
-                return start_res, pl
+                est = last_end if last_end > now else (last_free if last_free > now else now + 1)
+                return max(est, start_res), pl
             touched.clear()
-    while i < n:
-        end, _, placement = ends[i]
-        i += 1
-        scratch.give(placement)
-        for p in placement:
-            touched.add(p[0])
-        if not may_fit():
-            continue
-        pl = place(wl, cand, scratch, usable)
-        if pl is not None:
-            return end, pl
-        touched.clear()
+        window *= 2
+        while nxt is not None and nxt > barrier + window:
+            window *= 2
     return None, None
 
 
@@ -330,7 +354,7 @@ def run(cy, records) -> None:
     pol = cy.pol
     s = pol.s
     now = cy.now
-    tmap = TimeMap(s.bf_resolution)
+    tmap = TimeMap(s.bf_resolution, pol.epoch)
     ends = cy.ends
     planned: dict[int, float] = {}
     tested = 0
@@ -369,7 +393,8 @@ def run(cy, records) -> None:
             else:
                 if timeline is None:
                     timeline = NodeTimeline(cy.free, ends)
-                est, pl = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, info.node_set, timeline)
+                est, pl = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, info.node_set, timeline,
+                                   pol.epoch, now)
             if est is None:
                 if later is None or test_only:
                     break
@@ -379,7 +404,9 @@ def run(cy, records) -> None:
                 cy.start(job, pl, info, VIA_BACKFILL)
                 timeline = None  # free resources and ends changed
                 started += 1
-                tmap.add(now, tl, frozenset(p[0] for p in pl), job.id)
+                # no time-map entry: a job backfill starts is seen through the free resources
+                # and its limit end, like any running job; a real 22.05 starts several jobs
+                # on one node in one cycle (differential test, docs/differential.md)
                 break
             if later is not None and later < est and later > start_res:
                 # Retry from an earlier reservation end only where the window gains a node;
@@ -410,6 +437,6 @@ def run(cy, records) -> None:
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in tmap.resv]
 
 
-def insert_end(ends: list, end: float, seq: int, placement) -> None:
+def insert_end(ends: list, end: float, seq: int, placement, free_at: float) -> None:
     # seq is unique and increasing: plain tuple order is (end, seq) order
-    bisect.insort(ends, (end, seq, placement))
+    bisect.insort(ends, (end, seq, placement, free_at))

@@ -23,7 +23,7 @@ from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
 from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.select import Free, place
 
-_OPTIONS = {"record"}
+_OPTIONS = {"record", "epoch"}
 
 
 class Cycle:
@@ -48,13 +48,17 @@ class Cycle:
         ends = self.ends
         now = self.now
         expected_end = pol.expected_end
+        limit_end = pol.limit_end
         arrays = self.arrays
         enforced = pol.s.limits_enforced
         count = self._count
         seq = 0
         for job in snap.active.values():
             seq += 1
-            ends.append((expected_end(job, now), seq, job.placement))
+            # (limit end, seq, placement, when its resources are expected back): slurmctld's
+            # will-run orders running jobs by the limit end even when that has passed
+            free_at = expected_end(job, now)
+            ends.append((limit_end(job, now), seq, job.placement, free_at))
             if enforced:
                 count(job)
             else:
@@ -111,7 +115,8 @@ class Cycle:
         pol.run_part[job.id] = info.name
         pol.run_limit[job.id] = pol.time_limit(job, info)
         self._seq += 1
-        backfill.insert_end(self.ends, self.now + pol.plan_limit(job, info), self._seq, placement)
+        end = pol.whole_second(self.now) + pol.plan_limit(job, info)
+        backfill.insert_end(self.ends, end, self._seq, placement, end)
         pol.track_start(job, placement, self.now)
         if pol.s.limits_enforced:
             req = pol.req(job)
@@ -139,6 +144,9 @@ class SlurmPolicy:
             raise ValueError(f"policy slurm: unknown options {sorted(unknown)}")
         self.pool = pool
         self.record = bool(options.get("record", False))
+        #: Epoch seconds of the run's t=0. Slurm aligns its will-run time windows on epoch
+        #: multiples of 30 s; a replay of a real cluster passes its start here (default 0).
+        self.epoch = float(options.get("epoch", 0.0))
         cfg = pool.slurm
         if cfg is None:  # a pool without slurm.conf: one default partition over every node
             cfg = SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)})
@@ -292,6 +300,18 @@ class SlurmPolicy:
             info = self.parts.get(r.parts[0]) if r.parts and r.parts[0] in self.parts else None
         return self.plan_limit(job, info) if info is not None else float(job.wl.time_limit or ONE_YEAR)
 
+    def limit_end(self, job, now: float) -> float:
+        """Start + planning limit (may lie in the past for a job over its limit), with the start
+        in whole epoch seconds as slurmctld keeps it (``end_time`` is an integer time_t)."""
+        self.expected_end(job, now)  # fills the memo
+        start = job.start
+        return self.whole_second(now if start is None else start) + self._tl[job.id][1]
+
+    def whole_second(self, t: float) -> float:
+        """``t`` truncated to a whole epoch second (``epoch`` is the epoch of t=0)."""
+        ep = self.epoch
+        return math.floor(t + ep) - ep
+
     def expected_end(self, job, now: float) -> float:
         # the plan limit depends only on the job and the partition it runs in: memoised per job
         jid = job.id
@@ -437,9 +457,10 @@ class SlurmPolicy:
         full = now % s.sched_interval == 0
         main_sched.run(cy, records, full)
         if s.backfill and now > 0 and now % s.bf_interval == 0:
-            # A cycle is skipped when no job, node or partition changed since the last one.
+            # A cycle is skipped when no job, node or partition changed since the last one, and
+            # no fair-share pass reordered the queue (a real 22.05 starts jobs right after one).
             sig = (len(snap.pending), len(snap.active), sum(snap.pending), sum(snap.active),
-                   tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started))
+                   tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started), self._fs_T)
             if sig != self._bf_sig or cy.started:
                 backfill.run(cy, records)
             self._bf_sig = sig

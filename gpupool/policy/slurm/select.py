@@ -1,7 +1,8 @@
 """select/cons_tres: which nodes and which GPUs a job gets (spec §6, §7).
 
 Node choice: nodes grouped by Weight (lowest first); a one-node request takes the node with
-the fewest available CPUs that still fits (ties: lowest index); a multi-node request takes
+the fewest available CPUs that still fits (ties: lowest index) inside the tightest run of
+consecutive fitting nodes; a multi-node request takes
 runs of consecutive usable nodes, the tightest sufficient run first. GPUs: the lowest free
 device indices. ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
 GRES are never shared.
@@ -81,6 +82,14 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None):
                 placement.append(pod)
                 free.take((pod,))
             continue
+        if ps.count == 1:
+            pod = _one_node(ps, pool, free, weight)
+            if pod is None:
+                ok = False
+                break
+            placement.append(pod)
+            free.take((pod,))
+            continue
         for _ in range(ps.count):
             best = None
             best_key = None
@@ -100,6 +109,36 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None):
             break
     free.give(placement)
     return tuple(placement) if ok else None
+
+
+def _one_node(ps, pool: list[int], free: Free, weight):
+    """One node for one pod, as cons_tres 22.05 picks it: lowest weight; among the runs of
+    consecutive node indices where the pod fits, the run with the fewest available CPUs in all;
+    in that run the node with the fewest available CPUs (ties: lowest index). So a lone empty
+    node can win over two half-used neighbours (seen on a real 22.05.8, docs/differential.md)."""
+    best_w = None
+    fitting: dict[int, tuple] = {}
+    for i in pool:
+        pod = pod_fits(free, i, ps)
+        if pod is None:
+            continue
+        w = weight[i]
+        if best_w is None or w < best_w:
+            best_w = w
+            fitting = {i: pod}
+        elif w == best_w:
+            fitting[i] = pod
+    if not fitting:
+        return None
+    runs: list[list[int]] = []
+    for i in sorted(fitting):
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    cpu = free.cpu
+    run = min(runs, key=lambda r: (sum(cpu[i] for i in r), r[0]))
+    return fitting[min(run, key=lambda i: (cpu[i], i))]
 
 
 def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:

@@ -1,0 +1,213 @@
+"""Play the differential workload on a real Slurm and read back what it decided.
+
+The driver submits each script at its arrival time on Slurm's own clock (the shared
+libfaketime clock under a speed-up), waits until the queue is empty, then reads:
+submit/start/end/state/nodes from ``jobcomp/filetxt`` (always there), the per-node GPU
+indices from each job's own ``scontrol -d show job`` output, and, with slurmdbd, ``sacct``
+(the same facts through accounting, checked against jobcomp).
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gpupool.conformance.diff_slurm_workload import DiffJob, sbatch_script
+from gpupool.conformance.real_slurm import RealSlurm, RealSlurmError
+from gpupool.formats.hostlist import expand_hostlist
+
+_JOBCOMP_FIELD = re.compile(r"(\w+)=(\S*)")
+_GRES_LINE = re.compile(r"Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)")
+_IDX = re.compile(r"IDX:([0-9,\-]+)")
+_LOG_EVENT = re.compile(
+    r"^\[(\S+)\] (?:(?P<submit>_slurm_rpc_submit_batch_job: JobId=(?P<sj>\d+) )"
+    r"|(?P<main>sched: Allocate JobId=(?P<mj>\d+) )"
+    r"|(?P<bf>sched/backfill: _start_job: Started JobId=(?P<bj>\d+) )"
+    r"|(?P<done>_job_complete: JobId=(?P<dj>\d+) done)"
+    r"|(?P<tl>Time limit exhausted for JobId=(?P<tj>\d+)))", re.MULTILINE)
+
+
+@dataclass(slots=True)
+class RealRecord:
+    """What real Slurm did with one job. Times are epoch seconds (Slurm's clock, 1 s resolution)."""
+
+    job_id: int
+    name: str
+    submit: float
+    start: float | None
+    end: float | None
+    state: str
+    nodes: list[str]
+    #: node -> GPU indices, read inside the running job
+    gpus: dict[str, list[int]] = field(default_factory=dict)
+    #: "main" or "backfill": which scheduler started it (slurmctld log)
+    via: str | None = None
+    #: when slurmctld found it over its time limit (None if it ended before a check)
+    time_limit_hit: float | None = None
+
+
+def _epoch(text: str) -> float | None:
+    if not text or text in ("Unknown", "None", "N/A"):
+        return None
+    return datetime.fromisoformat(text).timestamp()
+
+
+def parse_index_list(text: str) -> list[int]:
+    """``0-2,5`` -> [0, 1, 2, 5] (Slurm's IDX notation)."""
+    out: list[int] = []
+    for part in text.split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def parse_job_gres(text: str) -> dict[str, list[int]]:
+    """Per-node GPU indices from ``scontrol -d show job`` text (``Nodes=… GRES=gpu:2(IDX:0-1)``)."""
+    out: dict[str, list[int]] = {}
+    for nodes, gres in _GRES_LINE.findall(text):
+        idx = [i for m in _IDX.findall(gres) for i in parse_index_list(m)]
+        for node in expand_hostlist(nodes):
+            out[node] = sorted(set(out.get(node, []) + idx))
+    return out
+
+
+def parse_jobcomp(text: str) -> dict[int, RealRecord]:
+    """``jobcomp/filetxt`` lines (``JobId=… JobState=… StartTime=…``) by job id."""
+    out: dict[int, RealRecord] = {}
+    for line in text.splitlines():
+        f = dict(_JOBCOMP_FIELD.findall(line))
+        if "JobId" not in f:
+            continue
+        jid = int(f["JobId"])
+        nodes = [] if f.get("NodeList", "(null)") in ("(null)", "") else expand_hostlist(f["NodeList"])
+        out[jid] = RealRecord(jid, f.get("Name", ""), _epoch(f.get("SubmitTime", "")) or 0.0,
+                              _epoch(f.get("StartTime", "")), _epoch(f.get("EndTime", "")),
+                              f.get("JobState", ""), nodes)
+    return out
+
+
+def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:
+    """Replace jobcomp's whole-second submit/start/end with slurmctld's millisecond log times.
+
+    Whole seconds are not enough: a submission and a job end in the same second are ordered
+    by their fractions, and that order decides where the new job goes.
+    """
+    for m in _LOG_EVENT.finditer(log_text):
+        t = datetime.fromisoformat(m.group(1)).timestamp()
+        if m.group("submit"):
+            rec = records.get(int(m.group("sj")))
+            if rec is not None:
+                rec.submit = t
+        elif m.group("main") or m.group("bf"):
+            rec = records.get(int(m.group("mj") or m.group("bj")))
+            if rec is not None and rec.via is None:
+                rec.start, rec.via = t, ("main" if m.group("main") else "backfill")
+        elif m.group("done"):
+            rec = records.get(int(m.group("dj")))
+            if rec is not None:
+                rec.end = t
+        elif m.group("tl"):
+            rec = records.get(int(m.group("tj")))
+            if rec is not None and rec.time_limit_hit is None:
+                rec.time_limit_hit = t
+                rec.end = t  # a killed job logs no completion line; its resources go at the kill
+
+
+def play(rs: RealSlurm, jobs: list[DiffJob], *, drain_timeout: float = 1800.0,
+         not_before: float | None = None) -> tuple[dict[int, RealRecord], dict[int, int]]:
+    """Submit ``jobs`` at their arrival times on ``rs``; return (records by job id, job index -> id).
+
+    ``not_before`` (Slurm's clock, epoch s): the first submission waits until then.
+    """
+    scripts = rs.dir / "scripts"
+    scripts.mkdir(exist_ok=True)
+    paths = []
+    for job in jobs:
+        p = scripts / f"{job.name}.sbatch"
+        p.write_text(sbatch_script(job, str(rs.out_dir / "%j.out")))
+        paths.append(p)
+    ids: dict[int, int] = {}
+    if not_before is not None:
+        rs.sleep(not_before - rs.now())
+    t0 = rs.now()
+    snap = _ShareSampler(rs)
+    for job, path in zip(jobs, paths):
+        while True:  # sleep until the arrival, sampling sshare every simulated minute meanwhile
+            left = t0 + job.arrival - rs.now()
+            if left <= 0:
+                break
+            rs.sleep(min(left, snap.due() - rs.now()) if snap.due() > rs.now() else 0)
+            snap.maybe()
+        ids[job.index] = rs.sbatch([str(path)])
+    rs.wait_idle(timeout=drain_timeout)
+    comp = rs.log_dir / "jobcomp.txt"
+    deadline = time.monotonic() + 30
+    records: dict[int, RealRecord] = {}
+    while time.monotonic() < deadline:
+        records = parse_jobcomp(comp.read_text()) if comp.exists() else {}
+        if set(ids.values()) <= set(records):
+            break
+        time.sleep(0.2)
+    missing = sorted(set(ids.values()) - set(records))
+    if missing:
+        raise RealSlurmError(f"jobs {missing} never reached {comp}")
+    refine_from_log(records, (rs.log_dir / "slurmctld.log").read_text(errors="replace"))
+    for jid, rec in records.items():
+        out = rs.out_dir / f"{jid}.out"
+        if out.exists():
+            rec.gpus = parse_job_gres(out.read_text(errors="replace"))
+    return records, ids
+
+
+class _ShareSampler:
+    """With slurmdbd: ``sshare -a -l -P`` once per simulated minute into ``DIR/log/sshare.txt``
+    (prefixed with Slurm's time), to compare fair-share values afterwards; best effort."""
+
+    period = 60.0
+
+    def __init__(self, rs: RealSlurm) -> None:
+        self.rs = rs
+        self.on = rs.accounting == "dbd"
+        self.next = rs.now()
+        self.path = rs.log_dir / "sshare.txt"
+
+    def due(self) -> float:
+        return self.next if self.on else float("inf")
+
+    def maybe(self) -> None:
+        if not self.on or self.rs.now() < self.next:
+            return
+        self.next += self.period
+        try:
+            out = self.rs.run(["sshare", "-a", "-l", "-P"], check=False, timeout=10).stdout
+        except RealSlurmError:
+            return
+        with self.path.open("a") as fh:
+            fh.write(f"# t={self.rs.now():.3f}\n{out}")
+
+
+def sacct_records(rs: RealSlurm, ids: list[int], timeout: float = 60.0) -> dict[int, RealRecord]:
+    """The same facts through ``sacct`` (slurmdbd only; records arrive a few seconds late)."""
+    fmt = "JobID,JobName,Submit,Start,End,State,NodeList"
+    deadline = time.monotonic() + timeout
+    out: dict[int, RealRecord] = {}
+    while time.monotonic() < deadline:
+        text = rs.run(["sacct", "-X", "-n", "-P", "-a", f"--format={fmt}",
+                       "-j", ",".join(map(str, ids))], check=False).stdout
+        out = {}
+        for line in text.splitlines():
+            parts = line.split("|")
+            if len(parts) != 7 or not parts[0].isdigit():
+                continue
+            jid = int(parts[0])
+            state = parts[5].split()[0] if parts[5] else ""
+            nodes = [] if parts[6] in ("", "None assigned") else expand_hostlist(parts[6])
+            out[jid] = RealRecord(jid, parts[1], _epoch(parts[2]) or 0.0, _epoch(parts[3]), _epoch(parts[4]),
+                                  state, nodes)
+        if len(out) >= len(ids) and all(r.end is not None for r in out.values()):
+            return out
+        time.sleep(0.5)
+    return out

@@ -1,0 +1,167 @@
+"""real_slurm's generated files and the differential harness's parsers, without running Slurm."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpupool.conformance.diff_slurm import (
+    DiffReport,
+    _scheduler_interval,
+    accounts_of,
+    compare,
+)
+from gpupool.conformance.diff_slurm_real import (
+    RealRecord,
+    parse_index_list,
+    parse_job_gres,
+    parse_jobcomp,
+)
+from gpupool.conformance.diff_slurm_workload import generate, sbatch_script
+from gpupool.conformance.real_slurm import RealSlurm, free_ports
+from gpupool.formats.pool_dir import load_pool
+from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+
+SEED_POOL = Path(__file__).resolve().parents[2] / "examples" / "seed-pool"
+
+
+def _rendered(tmp_path: Path, **kw) -> RealSlurm:
+    rs = RealSlurm(tmp_path, load_pool(SEED_POOL), **kw)
+    ports = free_ports(1 + len(rs.node_names) + 2)
+    rs.ports = {"slurmctld": ports[0], "slurmdbd": ports[-2], "mysql": ports[-1]}
+    rs.ports.update({f"slurmd:{n}": ports[1 + i] for i, n in enumerate(rs.node_names)})
+    return rs
+
+
+def test_free_ports_are_distinct_and_bindable():
+    import socket
+
+    ports = free_ports(8)
+    assert len(set(ports)) == 8
+    for p in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
+def test_pool_conf_keeps_scheduling_keys_and_replaces_site_keys(tmp_path):
+    rs = _rendered(tmp_path, accounting="dbd", scheduler_parameters="bf_interval=1,sched_interval=1",
+                   overrides={"PriorityCalcPeriod": "1"})
+    text = rs.render_slurm_conf()
+    lines = text.splitlines()
+    keys = [ln.split("=", 1)[0] for ln in lines if "=" in ln and not ln.startswith(("#", "NodeName", "PartitionName"))]
+    assert len(keys) == len(set(keys)), "a key is written twice"
+    assert "SchedulerParameters=bf_interval=1,sched_interval=1" in lines
+    assert "PriorityCalcPeriod=1" in lines
+    assert "DefMemPerGPU=120000" in lines and "SelectTypeParameters=CR_Core_Memory" in lines
+    assert "PriorityWeightTRES=gres/gpu=1000" in lines  # kept: dbd provides gres/gpu TRES
+    assert f"SlurmctldPort={rs.ports['slurmctld']}" in lines
+    assert not any(ln.startswith(("TopologyPlugin", "SlurmctldHost=seed-ctl", "ProctrackType=proctrack/cgroup")) for ln in lines)
+    nodes = [ln for ln in lines if ln.startswith("NodeName=")]
+    assert len(nodes) == 4 and all("NodeAddr=127.0.0.1" in ln and "Gres=gpu:8" in ln for ln in nodes)
+    assert {ln.split("Port=")[1].split()[0] for ln in nodes} == {str(rs.ports[f"slurmd:{n}"]) for n in rs.node_names}
+    assert "TRESBillingWeights=GRES/gpu=1.0" in text
+
+
+def test_accounting_none_drops_gres_tres_weights_with_a_note(tmp_path):
+    rs = _rendered(tmp_path, accounting="none")
+    text = rs.render_slurm_conf()
+    assert "PriorityWeightTRES" not in text and "AccountingStorageType=accounting_storage/none" in text
+    assert any("PriorityWeightTRES" in n for n in rs.notes)
+
+
+def test_gres_conf_lists_fake_device_files(tmp_path):
+    rs = RealSlurm(tmp_path, nodes=2, gpus_per_node=4)
+    gres = rs.render_gres_conf().splitlines()
+    assert gres[0] == f"NodeName=gpu01 Name=gpu File={','.join(str(tmp_path / 'dev' / f'gpu{i}') for i in range(4))}"
+    assert len(gres) == 2
+
+
+def test_sacctmgr_commands_load_tree_and_submit_user(tmp_path):
+    rs = _rendered(tmp_path, accounting="dbd")
+    cmds = [" ".join(c) for c in rs.sacctmgr_commands()]
+    assert any(c.startswith("modify qos high set Priority=100") and "Preempt=normal" in c
+               and "MaxTRESPerUser=gres/gpu=16" in c for c in cmds)
+    assert any(c.startswith("add account ml-research Cluster=seed Parent=root Fairshare=50") and "GrpTRES=gres/gpu=24" in c
+               for c in cmds)
+    assert "add user alice Account=ml-research Cluster=seed Fairshare=1" in " | ".join(cmds)
+    assert sorted(rs.submit_user_accounts()) == ["ml-platform", "ml-research", "ml-serving"]
+    added = sorted(c.split()[3] for c in cmds if c.startswith("add user root") and "Account=root" not in c)
+    assert added == ["Account=ml-platform", "Account=ml-research", "Account=ml-serving"]
+
+
+def test_unavailable_is_raised_before_anything_starts(tmp_path, monkeypatch):
+    from gpupool.conformance import real_slurm
+
+    monkeypatch.setattr(real_slurm, "_which", lambda name: None)
+    with pytest.raises(real_slurm.RealSlurmUnavailable, match="munge"):
+        RealSlurm(tmp_path, nodes=1).start()
+    assert not (tmp_path / "run").exists()
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5)), max_size=6))
+def test_index_list_round_trip(ranges):
+    want: set[int] = set()
+    parts = []
+    for lo, width in ranges:
+        parts.append(f"{lo}-{lo + width}" if width else str(lo))
+        want |= set(range(lo, lo + width + 1))
+    assert set(parse_index_list(",".join(parts))) == want
+
+
+def test_job_gres_from_scontrol_text():
+    text = ("   JOB_GRES=gpu:12\n     Nodes=gpu02 CPU_IDs=0-1 Mem=960000 GRES=gpu:8(IDX:0-7)\n"
+            "     Nodes=gpu03 CPU_IDs=0 Mem=480000 GRES=gpu:4(IDX:0,2,5-6)\n")
+    assert parse_job_gres(text) == {"gpu02": list(range(8)), "gpu03": [0, 2, 5, 6]}
+
+
+def test_jobcomp_line():
+    line = ("JobId=12 UserId=root(0) GroupId=root(0) Name=d011 JobState=TIMEOUT Partition=train TimeLimit=3 "
+            "StartTime=2026-11-30T03:58:02 EndTime=2026-11-30T04:01:10 NodeList=gpu[01-02] NodeCnt=2 "
+            "SubmitTime=2026-11-30T03:54:45 EligibleTime=2026-11-30T03:54:45")
+    rec = parse_jobcomp(line)[12]
+    assert (rec.state, rec.nodes, rec.end - rec.start, rec.start - rec.submit) == ("TIMEOUT", ["gpu01", "gpu02"], 188, 197)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_workload_is_deterministic_and_fits(seed, n):
+    jobs = generate(seed, n, ["a", "b"], max_nodes=2, gpus_per_node=4)
+    assert jobs == generate(seed, n, ["a", "b"], max_nodes=2, gpus_per_node=4)
+    assert [j.arrival for j in jobs] == sorted(j.arrival for j in jobs)
+    for j in jobs:
+        assert j.nodes <= 2 and j.gpus_per_node <= 4 and 1 <= j.limit_min <= 5
+        assert j.times_out == (j.runtime_s > j.limit_min * 60)
+        if not j.times_out:
+            assert j.runtime_s <= j.limit_min * 60 - 15 or j.runtime_s == 5
+
+
+def test_script_reads_back_through_gpupools_sbatch_parser():
+    job = generate(3, 1, ["ml-research"], max_nodes=4, gpus_per_node=8)[0]
+    sb = parse_sbatch_text(sbatch_script(job, "/x/%j.out"), "t.sbatch")
+    wl = sbatch_to_workload(sb, id=7, submit_time=1.0, runtime=float(job.runtime_s))[0]
+    assert wl.time_limit == job.limit_min * 60 and wl.account == "ml-research"
+    assert wl.pod_sets[0].count == job.nodes and wl.pod_sets[0].gpus == job.gpus_per_node
+
+
+def test_scheduler_interval_and_accounts():
+    assert _scheduler_interval("bf_interval=1,sched_interval=1") == 1
+    assert _scheduler_interval("bf_continue") == 60
+    assert sorted(accounts_of(load_pool(SEED_POOL))) == ["ml-platform", "ml-research", "ml-serving"]
+
+
+def test_compare_counts_and_lists_disagreements():
+    from types import SimpleNamespace
+
+    from gpupool.conformance.diff_slurm_workload import DiffJob
+
+    jobs = [DiffJob(0, "a", 0, 1, 1, 1, 10, "x"), DiffJob(1, "b", 0, 1, 1, 1, 10, "x")]
+    real = {1: RealRecord(1, "a", 100.0, 100.0, 110.0, "COMPLETED", ["n1"], {"n1": [0]}),
+            2: RealRecord(2, "b", 100.0, 105.0, 115.0, "COMPLETED", ["n1"], {"n1": [1]})}
+    sim = {1: SimpleNamespace(placement=[(0, 0b1)], first_start=0.4, end=10.4, final_state="COMPLETED", state="COMPLETED"),
+           2: SimpleNamespace(placement=[(0, 0b1)], first_start=9.0, end=19.0, final_state="COMPLETED", state="COMPLETED")}
+    rep = DiffReport("p", 1, 2, "none", None, 1.0)
+    compare(rep, jobs, real, {0: 1, 1: 2}, sim, ["n1"], 100.0)
+    assert rep.order_agree == 1.0 and rep.start_within_interval == 0.5 and rep.gpus_agree == 0.5
+    assert [d.name for d in rep.disagreements] == ["b"]
+    assert any("GPUs" in p for p in rep.disagreements[0].problems)
