@@ -57,3 +57,8 @@ class PolicyNotApplicable(GpupoolError):
     ``compare`` skips such a policy with this message when it runs every registered policy,
     and fails when the user named it.
     """
+
+
+class PolicyOptionError(GpupoolError, ValueError):
+    """An option a policy does not have, or a value it does not accept (also a ValueError,
+    which is what option parsing raised before)."""

@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 
 from gpupool.engine.decisions import Decision
 from gpupool.engine.snapshot import Snapshot
-from gpupool.errors import GpupoolError
+from gpupool.errors import GpupoolError, PolicyOptionError
 from gpupool.model.pool import Pool
 
 
@@ -31,6 +31,14 @@ class Policy(Protocol):
 
 PolicyFactory = Callable[[Pool, dict], Policy]
 _REGISTRY: dict[str, tuple[PolicyFactory, str]] = {}
+
+
+def check_options(policy: str, options: dict, known: set[str] | frozenset[str]) -> None:
+    """Refuse options a policy does not have, naming them and the ones it has: a misspelt
+    option silently ignored would change a comparison without anyone noticing."""
+    unknown = set(options) - set(known)
+    if unknown:
+        raise PolicyOptionError(f"policy {policy}: unknown options {sorted(unknown)}; known: {sorted(known)}")
 
 
 def register(name: str, description: str) -> Callable[[PolicyFactory], PolicyFactory]:

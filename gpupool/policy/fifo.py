@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from gpupool.engine.decisions import Pending, Reject, Start
-from gpupool.engine.policy_api import register
+from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import CHANGED_ARRIVED, CHANGED_TICK, Snapshot
 from gpupool.model.pool import Pool
 from gpupool.policy.dependencies import NEVER, SATISFIED, dependency_state
@@ -74,9 +74,7 @@ class FifoPolicy:
         self.name = name
         self._candidates: CandidateNodes | None = None
         self._memo: _Memo | None = None
-        unknown = set(options) - {"max_failed_shapes"}
-        if unknown:
-            raise ValueError(f"policy {name}: unknown options {sorted(unknown)}")
+        check_options(name, options, {"max_failed_shapes"})
         self._max_failed = int(options.get("max_failed_shapes", 16))
 
     def decide(self, snap: Snapshot) -> list:

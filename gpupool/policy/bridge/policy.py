@@ -23,7 +23,7 @@ from __future__ import annotations
 from gpupool.engine.decisions import Pending, Preempt, Reject, Start
 from gpupool.engine.job import PENDING, PLACING, RUNNING, Job
 from gpupool.engine.nodes import lowest_bits
-from gpupool.engine.policy_api import register
+from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import Snapshot
 from gpupool.model.pool import Pool
 from gpupool.policy.bridge.mapping import (
@@ -60,9 +60,7 @@ class BridgePolicy:
     name = "bridge"
 
     def __init__(self, pool: Pool, options: dict) -> None:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise ValueError(f"policy bridge: unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        check_options("bridge", options, _OPTIONS)
         self.pool = pool
         self.slurm = SlurmPolicy(pool, {"record": options.get("record", False)})
         self.tick_interval = self.slurm.tick_interval

@@ -36,9 +36,9 @@ from gpupool.engine.decisions import (
     WakeAt,
 )
 from gpupool.engine.job import PLACING, RUNNING
-from gpupool.engine.policy_api import register
+from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import CHANGED_ALL, Snapshot
-from gpupool.errors import PolicyNotApplicable
+from gpupool.errors import PolicyNotApplicable, PolicyOptionError
 from gpupool.model.kueue import KueueConfig
 from gpupool.model.pool import Pool
 from gpupool.model.workload import GANG_MIN
@@ -147,9 +147,7 @@ class KueuePolicy:
     over_time_limit = 0.0
 
     def __init__(self, pool: Pool, options: dict, *, gang: bool, name: str) -> None:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise ValueError(f"policy {name}: unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        check_options(name, options, _OPTIONS)
         self.name = name
         self.pool = pool
         self.gang = gang
@@ -534,7 +532,7 @@ def _with_fair_sharing(kueue: KueueConfig, mode: str, name: str) -> KueueConfig:
     if mode == "pool":
         return kueue
     if mode != "off":
-        raise ValueError(f"policy {name}: option fair_sharing={mode!r}; expected 'pool' or 'off'")
+        raise PolicyOptionError(f"policy {name}: option fair_sharing={mode!r}; expected 'pool' or 'off'")
     config = {k: v for k, v in (kueue.configuration or {}).items() if k != "fairSharing"}
     return dataclasses.replace(kueue, configuration=config)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from gpupool.engine.decisions import WakeAt
 from gpupool.engine.job import Job
-from gpupool.engine.policy_api import register
+from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import CHANGED_TICK, Snapshot
 from gpupool.errors import GpupoolError, PolicyNotApplicable
 from gpupool.formats.slinky import initial_members, pool_nodesets
@@ -35,9 +35,7 @@ class OperatorPolicy:
     name = "operator"
 
     def __init__(self, pool: Pool, options: dict) -> None:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise ValueError(f"policy operator: unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        check_options("operator", options, _OPTIONS)
         self.pool = pool
         self.nodesets = pool_nodesets(pool, options.get("nodesets"))
         if not self.nodesets:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from gpupool.engine.decisions import Pending, Preempt, Start
-from gpupool.engine.policy_api import register
+from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import Snapshot
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Partition, SlurmConfig
@@ -139,9 +139,7 @@ class SlurmPolicy:
     name = "slurm"
 
     def __init__(self, pool: Pool, options: dict) -> None:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise ValueError(f"policy slurm: unknown options {sorted(unknown)}")
+        check_options("slurm", options, _OPTIONS)
         self.pool = pool
         self.record = bool(options.get("record", False))
         #: Epoch seconds of the run's t=0. Slurm aligns its will-run time windows on epoch
