@@ -5,9 +5,11 @@ its result (:meth:`Daemon.call`). Each loop turn (1) runs the queued submissions
 and queries, (2) reports process exits to the engine, (3) steps the engine to now (the policy
 starts jobs, the executor spawns them), (4) writes everything the turn changed to the ledger in
 one transaction (group commit), and only then (5) answers the callers: no acknowledged
-submission can be lost. A crash at any point leaves the ledger at a turn boundary;
-:meth:`Daemon.recover` rebuilds the engine from it on the next start (a process spawned in a
-turn that never committed belongs to no acknowledged job and is killed then).
+submission can be lost. The turn's submissions are committed on their own before step (3), so
+a process never runs for a job the ledger does not hold. A crash at any point leaves the ledger
+at a turn boundary (or between those two commits); :meth:`Daemon.recover` rebuilds the engine
+from it on the next start: a job recorded as queued whose process is alive is re-adopted, one
+whose process already ended is recorded with its exit status, never run again.
 """
 from __future__ import annotations
 
@@ -221,6 +223,10 @@ class Daemon:
             results.append((fut, res, None))
         if any(s for s, _, _ in items):
             batch.meta["next_job_id"] = str(self.next_id)
+            # Submissions are durable before any of them can start: no process ever exists for
+            # a job the ledger does not hold, and no job id is handed out twice after a crash.
+            self.store.commit(batch)
+            batch = Batch()
         for job_id, state, code in self.executor.poll(now):
             self._exit_codes[job_id] = code
             self.engine.finish(job_id, state, at=now)

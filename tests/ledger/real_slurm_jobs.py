@@ -137,6 +137,12 @@ def drive(env: dict, out_dir: Path, *, deadline_s: float = 240) -> dict[str, Obs
         final = _observe(env, jid, name)
         obs = seen.get(name, final)
         obs.state, obs.end, obs.exit_code, obs.start = final.state, final.end, final.exit_code, final.start
+        if not obs.gres_idx:
+            # Not caught running by the poll (a short job on a loaded host): the job printed
+            # ``scontrol -d show job`` itself as its first action.
+            printed = out_dir / f"{jid}.out"
+            if printed.exists():
+                obs.gres_idx = gres_indices(printed.read_text(errors="replace"))
         obs.nodes = obs.nodes if obs.gres_idx else final.nodes
         seen[name] = obs
     wait_for_accounting(env, list(ids.values()), deadline_s=60)
