@@ -153,7 +153,8 @@ def simulate(
             else:
                 from gpupool.ledger.record import record_run, simulate_for_ledger
 
-                result = simulate_for_ledger(pool_obj, workloads, policy, check=check, until=until, faults=node_events)
+                result = simulate_for_ledger(pool_obj, workloads, policy, check=check, until=until, faults=node_events,
+                                             services="pool" if services else None)
                 recorded = record_run(db, result, pool_obj, workload, policy)
                 result.summary_dict["ledger"] = {k: v for k, v in recorded.items() if isinstance(v, (str, int, float, dict))}
             progress.update(task, advance=1)

@@ -170,3 +170,16 @@ def test_compare_skips_a_policy_the_pool_cannot_run_unless_named(tmp_path):
     assert "skipped operator" in every.stderr and "declares no NodeSet" in every.stderr
     ran = [s["policy"] for s in json.loads(every.stdout)["policies"]]
     assert "operator" not in ran and {"fifo", "slurm", "kueue", "bridge"} <= set(ran)
+
+
+def test_simulate_with_services_records_replicas_in_the_ledger(tmp_path):
+    db = tmp_path / "svc.db"
+    result = invoke("simulate", SEED, "--policy", "kueue", "--services", "--workload",
+                    SEED / "scenarios" / "borrow-reclaim", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["services"]["overall"]["services"] == 1
+    acct = invoke("acct", "--db", db, "-S", "2000-01-01", "-o", "JobName,State", "--parsable2")
+    names = [line.split("|")[0] for line in acct.stdout.splitlines()[1:]]
+    assert {"finetune-a", "finetune-b", "finetune-c"} <= set(names)
+    assert any(n.startswith("chat-") for n in names)  # the service's replicas are jobs of the run
