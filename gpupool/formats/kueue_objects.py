@@ -699,6 +699,7 @@ def _configuration(doc: YamlDoc, body: dict, state: _State) -> None:
             feature_gates[key] = gates.boolean(key)
     _check_wait_for_pods_ready(root, api_group(str(body.get("apiVersion", "")))[1])
     _check_fair_sharing_config(root)
+    _check_admission_fair_sharing(root)
     state.out.kueue.configuration = body
     state.out.kueue.feature_gates = feature_gates
 
@@ -741,6 +742,25 @@ def _check_fair_sharing_config(root: Fields) -> None:
         # Kueue's config validation: field.NotSupported with the accepted lists.
         supported = ", ".join(f'"{",".join(s)}"' for s in STRATEGY_SETS)
         raise fair.error("preemptionStrategies", f"Unsupported value: {strategies!r}: supported values: {supported}")
+
+
+def _check_admission_fair_sharing(root: Fields) -> None:
+    """``admissionFairSharing`` (§6.5): usageHalfLifeTime is required, durations are Go
+    durations, resourceWeights maps resource names to non-negative numbers."""
+    afs = root.mapping("admissionFairSharing")
+    if afs is None:
+        return
+    afs.check_keys({"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"})
+    half = afs.string("usageHalfLifeTime", required=True)
+    go_duration_seconds(half, afs, "usageHalfLifeTime")
+    interval = afs.string("usageSamplingInterval")
+    if interval is not None and go_duration_seconds(interval, afs, "usageSamplingInterval") <= 0:
+        raise afs.error("usageSamplingInterval", f"must be greater than 0, got {interval!r}")
+    weights = afs.mapping("resourceWeights")
+    if weights is not None:
+        for key, value in weights.data.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise weights.error(key, f"a weight is a number >= 0, got {value!r}")
 
 
 def go_duration_seconds(text: str, f: Fields, key: str) -> float:

@@ -5,12 +5,15 @@ every waiting job at every engine pass made a deep backlog cost O(P log P) per p
 perf baseline: ~8k waiting, 500 passes), so the policy keeps the order instead: a sorted list
 per ClusterQueue of ``(order key, job id)``, fed from ``Snapshot.arrived`` and rebuilt from
 ``Snapshot.pending`` whenever a call was missed (``Snapshot.seq`` not consecutive). The order key
-``(-priority, creation time, job id)`` is a pure function of the workload, so the lists are a
-memo of the snapshot's pending jobs; jobs that are running, reserved, not yet eligible or
+``(-priority, queue-order timestamp, job id)`` is a function of the workload (the timestamp
+changes only on a PodsReadyTimeout eviction, which re-keys the entry: ``reorder``), so the lists
+are a memo of the snapshot's pending jobs; jobs that are running, reserved, not yet eligible or
 parked are skipped while walking, and entries of finished jobs are dropped when met.
 
 It also holds what Kueue's queue manager keeps between cycles: the inadmissible set and its
 requeue on capacity change (§3.2), the sticky preemptor (§3.1) and flavor-scan resume (§4.3).
+A ClusterQueue with Admission Fair Sharing (§6.5) is ordered by LocalQueue usage first, which
+changes between cycles, so its head is found by a scan (``_afs_head``) instead.
 """
 from __future__ import annotations
 
@@ -62,6 +65,18 @@ class Backlog:
         self.kwl[kwl.key] = kwl
         insort(self.subs.setdefault(kwl.cq, {}).setdefault(shape, []),
                ((-kwl.priority, kwl.created, kwl.uid), kwl.key))
+
+    def reorder(self, kwl: KWorkload, shape: int) -> None:
+        """Re-key ``kwl`` after its queue-order timestamp changed (``requeuingStrategy.timestamp:
+        Eviction``, §7); a workload not in the backlog is added."""
+        lst = self.subs.get(kwl.cq, {}).get(shape)
+        if lst is not None:
+            for i, (_, key) in enumerate(lst):
+                if key == kwl.key:
+                    del lst[i]
+                    break
+        self.kwl.pop(kwl.key, None)
+        self.add(kwl, shape)
 
     def requeue_inadmissible(self, holding_now) -> set[str]:
         """Kueue's inadmissible-requeue on capacity change: every tree in which a workload that
@@ -118,12 +133,13 @@ class Backlog:
             heaps[cq] = heap
         self.heaps = heaps
 
-    def heads(self, usable, parked_shapes: set) -> list[KWorkload]:
+    def heads(self, usable, parked_shapes: set, afs: dict | None = None) -> list[KWorkload]:
         """One head per ClusterQueue: the first entry in heap order whose shape is not in
         ``parked_shapes`` and that ``usable(kwl)`` accepts.
 
         ``usable`` returns True (a head), False (skip it this pass) or None (the job is gone
-        for good: its entry is removed)."""
+        for good: its entry is removed). ``afs`` maps a ClusterQueue with Admission Fair Sharing
+        to ``kwl -> its LocalQueue's usage``, which orders that queue before priority (§3.1)."""
         out = []
         kwls = self.kwl
         sticky = self.sticky
@@ -138,6 +154,11 @@ class Backlog:
                 if ok is None:
                     del sticky[cq]
             by_shape = self.subs[cq]
+            if afs is not None and cq in afs:
+                head = self._afs_head(by_shape, usable, parked_shapes, afs[cq])
+                if head is not None:
+                    out.append(head)
+                continue
             while heap:
                 _, shape, i = heap[0]
                 if shape in parked_shapes:  # the whole shape is inadmissible this pass
@@ -160,3 +181,29 @@ class Backlog:
                 else:
                     heappop(heap)
         return out
+
+    def _afs_head(self, by_shape: dict, usable, parked_shapes: set, usage) -> KWorkload | None:
+        """The head of an Admission Fair Sharing queue: LocalQueue usage changes between cycles,
+        so the order is not a pure function of the workload; every usable entry is compared by
+        ``(usage of its LocalQueue, priority, timestamp, uid)`` (the queue is usually short)."""
+        kwls = self.kwl
+        best = None
+        best_key = None
+        for shape, lst in by_shape.items():
+            if shape in parked_shapes:
+                continue
+            i = 0
+            while i < len(lst):
+                order, key = lst[i]
+                kwl = kwls[key]
+                ok = usable(kwl)
+                if ok is None:
+                    del lst[i]
+                    del kwls[key]
+                    continue
+                i += 1
+                if ok:
+                    k = (usage(kwl), order)
+                    if best_key is None or k < best_key:
+                        best, best_key = kwl, k
+        return best

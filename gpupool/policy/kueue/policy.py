@@ -42,6 +42,7 @@ from gpupool.errors import PolicyNotApplicable, PolicyOptionError
 from gpupool.model.kueue import KueueConfig
 from gpupool.model.pool import Pool
 from gpupool.model.workload import GANG_MIN
+from gpupool.policy.kueue.afs import AfsConfig, LocalQueueUsage, base_units
 from gpupool.policy.kueue.backlog import Backlog
 from gpupool.policy.kueue.cycle import (
     ADMITTED,
@@ -118,7 +119,7 @@ def _duration(text, default: float) -> float:
 class PodsReadyConfig:
     """waitForPodsReady as Kueue reads it (spec §7)."""
 
-    __slots__ = ("base", "block", "enabled", "limit", "max", "timeout")
+    __slots__ = ("base", "block", "enabled", "limit", "max", "timeout", "timestamp")
 
     def __init__(self, kueue: KueueConfig, gates: dict) -> None:
         cfg = kueue.configuration or {}
@@ -137,6 +138,9 @@ class PodsReadyConfig:
         self.limit = strategy.get("backoffLimitCount")
         self.base = float(strategy.get("backoffBaseSeconds", 60))
         self.max = float(strategy.get("backoffMaxSeconds", 3600))
+        #: requeuingStrategy.timestamp: ``Eviction`` (default) orders a workload evicted by
+        #: PodsReadyTimeout by its eviction time, ``Creation`` keeps its original place.
+        self.timestamp = str(strategy.get("timestamp") or "Eviction")
 
     def backoff(self, n: int) -> float:
         """d(n) without the 1e-4 jitter (gpupool stays deterministic)."""
@@ -161,6 +165,15 @@ class KueuePolicy:
         self.kube = KubeScheduler(pool, options.get("scoring", "LeastAllocated"), weights)
         probe = KueueState(self.kueue)
         self.pods_ready = PodsReadyConfig(self.kueue, probe.gates)
+        #: job id -> time of its last PodsReadyTimeout eviction (queue order under ``Eviction``).
+        self._evicted_at: dict[object, float] = {}
+        self._reorder: list = []
+        # Admission Fair Sharing (§6.5): on for the ClusterQueues that ask for it, when the
+        # Configuration has the section and the gate is on.
+        afs_cfg = AfsConfig.from_configuration(self.kueue.configuration) if probe.gates.get("AdmissionFairSharing") else None
+        self._afs_usage = LocalQueueUsage(afs_cfg) if afs_cfg is not None else None
+        self._afs_cqs = {name for name, cq in self.kueue.cluster_queues.items()
+                         if cq.admission_mode == "UsageBasedAdmissionFairSharing"} if afs_cfg is not None else set()
         self._kwl: dict[int, tuple[object, KWorkload | None, str]] = {}
         self._flavor_memo: dict[tuple, str | None] = {}
         self._decoded: dict[str, tuple | None] = {}
@@ -196,7 +209,8 @@ class KueuePolicy:
                 min_count = ps.min_count if (wl.gang == GANG_MIN and ps.min_count is not None) else None
                 tols = tuple(dict(t) for t in ps.tolerations)
                 pod_sets.append(KPodSet(ps.name, ps.count, req, min_count, dict(ps.node_selector), tols))
-            kwl = KWorkload(job.id, wl.name, lq.cluster_queue, int(prio or 0), float(wl.submit_time), (job.id,), pod_sets)
+            created = self._evicted_at.get(job.id, float(wl.submit_time))
+            kwl = KWorkload(job.id, wl.name, lq.cluster_queue, int(prio or 0), created, (job.id,), pod_sets, (ns, lq.name))
             if cq is None:
                 why = f"ClusterQueue {lq.cluster_queue} doesn't exist"
                 kwl = None
@@ -286,6 +300,9 @@ class KueuePolicy:
         placing: list = []
         reserved: list = []
         wake = float("inf")  # the earliest timer this pass needs (PodsReady deadline, backoff)
+        afs = self._afs_usage
+        if afs is not None:
+            afs.advance(now)  # samples due since the last call, with what was held meanwhile
         for job in snap.active.values():
             kwl, _ = self.kworkload(job)
             if kwl is None:
@@ -315,7 +332,11 @@ class KueuePolicy:
         # Every call syncs the backlog (arrivals are reported once), even one that only evicts.
         evicting = bool(out)
         backlog = self._sync_backlog(snap, out)
+        for kwl in self._reorder:  # requeuingStrategy.timestamp: Eviction
+            backlog.reorder(kwl, self._shape_of(kwl))
+        self._reorder = []
         if evicting:  # evictions first; the engine gives another pass at this instant
+            self._afs_hold(state)
             return out
         scratch = Scratch(nodes)
         not_ready = False
@@ -370,8 +391,9 @@ class KueuePolicy:
         block = pr.enabled and pr.block
         backlog.start_pass()
         exhausted = True
+        afs_order = state.afs = self._afs_order()
         for _ in range(self.max_cycles):
-            heads = backlog.heads(usable, parked_shapes)
+            heads = backlog.heads(usable, parked_shapes, afs_order)
             if not heads:
                 exhausted = False
                 break
@@ -385,6 +407,8 @@ class KueuePolicy:
                 if backlog.sticky.get(e.wl.cq) == e.wl.key:
                     del backlog.sticky[e.wl.cq]
                 adm = state.admitted[e.wl.key]
+                if afs is not None and e.wl.lq is not None:
+                    afs.admit(e.wl.lq, base_units(_by_resource(adm.usage)))  # entry penalty
                 pods = self._place(job, adm, nodes, scratch, skip=0)
                 progress = True
                 if pods and (len(pods) == job.pods_total or not self.gang):
@@ -425,6 +449,7 @@ class KueuePolicy:
                 exhausted = False
                 break
         backlog.holding = {key: root_of.get(adm.cq, adm.cq) for key, adm in state.admitted.items()}
+        self._afs_hold(state)
         wake = min(wake, wake_cell[0])
         if exhausted:
             # max_cycles reached while cycles still progressed: the next cycle comes one second
@@ -436,6 +461,39 @@ class KueuePolicy:
         if wake != float("inf"):
             out.append(WakeAt(wake))
         return out
+
+    def _shape_of(self, kwl: KWorkload) -> int:
+        shape = self._shapes.get(kwl.key)
+        if shape is None:
+            shape = self._shapes[kwl.key] = self._shape_ids.setdefault(shape_key(kwl), len(self._shape_ids))
+        return shape
+
+    def _afs_order(self) -> dict | None:
+        """ClusterQueue -> ``kwl -> its LocalQueue's AFS usage`` for the queues with AFS."""
+        afs = self._afs_usage
+        if afs is None or not self._afs_cqs:
+            return None
+        lqs = self.kueue.local_queues
+
+        def usage(kwl: KWorkload) -> float:
+            lq = lqs.get(kwl.lq) if kwl.lq is not None else None
+            return afs.value(kwl.lq, lq.fair_weight) if lq is not None else 0.0
+
+        return {cq: usage for cq in self._afs_cqs}
+
+    def _afs_hold(self, state: KueueState) -> None:
+        """Tell the AFS sampler what each LocalQueue holds until the next call."""
+        afs = self._afs_usage
+        if afs is None:
+            return
+        held: dict = {}
+        for adm in state.admitted.values():
+            if adm.wl.lq is None:
+                continue
+            per = held.setdefault(adm.wl.lq, {})
+            for r, v in base_units(_by_resource(adm.usage)).items():
+                per[r] = per.get(r, 0.0) + v
+        afs.set_held(held)
 
     def _sync_backlog(self, snap: Snapshot, out: list) -> Backlog:
         """Bring the persistent backlog up to this snapshot: the jobs that arrived since the
@@ -458,10 +516,7 @@ class KueuePolicy:
         for job in fresh:
             kwl, why = self.kworkload(job)
             if kwl is not None:
-                shape = self._shapes.get(job.id)
-                if shape is None:
-                    shape = self._shapes[job.id] = self._shape_ids.setdefault(shape_key(kwl), len(self._shape_ids))
-                backlog.add(kwl, shape)
+                backlog.add(kwl, self._shape_of(kwl))
             elif job.eligible > now:
                 deferred[job.id] = job  # judged when eligible, as Kueue sees it only then
             elif "stopped" not in why:
@@ -482,6 +537,13 @@ class KueuePolicy:
                 out.append(Reject(job.id, DEACTIVATED))
             return out
         delay = pr.backoff(n)
+        if pr.timestamp == "Eviction":
+            # The workload re-enters its queue ordered by the eviction time (§3.1, §7).
+            self._evicted_at[job.id] = now
+            kwl, _ = self.kworkload(job)
+            if kwl is not None:
+                kwl.created = now
+                self._reorder.append(kwl)
         if placed:
             return [Preempt(job.id, REQUEUE, PODS_READY_TIMEOUT, requeue_delay=delay)]
         until = now + delay
@@ -518,6 +580,14 @@ class KueuePolicy:
                     return tuple(pods)
                 pods.append(pod)
         return tuple(pods)
+
+
+def _by_resource(usage: dict) -> dict[str, int]:
+    """Usage per (flavor, resource) summed per resource."""
+    out: dict[str, int] = {}
+    for (_, r), v in usage.items():
+        out[r] = out.get(r, 0) + v
+    return out
 
 
 @register("kueue", "Kueue admission (quota, cohorts, preemption, fair sharing), kube-scheduler places pod by pod")

@@ -34,10 +34,13 @@ def reclaim_allows(policy: str, p: KWorkload, c: KWorkload) -> bool:
     return False
 
 
-def candidate_key(adm: Admitted, own_cq: str) -> tuple:
-    """CandidatesOrdering (§5.2): evicted first, other CQs first, lower priority, most recently
-    reserved, UID."""
-    return (not adm.evicted, adm.cq == own_cq, adm.wl.priority, -adm.reserved_at, adm.wl.uid)
+def candidate_key(adm: Admitted, own_cq: str, afs: dict | None = None) -> tuple:
+    """CandidatesOrdering (§5.2): evicted first, other CQs first, [Admission Fair Sharing: in the
+    preemptor's CQ, higher LocalQueue usage first], lower priority, most recently reserved, UID.
+    ``afs`` maps a ClusterQueue with AFS to ``kwl -> its LocalQueue's usage`` (``state.afs``)."""
+    own = adm.cq == own_cq
+    usage = -afs[own_cq](adm.wl) if own and afs and own_cq in afs else 0.0
+    return (not adm.evicted, own, usage, adm.wl.priority, -adm.reserved_at, adm.wl.uid)
 
 
 def get_targets(state: KueueState, wl: KWorkload, cq_name: str, request: dict[FR, int],
@@ -96,7 +99,7 @@ def classic_targets(state: KueueState, wl: KWorkload, cq_name: str, request: dic
             remaining = {fr: rem - node.local_available(fr) for fr, rem in remaining.items()}
             visited = node
             node = node.parent
-    key = lambda c: candidate_key(c.adm, cq_name)
+    key = lambda c: candidate_key(c.adm, cq_name, state.afs)
     lists = [sorted(hierarchy, key=key), sorted(by_priority, key=key), sorted(same, key=key)]
     ordered = [c for lst in lists for c in lst if c.adm.evicted] + [c for lst in lists for c in lst if not c.adm.evicted]
     if not ordered:
@@ -236,7 +239,7 @@ def fair_targets(state: KueueState, wl: KWorkload, cq_name: str, request: dict[F
             if lst:
                 cands[x.name] = lst
     for lst in cands.values():
-        lst.sort(key=lambda a: candidate_key(a, cq_name))
+        lst.sort(key=lambda a: candidate_key(a, cq_name, state.afs))
     if not cands:
         return []
     q_path = {id(n) for n in q.path()}

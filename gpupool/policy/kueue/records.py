@@ -40,6 +40,8 @@ class KWorkload:
     created: float  # queue-order timestamp
     uid: tuple  # tie-break, ascending
     pod_sets: list[KPodSet]
+    #: ``(namespace, LocalQueue)``; read only by Admission Fair Sharing (§6.5).
+    lq: tuple | None = None
 
     def total(self, counts: list[int] | None = None) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -23,6 +23,7 @@ GATE_DEFAULTS = {
     "PrioritizePreemptorWorkloads": False,
     "PriorityBoost": False,
     "DisableWaitForPodsReady": False,
+    "AdmissionFairSharing": True,
 }
 DEFAULT_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 
@@ -38,6 +39,9 @@ class KueueState:
         self.admitted: dict[object, Admitted] = {}
         self.by_cq: dict[str, list[Admitted]] = {name: [] for name in kueue.cluster_queues}
         self.gates = dict(GATE_DEFAULTS)
+        #: Admission Fair Sharing (§6.5): ClusterQueue -> ``kwl -> its LocalQueue's usage`` for
+        #: the CQs that use it (set by the engine adapter); None = off everywhere.
+        self.afs: dict | None = None
         self.gates.update(kueue.feature_gates or {})
         cfg = kueue.configuration or {}
         fair = cfg.get("fairSharing")
