@@ -45,6 +45,8 @@ from gpupool.live.services import parse_services, replica_workload, replica_work
 from gpupool.live.state import Batch, LiveStore, _sacct_id, ledger_job_row
 
 DEFAULT_STATE_DIR = Path("~/.local/share/gpupool/live")
+#: sbatch's prefix for a job slurmctld refuses at submission; Slurm's own message follows it.
+SUBMIT_FAILED = "Batch job submission failed: "
 
 
 class Refused(GpupoolError):
@@ -263,12 +265,17 @@ class Daemon:
                 prepared.append((req, sb, None, wls, None))
             else:
                 raise Refused(f"{source}: unknown submission kind {req.kind!r} (sbatch or service)")
+        policy_check = getattr(self.policy, "submit_rejection", None)
         for req, _sb, _spec, wls, _m in prepared:
             for wl in wls:
                 why = never_fits(self.host, wl)
                 if why is not None:
                     raise Refused(f"{req.source or 'script'}: job refused: {why} "
                                   "(Requested node configuration is not available)")
+                # What the policy would reject at submit (slurmctld: no job id, sbatch's error)
+                why = policy_check(wl, caller.user) if policy_check is not None else None
+                if why is not None:
+                    raise Refused(f"{req.source or 'script'}: {SUBMIT_FAILED}{why}")
         ids, out = [], []
         wall_now = self.wall(now)
         for req, sb, spec, wls, metric in prepared:

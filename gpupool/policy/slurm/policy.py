@@ -15,13 +15,19 @@ from gpupool.engine.decisions import Pending, Preempt, Start
 from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import Snapshot
 from gpupool.model.pool import Pool
-from gpupool.model.slurm import Partition, SlurmConfig
-from gpupool.policy.slurm import backfill, limits, main_sched, priority, queue
+from gpupool.policy.slurm import (
+    backfill,
+    limits,
+    main_sched,
+    priority,
+    queue,
+    submit_check,
+)
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.decay import UsageLedger
 from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
 from gpupool.policy.slurm.jobinfo import job_req
-from gpupool.policy.slurm.select import Free, place
+from gpupool.policy.slurm.select import Free
 
 _OPTIONS = {"record", "epoch"}
 
@@ -145,9 +151,7 @@ class SlurmPolicy:
         #: Epoch seconds of the run's t=0. Slurm aligns its will-run time windows on epoch
         #: multiples of 30 s; a replay of a real cluster passes its start here (default 0).
         self.epoch = float(options.get("epoch", 0.0))
-        cfg = pool.slurm
-        if cfg is None:  # a pool without slurm.conf: one default partition over every node
-            cfg = SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)})
+        cfg = submit_check.slurm_config(pool)
         self.cfg = cfg
         self.s = load_settings(cfg)
         self.over_time_limit = self.s.over_time_limit
@@ -336,49 +340,14 @@ class SlurmPolicy:
         self._verdict[job.id] = why
         return why
 
+    def submit_rejection(self, wl, user: str | None = None) -> str | None:
+        """Slurm's message if ``user`` submitting ``wl`` is refused at submit (no job id), else
+        None: what a live daemon asks before accepting a script (``submit_check``)."""
+        return submit_check.submit_rejection(self.pool, wl, user)
+
     def _verdict_of(self, job) -> str | None:
-        req = self.req(job)
-        if not req.parts or any(p not in self.parts for p in req.parts):
-            return limits.MSG_PARTITION
-        if self.acct is not None and self.s.enforce:
-            if req.qos is not None and req.qos not in self.qos:
-                return limits.MSG_QOS
-            if "associations" in self.s.enforce and not any(
-                    ua.user == req.user and ua.account == req.account for ua in self.acct.user_associations):
-                return limits.MSG_ACCOUNT
-        nodes = self._nodes
-        ok_parts = 0
-        time_bad = 0
-        for pname in req.parts:
-            info = self.parts[pname]
-            part = info.part
-            if part.allow_accounts is not None and req.account not in part.allow_accounts:
-                continue
-            if req.account in part.deny_accounts:
-                continue
-            if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
-                time_bad += 1
-            # whether the shape fits the empty partition depends only on the pod sets, the
-            # partition and which of its nodes are up and not drained: memoised on exactly that
-            key = (job.wl.pod_sets, pname, tuple(nodes.up[i] and not nodes.drain[i] for i in info.nodes))
-            fits = self._fit_empty.get(key)
-            if fits is None:
-                empty = Free.__new__(Free)
-                empty.nodes = nodes
-                empty.mask = list(nodes.full_mask)
-                empty.gpus = list(nodes.gpu_total)
-                empty.cpu = list(nodes.cpu_total)
-                empty.mem = list(nodes.mem_total)
-                fits = place(job.wl, tuple(info.nodes), empty, None) is not None
-                self._fit_empty[key] = fits
-            if fits:
-                ok_parts += 1
-        if not ok_parts:
-            return limits.MSG_NODES
-        epl = self.s.enforce_part_limits
-        if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
-            return limits.MSG_TIME
-        return None
+        return submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
+                                      self._fit_empty)
 
     # ------------------------------------------------------------ priority
     def priority(self, job, info, accrue: float, now: float) -> int:

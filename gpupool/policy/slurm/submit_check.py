@@ -1,0 +1,125 @@
+"""Submit-time rejection: the checks slurmctld makes before it hands out a job id.
+
+A job that names an unknown partition or QOS, an account the user has no association with
+(``AccountingStorageEnforce=associations``), a shape no allowed partition can ever hold, or a
+time limit over MaxTime under ``EnforcePartLimits`` is refused by sbatch with
+"Batch job submission failed: <message>" and never gets an id. The rules live here once:
+``SlurmPolicy`` applies them to every pending job (a simulated submission the policy rejects
+ends REJECTED), and the live daemon asks :func:`submit_rejection` before accepting a script,
+so it refuses exactly what the policy would reject.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpupool.engine.nodes import NodeTable
+from gpupool.model.pool import Pool
+from gpupool.model.slurm import Partition, SlurmConfig
+from gpupool.model.workload import Workload
+from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.config import (
+    PartInfo,
+    Settings,
+    load_settings,
+    partition_infos,
+)
+from gpupool.policy.slurm.jobinfo import JobReq, job_req
+from gpupool.policy.slurm.select import Free, place
+
+
+def slurm_config(pool: Pool) -> SlurmConfig:
+    """The pool's slurm.conf, or (a pool without one) one default partition over every node."""
+    if pool.slurm is not None:
+        return pool.slurm
+    return SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)})
+
+
+def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: NodeTable, cfg: SlurmConfig,
+              s: Settings, fit_memo: dict | None = None) -> str | None:
+    """Slurm's message if a job asking ``req`` (derived from ``wl``) is refused at submit, else None.
+
+    ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run)."""
+    acct = cfg.accounting
+    if not req.parts or any(p not in parts for p in req.parts):
+        return limits.MSG_PARTITION
+    if acct is not None and s.enforce:
+        if req.qos is not None and req.qos not in acct.qos:
+            return limits.MSG_QOS
+        if "associations" in s.enforce and not any(
+                ua.user == req.user and ua.account == req.account for ua in acct.user_associations):
+            return limits.MSG_ACCOUNT
+    memo = fit_memo if fit_memo is not None else {}
+    ok_parts = 0
+    time_bad = 0
+    for pname in req.parts:
+        info = parts[pname]
+        part = info.part
+        if part.allow_accounts is not None and req.account not in part.allow_accounts:
+            continue
+        if req.account in part.deny_accounts:
+            continue
+        if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
+            time_bad += 1
+        # whether the shape fits the empty partition depends only on the pod sets, the
+        # partition and which of its nodes are up and not drained: memoised on exactly that
+        key = (wl.pod_sets, pname, tuple(nodes.up[i] and not nodes.drain[i] for i in info.nodes))
+        fits = memo.get(key)
+        if fits is None:
+            empty = Free.__new__(Free)
+            empty.nodes = nodes
+            empty.mask = list(nodes.full_mask)
+            empty.gpus = list(nodes.gpu_total)
+            empty.cpu = list(nodes.cpu_total)
+            empty.mem = list(nodes.mem_total)
+            fits = place(wl, tuple(info.nodes), empty, None) is not None
+            memo[key] = fits
+        if fits:
+            ok_parts += 1
+    if not ok_parts:
+        return limits.MSG_NODES
+    epl = s.enforce_part_limits
+    if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
+        return limits.MSG_TIME
+    return None
+
+
+class _PoolView:
+    """What the checks read from a pool, derived once per pool object (pools are not mutated)."""
+
+    __slots__ = ("cfg", "default_part", "fit_memo", "nodes", "parts", "s")
+
+    def __init__(self, pool: Pool) -> None:
+        self.cfg = slurm_config(pool)
+        self.s = load_settings(self.cfg)
+        self.nodes = NodeTable(pool)
+        self.parts = partition_infos(self.cfg, self.nodes, pool)
+        default = self.cfg.default_partition()
+        self.default_part = default.name if default is not None else None
+        self.fit_memo: dict = {}
+
+
+_VIEWS: dict[int, tuple[Pool, _PoolView]] = {}
+
+
+def _view(pool: Pool) -> _PoolView:
+    hit = _VIEWS.get(id(pool))
+    if hit is not None and hit[0] is pool:
+        return hit[1]
+    if len(_VIEWS) >= 16:
+        _VIEWS.clear()
+    view = _PoolView(pool)
+    _VIEWS[id(pool)] = (pool, view)  # holds the pool, so its id cannot be reused while cached
+    return view
+
+
+def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str | None:
+    """Slurm's message if ``user`` submitting ``wl`` to ``pool`` is refused at submit, else None.
+
+    The pool's nodes count with the states the pool declares (all up unless it says DOWN/DRAIN).
+    ``user`` replaces ``wl.user`` (the live daemon knows the submitter from the socket)."""
+    view = _view(pool)
+    if user is not None:
+        wl = replace(wl, user=user)
+    acct = view.cfg.accounting
+    req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {})
+    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo)
