@@ -62,3 +62,15 @@ def test_case(path, variant):
     if result.not_checked:
         warnings.warn(f"{result.case_id} [{variant}] not checked: {', '.join(result.not_checked)}", stacklevel=1)
     assert result.ok, result.report()
+
+
+SPEC_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "cases" / "slurm"
+
+
+@pytest.mark.skipif(not SPEC_DIR.is_dir(), reason=f"{SPEC_DIR} absent: nothing to compare the copy with")
+def test_copy_matches_spec():
+    """The project's copy is the spec's cases verbatim; a new spec case is copied, never edited."""
+    for spec_case in sorted(SPEC_DIR.glob("*.yaml")):
+        copy = CASES / spec_case.name
+        assert copy.is_file(), f"{spec_case.name} is in the spec but not in {CASES}"
+        assert copy.read_bytes() == spec_case.read_bytes(), f"{copy} differs from {spec_case}"
