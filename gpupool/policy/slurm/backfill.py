@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from gpupool.policy.slurm.select import place, pod_fits
+from gpupool.policy.slurm.select import Free, place, pod_fits
 
 VIA_BACKFILL = "SchedBackfill"
 MAX_TRIES = 64
@@ -161,7 +161,7 @@ class NodeTimeline:
     monotone in the count and a bisection finds the first count at which it does.
     """
 
-    __slots__ = ("_by_shape", "base", "cpu", "gpus", "ks", "mask", "mem")
+    __slots__ = ("_by_shape", "base", "cpu", "emask", "gpus", "ks", "mask", "mem")
 
     def __init__(self, free, ends) -> None:
         self.base = free
@@ -171,8 +171,15 @@ class NodeTimeline:
         self.gpus: dict[int, list[int]] = {}
         self.mask: dict[int, list[int]] = {}
         self.mem: dict[int, list[int]] = {}
+        #: per entry of ``ends``, the bit set of the nodes it frees (one AND tells will_run
+        #: whether a running job touches any usable node)
+        self.emask: list[int] = []
         cur: dict[int, list] = {}
         for k, (_end, _seq, placement, _free_at) in enumerate(ends, 1):
+            bits = 0
+            for node, _m, _c, _r in placement:
+                bits |= 1 << node
+            self.emask.append(bits)
             for node, mask, cpu, mem in placement:
                 c = cur.get(node)
                 if c is None:
@@ -196,6 +203,23 @@ class NodeTimeline:
                     self.gpus[node].append(c[1])
                     self.mask[node].append(c[2])
                     self.mem[node].append(c[3])
+
+    def state_at(self, count: int, nodes) -> Free:
+        """A copy of the free resources after the first ``count`` entries of ``ends`` are
+        freed, exact on ``nodes`` (other nodes keep their present state)."""
+        out = self.base.copy()
+        br = bisect.bisect_right
+        for n in nodes:
+            ks = self.ks.get(n)
+            if not ks:
+                continue
+            j = br(ks, count) - 1
+            if j >= 0:
+                out.cpu[n] = self.cpu[n][j]
+                out.gpus[n] = self.gpus[n][j]
+                out.mask[n] = self.mask[n][j]
+                out.mem[n] = self.mem[n][j]
+        return out
 
     def first_fits(self, ps) -> list:
         """``first_fit`` of every node for pod shape ``ps``, indexed by node."""
@@ -284,37 +308,30 @@ def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, time
     nodes = free.nodes
     up, drain = nodes.up, nodes.drain
     pod_sets = wl.pod_sets
-    scratch = free.copy()
-    touched: set[int] = set()
-
-    def usable_node(node: int) -> bool:
-        return node in cand_set and up[node] and not drain[node] and (usable is None or node in usable)
-
-    def may_fit() -> bool:
-        for node in touched:
-            if usable_node(node):
-                for ps in pod_sets:
-                    if pod_fits(scratch, node, ps) is not None:
-                        return True
-        return False
-
+    if timeline is None:
+        timeline = NodeTimeline(free, ends)
+    emask = timeline.emask
+    usable_nodes = [node for node in cand
+                    if node in cand_set and up[node] and not drain[node] and (usable is None or node in usable)]
+    umask = 0
+    for node in usable_nodes:
+        umask |= 1 << node
     if now is None:
         now = start_res
     n = len(ends)
-    kmin = 0
-    if timeline is not None:
-        found = None
-        per_shape = [timeline.first_fits(ps) for ps in pod_sets]
-        for node in cand:
-            if not usable_node(node):
-                continue
-            for fits in per_shape:
-                k = fits[node]
-                if k is not None and (found is None or k < found):
-                    found = k
-        if found is None:
-            return None, None
-        kmin = found
+    found = None
+    per_shape = [timeline.first_fits(ps) for ps in pod_sets]
+    for node in usable_nodes:
+        for fits in per_shape:
+            k = fits[node]
+            if k is not None and (found is None or k < found):
+                found = k
+    if found is None:
+        return None, None  # no pod fits on any usable node even after every running job ends
+    kmin = found
+    scratch: Free | None = None  # free resources on usable nodes after ``given`` entries
+    given = 0
+    touched: set[int] = set()
     i = 0
     window = WILL_RUN_WINDOW
     barrier = None  # epoch-aligned end of the first freed job, fixed for the whole search
@@ -322,32 +339,57 @@ def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, time
         last_end = last_free = None
         nxt = None
         while i < n:
-            end, _, placement, free_at = ends[i]
+            end, _, _placement, free_at = ends[i]
+            hit = emask[i] & umask
             i += 1
-            if not any(usable_node(p[0]) for p in placement):
+            if not hit:
                 continue  # no usable node: skipped
             if barrier is None:
                 e_abs = math.floor(end + epoch)
                 barrier = e_abs + (window - e_abs % window) - epoch
-            scratch.give(placement)
-            for p in placement:
-                touched.add(p[0])
             last_end, last_free = end, free_at
             nxt = ends[i][0] if i < n else None
             if nxt is not None and nxt > barrier + window:
                 break
         if last_end is None:
             break
-        if i >= kmin and may_fit():
-            pl = place(wl, cand, scratch, usable)
-            if pl is not None:
-                est = last_end if last_end > now else (last_free if last_free > now else now + 1)
-                return max(est, start_res), pl
-            touched.clear()
+        if i >= kmin:
+            # Bring the scratch state up to ``i`` freed entries. On usable nodes it equals the
+            # timeline's state, so the first time it is read from there instead of replaying
+            # every earlier end; only usable nodes matter to ``place`` and ``may_fit``.
+            if scratch is None:
+                scratch = timeline.state_at(i, usable_nodes)
+                ks = timeline.ks
+                touched = {node for node in usable_nodes if node in ks and ks[node][0] <= i}
+            else:
+                for j in range(given, i):
+                    if emask[j] & umask:
+                        placement = ends[j][2]
+                        scratch.give(placement)
+                        for p in placement:
+                            touched.add(p[0])
+            given = i
+            if _may_fit(scratch, touched, umask, pod_sets):
+                pl = place(wl, cand, scratch, usable)
+                if pl is not None:
+                    est = last_end if last_end > now else (last_free if last_free > now else now + 1)
+                    return max(est, start_res), pl
+                touched.clear()
         window *= 2
         while nxt is not None and nxt > barrier + window:
             window *= 2
     return None, None
+
+
+def _may_fit(scratch: Free, touched: set[int], umask: int, pod_sets) -> bool:
+    """Whether a pod of the job fits on a usable node given back since the last failed test:
+    after a failed ``place`` only those nodes can change the answer."""
+    for node in touched:
+        if umask >> node & 1:
+            for ps in pod_sets:
+                if pod_fits(scratch, node, ps) is not None:
+                    return True
+    return False
 
 
 def run(cy, records) -> None:
@@ -362,6 +404,7 @@ def run(cy, records) -> None:
     per_user: dict[str, int] = {}
     horizon = now + s.bf_window
     timeline = None
+    memo: dict[tuple, tuple] = {}
     for rec in records:
         job = rec.job
         if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
@@ -391,10 +434,18 @@ def run(cy, records) -> None:
             if usable is not None and not usable:
                 est, pl = None, None
             else:
-                if timeline is None:
-                    timeline = NodeTimeline(cy.free, ends)
-                est, pl = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, info.node_set, timeline,
+                # will_run depends on the pod shapes, the partition, the usable nodes and the
+                # window start only (free resources and running jobs are fixed until a job
+                # starts): a deep queue repeats the same few shapes, so answers are shared
+                memo_key = (job.wl.pod_sets, info.name, usable, start_res)
+                hit = memo.get(memo_key)
+                if hit is None:
+                    if timeline is None:
+                        timeline = NodeTimeline(cy.free, ends)
+                    hit = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, info.node_set, timeline,
                                    pol.epoch, now)
+                    memo[memo_key] = hit
+                est, pl = hit
             if est is None:
                 if later is None or test_only:
                     break
@@ -403,6 +454,7 @@ def run(cy, records) -> None:
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL)
                 timeline = None  # free resources and ends changed
+                memo.clear()
                 started += 1
                 # no time-map entry: a job backfill starts is seen through the free resources
                 # and its limit end, like any running job; a real 22.05 starts several jobs

@@ -111,55 +111,58 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None):
     return tuple(placement) if ok else None
 
 
+def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
+    """The nodes of ``pool`` (in its order) where one pod of ``ps`` fits now: ``pod_fits``'s
+    test without building the pods, which only the chosen nodes need (picking the GPU
+    indices is the costly part and most fitting nodes are not chosen)."""
+    nodes = free.nodes
+    gt = ps.gpu_type
+    ntype = nodes.gpu_type
+    fcpu, fmem = free.cpu, free.mem
+    need_mem = ps.memory_mib
+    if ps.exclusive:
+        ct, fm, fmask = nodes.cpu_total, nodes.full_mask, free.mask
+        return [i for i in pool
+                if (not gt or ntype[i] == gt) and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem]
+    g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
+    return [i for i in pool if (not gt or ntype[i] == gt) and fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
+
+
+def _runs(indices) -> list[list[int]]:
+    """Runs of consecutive node indices, in index order."""
+    runs: list[list[int]] = []
+    for i in sorted(indices):
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
 def _one_node(ps, pool: list[int], free: Free, weight):
     """One node for one pod, as cons_tres 22.05 picks it: lowest weight; among the runs of
     consecutive node indices where the pod fits, the run with the fewest available CPUs in all;
     in that run the node with the fewest available CPUs (ties: lowest index). So a lone empty
     node can win over two half-used neighbours (seen on a real 22.05.8, docs/differential.md)."""
-    best_w = None
-    fitting: dict[int, tuple] = {}
-    for i in pool:
-        pod = pod_fits(free, i, ps)
-        if pod is None:
-            continue
-        w = weight[i]
-        if best_w is None or w < best_w:
-            best_w = w
-            fitting = {i: pod}
-        elif w == best_w:
-            fitting[i] = pod
+    fitting = fitting_nodes(ps, pool, free)
     if not fitting:
         return None
-    runs: list[list[int]] = []
-    for i in sorted(fitting):
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
+    best_w = min(weight[i] for i in fitting)
+    fitting = [i for i in fitting if weight[i] == best_w]
     cpu = free.cpu
-    run = min(runs, key=lambda r: (sum(cpu[i] for i in r), r[0]))
-    return fitting[min(run, key=lambda i: (cpu[i], i))]
+    run = min(_runs(fitting), key=lambda r: (sum(cpu[i] for i in r), r[0]))
+    return pod_fits(free, min(run, key=lambda i: (cpu[i], i)), ps)
 
 
 def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     """``ps.count`` distinct nodes: lowest weight first, runs of consecutive indices, tightest fit."""
-    fitting = {}
-    for i in pool:
-        pod = pod_fits(free, i, ps)
-        if pod is not None:
-            fitting[i] = pod
+    fitting = fitting_nodes(ps, pool, free)
     if len(fitting) < ps.count:
         return None
     need = ps.count
     out: list = []
     for w in sorted({weight[i] for i in fitting}):
-        group = [i for i in sorted(fitting) if weight[i] == w]
-        runs: list[list[int]] = []
-        for i in group:
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
+        runs = _runs(i for i in fitting if weight[i] == w)
         while need and runs:
             sufficient = [r for r in runs if len(r) >= need]
             if sufficient:
@@ -168,7 +171,7 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
             else:
                 run = max(runs, key=lambda r: (len(r), -r[0]))
                 take = run
-            out.extend(fitting[i] for i in take)
+            out.extend(pod_fits(free, i, ps) for i in take)
             need -= len(take)
             runs.remove(run)
         if not need:
