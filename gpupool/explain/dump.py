@@ -18,8 +18,11 @@ from gpupool.formats.kube_workloads import QUEUE_LABEL, workloads_from_documents
 from gpupool.formats.kube_yaml import Fields, YamlDoc, load_yaml_documents
 from gpupool.formats.kueue_objects import api_group, parse_pool_objects, quantity
 from gpupool.model.kueue import KueueConfig
+from gpupool.policy.kueue.afs import AfsConfig, LocalQueueUsage, base_units
+from gpupool.policy.kueue.policy import topology_request
 from gpupool.policy.kueue.records import Admitted, KPodSet, KWorkload, PodSetAssignment
 from gpupool.policy.kueue.state import KueueState
+from gpupool.policy.kueue.tas_capacity import from_pool_nodes, tas_flavor_names
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -56,6 +59,13 @@ class DumpState:
     info: dict[str, WorkloadInfo]
     nodes: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Admitted pod sets with a topologyAssignment and the levels it names (completed to full
+    #: leaf domains from the Nodes' labels by ``_topology_capacity``).
+    tas_levels: list = field(default_factory=list)
+    #: Admission Fair Sharing (§6.5): the LocalQueues' usage as their status reports it, and the
+    #: ClusterQueues that order by it; None when the Configuration does not enable it.
+    afs: LocalQueueUsage | None = None
+    afs_cqs: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
 
 
@@ -105,13 +115,80 @@ def load_dump(paths: list[Path | str], config: Path | str | None = None) -> Dump
                                              "resourceflavors, cohorts, localqueues) in the kubectl get")
     state = KueueState(kueue)
     out = DumpState(kueue, state, [], {}, {}, nodes=len(objects.nodes), notes=notes, sources=sources)
+    _admission_fair_sharing(out, objects.afs_consumed)
     for doc in objects.workload_docs:
         group, _ = api_group(doc.api_version)
         if group != KUEUE_GROUP or doc.kind != "Workload":
             out.notes.append(f"{doc.where}: {doc.kind} ignored; explain reads the Workload Kueue made for it")
             continue
         _read_workload(doc, out)
+    _topology_capacity(out, objects.nodes)
     return out
+
+
+def _admission_fair_sharing(out: DumpState, consumed: dict) -> None:
+    """AFS from the Configuration's ``admissionFairSharing`` (gate on) and the ClusterQueues'
+    ``admissionScope``; each LocalQueue starts from the consumed usage its status reports."""
+    cfg = AfsConfig.from_configuration(out.kueue.configuration) if out.state.gate("AdmissionFairSharing") else None
+    cqs = sorted(name for name, cq in out.kueue.cluster_queues.items()
+                 if cq.admission_mode == "UsageBasedAdmissionFairSharing")
+    if cfg is None:
+        if cqs:
+            out.notes.append(f"ClusterQueue(s) {', '.join(cqs)} ask for UsageBasedAdmissionFairSharing but the "
+                             "Kueue Configuration has no admissionFairSharing section (give --config): "
+                             "ordered by priority")
+        return
+    out.afs = LocalQueueUsage(cfg)
+    out.afs_cqs = cqs
+    for lq, used in consumed.items():
+        out.afs.consumed[lq] = base_units(used)
+    lqs = out.kueue.local_queues
+
+    def usage(kwl: KWorkload) -> float:
+        lq = lqs.get(kwl.lq) if kwl.lq is not None else None
+        return out.afs.value(kwl.lq, lq.fair_weight) if lq is not None else 0.0
+
+    out.state.afs = {cq: usage for cq in cqs} if cqs else None
+
+
+def _topology_capacity(out: DumpState, nodes) -> None:
+    """TAS capacity (§8) from the dumped Nodes, minus what admitted workloads' topology
+    assignments hold. Without Nodes in the dump TAS cannot be judged: it is left out, and said."""
+    state = out.state
+    if not state.gate("TopologyAwareScheduling") or not tas_flavor_names(out.kueue):
+        return
+    if not nodes:
+        for psa, _, _ in out.tas_levels:
+            psa.topology = None  # partial domains cannot be completed without the Nodes
+        out.notes.append("TAS flavors but no Nodes in the dump: topology placement is not evaluated "
+                         "(add nodes to the kubectl get)")
+        return
+    state.tas = from_pool_nodes(out.kueue, nodes)
+    for psa, levels, wl_name in out.tas_levels:
+        tf = state.tas.get(psa.tas_flavor)
+        depth = len(levels)
+        full: dict[tuple, tuple] = {}
+        for n in (tf.nodes if tf is not None else ()):
+            full.setdefault(n.leaf[-depth:], n.leaf)
+        counts: dict[tuple, int] = {}
+        for values, c in psa.topology.items():
+            leaf = full.get(values)
+            if leaf is None:
+                out.notes.append(f"Workload {wl_name}: topology domain {'/'.join(values)} matches no Ready "
+                                 f"Node of flavor {psa.tas_flavor}; its {c} pod(s) are not held")
+                continue
+            counts[leaf] = counts.get(leaf, 0) + c
+        psa.topology = counts or None
+    for adm in state.admitted.values():
+        state.tas.hold(adm.tas_uses())
+        missing = [psa.name for psa in adm.pod_sets if psa.topology is None
+                   and any(state.tas.get(f) is not None for f in psa.flavors.values())]
+        if missing:
+            out.notes.append(f"Workload {adm.wl.key} is admitted to TAS flavor(s) without a topologyAssignment "
+                             f"for pod set(s) {', '.join(missing)}: its pods' place is unknown, their "
+                             "capacity is not held")
+    out.notes.append("TAS capacity counts the Nodes' allocatable minus admitted workloads' topology "
+                     "assignments; pods Kueue does not manage are not in the dump")
 
 
 #: A Workload has at most this many pod sets (kueue.md §1.6, v1beta2).
@@ -163,9 +240,10 @@ def _read_workload(doc: YamlDoc, out: DumpState) -> None:
         created = 0.0
     uid = meta.string("uid") or key
     pod_sets = [KPodSet(ps.name, ps.count, {r: v for r, v in ps.requests().items() if v}, ps.min_count,
-                        dict(ps.node_selector), tuple(dict(t) for t in ps.tolerations))
+                        dict(ps.node_selector), tuple(dict(t) for t in ps.tolerations), topology_request(ps),
+                        ps.gpu_type)
                 for ps in wl.pod_sets]
-    kwl = KWorkload(key, key, cq_name, prio, created, (uid,), pod_sets)
+    kwl = KWorkload(key, key, cq_name, prio, created, (uid,), pod_sets, (namespace, lq.name))
     info = WorkloadInfo(key, namespace, name, lq.name, cq_name, prio, created_text, uid,
                         labels.get(JOB_UID_LABEL, ""), doc.where,
                         gpus=sum(ps.count * ps.requests.get("nvidia.com/gpu", 0) for ps in pod_sets),
@@ -191,6 +269,42 @@ def _read_workload(doc: YamlDoc, out: DumpState) -> None:
         out.blocked[key] = (cq_name, f"LocalQueue {namespace}/{lq.name} is stopped ({lq.stop_policy})")
     else:
         out.pending.append(kwl)
+
+
+def _topology_assignment(psa: Fields, target: PodSetAssignment, wl_name: str, out: DumpState) -> None:
+    """``podSetAssignments[].topologyAssignment`` (``levels`` + ``domains[].values/count``): the
+    pods per leaf domain the workload holds in its TAS flavor."""
+    ta = psa.mapping("topologyAssignment")
+    if ta is None:
+        return
+    levels = [str(v) for v in (ta.data.get("levels") or [])]
+    names = set(target.flavors.values())
+    fname = next(iter(names)) if len(names) == 1 else None
+    flavor = out.kueue.flavors.get(fname) if fname else None
+    topo = out.kueue.topologies.get(flavor.topology_name) if flavor is not None and flavor.topology_name else None
+    if topo is None:
+        out.notes.append(f"{psa.path}: Workload {wl_name} has a topologyAssignment but its flavor "
+                         f"{fname} has no Topology in the dump; ignored")
+        return
+    if "domains" not in ta.data:
+        out.notes.append(f"{psa.path}.topologyAssignment: only the levels/domains form is read "
+                         "(read, not modelled)")
+        return
+    if not levels or tuple(levels) != tuple(topo.levels)[-len(levels):]:
+        raise ta.error("levels", f"Workload {wl_name}: topologyAssignment levels {levels} are not the last "
+                                 f"levels of Topology {topo.name} ({', '.join(topo.levels)})")
+    counts: dict[tuple, int] = {}
+    for d in ta.items("domains"):
+        values = tuple(str(v) for v in (d.data.get("values") or []))
+        if len(values) != len(levels):
+            raise d.error("values", f"Workload {wl_name}: {len(values)} values for {len(levels)} levels")
+        counts[values] = counts.get(values, 0) + d.integer("count", 0, minimum=0)
+    if counts:
+        # Kueue lists only the lowest level(s) when they identify a node (kubernetes.io/hostname);
+        # the full domain is completed from the Nodes' labels once they are read.
+        target.topology = counts
+        target.tas_flavor = fname
+        out.tas_levels.append((target, tuple(levels), wl_name))
 
 
 def _true(cond: Fields | None) -> bool:
@@ -239,6 +353,8 @@ def _admitted(kwl: KWorkload, admission: Fields, reserved: Fields | None, doc: Y
                                                f"but its admission names no flavor for it")
                 continue
             usage[(fl, res)] = usage.get((fl, res), 0) + v
-        assignments.append(PodSetAssignment(ps_name, count, {r: f for r, f in flavors.items() if r in per}, per))
+        psa_out = PodSetAssignment(ps_name, count, {r: f for r, f in flavors.items() if r in per}, per)
+        _topology_assignment(psa, psa_out, kwl.name, out)
+        assignments.append(psa_out)
     reserved_at = rfc3339_seconds(reserved.string("lastTransitionTime")) if reserved is not None else None
     return Admitted(kwl, cq_name, usage, reserved_at if reserved_at is not None else 0.0, assignments)

@@ -8,6 +8,9 @@ prints the message a user sees in ``kubectl describe workload``:
   or ``insufficient quota for R in flavor F, previously considered podsets requests (A) + current
   podset request (B) > maximum capacity (C)``, ``flavor F doesn't match node affinity``,
   ``untolerated taint K=V:Effect in flavor F``, ``resource R unavailable in ClusterQueue``;
+* TAS (§8): ``Flavor "F" does not support TopologyAwareScheduling`` (and its siblings) per
+  flavor, and ``topology "T" allows to fit only N out of M pod(s)`` /
+  ``topology "T" doesn't allow to fit any of M pod(s)`` when the topology has no room;
 * the reasons of one pod set sorted and joined with ``, ``, prefixed ``couldn't assign flavors to
   pod set P: ``; pod sets joined with ``; ``.
 
@@ -20,6 +23,7 @@ from gpupool.formats.kueue_objects import format_quantity
 from gpupool.policy.kueue.flavors import BLOCKING_EFFECTS, tolerates
 from gpupool.policy.kueue.records import Assignment, KWorkload
 from gpupool.policy.kueue.state import KueueState
+from gpupool.policy.kueue.tas_assign import tas_mismatch
 
 SKIPPED_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 SKIPPED_OVERLAP = "Workload has overlapping preemption targets with another workload"
@@ -68,7 +72,7 @@ def pending_message(state: KueueState, wl: KWorkload, a: Assignment | None) -> s
             for g in sorted(touched):
                 chosen = a.pod_sets[psi].flavors if a is not None and psi < len(a.pod_sets) else {}
                 ok, group_reasons = _group_reasons(state, node, groups[g], ps, touched[g], assumed,
-                                                   last.get((psi, g), -1), chosen)
+                                                   last.get((psi, g), -1), chosen, wl.cq)
                 reasons.extend(group_reasons)
                 if not ok:
                     failed = True
@@ -77,6 +81,10 @@ def pending_message(state: KueueState, wl: KWorkload, a: Assignment | None) -> s
                 if fl is not None:
                     for r, v in touched[g].items():
                         assumed[(fl, r)] = assumed.get((fl, r), 0) + v
+        if a is not None and a.tas_failure is not None and a.tas_failure[0] == psi:
+            # TAS (§8): the quota fits (or not), the topology has no room for the pod set.
+            reasons.append(a.tas_failure[1])
+            failed = True
         if reasons:
             parts.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
         if failed:
@@ -84,7 +92,8 @@ def pending_message(state: KueueState, wl: KWorkload, a: Assignment | None) -> s
     return "; ".join(parts)
 
 
-def _group_reasons(state, node, group, ps, greq: dict, assumed: dict, last: int, chosen: dict) -> tuple[bool, list[str]]:
+def _group_reasons(state, node, group, ps, greq: dict, assumed: dict, last: int, chosen: dict,
+                   cq_name: str = "") -> tuple[bool, list[str]]:
     """Reasons for one resource group of one pod set; False when no flavor could be chosen."""
     flavors = group.flavors
     end = len(flavors) - 1 if last < 0 else min(last, len(flavors) - 1)
@@ -97,7 +106,7 @@ def _group_reasons(state, node, group, ps, greq: dict, assumed: dict, last: int,
         if flavor is None:
             reasons.append(f"flavor {fq.flavor} not found")
             continue
-        why = _flavor_mismatch(flavor, ps)
+        why = _flavor_mismatch(flavor, ps) or (tas_mismatch(state, cq_name, flavor, ps) if cq_name else None)
         if why:
             reasons.append(why)
             continue

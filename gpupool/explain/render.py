@@ -41,6 +41,9 @@ def _flavors(pod_sets) -> str:
             by_flavor.setdefault(f, []).append(f"{r}={p.usage.get(r, '?')}")
         inner = "; ".join(f"{f}: {', '.join(rs)}" for f, rs in by_flavor.items())
         parts.append(f"{p.name}×{p.count} → {inner}")
+        if p.topology:
+            doms = ", ".join(f"{'/'.join(d['values'])}×{d['count']}" for d in p.topology["domains"])
+            parts.append(f"  topology ({'/'.join(p.topology['levels'])}): {doms}")
     return "\n".join(parts)
 
 
@@ -48,7 +51,9 @@ def print_explanation(x: Explanation, out: Console) -> None:
     mode = "fair sharing" if x.fair_sharing else "classic preemption"
     out.print(f"[bold]explain[/]: {len(x.admitted_before)} admitted, "
               f"{len(x.pending_before)} pending before the first cycle; {mode}"
-              + ("; waitForPodsReady.blockAdmission on" if x.block_admission else ""), highlight=False)
+              + ("; waitForPodsReady.blockAdmission on" if x.block_admission else "")
+              + (f"; admission fair sharing in {', '.join(x.admission_fair_sharing)} (LocalQueue usage "
+                 "before priority)" if x.admission_fair_sharing else ""), highlight=False)
     many = x.cycles_requested > 1
     for c in x.cycles:
         title = f"cycle {c.number}" if many else "next scheduling cycle"
@@ -75,8 +80,11 @@ def print_explanation(x: Explanation, out: Console) -> None:
         t = Table("workload", "ClusterQueue", "priority", "outcome", "queue", "why it waits (QuotaReserved=False message)",
                   title="still pending" + (f" after {len(x.cycles)} cycles" if many else ""), title_justify="left")
         for w in x.pending:
+            msg = w.message
+            if w.local_queue_usage is not None:
+                msg += f" [LocalQueue usage {w.local_queue_usage:g}]"
             t.add_row(w.workload, w.cluster_queue, str(w.priority), OUTCOME_WORDS.get(w.outcome, w.outcome),
-                      w.queue_state, w.message)
+                      w.queue_state, msg)
         out.print(t)
     else:
         out.print("nothing left pending", highlight=False)

@@ -33,12 +33,15 @@ from gpupool.policy.kueue.cycle import (
     run_cycle,
     shape_key,
 )
+from gpupool.policy.kueue.afs import base_units
 from gpupool.policy.kueue.policy import PodsReadyConfig
 from gpupool.policy.kueue.records import KWorkload
+from gpupool.policy.kueue.tas import domains_of
 
 ACTIVE = "active"
 QUEUED = "queued"  # not a head this cycle: another workload is ahead in its ClusterQueue
 NOT_SEEN = "blocked"  # Kueue never hands it to the scheduler (namespace selector, stopped queue)
+HOSTNAME = "kubernetes.io/hostname"  # a topology level naming single nodes
 
 
 @dataclass
@@ -47,6 +50,9 @@ class PodSetAdmission:
     count: int
     flavors: dict[str, str]  # resource -> flavor
     usage: dict[str, str]  # resource -> quantity, as Kubernetes writes it
+    #: TAS (§8): ``{"levels": [...], "domains": [{"values": [...], "count": n}]}`` as Kueue writes
+    #: ``topologyAssignment``; None for a pod set without a topology.
+    topology: dict | None = None
 
 
 @dataclass
@@ -83,6 +89,8 @@ class Waiting:
     queue_state: str  # active | inadmissible
     message: str
     cycle: int | None = None  # the cycle that last tried it (None: never a head)
+    #: Admission Fair Sharing: its LocalQueue's usage, which orders its ClusterQueue (§6.5).
+    local_queue_usage: float | None = None
 
 
 @dataclass
@@ -106,6 +114,8 @@ class Explanation:
     cycles: list[Cycle]
     pending: list[Waiting]  # every workload still pending after the last cycle, in queue order
     notes: list[str] = field(default_factory=list)
+    #: ClusterQueues ordered by Admission Fair Sharing (LocalQueue usage before priority).
+    admission_fair_sharing: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,6 +123,15 @@ class Explanation:
 
 def _heap_key(wl: KWorkload) -> tuple:
     return (-wl.priority, wl.created, wl.uid)
+
+
+def _queue_key(state):
+    """The order inside a ClusterQueue: with Admission Fair Sharing its LocalQueue's usage
+    comes before priority (§6.5); the usage moves as the cycles admit (entry penalty)."""
+    afs = state.afs
+    if not afs:
+        return _heap_key
+    return lambda wl: ((afs[wl.cq](wl),) if wl.cq in afs else (0.0,)) + _heap_key(wl)
 
 
 def explain(dump: DumpState, cycles: int = 1) -> Explanation:
@@ -129,7 +148,8 @@ def explain(dump: DumpState, cycles: int = 1) -> Explanation:
     parked_shapes: set = set()
     last: dict[str, Waiting] = {}
     out = Explanation(dump.sources, cycles, state.fair_sharing, block,
-                      sorted(state.admitted), sorted([*pending, *dump.blocked]), [], [], list(dump.notes))
+                      sorted(state.admitted), sorted([*pending, *dump.blocked]), [], [], list(dump.notes),
+                      list(dump.afs_cqs) if dump.afs is not None else [])
     for number in range(1, cycles + 1):
         heads = _heads(pending, parked, parked_shapes, state)
         cyc = Cycle(number, [wl.key for wl in heads])
@@ -149,10 +169,16 @@ def explain(dump: DumpState, cycles: int = 1) -> Explanation:
             last.pop(e.wl.key, None)
             adm = state.admitted[e.wl.key]
             adm.reserved_at = float(number)
+            if dump.afs is not None and e.wl.lq is not None:
+                by_res: dict[str, int] = {}
+                for (_, r), v in adm.usage.items():
+                    by_res[r] = by_res.get(r, 0) + v
+                dump.afs.admit(e.wl.lq, base_units(by_res))  # entry penalty
             a = e.assignment
             cyc.admissions.append(Admission(
                 number, e.wl.key, e.wl.cq, e.wl.priority, a.borrowing > 0,
-                [PodSetAdmission(p.name, p.count, dict(p.flavors), {r: qty(r, v) for r, v in p.usage.items()})
+                [PodSetAdmission(p.name, p.count, dict(p.flavors), {r: qty(r, v) for r, v in p.usage.items()},
+                                 _topology(state, p))
                  for p in a.pod_sets]))
         for t, e in result.preempted:
             victim = t.adm
@@ -186,10 +212,22 @@ def explain(dump: DumpState, cycles: int = 1) -> Explanation:
     return out
 
 
+def _topology(state, psa) -> dict | None:
+    """A pod set's topology assignment the way Kueue writes it in ``status.admission``."""
+    if not psa.topology or state.tas is None:
+        return None
+    tf = state.tas.get(psa.tas_flavor)
+    levels = list(tf.levels) if tf is not None else []
+    if levels and levels[-1] == HOSTNAME:
+        # A node names its domain: Kueue writes only the hostname level.
+        return {"levels": [HOSTNAME], "domains": domains_of({leaf[-1:]: n for leaf, n in psa.topology.items()})}
+    return {"levels": levels, "domains": domains_of(psa.topology)}
+
+
 def _heads(pending: dict, parked: set, parked_shapes: set, state) -> list[KWorkload]:
     """One head per ClusterQueue: its first workload in heap order that is not parked."""
     heads: dict[str, KWorkload] = {}
-    for wl in sorted(pending.values(), key=_heap_key):
+    for wl in sorted(pending.values(), key=_queue_key(state)):
         if wl.cq in heads or wl.key in parked:
             continue
         strict = wl.cq in state.cq_models and state.cq_models[wl.cq].queueing_strategy == "StrictFIFO"
@@ -216,7 +254,7 @@ def _entry_message(state, e) -> str:
 def _final_pending(dump, pending, parked, parked_shapes, last, state) -> list[Waiting]:
     out: list[Waiting] = []
     by_cq: dict[str, list[KWorkload]] = {}
-    for wl in sorted(pending.values(), key=_heap_key):
+    for wl in sorted(pending.values(), key=_queue_key(state)):
         by_cq.setdefault(wl.cq, []).append(wl)
     heads = {cq: next((w for w in lst if w.key not in parked), None) for cq, lst in by_cq.items()}
     for cq in sorted(by_cq):
@@ -240,4 +278,10 @@ def _final_pending(dump, pending, parked, parked_shapes, last, state) -> list[Wa
             out.append(Waiting(wl.key, cq, wl.priority, QUEUED, ACTIVE, msg, seen.cycle if seen else None))
     for key, (cq, msg) in sorted(dump.blocked.items()):
         out.append(Waiting(key, cq, dump.info[key].priority, NOT_SEEN, INADMISSIBLE, msg, None))
+    afs = state.afs
+    if afs:
+        for w in out:
+            wl = pending.get(w.workload)
+            if wl is not None and wl.cq in afs:
+                w.local_queue_usage = round(afs[wl.cq](wl), 6)
     return out

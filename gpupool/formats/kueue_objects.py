@@ -156,6 +156,10 @@ class KubePoolObjects:
     kueue: KueueConfig = field(default_factory=KueueConfig)
     workload_docs: list[YamlDoc] = field(default_factory=list)
     not_modelled: list[tuple[str, str]] = field(default_factory=list)
+    #: LocalQueue ``(namespace, name)`` -> ``status.fairSharing.admissionFairSharingStatus
+    #: .consumedResources`` in canonical ints: the decayed usage Admission Fair Sharing orders
+    #: by (§6.5), as a dump of a running cluster carries it.
+    afs_consumed: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
 
 def api_group(api_version: str) -> tuple[str, str]:
@@ -634,6 +638,12 @@ def _local_queue(doc: YamlDoc, state: _State) -> None:
         stop_policy=spec.string("stopPolicy", "None", choices=_STOP),
         fair_weight=_fair_weight(spec),
     )
+    status = Fields.root(doc).mapping_or_empty("status").mapping_or_empty("fairSharing")
+    afs = status.mapping("admissionFairSharingStatus")
+    consumed = afs.mapping("consumedResources") if afs is not None else None
+    if consumed is not None:
+        state.out.afs_consumed[(namespace, name)] = {
+            str(r): quantity(consumed, r, str(r)) or 0 for r in consumed.data}
 
 
 def _priority_class(doc: YamlDoc, state: _State) -> None:

@@ -304,3 +304,115 @@ def test_main_app_has_explain():
     result = CliRunner().invoke(app, ["explain", "--state", str(DUMP), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["summary"]["admitted"] == 1
+
+
+# --------------------------------------------------------------------------- Topology-Aware Scheduling
+
+RACK = "cloud.example.com/rack"
+HOST = "kubernetes.io/hostname"
+
+
+def _node(name, rack, gpus=4):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {HOST: name, RACK: rack}},
+            "spec": {}, "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": str(gpus)},
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _tas_items(pending, admitted=()):
+    topo = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": _meta("default"),
+            "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]}}
+    flavor = _flavor("tas")
+    flavor["spec"]["topologyName"] = "default"
+    nodes = [_node(f"r{r}h{h}", f"r{r}") for r in range(2) for h in range(2)]
+    return [topo, flavor, _cq("cq", [("tas", 100)]), _lq("ns", "lq", "cq"), *nodes, *admitted, *pending]
+
+
+def _with_topology(wl, required=None, assignment=None):
+    ps = wl["spec"]["podSets"][0]
+    if required:
+        ps["topologyRequest"] = {"required": required}
+    if assignment:
+        wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] = {
+            "levels": [HOST], "domains": [{"values": [h], "count": c} for h, c in assignment.items()]}
+    return wl
+
+
+def test_explain_topology_assignment_and_the_reason_it_does_not_fit(tmp_path):
+    # One 2-GPU pod runs on a host of each rack: 12 GPUs free, no rack with 8 of them.
+    held = _with_topology(_wl("held", "ns", "lq", [("main", 2, 2)], admitted=("cq", "tas", "2026-11-30T07:00:00Z")),
+                          required=HOST, assignment={"r0h0": 1, "r1h0": 1})
+    big = _with_topology(_wl("big", "ns", "lq", [("main", 4, 2)], created="2026-11-30T08:00:00Z"), required=RACK)
+    small = _with_topology(_wl("small", "ns", "lq", [("main", 2, 2)], created="2026-11-30T09:00:00Z"),
+                           required=RACK)
+    x = explain(load_dump([_dump(tmp_path, _tas_items([big, small], [held]))]), cycles=2)
+    pending = _by_name(x.pending)
+    assert pending["ns/big"].message == ('couldn\'t assign flavors to pod set main: topology "default" allows '
+                                         'to fit only 3 out of 4 pod(s)')
+    assert pending["ns/big"].outcome == "no_candidates"
+    (adm,) = [a for c in x.cycles for a in c.admissions]
+    assert adm.workload == "ns/small"
+    # Racks r0 and r1 both hold 3 more pods: the first by label wins; inside it the best-fit
+    # host for 2 pods is r0h1 (4 free GPUs), not r0h0 (2 free).
+    topo = adm.pod_sets[0].topology
+    # The lowest level is the hostname: Kueue writes only that level, one domain per node.
+    assert topo == {"levels": [HOST], "domains": [{"values": ["r0h1"], "count": 2}]}
+
+
+def test_explain_tas_flavor_mismatch_and_missing_nodes(tmp_path):
+    plain = _wl("plain", "ns", "lq", [("main", 1, 1)])
+    items = [i for i in _tas_items([plain]) if i["kind"] != "Node"]
+    x = explain(load_dump([_dump(tmp_path, items)]))
+    assert any("no Nodes in the dump" in n for n in x.notes)
+    # With Nodes, a workload without a topology request in a TAS-only ClusterQueue has implied TAS.
+    x = explain(load_dump([_dump(tmp_path, _tas_items([plain]), name="with-nodes.yaml")]))
+    (adm,) = x.cycles[0].admissions
+    assert adm.pod_sets[0].topology == {"levels": [HOST], "domains": [{"values": ["r0h0"], "count": 1}]}
+
+
+# --------------------------------------------------------------------------- Admission Fair Sharing
+
+
+def _afs_dump(tmp_path, heavy_usage="8"):
+    cq = _cq("cq", [("f", 4)])
+    cq["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    heavy = _lq("ns", "heavy", "cq")
+    heavy["status"] = {"fairSharing": {"weightedShare": 0, "admissionFairSharingStatus": {
+        "consumedResources": {"nvidia.com/gpu": heavy_usage}, "lastUpdate": "2026-11-30T08:00:00Z"}}}
+    light = _lq("ns", "light", "cq")
+    # The heavy LocalQueue's workload has the higher priority and is older; each takes the whole CQ.
+    items = [_flavor("f"), cq, heavy, light,
+             _wl("from-heavy", "ns", "heavy", [("main", 1, 4)], priority=100, created="2026-11-30T07:00:00Z"),
+             _wl("from-light", "ns", "light", [("main", 1, 4)], priority=0, created="2026-11-30T09:00:00Z")]
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                      "admissionFairSharing:\n  usageHalfLifeTime: 168h\n  usageSamplingInterval: 5m\n")
+    return _dump(tmp_path, items), config
+
+
+def test_explain_orders_by_local_queue_usage_with_admission_fair_sharing(tmp_path):
+    dump, config = _afs_dump(tmp_path)
+    x = explain(load_dump([dump], config))
+    assert x.admission_fair_sharing == ["cq"]
+    (adm,) = x.cycles[0].admissions
+    assert adm.workload == "ns/from-light"  # the LocalQueue that consumed nothing goes first
+    (w,) = x.pending
+    assert w.workload == "ns/from-heavy" and w.local_queue_usage == 8.0
+    # Without the Configuration's section AFS is off: priority decides, and explain says why.
+    x = explain(load_dump([dump]))
+    assert x.admission_fair_sharing == [] and x.cycles[0].admissions[0].workload == "ns/from-heavy"
+    assert any("no admissionFairSharing section" in n for n in x.notes)
+
+
+def test_explain_afs_entry_penalty_moves_the_next_head(tmp_path):
+    # Both LocalQueues consumed nothing; the CQ holds two of the three workloads. Cycle 1 admits
+    # from-heavy (usage tie: priority); its entry penalty puts the heavy LocalQueue behind, so
+    # cycle 2 admits from-light ahead of the heavy queue's second, higher-priority workload.
+    dump, config = _afs_dump(tmp_path, heavy_usage="0")
+    items = yaml.safe_load(dump.read_text())["items"]
+    items[1]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = 8
+    items.append(_wl("from-heavy-2", "ns", "heavy", [("main", 1, 4)], priority=100,
+                     created="2026-11-30T07:30:00Z"))
+    x = explain(load_dump([_dump(tmp_path, items, name="three.yaml")], config), cycles=2)
+    assert [a.workload for c in x.cycles for a in c.admissions] == ["ns/from-heavy", "ns/from-light"]
+    (w,) = x.pending
+    assert w.workload == "ns/from-heavy-2" and w.local_queue_usage > 0

@@ -92,12 +92,20 @@ def test_partial_gang_waste(policy, idle):
 
 
 def test_seed_pool_partial_gang_waste():
+    from gpupool.formats.pool_dir import load_pool
     from gpupool.simulation import simulate
 
-    kueue = simulate(SEED, policy="kueue", check=True)
-    gang = simulate(SEED, policy="kueue-gang", check=True)
+    # The seed pool's only flavor is a TAS flavor, so every workload has implied TAS (§8):
+    # Kueue admits a workload only where the topology holds all its pods, and kube-scheduler
+    # binds them there: no partial gangs. Without TAS (gate off) the waste shows.
+    pool = load_pool(SEED)
+    pool.kueue.feature_gates["TopologyAwareScheduling"] = False
+    kueue = simulate(pool, policy="kueue", check=True)
+    gang = simulate(pool, policy="kueue-gang", check=True)
     assert kueue.summary_dict["gpu_hours_idle_in_incomplete_gangs"] > 0
     assert gang.summary_dict["gpu_hours_idle_in_incomplete_gangs"] == 0
+    tas = simulate(SEED, policy="kueue", check=True)
+    assert tas.summary_dict["gpu_hours_idle_in_incomplete_gangs"] == 0
 
 
 def test_pods_ready_timeout_evicts_partial_gang():
@@ -203,3 +211,51 @@ def test_kueue_classic_drops_only_the_fair_sharing_section():
         make_policy("kueue-classic", _pool())
     with pytest.raises(ValueError, match="fair_sharing"):
         make_policy("kueue", seed, {"fair_sharing": "maybe"})
+
+
+# ------------------------------------------------------------------ waitForPodsReady recoveryTimeout
+def _failing_node_run(wfpr: dict, up_at: float = 500.0):
+    from gpupool.engine.core import NodeEvent
+
+    pool = _one_node_pool(16, wfpr)
+    faults = [NodeEvent(100.0, "n0", "down"), NodeEvent(up_at, "n0", "up")]
+    out = Engine(pool, [_wl(1, 8, 0, 300)], make_policy("kueue", pool), check=True, faults=faults).run()
+    job = out.jobs[0]
+    ev = [(t, k, d) for t, k, j, d in out.events if j == 1 and k in ("reserved", "preempted", "started", "finished")]
+    return job, ev
+
+
+def test_recovery_timeout_evicts_a_workload_whose_pods_failed_after_being_ready():
+    # Ready at 0; the node fails at 100: Kueue keeps the workload admitted (its quota is reserved,
+    # no replacement pod fits) and evicts it recoveryTimeout (30 s) later, with the backoff.
+    job, ev = _failing_node_run({"timeout": "10m", "recoveryTimeout": "30s",
+                                 "requeuingStrategy": {"backoffBaseSeconds": 5}})
+    assert [(t, k) for t, k, _ in ev[:3]] == [(0, "started"), (100, "reserved"), (130, "preempted")]
+    assert "PodsReadyTimeout" in ev[2][2]
+    assert job.evictions == {"PodsReadyTimeout": 1}
+    # Requeued after the 5 s backoff, admitted again; its pod binds once the node is back at 500.
+    assert (500, "started") in [(t, k) for t, k, _ in ev] and job.state == "COMPLETED"
+
+
+def test_recovery_timeout_defaults_to_timeout_and_zero_disables_it():
+    _, ev = _failing_node_run({"timeout": "60s", "requeuingStrategy": {"backoffBaseSeconds": 5}})
+    assert (160, "preempted") in [(t, k) for t, k, _ in ev]
+    # 0s: no recovery timeout; the workload stays admitted until the node comes back.
+    job, ev = _failing_node_run({"timeout": "60s", "recoveryTimeout": "0s"}, up_at=2000.0)
+    assert [(t, k) for t, k, _ in ev] == [(0, "started"), (100, "reserved"), (2000, "started"),
+                                          (2000 + 300, "finished")]
+    assert job.evictions == {} and job.state == "COMPLETED"
+
+
+def test_recovered_pods_bind_elsewhere_without_eviction():
+    from gpupool.engine.core import NodeEvent
+
+    pool = _pool(2)
+    pool.kueue.configuration = {"apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                                "waitForPodsReady": {"recoveryTimeout": "30s"}}
+    faults = [NodeEvent(100.0, "n0", "down")]
+    out = Engine(pool, [_wl(1, 8, 0, 300)], make_policy("kueue", pool), check=True, faults=faults).run()
+    job = out.jobs[0]
+    assert job.state == "COMPLETED" and job.evictions == {}
+    starts = [(t, d) for t, k, j, d in out.events if j == 1 and k == "started"]
+    assert [t for t, _ in starts] == [0, 100] and "n1" in starts[1][1]

@@ -21,6 +21,7 @@ from gpupool.policy.kueue.records import (
     Target,
 )
 from gpupool.policy.kueue.state import KueueState
+from gpupool.policy.kueue.tas_assign import place, tas_targets, uses_tas
 
 ADMITTED = "admitted"
 PREEMPTING = "preempting"  # issued preemptions; admitted in a later cycle
@@ -69,7 +70,7 @@ def nominate(state: KueueState, wl: KWorkload, resume: dict | None = None) -> En
         def viable(cand: Assignment) -> bool:
             if cand.mode == FIT:
                 return True
-            return cand.mode == PREEMPT and bool(get_targets(state, wl, wl.cq, cand.usage, cand.frs_preempt))
+            return cand.mode == PREEMPT and bool(_targets(state, wl, cand))
 
         reduced = partial_assignment(state, wl, viable)
         if reduced is not None:
@@ -86,11 +87,20 @@ def _targets(state: KueueState, wl: KWorkload, a: Assignment) -> list[Target]:
     already ran the identical search on the identical state (§4.2 step 2): reuse it."""
     if a.mode != PREEMPT:
         return []
+    tas = uses_tas(state, wl)
+    if tas:
+        node = state.tree.cqs[wl.cq]
+        if all(v <= node.available(fr) for fr, v in a.usage.items()):
+            # Quota fits: only the topology needs room (fragmentation, §8).
+            return tas_targets(state, wl, a.pod_sets, [])
+    base = None
     if len(a.usage) == 1 and a.frs_preempt == set(a.usage):
-        found = a.oracle.get(next(iter(a.usage.items())))
-        if found is not None:
-            return found
-    return get_targets(state, wl, wl.cq, a.usage, a.frs_preempt)
+        base = a.oracle.get(next(iter(a.usage.items())))
+    if base is None:
+        base = get_targets(state, wl, wl.cq, a.usage, a.frs_preempt)
+    if tas and base:
+        return tas_targets(state, wl, a.pod_sets, base)
+    return base
 
 
 def _order_key(state: KueueState, e: Entry) -> tuple:
@@ -108,6 +118,7 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
     # Reservations and in-flight preemptors' usage live only in this cycle's snapshot; what
     # survives the cycle is the admitted workloads' usage (Kueue's cache "assumes" them).
     initial = state.tree.usage_snapshot()
+    tas_initial = state.tas.usage_snapshot() if state.tas is not None else None
     state.candidate_memo = {}
     try:
         entries = [nominate(state, wl, (resume or {}).get(wl.key)) for wl in heads]
@@ -139,11 +150,20 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
             skipped[cq_name] = skipped.get(cq_name, 0) + 1
             return
         gone = list(victims.values()) + [t for t in e.targets if t.adm.wl.key not in victims]
+        tas = state.tas is not None and uses_tas(state, e.wl)
         for t in gone:
             state.tree.cqs[t.adm.cq].add_usage(t.adm.usage, -1)
+            if tas:
+                state.tas.hold(t.adm.tas_uses(), -1)
         fits = all(v <= node.available(fr) for fr, v in a.usage.items())
+        if fits and tas:
+            # TASRecomputeAssignmentWithinSchedulingCycle: earlier entries may have taken
+            # the domains chosen at nomination; place again on the current snapshot.
+            fits = place(state, e.wl, a.pod_sets) is None
         for t in gone:
             state.tree.cqs[t.adm.cq].add_usage(t.adm.usage)
+            if tas:
+                state.tas.hold(t.adm.tas_uses())
         if not fits:
             e.result, e.message = SKIPPED, "Workload no longer fits after processing another workload"
             if a.mode == PREEMPT:
@@ -169,8 +189,13 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
         for e in sorted(entries, key=lambda e: _order_key(state, e)):
             process(e)
     state.tree.restore(initial)
+    if tas_initial is not None:
+        state.tas.restore(tas_initial)
     for e in admitted:
-        state.tree.cqs[e.wl.cq].add_usage(state.admitted[e.wl.key].usage)
+        adm = state.admitted[e.wl.key]
+        state.tree.cqs[e.wl.cq].add_usage(adm.usage)
+        if tas_initial is not None:
+            state.tas.hold(adm.tas_uses())
     for e in entries:
         if e.result == ADMITTED:
             continue
@@ -187,7 +212,7 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
 def shape_key(wl: KWorkload) -> tuple:
     """What decides a workload's flavor assignment (SchedulingEquivalenceHashing)."""
     return (wl.cq, tuple((tuple(sorted(ps.requests.items())), ps.count, ps.min_count,
-                          tuple(sorted(ps.node_selector.items())), repr(ps.tolerations))
+                          tuple(sorted(ps.node_selector.items())), repr(ps.tolerations), ps.topology, ps.gpu_type)
                          for ps in wl.pod_sets))
 
 

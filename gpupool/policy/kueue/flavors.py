@@ -21,6 +21,7 @@ from gpupool.policy.kueue.records import (
     PodSetAssignment,
 )
 from gpupool.policy.kueue.state import KueueState
+from gpupool.policy.kueue.tas_assign import place, tas_mismatch
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -105,7 +106,32 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
             borrowing = max(borrowing, level)
         pod_sets.append(PodSetAssignment(ps.name, n, flavors_of, req))
     mode = worst if worst in (FIT, NOFIT) else PREEMPT
-    return Assignment(pod_sets, mode, borrowing, assigned, frs_preempt, "; ".join(messages), last_index, oracle)
+    tas_failure = None
+    if state.tas is not None and mode != NOFIT:
+        mode, tas_failure = _topology_step(state, wl, pod_sets, mode, frs_preempt, messages)
+    return Assignment(pod_sets, mode, borrowing, assigned, frs_preempt, "; ".join(messages), last_index, oracle,
+                      tas_failure)
+
+
+def _topology_step(state: KueueState, wl: KWorkload, pod_sets: list[PodSetAssignment], mode: int,
+                   frs_preempt: set, messages: list[str]) -> tuple[int, tuple[int, str] | None]:
+    """TAS after quota (§8): Fit without room in the topology becomes Preempt; a pod set that
+    does not fit even the empty topology makes the workload NoFit."""
+    failure = None
+    if mode == FIT:
+        failure = place(state, wl, pod_sets)
+        if failure is None:
+            return FIT, None
+        psi = failure[0]
+        frs_preempt.update((f, r) for r, f in pod_sets[psi].flavors.items())
+        messages.append(failure[1])
+        mode = PREEMPT
+    empty = place(state, wl, pod_sets, empty=True, store=False)
+    if empty is not None:
+        if failure is None or empty[0] != failure[0] or empty[1] != failure[1]:
+            messages.append(empty[1])
+        return NOFIT, empty
+    return mode, failure
 
 
 def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, start, messages, last_index,
@@ -121,6 +147,8 @@ def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, star
         last_index[(psi, gi)] = i
         flavor = state.flavors.get(fq.flavor)
         why = flavor_matches(flavor, ps) if flavor is not None else f"flavor {fq.flavor} not found"
+        if not why and state.tas is not None:
+            why = tas_mismatch(state, cq.name, flavor, ps)
         if why:
             messages.append(why)
             continue

@@ -16,8 +16,18 @@ engine ``Reserve`` (the flavor assignment travels in ``reserve_info``, so the ne
 back from the snapshot). waitForPodsReady runs from the admission (``job.reserved_since`` /
 ``job.admitted_at``), evicts after ``timeout`` with Kueue's requeue backoff counted from the
 job's ``PodsReadyTimeout`` evictions and deactivates it after ``backoffLimitCount`` requeues;
-``blockAdmission`` holds Fit admissions while any admitted workload is not ready. There is no
-periodic tick: the policy asks for ``WakeAt`` timers (PodsReady deadlines, requeue backoffs).
+``blockAdmission`` holds Fit admissions while any admitted workload is not ready. A workload
+whose pods were all bound and that the engine sends back to pending without Kueue evicting it
+(a node failed under it, or it was requeued from outside: a pod failure) stays admitted, as in
+Kueue: its quota is reserved again at once, replacement pods bind when they fit, and it is
+evicted ``recoveryTimeout`` after the failure (default ``timeout``; ``0s``: never) with the same
+backoff. There is no periodic tick: the policy asks for ``WakeAt`` timers (PodsReady deadlines,
+requeue backoffs).
+
+Topology-Aware Scheduling (§8, ``tas*.py``): with a ResourceFlavor naming a Topology, each pass
+builds the TAS capacity from the nodes' free resources (minus admitted TAS pods not bound yet);
+admission places every TAS pod set on leaf domains, and kube-scheduler binds each pod with its
+leaf domain's label values added to the node selector.
 See docs/policies/kueue.md for what is approximated.
 """
 from __future__ import annotations
@@ -37,7 +47,7 @@ from gpupool.engine.decisions import (
 )
 from gpupool.engine.job import PLACING, RUNNING
 from gpupool.engine.policy_api import check_options, register
-from gpupool.engine.snapshot import CHANGED_ALL, Snapshot
+from gpupool.engine.snapshot import CHANGED_ALL, CHANGED_NODES, CHANGED_REQUEUED, Snapshot
 from gpupool.errors import PolicyNotApplicable, PolicyOptionError
 from gpupool.model.kueue import KueueConfig
 from gpupool.model.pool import Pool
@@ -56,6 +66,8 @@ from gpupool.policy.kueue.flavors import flavor_matches
 from gpupool.policy.kueue.kubesched import KubeScheduler
 from gpupool.policy.kueue.records import Admitted, KPodSet, KWorkload, PodSetAssignment
 from gpupool.policy.kueue.state import KueueState
+from gpupool.policy.kueue.tas import PREFERRED, REQUIRED, UNCONSTRAINED, TopologyRequest
+from gpupool.policy.kueue.tas_capacity import from_node_table, static_nodes, tas_flavor_names
 from gpupool.policy.placement import Scratch
 
 NO_QUEUE = "no LocalQueue"
@@ -68,6 +80,8 @@ DEACTIVATED = "RequeuingLimitExceeded: deactivated after PodsReady timeouts"
 #: holds only a reservation, so the workload's status carries it, as in Kueue).
 _BACKOFF = "Evicted: PodsReadyTimeout; requeued after backoff until t="
 _RESERVED = "QuotaReserved in "
+#: Pending reason of a job whose pods failed after it had been ready (§7 recoveryTimeout).
+_RECOVERING = "Admitted; PodsReady=False after a pod failure: waiting for replacement pods (recoveryTimeout)"
 
 
 def encode_reservation(adm: Admitted) -> str:
@@ -97,6 +111,17 @@ def decode_reservation(info: str) -> tuple[str, list[tuple[str, int, dict[str, s
     return cq, pod_sets
 
 
+def topology_request(ps) -> TopologyRequest | None:
+    """A workload pod set's Kueue topology annotations as a ``TopologyRequest`` (§8)."""
+    if ps.topology_required:
+        return TopologyRequest(REQUIRED, ps.topology_required)
+    if ps.topology_preferred:
+        return TopologyRequest(PREFERRED, ps.topology_preferred)
+    if ps.topology_unconstrained:
+        return TopologyRequest(UNCONSTRAINED)
+    return None
+
+
 def backoff_until(reason: str) -> float | None:
     """requeueAt of a reserved-only workload evicted by PodsReadyTimeout (None: not backing off)."""
     if reason.startswith(_BACKOFF):
@@ -119,7 +144,7 @@ def _duration(text, default: float) -> float:
 class PodsReadyConfig:
     """waitForPodsReady as Kueue reads it (spec §7)."""
 
-    __slots__ = ("base", "block", "enabled", "limit", "max", "timeout", "timestamp")
+    __slots__ = ("base", "block", "enabled", "limit", "max", "recovery", "timeout", "timestamp")
 
     def __init__(self, kueue: KueueConfig, gates: dict) -> None:
         cfg = kueue.configuration or {}
@@ -133,6 +158,9 @@ class PodsReadyConfig:
             self.enabled = True
         wfpr = wfpr if isinstance(wfpr, dict) else {}
         self.timeout = _duration(wfpr.get("timeout"), 1800.0)
+        #: recoveryTimeout: how long PodsReady may be false again after having been true (a pod
+        #: failed) before the workload is evicted; defaults to ``timeout``; 0 disables it.
+        self.recovery = _duration(wfpr.get("recoveryTimeout"), self.timeout)
         self.block = bool(wfpr.get("blockAdmission", v1beta1 and self.enabled))
         strategy = wfpr.get("requeuingStrategy") or {}
         self.limit = strategy.get("backoffLimitCount")
@@ -183,6 +211,22 @@ class KueuePolicy:
         #: job id -> small int naming its scheduling shape (SchedulingEquivalenceHashing).
         self._shapes: dict[object, int] = {}
         self._shape_ids: dict[tuple, int] = {}
+        # Topology-Aware Scheduling (§8): on when the gate is and some flavor names a Topology.
+        self._tas_levels: dict[str, tuple[str, ...]] = {
+            name: tuple(self.kueue.topologies[self.kueue.flavors[name].topology_name].levels)
+            for name in tas_flavor_names(self.kueue)} if probe.gate("TopologyAwareScheduling") else {}
+        #: job id -> pods per leaf domain of each pod set, from its last admission (the
+        #: assignment Kueue writes into ``status.admission``; kube-scheduler binds by it).
+        self._tas_assigned: dict[object, list[dict | None]] = {}
+        self._tas_static: dict | None = None  # per TAS flavor: its nodes and leaf domains
+        #: job id -> (placement, pod-set topologies, uses not on the nodes) of its last pass.
+        self._tas_attach_memo: dict[object, tuple] = {}
+        #: waitForPodsReady recovery (§7): job id -> its admission, for jobs whose pods were all
+        #: bound (PodsReady=true) when last seen; a pod failure sends such a job back to pending in
+        #: the engine, while Kueue keeps it admitted and waits ``recoveryTimeout`` for its pods.
+        self._ready: dict[object, Admitted] = {}
+        #: job id -> when PodsReady became false again (the failure), while it recovers.
+        self._recovering: dict[object, float] = {}
 
     # ------------------------------------------------------------------ workloads
     def kworkload(self, job) -> tuple[KWorkload | None, str]:
@@ -208,7 +252,8 @@ class KueuePolicy:
                 req = {r: v for r, v in ps.requests().items() if v}
                 min_count = ps.min_count if (wl.gang == GANG_MIN and ps.min_count is not None) else None
                 tols = tuple(dict(t) for t in ps.tolerations)
-                pod_sets.append(KPodSet(ps.name, ps.count, req, min_count, dict(ps.node_selector), tols))
+                pod_sets.append(KPodSet(ps.name, ps.count, req, min_count, dict(ps.node_selector), tols,
+                                        topology_request(ps), ps.gpu_type))
             created = self._evicted_at.get(job.id, float(wl.submit_time))
             kwl = KWorkload(job.id, wl.name, lq.cluster_queue, int(prio or 0), created, (job.id,), pod_sets, (ns, lq.name))
             if cq is None:
@@ -299,21 +344,35 @@ class KueuePolicy:
         timeout = pr.timeout if pr.enabled else None
         placing: list = []
         reserved: list = []
+        tas_held: list | None = [] if self._tas_levels else None  # TAS uses not on the nodes yet
         wake = float("inf")  # the earliest timer this pass needs (PodsReady deadline, backoff)
         afs = self._afs_usage
         if afs is not None:
             afs.advance(now)  # samples due since the last call, with what was held meanwhile
+        recovering = []
+        if pr.enabled and self._ready:
+            if snap.changed & CHANGED_REQUEUED:  # a pod failure requeues: only then can one be found
+                recovering = self._failed_ready(snap)
+            elif len(self._ready) > 2 * len(snap.active) + 64:  # forget jobs that ended
+                self._ready = {k: v for k, v in self._ready.items() if k in snap.active}
         for job in snap.active.values():
             kwl, _ = self.kworkload(job)
             if kwl is None:
                 continue
             if job.state == PLACING and timeout is not None:
-                since = job.admitted_at if job.admitted_at is not None else now
-                if now >= since + timeout:  # the same sum the WakeAt used (no float drift)
+                deadline = self._deadline(job, job.admitted_at if job.admitted_at is not None else now)
+                if now >= deadline:  # the same sum the WakeAt used (no float drift)
                     out.extend(self._pods_ready_timeout(job, now, placed=True))
                     continue
-                wake = min(wake, since + timeout)
-            state.admit(self._admitted_from_job(job, kwl, nodes))
+                wake = min(wake, deadline)
+            adm = self._admitted_from_job(job, kwl, nodes)
+            if job.state == RUNNING and pr.enabled:
+                self._ready[job.id] = adm
+                if self._recovering:
+                    self._recovering.pop(job.id, None)
+            if tas_held is not None:
+                tas_held.extend(self._attach_topology(state, job, adm, nodes))
+            state.admit(adm)
             if job.state == PLACING:
                 placing.append(job)
         for job in snap.reserved.values():
@@ -322,13 +381,33 @@ class KueuePolicy:
             if adm is None:  # not a reservation this policy made (cannot happen in a run)
                 continue
             if timeout is not None:
-                since = job.reserved_since
-                if now >= since + timeout:  # the same sum the WakeAt used (no float drift)
+                deadline = self._deadline(job, job.reserved_since)
+                if now >= deadline:  # the same sum the WakeAt used (no float drift)
                     out.extend(self._pods_ready_timeout(job, now, placed=False))
                     continue
-                wake = min(wake, since + timeout)
+                wake = min(wake, deadline)
+            if tas_held is not None:
+                tas_held.extend(self._attach_topology(state, job, adm, nodes))
             state.admit(adm)
             reserved.append(job)
+        for job, adm in recovering:  # still admitted in Kueue: they keep their quota
+            if tas_held is not None:
+                tas_held.extend(self._attach_topology(state, job, adm, nodes))
+            state.admit(adm)
+        if tas_held is not None:
+            # Capacity per domain: the nodes' free resources minus admitted TAS workloads'
+            # pods that are not bound yet.
+            if self._tas_static is None:
+                self._tas_static = static_nodes(self.kueue, nodes, self.kube.taints)
+            state.tas = from_node_table(self._tas_static, nodes)
+            state.tas.hold(tas_held)
+            live = len(snap.active) + len(snap.reserved)
+            if len(self._tas_assigned) > 2 * live + 64:  # forget jobs that ended
+                self._tas_assigned = {k: v for k, v in self._tas_assigned.items()
+                                      if k in snap.active or k in snap.reserved}
+            if len(self._tas_attach_memo) > 2 * live + 64:
+                self._tas_attach_memo = {k: v for k, v in self._tas_attach_memo.items()
+                                         if k in snap.active or k in snap.reserved}
         # Every call syncs the backlog (arrivals are reported once), even one that only evicts.
         evicting = bool(out)
         backlog = self._sync_backlog(snap, out)
@@ -348,24 +427,52 @@ class KueuePolicy:
                 out.append(Start(job.id, pods, partial=True, via="kube-scheduler"))
             if len(job.placement) + len(pods) < job.pods_needed:
                 not_ready = True
+            elif pr.enabled:
+                self._ready[job.id] = state.admitted[job.id]
         for job in reserved:
             pods = self._place(job, state.admitted[job.id], nodes, scratch, skip=0)
             if pods and (len(pods) == job.pods_total or not self.gang):
                 out.append(Start(job.id, pods, partial=len(pods) < job.pods_total, via="kube-scheduler"))
                 if len(pods) < job.pods_needed:
                     not_ready = True
+                elif pr.enabled:
+                    self._ready[job.id] = state.admitted[job.id]
             else:
                 scratch.give(pods)
                 not_ready = True
+        done: set = set()  # admitted in this pass (or kept admitted while recovering)
+        for job, adm in recovering:
+            done.add(job.id)
+            del self._ready[job.id]
+            pods = self._place(job, adm, nodes, scratch, skip=0)
+            if pods and len(pods) >= job.pods_needed and (len(pods) == job.pods_total or not self.gang):
+                out.append(Start(job.id, pods, partial=len(pods) < job.pods_total, via="kube-scheduler"))
+                self._ready[job.id] = adm  # replacement pods bound at once: ready again
+                continue
+            failed_at = min(job.submit, now)
+            self._recovering[job.id] = failed_at
+            not_ready = True
+            if pods and not self.gang:
+                out.append(Start(job.id, pods, partial=True, via="kube-scheduler"))
+            else:
+                scratch.give(pods)
+                out.append(Reserve(job.id, encode_reservation(adm)))
+                out.append(Pending(job.id, _RECOVERING))
+            if pr.recovery > 0:
+                wake = min(wake, failed_at + pr.recovery)
         reserved_ids = snap.reserved
         pending = snap.pending
-        done: set = set()  # admitted in this pass
         wake_cell = [float("inf")]  # backoff timers met while walking the backlog
         root_of = self._root_of
         if root_of is None:
             root_of = self._root_of = {name: node.root().name for name, node in state.tree.cqs.items()}
         for root in backlog.requeue_inadmissible(state.admitted):
             backlog.generation[root] = backlog.generation.get(root, 0) + 1
+        if self._tas_levels and snap.changed & CHANGED_NODES and (backlog.parked or backlog.parked_shapes):
+            # A node came up, went down or drained: the TAS capacity changed, so Kueue requeues
+            # the inadmissible workloads (topology fit is judged again).
+            backlog.parked = {}
+            backlog.parked_shapes = {}
         parked = backlog.parked
         parked_shapes = backlog.parked_shapes
         shapes = self._shapes
@@ -407,6 +514,8 @@ class KueuePolicy:
                 if backlog.sticky.get(e.wl.cq) == e.wl.key:
                     del backlog.sticky[e.wl.cq]
                 adm = state.admitted[e.wl.key]
+                if any(psa.topology for psa in adm.pod_sets):
+                    self._tas_assigned[e.wl.key] = [psa.topology for psa in adm.pod_sets]
                 if afs is not None and e.wl.lq is not None:
                     afs.admit(e.wl.lq, base_units(_by_resource(adm.usage)))  # entry penalty
                 pods = self._place(job, adm, nodes, scratch, skip=0)
@@ -417,6 +526,8 @@ class KueuePolicy:
                         not_ready = True
                         if timeout is not None:
                             wake = min(wake, now + timeout)
+                    elif pr.enabled:
+                        self._ready[job.id] = adm
                 else:
                     scratch.give(pods)
                     not_ready = True
@@ -430,6 +541,8 @@ class KueuePolicy:
                         out.append(Pending(job.id, why))
             for t, e in cycle.preempted:
                 out.append(Preempt(t.adm.wl.key, REQUEUE, t.reason, by_job=e.wl.key))
+                self._ready.pop(t.adm.wl.key, None)  # evicted by Kueue, not a pod failure
+                self._recovering.pop(t.adm.wl.key, None)
                 if self.kueue.cluster_queues[e.wl.cq].queueing_strategy != "StrictFIFO":
                     backlog.sticky[e.wl.cq] = e.wl.key
             for e in cycle.entries:
@@ -527,9 +640,48 @@ class KueuePolicy:
                 out.append(Pending(job.id, why))
         return backlog
 
-    def _pods_ready_timeout(self, job, now: float, placed: bool) -> list:
-        """waitForPodsReady timeout of an admitted job: evict with backoff, or deactivate."""
+    def _deadline(self, job, since: float) -> float:
+        """When an admitted job not ready is evicted: ``timeout`` after its admission, or
+        ``recoveryTimeout`` after the pod failure of a job that had been ready (never with 0s)."""
         pr = self.pods_ready
+        failed_at = self._recovering.get(job.id) if self._recovering else None
+        if failed_at is None:
+            return since + pr.timeout
+        return failed_at + pr.recovery if pr.recovery > 0 else float("inf")
+
+    def _failed_ready(self, snap: Snapshot) -> list:
+        """Jobs that were ready and are pending again without Kueue evicting them: a pod
+        failure (a node went down, or the job was requeued from outside). Kueue keeps such a
+        workload admitted; it returns ``(job, its admission)`` for each, and forgets jobs that
+        ended."""
+        out = []
+        pending, active = snap.pending, snap.active
+        for jid in list(self._ready):
+            if jid in active:
+                continue
+            job = pending.get(jid)
+            kwl = self.kworkload(job)[0] if job is not None and jid not in snap.reserved else None
+            prev = self._ready[jid]
+            if kwl is None or kwl.cq != prev.cq or len(kwl.pod_sets) != len(prev.pod_sets):
+                del self._ready[jid]
+                continue
+            usage: dict = {}
+            pod_sets = []
+            for kps, psa in zip(kwl.pod_sets, prev.pod_sets):
+                for r, f in psa.flavors.items():
+                    v = kps.requests.get(r)
+                    if v:
+                        usage[(f, r)] = usage.get((f, r), 0) + v * psa.count
+                pod_sets.append(PodSetAssignment(psa.name, psa.count, dict(psa.flavors), dict(psa.usage)))
+            out.append((job, Admitted(kwl, kwl.cq, usage, prev.reserved_at, pod_sets)))
+        return out
+
+    def _pods_ready_timeout(self, job, now: float, placed: bool) -> list:
+        """waitForPodsReady timeout (or recovery timeout) of an admitted job: evict with
+        backoff, or deactivate."""
+        pr = self.pods_ready
+        self._ready.pop(job.id, None)
+        self._recovering.pop(job.id, None)
         n = job.evictions.get(PODS_READY_TIMEOUT, 0) + 1
         if pr.limit is not None and n > int(pr.limit):
             out = [Preempt(job.id, CANCEL, DEACTIVATED)]
@@ -550,6 +702,43 @@ class KueuePolicy:
         return [Preempt(job.id, REQUEUE, PODS_READY_TIMEOUT), Pending(job.id, f"{_BACKOFF}{until!r}"),
                 WakeAt(until)]
 
+    def _attach_topology(self, state: KueueState, job, adm: Admitted, nodes) -> list:
+        """Give an admitted job's TAS pod sets their topology assignment (from its admission, or
+        where its pods run); return the uses of the pods not bound yet, which the TAS snapshot
+        must hold on top of the nodes' free resources."""
+        cached = self._tas_assigned.get(job.id)
+        memo = self._tas_attach_memo.get(job.id)
+        if memo is not None and memo[0] is job.placement and memo[1] is cached:
+            for i, topology, fname in memo[2]:  # nothing bound or assigned since the last pass
+                adm.pod_sets[i].topology = topology
+                adm.pod_sets[i].tas_flavor = fname
+            return memo[3]
+        out = []
+        done = []
+        offset = 0
+        for i, (ps, kps, psa) in enumerate(zip(job.wl.pod_sets, adm.wl.pod_sets, adm.pod_sets)):
+            placed = job.placement[offset:offset + ps.count]
+            offset += ps.count
+            names = set(psa.flavors.values())
+            fname = next(iter(names)) if len(names) == 1 else None
+            levels = self._tas_levels.get(fname) if fname is not None else None
+            if levels is None or (kps.topology is None and not state.tas_only(adm.cq)):
+                continue
+            on_nodes: dict = {}
+            for p in placed:
+                labels = nodes.labels[p[0]]
+                leaf = tuple(labels.get(k) for k in levels)
+                on_nodes[leaf] = on_nodes.get(leaf, 0) + 1
+            full = cached[i] if cached is not None and i < len(cached) and cached[i] else dict(on_nodes)
+            psa.topology = dict(full)
+            psa.tas_flavor = fname
+            done.append((i, psa.topology, fname))
+            rest = {leaf: n - on_nodes.get(leaf, 0) for leaf, n in full.items() if n > on_nodes.get(leaf, 0)}
+            if rest:
+                out.append((fname, rest, kps.requests))
+        self._tas_attach_memo[job.id] = (job.placement, cached, done, out)
+        return out
+
     def _place(self, job, adm: Admitted, nodes, scratch: Scratch, skip: int) -> tuple:
         """Bind pods (after the first ``skip``) with the flavors of ``adm``; gang: all or none."""
         flavors = self.kueue.flavors
@@ -567,6 +756,30 @@ class KueuePolicy:
             sel = tuple(sorted(selector.items()))
             tols = tuple(tuple(sorted(t.items())) for t in tolerations)
             ps_used = set(used) if ps.one_per_node else set()
+            if psa.topology and psa.tas_flavor in self._tas_levels:
+                # TAS: the pods go to the leaf domains of the topology assignment, each leaf's
+                # label values added to the node selector (Kueue's ungater does the same).
+                levels = self._tas_levels[psa.tas_flavor]
+                done_here = min(psa.count, max(0, skip - index))
+                rest = dict(psa.topology)
+                for p in job.placement[index:index + done_here]:
+                    leaf = tuple(nodes.labels[p[0]].get(k) for k in levels)
+                    if rest.get(leaf):
+                        rest[leaf] -= 1
+                index += psa.count
+                todo = psa.count - done_here
+                for leaf in sorted(rest):
+                    leaf_sel = tuple(sorted({**selector, **dict(zip(levels, leaf))}.items()))
+                    for _ in range(min(rest[leaf], todo)):
+                        pod = self.kube.place_pod(nodes, scratch, ps, leaf_sel, tols, ps_used)
+                        if pod is None:
+                            if self.gang and len(job.placement) + len(pods) < job.pods_needed:
+                                scratch.give(pods)
+                                return ()
+                            return tuple(pods)
+                        pods.append(pod)
+                        todo -= 1
+                continue
             for _ in range(psa.count):
                 if index < skip:
                     index += 1

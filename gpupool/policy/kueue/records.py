@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpupool.policy.kueue.quota import FR
+from gpupool.policy.kueue.tas import TopologyRequest
 
 # Granular flavor modes, worst first (spec §4.2).
 NOFIT, NO_CANDIDATES, PREEMPT, RECLAIM, FIT = 0, 1, 2, 3, 4
@@ -29,6 +30,10 @@ class KPodSet:
     min_count: int | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict, ...] = ()
+    #: The pod set's TAS request (annotations, §8); None = none asked for (may be implied).
+    topology: TopologyRequest | None = None
+    #: The engine's GPU product constraint (counts only nodes with that product for TAS).
+    gpu_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -58,6 +63,9 @@ class PodSetAssignment:
     count: int
     flavors: dict[str, str]  # resource -> flavor
     usage: dict[str, int]  # resource -> quantity (request x count)
+    #: TAS: pods per leaf domain (label values, broadest level first) in ``tas_flavor``.
+    topology: dict | None = None
+    tas_flavor: str | None = None
 
 
 @dataclass(slots=True)
@@ -75,6 +83,8 @@ class Assignment:
     #: (fr, quantity) -> targets the single-fr preemption oracle found for the chosen flavors
     #: (the same state as the nomination's own target search, so it can be reused).
     oracle: dict = field(default_factory=dict)
+    #: TAS (§8): ``(pod set index, reason)`` of the pod set the topology could not hold.
+    tas_failure: tuple[int, str] | None = None
 
     @property
     def counts(self) -> list[int]:
@@ -91,6 +101,15 @@ class Admitted:
     reserved_at: float = 0.0
     pod_sets: list[PodSetAssignment] = field(default_factory=list)
     evicted: bool = False
+
+    def tas_uses(self) -> list[tuple[str, dict, dict[str, int]]]:
+        """``(flavor, pods per leaf, per-pod requests)`` of its TAS pod sets."""
+        out = []
+        requests = {ps.name: ps.requests for ps in self.wl.pod_sets}
+        for psa in self.pod_sets:
+            if psa.topology and psa.tas_flavor:
+                out.append((psa.tas_flavor, psa.topology, requests.get(psa.name, {})))
+        return out
 
     def uses_any(self, frs) -> bool:
         usage = self.usage

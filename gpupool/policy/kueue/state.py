@@ -50,6 +50,10 @@ class KueueState:
         self.strategies = strategies or list(DEFAULT_STRATEGIES)
         #: Skipped preemptions per ClusterQueue in the last cycle (Kueue's metric).
         self.skipped_preemptions: dict[str, int] = {}
+        #: Topology-Aware Scheduling capacity (``tas_capacity.TasSnapshot``) when the pool has
+        #: TAS flavors and the gate is on; set by whoever builds the state (None = no TAS).
+        self.tas = None
+        self._tas_only: dict[str, bool] = {}
         #: Set by a cycle while it nominates (the tree is then its initial snapshot): other-CQ
         #: preemption candidates per (cohort node, frs), shared by the heads (preemption.py).
         self.candidate_memo: dict | None = None
@@ -57,12 +61,28 @@ class KueueState:
     def gate(self, name: str) -> bool:
         return bool(self.gates.get(name, False))
 
+    def tas_only(self, cq_name: str) -> bool:
+        """Whether every flavor of the ClusterQueue is a TAS flavor (implied TAS, §8)."""
+        found = self._tas_only.get(cq_name)
+        if found is None:
+            cq = self.cq_models[cq_name]
+            names = [fq.flavor for rg in cq.resource_groups for fq in rg.flavors]
+            found = bool(names) and all(n in self.flavors and self.flavors[n].topology_name for n in names)
+            self._tas_only[cq_name] = found
+        return found
+
     def admit(self, adm: Admitted) -> None:
+        """Add an admitted workload; its TAS usage is held when the TAS snapshot exists (a
+        builder that makes the snapshot later holds what is not on the nodes itself)."""
         self.admitted[adm.wl.key] = adm
         self.by_cq.setdefault(adm.cq, []).append(adm)
         self.tree.cqs[adm.cq].add_usage(adm.usage)
+        if self.tas is not None:
+            self.tas.hold(adm.tas_uses())
 
     def evict(self, adm: Admitted) -> None:
         del self.admitted[adm.wl.key]
         self.by_cq[adm.cq].remove(adm)
         self.tree.cqs[adm.cq].add_usage(adm.usage, -1)
+        if self.tas is not None:
+            self.tas.hold(adm.tas_uses(), -1)
