@@ -4,6 +4,11 @@ engine with ``--policy slurm`` and compare with its ``expected`` values.
 ``run_case(path)`` returns one ``CaseResult`` per runnable variant (the base case when it has
 ``expected``, then each ``variants`` entry). Every expected key is either checked (a mismatch
 goes to ``failures``) or listed in ``not_checked`` — never passed silently.
+
+Gang scheduling and SUSPEND preemption (spec §10) are read from the run's event log:
+``running_slices`` are the [start, stop) intervals a job was RUNNING (``started``/``resumed`` to
+``suspended``/``finished``/...), ``suspended_s`` its seconds SUSPENDED, ``sacct_elapsed`` End - Start
+- Suspended, and ``state_at`` (``[{t, job, state}]``) its state once the events at ``t`` are applied.
 """
 from __future__ import annotations
 
@@ -441,10 +446,74 @@ def _check_run(case: dict, expected: dict, res: CaseResult) -> None:
                         res.failures.append(f"{key}[{k}].{var}: expected {want}, got {got.get(var)}")
         elif key == "records":
             _check_records(value, out, jobs, jid, close, res)
+        elif key == "running_slices":
+            for k, want in value.items():
+                got = running_slices(out.events, jid(k))
+                ok = len(got) == len(want) and all(close(a, float(w[0])) and close(b, float(w[1]))
+                                                   for (a, b), w in zip(got, want))
+                if not ok:
+                    res.failures.append(f"running_slices[{k}]: expected {want}, got {_fmt_slices(got)}")
+        elif key == "suspended_s":
+            for k, want in value.items():
+                j = jobs[jid(k)]
+                got = j.suspended_s if j.final_state is not None else None
+                if not close(got, float(want)):
+                    res.failures.append(f"suspended_s[{k}]: expected {want}, got {got}")
+        elif key == "state_at":
+            for item in value:
+                got = state_at(out.events, jid(item["job"]), float(item["t"]))
+                if got != item["state"]:
+                    res.failures.append(f"state_at t={item['t']} job {item['job']}: expected {item['state']}, got {got}")
+        elif key == "sacct_elapsed":
+            for k, want in value.items():
+                j = jobs[jid(k)]
+                got = None
+                if j.final_state is not None and j.start is not None:
+                    got = j.end - j.start - j.suspended_s
+                if not close(got, float(want)):
+                    res.failures.append(f"sacct_elapsed[{k}]: expected {want}, got {got}")
         else:
             res.not_checked.append(key)
             continue
         res.checked.append(key)
+
+
+def running_slices(events, job_id: int) -> list[tuple[float, float]]:
+    """[start, stop) intervals in which the job was RUNNING (not suspended), from the event log:
+    ``started``/``resumed`` open one, ``suspended``/``preempted``/``finished``/``requeued`` close it."""
+    out: list[tuple[float, float]] = []
+    since = None
+    for t, what, i, _detail in events:
+        if i != job_id:
+            continue
+        if what in ("started", "resumed"):
+            since = t
+        elif what in ("suspended", "preempted", "finished", "requeued", "node_fail") and since is not None:
+            if t > since:
+                out.append((since, t))
+            since = None
+    return out
+
+
+_STATE_AFTER = {"submitted": "PENDING", "requeued": "PENDING", "started": "RUNNING", "resumed": "RUNNING",
+                "suspended": "SUSPENDED", "placed": "CONFIGURING"}
+
+
+def state_at(events, job_id: int, t: float) -> str | None:
+    """The job's state once every event at or before ``t`` is applied (None: not submitted yet)."""
+    got = None
+    for when, what, i, detail in events:
+        if i != job_id or when > t:
+            continue
+        if what == "finished":
+            got = detail
+        elif what in _STATE_AFTER:
+            got = _STATE_AFTER[what]
+    return got
+
+
+def _fmt_slices(slices) -> list[list[float]]:
+    return [[float(f"{a:g}"), float(f"{b:g}")] for a, b in slices]
 
 
 def _reason_at(history, job, job_id: int, t: float) -> str | None:

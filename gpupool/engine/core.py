@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpupool.engine.clock import VirtualClock
-from gpupool.engine.decisions import CANCEL, Pending, Preempt, Reject, Reserve, Start, Unreserve, WakeAt
+from gpupool.engine.decisions import (
+    CANCEL, Pending, Preempt, Reject, Reserve, Resume, Start, Suspend, Unreserve, WakeAt,
+)
 from gpupool.engine.executor import Executor, SimulatedExecutor
-from gpupool.engine.job import PENDING, PLACING, RUNNING, Job
+from gpupool.engine.job import PENDING, PLACING, RUNNING, SUSPENDED, Job
 from gpupool.engine.nodes import NodeTable, mask_indices
 from gpupool.engine.policy_api import Policy
 from gpupool.engine.snapshot import (
@@ -128,6 +130,7 @@ class Engine:
         self.pending: dict[int, Job] = {}
         self.active: dict[int, Job] = {}
         self.reserved: dict[int, Job] = {}  # PENDING jobs holding a Reserve (admitted, unplaced)
+        self.suspended: dict[int, Job] = {}  # SUSPENDED jobs (hold GPUs and memory, not CPUs)
         self._wakes: set[float] = set()  # WakeAt times already in the heap
         self._grace: dict[int, Preempt] = {}  # jobs in a preemption grace period -> the Preempt
         self._ptext: dict[int, str] = {}  # GPU mask -> "0,1,2" for event details
@@ -153,7 +156,8 @@ class Engine:
         self._loop_state = (0, 0, -1, 0, False)  # idle ticks, passes, placed at last tick, calls, woken
         self._arrived: list[Job] = []
         self._poked = -1.0  # the instant for which an extra policy pass is already queued
-        self._snapshot = Snapshot(0.0, pool, self.nodes, self.pending, self.active, self.jobs, reserved=self.reserved)
+        self._snapshot = Snapshot(0.0, pool, self.nodes, self.pending, self.active, self.jobs, reserved=self.reserved,
+                                  suspended=self.suspended)
 
     # ----------------------------------------------------------------- event plumbing
     def _push(self, time: float, kind: int, a, b) -> None:
@@ -308,7 +312,7 @@ class Engine:
                     self._wake_controller(a, t)
                 else:  # an end, node event, call or eligibility a controller queued for now
                     self._early_event(kind, a, b, t)
-            if pending or self._placing or woken:
+            if pending or self._placing or woken or self.suspended:
                 woken = False
                 if self._pending_removed > 1024 and self._pending_removed > 8 * math.isqrt(len(pending)):
                     self._compact_pending()
@@ -456,9 +460,9 @@ class Engine:
 
     def _requeue_now(self, job_id: int, delay: float, reason: str, t: float) -> None:
         job = self.jobs[job_id]
-        if job.state not in (RUNNING, PLACING):
+        if job.state not in (RUNNING, PLACING, SUSPENDED):
             return
-        was_running = job.state == RUNNING
+        was_running = job.state in (RUNNING, SUSPENDED)
         held = job.held_gpus
         self.executor.stop(job, t, reason or "requeued")
         ran = self._release(job, t)
@@ -565,6 +569,10 @@ class Engine:
                 if job is not None and job.reserved_since is not None:
                     self._unreserve(job)
                     self._log(t, "unreserved", job.id)
+            elif cls is Suspend:
+                self._suspend(self._job(d.job_id), t, d.reason)
+            elif cls is Resume:
+                self._resume(self._job(d.job_id), t, d.reason)
             elif cls is WakeAt:
                 when = d.time
                 if when < t:
@@ -593,7 +601,12 @@ class Engine:
                 raise InvariantViolation(f"job {job.id} placed on unavailable node {nodes.names[pod[0]]}")
         if self.check:
             self._check_pod_shapes(job, placement)
-        nodes.allocate(placement)
+        if d.suspended:
+            if d.partial or placed < job.pods_needed:
+                raise InvariantViolation(f"job {job.id}: a suspended start must place the whole job")
+            nodes.allocate_held(placement)
+        else:
+            nodes.allocate(placement)
         if job.state == PLACING:  # idle holding accrues per segment, at what was held then
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = t
@@ -621,6 +634,8 @@ class Engine:
         job.via = d.via or job.via
         if len(job.placement) >= job.pods_needed:
             self._run(job, t)
+            if d.suspended:
+                self._suspend(job, t, "at start", took_cpu=False)
         elif self.record_events:
             head = f"{d.via} " if d.via else ""
             self.events.append((t, "placed", job.id,
@@ -648,6 +663,10 @@ class Engine:
         job.start = t
         if job.first_start is None:
             job.first_start = t
+        x = job._x
+        if x is not None:  # a new run segment: its suspensions start from zero
+            x.suspended_s = 0.0
+            x.suspended_at = None
         job.token += 1
         self._running += 1
         self._running_gpus += job.held_gpus
@@ -659,19 +678,35 @@ class Engine:
             self.events.append((t, "started", job.id, head + self.placement_text(job.placement)))
 
     def _release(self, job: Job, t: float) -> float:
-        """Free the job's resources; return the seconds it ran in this run segment."""
-        self.nodes.release(job.placement)
+        """Free the job's resources; return the seconds it ran in this run segment (suspended
+        time excluded)."""
+        state = job.state
+        if state == SUSPENDED:
+            self.nodes.release_held(job.placement)
+        else:
+            self.nodes.release(job.placement)
         self._changed |= CHANGED_ENDED
         self._allocated_gpus -= job.held_gpus
         del self.active[job.id]
         if self._grace and self._grace.pop(job.id, None) is not None:
             job.grace_until = None
         ran = 0.0
-        if job.state == RUNNING:
+        if state == RUNNING:
             ran = t - job.start
+            x = job._x
+            if x is not None:
+                ran -= x.suspended_s
             job.gpu_s_used += ran * job.held_gpus
             self._running -= 1
             self._running_gpus -= job.held_gpus
+        elif state == SUSPENDED:
+            x = job._x
+            ran = x.suspended_at - job.start - x.suspended_s
+            job.gpu_s_used += ran * job.held_gpus
+            job.gpu_s_idle_held += (t - x.suspended_at) * job.held_gpus
+            x.suspended_s += t - x.suspended_at
+            x.suspended_at = None
+            del self.suspended[job.id]
         else:  # PLACING: the gang never formed; all of it was idle holding
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = None
@@ -680,7 +715,7 @@ class Engine:
 
     def _finish(self, job: Job, t: float, state: str) -> None:
         self._release(job, t)
-        job.remaining = 0.0 if state != "TIMEOUT" else max(0.0, job.remaining - (t - job.start))
+        job.remaining = 0.0 if state != "TIMEOUT" else max(0.0, job.remaining - job.run_time(t))
         self._final(job, t, state)
 
     def _final(self, job: Job, t: float, state: str) -> None:
@@ -704,7 +739,7 @@ class Engine:
             self._changed |= CHANGED_REQUEUED
             self._log(t, "preempted", job.id, f"{d.mode} {d.reason}".strip())
             return True
-        if job is None or job.state not in (RUNNING, PLACING):
+        if job is None or job.state not in (RUNNING, PLACING, SUSPENDED):
             raise InvariantViolation(f"policy preempted job {d.job_id}, which holds no resources")
         if job.id in self._grace:
             return False  # already signalled: it stops when its grace period ends
@@ -724,7 +759,7 @@ class Engine:
         self._stop(job, d, t)
 
     def _stop(self, job: Job, d: Preempt, t: float) -> None:
-        was_running = job.state == RUNNING
+        was_running = job.state in (RUNNING, SUSPENDED)
         held = job.held_gpus
         self.executor.stop(job, t, d.reason or "preempted")
         ran = self._release(job, t)
@@ -739,6 +774,74 @@ class Engine:
             job.end_reason = d.reason
             return
         self._requeue(job, t, d.requeue_delay)
+
+    def _suspend(self, job: Job, t: float, reason: str = "", took_cpu: bool = True) -> None:
+        """RUNNING -> SUSPENDED: no progress, CPUs given back, GPUs and memory kept (its own and
+        nobody else's); its pending end event is dropped (the token moves on)."""
+        if job.state != RUNNING:
+            raise InvariantViolation(f"policy suspended job {job.id}, which is {job.state}, not RUNNING")
+        fn = getattr(self.executor, "suspend", None)
+        if fn is None:
+            raise GpupoolError(f"executor {type(self.executor).__name__} cannot suspend jobs (job {job.id})")
+        if took_cpu:
+            self.nodes.give_cpu(job.placement)
+        x = job._extras()
+        x.suspended_at = t
+        x.suspensions += 1
+        job.token += 1
+        job.state = SUSPENDED
+        self._running -= 1
+        self._running_gpus -= job.held_gpus
+        self.suspended[job.id] = job
+        fn(job, t)
+        if self.check:
+            self._check_owned(job)
+        self._log(t, "suspended", job.id, reason)
+
+    def _resume(self, job: Job, t: float, reason: str = "") -> None:
+        """SUSPENDED -> RUNNING on the same allocation; the end is planned again from the work
+        and time limit left (suspended time does not count)."""
+        if job.state != SUSPENDED:
+            raise InvariantViolation(f"policy resumed job {job.id}, which is {job.state}, not SUSPENDED")
+        fn = getattr(self.executor, "resume", None)
+        if fn is None:
+            raise GpupoolError(f"executor {type(self.executor).__name__} cannot resume jobs (job {job.id})")
+        self.nodes.take_cpu(job.placement)
+        x = job._x
+        dt = t - x.suspended_at
+        x.suspended_s += dt
+        x.suspended_at = None
+        job.gpu_s_idle_held += dt * job.held_gpus
+        del self.suspended[job.id]
+        job.state = RUNNING
+        self._running += 1
+        self._running_gpus += job.held_gpus
+        job.token += 1
+        self._placed_pods += 1  # progress: a run with only ticks left is not idle while jobs resume
+        end, state = fn(job, t)
+        if end != math.inf:
+            self._push(end, EV_END, job, (job.token, state))
+        if self.check:
+            self._check_owned(job)
+        self._log(t, "resumed", job.id, reason)
+
+    def _check_owned(self, job: Job) -> None:
+        """A suspended or resumed job's GPUs are still allocated, and to no other job."""
+        free_mask = self.nodes.free_mask
+        for node, mask, _cpu, _mem in job.placement:
+            if free_mask[node] & mask:
+                raise InvariantViolation(f"job {job.id} ({job.state}): its GPUs {mask:#x} on "
+                                         f"{self.nodes.names[node]} are marked free")
+        mine = {}
+        for node, mask, _cpu, _mem in job.placement:
+            mine[node] = mine.get(node, 0) | mask
+        for other in self.active.values():
+            if other is job:
+                continue
+            for node, mask, _cpu, _mem in other.placement:
+                if mine.get(node, 0) & mask:
+                    raise InvariantViolation(f"jobs {job.id} and {other.id} both hold GPUs "
+                                             f"{mine[node] & mask:#x} on {self.nodes.names[node]}")
 
     def _unreserve(self, job: Job) -> None:
         if self.reserved.pop(job.id, None) is not None:
@@ -778,7 +881,7 @@ class Engine:
             nodes.up[node] = False
             victims = [j for j in self.active.values() if any(p[0] == node for p in j.placement)]
             for job in victims:
-                was_running = job.state == RUNNING
+                was_running = job.state in (RUNNING, SUSPENDED)
                 held = job.held_gpus
                 self.executor.stop(job, t, f"node_fail {nodes.names[node]}")
                 ran = self._release(job, t)
@@ -822,8 +925,8 @@ class Engine:
 
     def _check_final(self) -> None:
         for job in self.jobs.values():
-            if job.state in (PENDING, PLACING, RUNNING):
-                # Waiting or half-placed jobs may remain (a deadlock is a result, not a bug);
+            if job.state in (PENDING, PLACING, RUNNING, SUSPENDED):
+                # Waiting, half-placed or suspended jobs may remain (a deadlock is a result, not a bug);
                 # a running job always has an end event, so it must have ended.
                 if self.until is None and job.state == RUNNING:
                     raise InvariantViolation(f"job {job.id} still {job.state} after the run")

@@ -32,12 +32,17 @@ class Start:
     time_limit: float | None = None
     #: Where the job runs in the policy's terms (a Slurm partition); kept as ``job.partition``.
     partition: str | None = None
+    #: Allocate without running: the job is SUSPENDED at once (Slurm gang scheduling: a job
+    #: co-allocated on CPUs that a running job of its partition uses). It takes its GPUs and
+    #: memory now and CPUs only when a ``Resume`` lets it run.
+    suspended: bool = False
 
     # Written out (same signature and semantics as the generated one): a frozen dataclass's
     # generated __init__ looks ``object.__setattr__`` up per field, and Start is built once per
     # job start on the hot path.
     def __init__(self, job_id: int, placement: tuple[PodPlacement, ...], partial: bool = False,
-                 via: str = "", time_limit: float | None = None, partition: str | None = None) -> None:
+                 via: str = "", time_limit: float | None = None, partition: str | None = None,
+                 suspended: bool = False) -> None:
         _set = _oset
         _set(self, "job_id", job_id)
         _set(self, "placement", placement)
@@ -45,6 +50,7 @@ class Start:
         _set(self, "via", via)
         _set(self, "time_limit", time_limit)
         _set(self, "partition", partition)
+        _set(self, "suspended", suspended)
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,10 +106,28 @@ class Unreserve:
 
 
 @dataclass(slots=True, frozen=True)
+class Suspend:
+    """Stop a RUNNING job without taking its allocation away (Slurm's gang time slice or
+    SUSPEND preemption): it keeps its GPUs and memory, gives its CPUs back, makes no progress,
+    and its time limit stops running until ``Resume``."""
+
+    job_id: int
+    reason: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class Resume:
+    """Let a SUSPENDED job run again on its own allocation (it must find its CPUs free)."""
+
+    job_id: int
+    reason: str = ""
+
+
+@dataclass(slots=True, frozen=True)
 class WakeAt:
     """Call the policy again at ``time`` (a timer), even if nothing else happens then."""
 
     time: float
 
 
-Decision = Start | Preempt | Reject | Pending | Reserve | Unreserve | WakeAt
+Decision = Start | Preempt | Reject | Pending | Reserve | Unreserve | Suspend | Resume | WakeAt

@@ -26,6 +26,11 @@ class Executor(Protocol):
         """Stop ``job`` early (preempted, node failure); its resources are released by the engine."""
         ...
 
+    # Optional, needed only by policies that suspend jobs (read with getattr):
+    # ``suspend(job, now)`` stops a running job in place (SIGSTOP); ``resume(job, now) ->
+    # (end time, final state)`` continues it, its remaining work and time limit reduced by the
+    # running time it already had (``job.run_time``).
+
 
 class SimulatedExecutor:
     """Ends jobs after their remaining runtime, or kills them at their time limit.
@@ -62,3 +67,25 @@ class SimulatedExecutor:
 
     def stop(self, job: Job, now: float, reason: str) -> None:
         """Nothing runs in a simulation: the engine's bookkeeping is the whole effect."""
+
+    def suspend(self, job: Job, now: float) -> None:
+        """Nothing runs in a simulation: the engine drops the job's pending end event."""
+
+    def resume(self, job: Job, now: float) -> tuple[float, str]:
+        """The job runs again: the end it would have had, with the work and the time limit it
+        has left (Slurm counts running time only: end = now + limit - time already run)."""
+        done = job.run_time(now)
+        limit = job.time_limit
+        remaining = job.remaining - done
+        if limit is not None:
+            otl = self.over_time_limit
+            left = limit - done
+            if remaining > left + otl:
+                kill = max(now, now + left + otl)  # over its limit already: the next check
+                interval = self.check_interval
+                if interval > 0:
+                    kill = math.ceil(kill / interval) * interval
+                    if kill >= now + remaining:
+                        return now + remaining, TIMEOUT
+                return kill, TIMEOUT
+        return now + remaining, job.wl.outcome

@@ -9,8 +9,11 @@ from gpupool.model.workload import GANG_ALL, GANG_MIN, Workload
 PENDING = "PENDING"
 PLACING = "PLACING"  # some pods placed, gang not yet complete: holds resources, makes no progress
 RUNNING = "RUNNING"
+#: Allocated but stopped (Slurm's gang time slicing or SUSPEND preemption): keeps its GPUs and
+#: memory, gives up its CPUs, makes no progress; its time limit does not run meanwhile.
+SUSPENDED = "SUSPENDED"
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "REJECTED")
-ACTIVE_STATES = (PENDING, PLACING, RUNNING)
+ACTIVE_STATES = (PENDING, PLACING, RUNNING, SUSPENDED)
 
 
 class Job:
@@ -99,6 +102,35 @@ class Job:
         self._extras().grace_until = value
 
     @property
+    def suspended_s(self) -> float:
+        """Seconds the current (or last) run segment spent SUSPENDED so far, the current
+        suspension included up to its start only (``run_time`` adds the rest). sacct's Elapsed is
+        End - Start - this."""
+        return 0.0 if self._x is None else self._x.suspended_s
+
+    @property
+    def suspended_at(self) -> float | None:
+        """When the current suspension began; None when the job is not SUSPENDED."""
+        return None if self._x is None else self._x.suspended_at
+
+    @property
+    def suspensions(self) -> int:
+        """How many times the job was suspended (all runs)."""
+        return 0 if self._x is None else self._x.suspensions
+
+    def run_time(self, t: float) -> float:
+        """Seconds of progress in the current run segment at ``t`` (suspended time excluded):
+        running time + suspended time = ``t`` - start."""
+        if self.start is None:
+            return 0.0
+        x = self._x
+        if x is None:
+            return t - self.start
+        if x.suspended_at is not None:
+            t = x.suspended_at
+        return t - self.start - x.suspended_s
+
+    @property
     def evictions(self) -> dict[str, int]:
         """Preemptions/evictions of this job counted per ``Preempt.reason``."""
         return self._extras().evictions
@@ -110,9 +142,13 @@ class Job:
 class _Extras:
     """Per-job state that most jobs never use (kept off the hot ``Job`` slots)."""
 
-    __slots__ = ("evictions", "grace_until", "partition", "reserve_info", "reserved_since")
+    __slots__ = ("evictions", "grace_until", "partition", "reserve_info", "reserved_since", "suspended_at",
+                 "suspended_s", "suspensions")
 
     def __init__(self) -> None:
+        self.suspended_s = 0.0
+        self.suspended_at: float | None = None
+        self.suspensions = 0
         self.partition: str | None = None
         self.reserved_since: float | None = None
         self.reserve_info = ""

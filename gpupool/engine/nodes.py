@@ -68,6 +68,43 @@ class NodeTable:
             free_cpu[node] += cpu
             free_mem[node] += mem
 
+    def allocate_held(self, placement) -> None:
+        """Take GPUs and memory but not CPUs: a job that is allocated while SUSPENDED (its CPUs
+        are taken by ``take_cpu`` when it runs). With ``check`` on, prove no GPU is taken twice."""
+        free_mask, free_gpus, free_mem = self.free_mask, self.free_gpus, self.free_mem
+        for node, mask, _cpu, mem in placement:
+            if self.check:
+                self._check_take(node, mask, 0, mem)
+            free_mask[node] &= ~mask
+            free_gpus[node] -= mask.bit_count()
+            free_mem[node] -= mem
+
+    def release_held(self, placement) -> None:
+        """Give back what ``allocate_held`` took (a job released while SUSPENDED)."""
+        free_mask, free_gpus, free_mem = self.free_mask, self.free_gpus, self.free_mem
+        for node, mask, _cpu, mem in placement:
+            if self.check and free_mask[node] & mask:
+                raise InvariantViolation(f"node {self.names[node]}: released GPUs {mask:#x} were not allocated")
+            free_mask[node] |= mask
+            free_gpus[node] += mask.bit_count()
+            free_mem[node] += mem
+
+    def take_cpu(self, placement) -> None:
+        """A SUSPENDED job runs again: take its CPUs (they must be free: CPUs are time-shared,
+        never used by two running jobs at once)."""
+        free_cpu = self.free_cpu
+        for node, _mask, cpu, _mem in placement:
+            if self.check and cpu > free_cpu[node]:
+                raise InvariantViolation(
+                    f"node {self.names[node]}: resumed job needs {cpu}m CPU, only {free_cpu[node]}m free")
+            free_cpu[node] -= cpu
+
+    def give_cpu(self, placement) -> None:
+        """A RUNNING job is suspended: its CPUs are free for others; GPUs and memory stay its own."""
+        free_cpu = self.free_cpu
+        for node, _mask, cpu, _mem in placement:
+            free_cpu[node] += cpu
+
     def _check_take(self, node: int, mask: int, cpu: int, mem: int) -> None:
         name = self.names[node]
         if mask & ~self.full_mask[node]:

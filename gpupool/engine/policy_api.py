@@ -24,6 +24,9 @@ class Policy(Protocol):
     # Optional (read with getattr, default 0): ``time_limit_check_interval`` - limits are
     # enforced only at multiples of it on the run's clock (Slurm: 30 s); 0 = exactly.
     # A policy may also return ``WakeAt(t)`` among its decisions to be called again at ``t``.
+    # Time sharing: ``Start(..., suspended=True)``, ``Suspend`` and ``Resume`` move jobs between
+    # RUNNING and SUSPENDED (GPUs and memory kept, CPUs given back, no progress, time limit
+    # stopped); while any job is SUSPENDED the policy is called at every tick and event.
 
     def decide(self, snapshot: Snapshot) -> list[Decision]:
         ...

@@ -27,7 +27,7 @@ class Snapshot:
     nodes: NodeTable
     #: Waiting jobs, id -> job, in queue order (submit order; a requeued job goes to the back).
     pending: dict[int, Job]
-    #: Jobs holding resources (RUNNING or PLACING), id -> job.
+    #: Jobs holding resources (RUNNING, PLACING or SUSPENDED), id -> job.
     active: dict[int, Job]
     #: Every job of the run by id (finished ones too), for dependencies and usage.
     jobs: dict[int, Job]
@@ -44,6 +44,8 @@ class Snapshot:
     applied: list | None = None
     #: PENDING jobs holding a ``Reserve`` (admitted, not placed), id -> job, in reservation order.
     reserved: dict[int, Job] = field(default_factory=dict)
+    #: SUSPENDED jobs (also in ``active``: they hold GPUs and memory), id -> job, in suspension order.
+    suspended: dict[int, Job] = field(default_factory=dict)
 
 
 #: A job reached a final state or released resources outside the policy's own decisions

@@ -48,7 +48,7 @@ DEFAULT_EPOCH = datetime(2026, 1, 5, tzinfo=timezone.utc)
 EXIT_CODES = {"COMPLETED": "0:0", "FAILED": "1:0", "CANCELLED": "0:15", "TIMEOUT": "0:0",
               "PREEMPTED": "0:0", "NODE_FAIL": "0:0", "REQUEUED": "0:0"}
 #: squeue's compact state codes.
-STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "CONFIGURING": "CF", "COMPLETED": "CD", "FAILED": "F",
+STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "SUSPENDED": "S", "CONFIGURING": "CF", "COMPLETED": "CD", "FAILED": "F",
                "CANCELLED": "CA", "TIMEOUT": "TO", "PREEMPTED": "PR", "NODE_FAIL": "NF", "REQUEUED": "RQ"}
 
 #: sacct fields printed when no ``--format`` is given (a wider default than sacct's own:
@@ -246,27 +246,41 @@ def _runs(job, evs: list, requeue_delay: float) -> list[dict]:
     runs = []
     cur = {"submit": job.wl.submit_time,
            "eligible": job.wl.submit_time if job.wl.begin_time is None else max(job.wl.submit_time, job.wl.begin_time),
-           "start": None, "end": None, "via": "", "state": None, "place": []}
+           "start": None, "end": None, "via": "", "state": None, "place": [], "suspended": 0.0, "susp_at": None}
     why = None
     for t, ev, _jid, detail in evs:
         if ev == "started":
             cur["start"] = t
             cur["via"], cur["place"] = _started_detail(detail)
+        elif ev == "suspended":
+            cur["susp_at"] = t
+        elif ev == "resumed" and cur["susp_at"] is not None:
+            cur["suspended"] += t - cur["susp_at"]
+            cur["susp_at"] = None
         elif ev == "preempted":
             why = "PREEMPTED"
         elif ev == "node_fail":
             why = "NODE_FAIL"
         elif ev == "requeued":
+            _close_suspension(cur, t)
             cur["end"], cur["state"] = t, why or "REQUEUED"
             runs.append(cur)
             delay = requeue_delay if why == "PREEMPTED" else 0.0
             cur = {"submit": t, "eligible": t + delay, "start": None, "end": None, "via": "", "state": None,
-                   "place": []}
+                   "place": [], "suspended": 0.0, "susp_at": None}
             why = None
         elif ev == "finished":
+            _close_suspension(cur, t)
             cur["end"], cur["state"] = t, detail
     runs.append(cur)
     return runs
+
+
+def _close_suspension(run: dict, t: float) -> None:
+    """A run that ends while suspended was suspended until its end."""
+    if run["susp_at"] is not None:
+        run["suspended"] += t - run["susp_at"]
+        run["susp_at"] = None
 
 
 def sacct_records(inst: Instant, *, epoch: datetime = DEFAULT_EPOCH, duplicates: bool = False,
@@ -304,11 +318,14 @@ def sacct_records(inst: Instant, *, epoch: datetime = DEFAULT_EPOCH, duplicates:
                 if run["start"] is None:
                     state = "CONFIGURING" if is_last and job.state == "PLACING" else "PENDING"
                 else:
-                    state = "RUNNING"
+                    state = "SUSPENDED" if run["susp_at"] is not None else "RUNNING"
             start, end = run["start"], run["end"]
             elapsed = 0.0
             if start is not None:
-                elapsed = (end if end is not None else now) - start
+                # sacct's Elapsed excludes suspended time (spec §10): End - Start - Suspended
+                elapsed = (end if end is not None else now) - start - run["suspended"]
+                if run["susp_at"] is not None:
+                    elapsed -= now - run["susp_at"]
             node_list = gpus_text = ""
             if run["place"]:
                 order = {n: i for i, n in enumerate(names)}
@@ -410,6 +427,9 @@ def instant_from_run_dir(run_dir, pool, at: float | None = None) -> Instant:
             job.state = mine[-1][3]
         elif "started" in kinds and kinds[-1] not in ("requeued",) and kinds.count("started") > kinds.count("requeued"):
             job.state = "RUNNING"
+            stops = [k for k in kinds if k in ("started", "suspended", "resumed")]
+            if stops[-1] == "suspended":
+                job.state = "SUSPENDED"
         req_at = [e[0] for e in mine if e[1] == "requeued"]
         if req_at:
             job.submit = req_at[-1]

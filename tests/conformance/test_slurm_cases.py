@@ -1,7 +1,8 @@
 """Every Slurm case, each variant, through --policy slurm.
 
 The cases are the project's own copy of ``../shared/spec/cases/slurm`` in ``tests/conformance/slurm``,
-so the suite runs where the shared folder is absent.
+so the suite runs where the shared folder is absent, plus gpupool's own cases in the same format
+(``*-gp-*.yaml``, expected values derived by hand from slurm.md; see ``slurm/GPUPOOL.md``).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.conformance.slurm_cases import load_case, run_variant, variants_of
+from gpupool.conformance.slurm_cases import load_case, run_case, run_variant, variants_of
 
 CASES = Path(__file__).resolve().parent / "slurm"
 
@@ -31,12 +32,7 @@ def _slurm_registered():
 
 #: Cases that still fail, with the precise reason. strict=True: they must keep failing
 #: until the feature lands (then remove the entry).
-XFAIL = {
-    ("gang-001", "base"): "gang time slicing (PreemptMode=GANG, OverSubscribe=FORCE, SchedulerTimeSlice) "
-                          "is not implemented: job 4 waits for job 3 to end (start 300) instead of being "
-                          "allocated at 12 and alternating every 30 s; running_slices/suspended_s/"
-                          "sacct_elapsed are not checked by the runner",
-}
+XFAIL: dict[tuple[str, str], str] = {}
 
 
 def _params():
@@ -74,3 +70,28 @@ def test_copy_matches_spec():
         copy = CASES / spec_case.name
         assert copy.is_file(), f"{spec_case.name} is in the spec but not in {CASES}"
         assert copy.read_bytes() == spec_case.read_bytes(), f"{copy} differs from {spec_case}"
+
+
+def test_own_cases_sit_beside_the_copy():
+    """gpupool's own cases (``-gp-`` in the name) cover what the spec lists but does not ship:
+    partition_prio SUSPEND,GANG (preempt-002) and a longer gang rotation (gang-002)."""
+    own = sorted(p.name for p in CASES.glob("*-gp-*.yaml"))
+    assert any(n.startswith("preempt-gp-") for n in own) and any(n.startswith("gang-gp-") for n in own)
+    for name in own:
+        case = load_case(CASES / name)
+        assert "-gp-" in str(case["id"]) and "derived" in case["source"], name
+
+
+def test_gang_keys_are_checked_not_skipped():
+    """running_slices, suspended_s and sacct_elapsed are compared, and a wrong value fails."""
+    case = load_case(CASES / "gang-001-two-job-timeslice.yaml")
+    (result,) = run_case(CASES / "gang-001-two-job-timeslice.yaml")
+    assert {"running_slices", "suspended_s", "sacct_elapsed"} <= set(result.checked)
+    assert not result.not_checked
+    exp = dict(case["expected"])
+    exp["running_slices"] = {3: [[0, 30]] + exp["running_slices"][3][1:]}
+    exp["suspended_s"] = {3: 270}
+    exp["sacct_elapsed"] = {4: 288}
+    bad = run_variant(case, "base", {}, exp)
+    assert not bad.ok
+    assert [f.split(":")[0] for f in bad.failures] == ["running_slices[3]", "suspended_s[3]", "sacct_elapsed[4]"]

@@ -44,8 +44,12 @@ def run(cy, records, full: bool) -> None:
         if placement is not None:
             cy.start(job, placement, info, VIA_MAIN)
             continue
+        if cy.try_gang(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE co-allocation (gang)
+            continue
         if s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable):
             cy.preempting.add(job.id)
+            if job.id in cy.started:  # SUSPEND,GANG: the preemptor started at once
+                continue
         cy.reason(job, "Resources", first=True)
         if not cy.may_block(job, rec.prio):
             continue

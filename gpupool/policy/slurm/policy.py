@@ -4,19 +4,23 @@ Each ``decide`` call is one scheduler instant (victims in their GraceTime are st
 engine, ``Preempt.grace``): build and
 sort the queue, run the main scheduler (a quick pass on events, a full pass every
 ``sched_interval``), then a backfill cycle when ``now`` is a multiple of ``bf_interval``
-(spec §0's idealised model). Decayed usage for fair share is accumulated from the run's
+(spec §0's idealised model), then, with ``PreemptMode=…,GANG``, gang scheduling (``gang``:
+co-allocation in OverSubscribe=FORCE partitions, suspensions and resumptions at job ends, starts
+and every ``SchedulerTimeSlice``). Decayed usage for fair share is accumulated from the run's
 job records (``decay.UsageLedger``); everything else is recomputed from the snapshot.
 """
 from __future__ import annotations
 
 import math
 
-from gpupool.engine.decisions import Pending, Preempt, Start
+from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend
+from gpupool.engine.job import RUNNING, SUSPENDED
 from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import Snapshot
 from gpupool.model.pool import Pool
 from gpupool.policy.slurm import (
     backfill,
+    gang,
     limits,
     main_sched,
     priority,
@@ -27,9 +31,15 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.decay import UsageLedger
 from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
 from gpupool.policy.slurm.jobinfo import job_req
-from gpupool.policy.slurm.select import Free
+from gpupool.policy.slurm.running import RunningIndex
+from gpupool.policy.slurm.select import Free, place
 
 _OPTIONS = {"record", "epoch"}
+
+
+def _suspended_by(x, now: float) -> float:
+    """Seconds a job's run has been suspended up to ``now`` (its limit end moves by as much)."""
+    return x.suspended_s + (now - x.suspended_at if x.suspended_at is not None else 0.0)
 
 
 class Cycle:
@@ -51,40 +61,95 @@ class Cycle:
         self.ends: list = []
         self.usage: dict = {}
         self.arrays: dict[int, int] = {}
-        ends = self.ends
-        now = self.now
-        expected_end = pol.expected_end
-        limit_end = pol.limit_end
-        arrays = self.arrays
-        enforced = pol.s.limits_enforced
-        count = self._count
-        seq = 0
-        for job in snap.active.values():
-            seq += 1
-            # (limit end, seq, placement, when its resources are expected back): slurmctld's
-            # will-run orders running jobs by the limit end even when that has passed
-            free_at = expected_end(job, now)
-            ends.append((limit_end(job, now), seq, job.placement, free_at))
-            if enforced:
-                count(job)
-            else:
-                aid = job.wl.array_job_id
-                if aid is not None:
-                    arrays[aid] = arrays.get(aid, 0) + 1
-        self._seq = seq
-        # seq is unique, so plain tuple order is (end, seq) order and never compares placements
-        ends.sort()
-
-    def _count(self, job) -> None:
-        pol = self.pol
+        running = pol.running
+        # a private copy: a pass inserts the jobs it starts
+        self.ends = list(running.update(snap.active, self.now, snap.suspended))
+        self.arrays = dict(running.arrays)
+        self._seq = running.seq
         if pol.s.limits_enforced:
-            req = pol.req(job)
-            alloc = pol.alloc_of(job)
-            limits.add_usage(self.usage, req, alloc)
-            limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
-        aid = job.wl.array_job_id
-        if aid is not None:
-            self.arrays[aid] = self.arrays.get(aid, 0) + 1
+            usage = self.usage
+            for job in snap.active.values():
+                req = pol.req(job)
+                alloc = pol.alloc_of(job)
+                limits.add_usage(usage, req, alloc)
+                limits.add_account_usage(usage, pol.account_chain(req.account), alloc)
+        #: gang co-allocation rows per OverSubscribe=FORCE partition (built when first needed)
+        self.rows: dict[str, list[dict[int, int]]] = {}
+        if pol.gang_on and getattr(snap, "suspended", None):
+            self._hold_suspended_cpus()
+
+    def _hold_suspended_cpus(self) -> None:
+        """Suspended jobs gave their CPUs back to the engine, but slurmctld keeps them allocated
+        (the job resumes on them): a job placed normally may not use them. In a FORCE partition
+        the co-allocated jobs overlap, so its jobs hold as many CPUs as its fullest row."""
+        pol = self.pol
+        cpu = self.free.cpu
+        forced: set[str] = set()
+        for job in self.snap.suspended.values():
+            part = pol.part_of(job)
+            if pol.share.get(part, 1) > 1:
+                forced.add(part)
+                continue
+            for node, _mask, c, _mem in job.placement:
+                cpu[node] -= c
+        for part in forced:
+            rows = self.part_rows(part)
+            held = gang.row_max(rows)
+            running: dict[int, int] = {}
+            for job in self.snap.active.values():
+                if job.state == RUNNING and pol.part_of(job) == part:
+                    for node, _mask, c, _mem in job.placement:
+                        running[node] = running.get(node, 0) + c
+            for node, c in held.items():
+                cpu[node] -= max(0, c - running.get(node, 0))
+
+    def part_rows(self, part: str) -> list[dict[int, int]]:
+        """Co-allocation rows of ``part`` now: its running jobs, its suspended jobs, then what
+        this pass started there (``gang.rows_of``)."""
+        rows = self.rows.get(part)
+        if rows is None:
+            pol = self.pol
+            jobs = [j for j in self.snap.active.values() if pol.part_of(j) == part]
+            jobs.sort(key=lambda j: j.state != RUNNING)
+            maps = [pol.gang_cpu(j.placement) for j in jobs]
+            maps += [pol.gang_cpu(pl) for pl, pname, _via in self.started.values() if pname == part]
+            rows = self.rows[part] = gang.rows_of(maps, self.snap.nodes.cpu_total)
+        return rows
+
+    def try_gang(self, job, info, usable, via: str) -> bool:
+        """Co-allocate ``job`` in an OverSubscribe=FORCE:N partition (cons_tres: a job that does
+        not fit on idle CPUs goes into a row of the partition where its CPUs are free, up to N
+        rows). GPUs and memory must be free as for any start: they are never shared. True when
+        it was started (gang then decides whether it runs or waits suspended)."""
+        pol = self.pol
+        n_max = pol.share.get(info.name, 1)
+        if n_max <= 1 or not pol.gang_on:
+            return False
+        rows = self.part_rows(info.name)
+        held = gang.row_max(rows)
+        base = self.free
+        cands = rows[:n_max] + ([{}] if len(rows) < n_max else [])
+        for row in cands:
+            f = base.copy()
+            for n in info.nodes:
+                f.cpu[n] = base.cpu[n] + held.get(n, 0) - row.get(n, 0)
+            placement = place(job.wl, info.nodes, f, usable)
+            if placement is None:
+                continue
+            if not row:
+                rows.append(row)
+            for n, c in pol.gang_cpu(placement).items():
+                row[n] = row.get(n, 0) + c
+            after = gang.row_max(rows)
+            take = []
+            seen: set[int] = set()
+            for n, mask, _c, mem in placement:
+                grow = 0 if n in seen else after.get(n, 0) - held.get(n, 0)
+                seen.add(n)
+                take.append((n, mask, grow, mem))
+            self.start(job, placement, info, via, take=tuple(take))
+            return True
+        return False
 
     def reason(self, job, why: str, first: bool = False) -> None:
         if first and job.id in self.reasons:
@@ -113,9 +178,24 @@ class Cycle:
         return not (s.bf_min_age_reserve
                     and self.now - self.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
 
-    def start(self, job, placement, info, via: str) -> None:
+    def start(self, job, placement, info, via: str, take=None) -> None:
+        """Start ``job`` on ``placement``; ``take``: what it removes from the free resources when
+        that is not the placement itself (a gang co-allocation shares CPUs)."""
         pol = self.pol
-        self.free.take(placement)
+        self.free.take(placement if take is None else take)
+        if take is None and self.rows:
+            rows = self.rows.get(info.name)
+            if rows is not None:  # a normal start in a FORCE partition fits its first row
+                cpus = pol.gang_cpu(placement)
+                cap = self.snap.nodes.cpu_total
+                for row in rows:
+                    if all(row.get(n, 0) + c <= cap[n] for n, c in cpus.items()):
+                        break
+                else:
+                    row = {}
+                    rows.append(row)
+                for n, c in cpus.items():
+                    row[n] = row.get(n, 0) + c
         self.started[job.id] = (placement, info.name, via)
         self.reasons.pop(job.id, None)
         pol.run_part[job.id] = info.name
@@ -169,6 +249,14 @@ class SlurmPolicy:
             g = part.extra.get("GraceTime")
             if g and str(g).isdigit() and int(g):
                 periods.append(int(g))
+        modes = {m.strip().upper() for m in self.s.preempt_mode.split(",")}
+        #: gang scheduling (spec §10): PreemptMode includes GANG
+        self.gang_on = "GANG" in modes
+        self.time_slice = int(cfg.params.get("SchedulerTimeSlice") or 30)
+        #: select/linear allocates whole nodes: gang counts a shared node as a conflict
+        self.linear = str(cfg.params.get("SelectType") or "").lower() == "select/linear"
+        if self.gang_on:
+            periods.append(self.time_slice)
         self.tick_interval = float(math.gcd(*[int(p) for p in periods if p > 0]) or 60)
         self._nodes = None
         # derived per run (reset when a new NodeTable is seen)
@@ -202,9 +290,34 @@ class SlurmPolicy:
         self._tl: dict[int, tuple] = {}
         self._alloc: dict[int, tuple] = {}
         self._fit_empty: dict[tuple, bool] = {}
+        self.running = RunningIndex(self)
         s = self.s
         self.ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
+        #: jobs per CPU in each partition (OverSubscribe=FORCE:N -> N, else 1)
+        self.share = {name: gang.max_share(info.part.oversubscribe) for name, info in self.parts.items()}
+        self.gang_parts = {name: gang.PartSpec(name, info.tier, i) for i, (name, info) in enumerate(self.parts.items())}
+        self.gang_state = gang.GangState()
+        self._gcpu: dict[int, tuple] = {}
+        #: gang can change something only where jobs may share CPUs (FORCE) or be suspended by a
+        #: higher tier (partition_prio with SUSPEND); elsewhere its lists would only hold fillers
+        suspend = s.preempt_type == "preempt/partition_prio" and any(
+            (info.preempt_mode or s.preempt_mode).split(",")[0].strip().upper() == "SUSPEND"
+            for info in self.parts.values())
+        self.gang_active = self.gang_on and (suspend or any(n > 1 for n in self.share.values()))
         self.use_fs = s.multifactor and self.acct is not None and s.weights.get("fairshare", 0) > 0
+
+    def part_of(self, job) -> str | None:
+        """The partition a running or suspended job runs in."""
+        return self.run_part.get(job.id) or job.partition
+
+    def gang_cpu(self, placement) -> dict[int, int]:
+        """CPUs (millicores) per node that gang counts for ``placement``: whole nodes with
+        select/linear, else what the pods hold."""
+        out: dict[int, int] = {}
+        total = self._nodes.cpu_total
+        for node, _mask, c, _mem in placement:
+            out[node] = total[node] if self.linear else out.get(node, 0) + c
+        return out
 
     def req(self, job):
         r = self._req.get(job.id)
@@ -307,7 +420,11 @@ class SlurmPolicy:
         in whole epoch seconds as slurmctld keeps it (``end_time`` is an integer time_t)."""
         self.expected_end(job, now)  # fills the memo
         start = job.start
-        return self.whole_second(now if start is None else start) + self._tl[job.id][1]
+        end = self.whole_second(now if start is None else start) + self._tl[job.id][1]
+        x = job._x
+        if x is not None and x.suspensions and start is not None:
+            end += _suspended_by(x, now)  # a suspension moves end_time on (spec §10)
+        return end
 
     def whole_second(self, t: float) -> float:
         """``t`` truncated to a whole epoch second (``epoch`` is the epoch of t=0)."""
@@ -324,6 +441,9 @@ class SlurmPolicy:
             self._tl[jid] = c
         tl = c[1]
         start = job.start
+        x = job._x
+        if x is not None and x.suspensions and start is not None:
+            start += _suspended_by(x, now)
         end = (now if start is None else start) + tl
         if end >= now:
             return end
@@ -395,14 +515,17 @@ class SlurmPolicy:
 
     def _update_usage(self, snap: Snapshot) -> None:
         active = snap.active
-        for jid, (start, key, w) in list(self._segs.items()):
-            job = active.get(jid)
-            if job is not None and job.start == start:
-                continue
-            job = snap.jobs[jid]
-            end = job.end if job.final_state is not None and job.end is not None else job.submit
-            self.ledger.close(key, start, end, w)
-            del self._segs[jid]
+        segs = self._segs
+        if not segs.keys() <= active.keys():
+            # A job leaves the running table when it ends (or is requeued: it is pending at
+            # the instant it stops), so only jobs missing from it close their usage segment;
+            # closed in the order they started, as the ledger sums them.
+            ended = segs.keys() - active.keys()
+            for jid in ([jid for jid in segs if jid in ended] if len(ended) > 1 else ended):
+                start, key, w = segs.pop(jid)
+                job = snap.jobs[jid]
+                end = job.end if job.final_state is not None and job.end is not None else job.submit
+                self.ledger.close(key, start, end, w)
         T = math.floor(snap.now / self.s.calc_period) * self.s.calc_period
         if T != self._fs_T:
             self._fs_T = T
@@ -431,6 +554,9 @@ class SlurmPolicy:
             if sig != self._bf_sig or cy.started:
                 backfill.run(cy, records)
             self._bf_sig = sig
+        if self.gang_active:
+            self._gang_pass(cy, records)
+            self._gang_step(cy)
         out = cy.out
         pending = snap.pending
         for jid, why in cy.reasons.items():
@@ -438,6 +564,81 @@ class SlurmPolicy:
             if job is not None and job.reason != why:
                 out.append(Pending(jid, why))
         return out
+
+    # ------------------------------------------------------------ gang scheduling
+    def _gang_pass(self, cy: Cycle, records) -> None:
+        """Co-allocation in OverSubscribe=FORCE partitions, in queue order, after the main pass
+        and backfill: a job that fits neither idle CPUs nor its main-pass place goes into a row
+        of its partition (``Cycle.try_gang``); a partition stops at its first job that fits nowhere."""
+        failed: set[str] = set()
+        for rec in records:
+            job = rec.job
+            info = rec.part
+            if self.share.get(info.name, 1) <= 1 or info.name in failed:
+                continue
+            if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
+                continue
+            if cy.limit_reason(job, info) is not None or cy.array_limit(job) is not None:
+                continue
+            placement = place(job.wl, info.nodes, cy.free, None)
+            if placement is not None:
+                cy.start(job, placement, info, main_sched.VIA_MAIN)
+                continue
+            if cy.try_gang(job, info, None, main_sched.VIA_MAIN):
+                continue
+            cy.reason(job, "Resources", first=True)
+            if cy.may_block(job, rec.prio):
+                failed.add(info.name)
+
+    def _gang_step(self, cy: Cycle) -> None:
+        """gang.c at this instant (``gang.step``): ends seen since the last call, this pass's
+        starts, the time slice at multiples of SchedulerTimeSlice; its changes become
+        ``Suspend``/``Resume`` decisions (suspensions first, so CPUs are free before starts and
+        resumptions take them) and suspended starts."""
+        snap = cy.snap
+        now = cy.now
+        alive: dict[int, tuple[str, bool]] = {}
+        cpu: dict[int, dict[int, int]] = {}
+        memo = self._gcpu
+        for jid, job in snap.active.items():
+            alive[jid] = (self.part_of(job), job.state == SUSPENDED)
+            c = memo.get(jid)
+            if c is None or c[0] is not job.placement:
+                c = memo[jid] = (job.placement, self.gang_cpu(job.placement))
+            cpu[jid] = c[1]
+        started = []
+        for jid, (placement, pname, _via) in cy.started.items():
+            cpu[jid] = self.gang_cpu(placement)
+            started.append((jid, pname))
+        for jid in [j for j in memo if j not in alive]:
+            del memo[jid]
+        # the slice runs once per SchedulerTimeSlice: in the pass of the periodic tick, not again in
+        # extra passes at that instant (after a preemption, a timer)
+        tick = snap.trigger == "tick" and now > 0 and now % self.time_slice == 0
+        if not alive and not started:
+            self.gang_state = gang.GangState()
+            return
+        res = gang.step(self.gang_state, self.gang_parts, snap.nodes.cpu_total, alive, cpu, started, tick)
+        self.gang_state = res.state
+        if not res.changed:
+            return
+        first, last = [], []
+        start_suspended = set()
+        for jid, suspended in res.changed.items():
+            if jid in cy.started:
+                if suspended:
+                    start_suspended.add(jid)
+                continue
+            state = snap.active[jid].state
+            if suspended and state == RUNNING:
+                first.append(Suspend(jid, "gang"))
+            elif not suspended and state == SUSPENDED:
+                last.append(Resume(jid, "gang"))
+        out = cy.out
+        if start_suspended:
+            out = [Start(d.job_id, d.placement, d.partial, d.via, d.time_limit, d.partition, suspended=True)
+                   if type(d) is Start and d.job_id in start_suspended else d for d in out]
+        cy.out = first + out + last
 
 
 @register("slurm", "slurmctld 22.05: priority/multifactor, main scheduler + backfill, cons_tres, preemption")

@@ -1,15 +1,29 @@
-"""Preemption (spec §9): preempt/qos and preempt/partition_prio with CANCEL or REQUEUE.
+"""Preemption (spec §9): preempt/qos and preempt/partition_prio with CANCEL or REQUEUE, and
+preempt/partition_prio with SUSPEND,GANG.
 
-Candidates are running jobs the pending job may preempt on its partition's nodes, past
-PreemptExemptTime, ordered by (QOS priority or partition tier)·65536 + node count, lowest
+Candidates are running (or suspended) jobs the pending job may preempt on its partition's nodes,
+past PreemptExemptTime, ordered by (QOS priority or partition tier)·65536 + node count, lowest
 first. They are taken in that order until the job fits, then victims that turn out not to be
 needed are given back. Victims with a GraceTime are signalled now (``Preempt.grace``: the
 engine stops them when it ends); the preemptor starts in a later pass once the resources are free.
+
+SUSPEND (only with GANG, spec §9/§10): a victim would only give up its CPUs - it keeps its memory
+and GPUs - so only its CPUs count as freed; PreemptExemptTime does not apply (22.05, §17.6). When
+every victim needed is a SUSPEND victim, the preemptor starts at once; gang's "shadow" of the
+running preemptor then suspends the overlapping jobs of lower-tier partitions and resumes them
+when it ends (``gang``). SUSPEND under preempt/qos (same partition, no shadow) is not modelled:
+such victims are not taken.
 """
 from __future__ import annotations
 
 from gpupool.engine.decisions import CANCEL, REQUEUE
+from gpupool.engine.job import SUSPENDED
 from gpupool.policy.slurm.select import place
+
+SUSPEND = "SUSPEND"
+#: sacct's Flags for a preemptor the main scheduler starts (main_sched.VIA_MAIN; not imported:
+#: main_sched imports this module)
+VIA_MAIN = "SchedMain"
 
 
 def may_preempt(pol, job, info, victim) -> bool:
@@ -36,8 +50,24 @@ def _mode(pol, victim) -> str:
     else:
         vinfo = pol.parts.get(pol.run_part.get(victim.id, vreq.parts[0] if vreq.parts else ""))
         mode = vinfo.preempt_mode if vinfo is not None else None
-    mode = (mode or s.preempt_mode).split(",")[0]
+    mode = (mode or s.preempt_mode).split(",")[0].strip().upper()
     return mode
+
+
+def _victim_mode(pol, victim) -> str:
+    """What preempting ``victim`` would do: REQUEUE (if it may be requeued), CANCEL, SUSPEND
+    (partition_prio with GANG) or OFF/unmodelled (it is no candidate)."""
+    mode = _mode(pol, victim)
+    if mode == REQUEUE and not (victim.wl.requeue and pol.s.job_requeue):
+        return CANCEL
+    if mode == SUSPEND and not (pol.gang_on and pol.s.preempt_type == "preempt/partition_prio"):
+        return "OFF"
+    return mode
+
+
+def _cpus_only(placement) -> tuple:
+    """What a suspended victim gives up: its CPUs (GPUs and memory stay its own)."""
+    return tuple((node, 0, cpu, 0) for node, _mask, cpu, _mem in placement)
 
 
 def _grace(pol, victim) -> float:
@@ -61,7 +91,8 @@ def _order_key(pol, victim):
 
 
 def try_preempt(cy, job, info, usable) -> bool:
-    """Choose and signal victims so that ``job`` fits; True when some were chosen."""
+    """Choose and signal victims so that ``job`` fits; True when some were chosen (with SUSPEND
+    victims only: ``job`` was started at once)."""
     pol = cy.pol
     now = cy.now
     exempt = pol.s.preempt_exempt
@@ -74,21 +105,34 @@ def try_preempt(cy, job, info, usable) -> bool:
     if place(job.wl, info.nodes, scratch, usable) is not None:
         return going
     cands = []
+    modes = {}
     for v in cy.snap.active.values():
         if v.grace_until is not None or v.id in cy.victims or v.start is None:
             continue
         if not any(p[0] in info.node_set for p in v.placement):
             continue
-        if exempt is not None and now - v.start < exempt:
+        if not may_preempt(pol, job, info, v):
             continue
-        if may_preempt(pol, job, info, v):
-            cands.append(v)
+        mode = _victim_mode(pol, v)
+        if mode == SUSPEND:
+            if v.state == SUSPENDED:
+                continue  # already stopped: suspending it again frees nothing
+        elif mode not in (REQUEUE, CANCEL):
+            continue
+        elif exempt is not None and now - v.start < exempt:
+            continue
+        modes[v.id] = mode
+        cands.append(v)
     if not cands:
         return False
     cands.sort(key=lambda v: _order_key(pol, v))
     chosen = []
+
+    def freed(v):
+        return _cpus_only(v.placement) if modes[v.id] == SUSPEND else v.placement
+
     for v in cands:
-        scratch.give(v.placement)
+        scratch.give(freed(v))
         chosen.append(v)
         if place(job.wl, info.nodes, scratch, usable) is not None:
             break
@@ -96,17 +140,18 @@ def try_preempt(cy, job, info, usable) -> bool:
         return False
     # give back victims that are not needed (all but the last one needed)
     for v in list(chosen[:-1]):
-        scratch.take(v.placement)
+        scratch.take(freed(v))
         if place(job.wl, info.nodes, scratch, usable) is not None:
             chosen.remove(v)
         else:
-            scratch.give(v.placement)
+            scratch.give(freed(v))
+    if all(modes[v.id] == SUSPEND for v in chosen):
+        # SUSPEND,GANG: the preemptor starts now; gang suspends what its shadow covers
+        cy.start(job, place(job.wl, info.nodes, scratch, usable), info, VIA_MAIN)
+        return True
     for v in chosen:
-        mode = _mode(pol, v)
-        if mode == REQUEUE and not (v.wl.requeue and pol.s.job_requeue):
-            mode = CANCEL
-        if mode not in (REQUEUE, CANCEL):
-            return False  # SUSPEND/GANG are not modelled (GPUs are never released by suspension)
+        if modes[v.id] == SUSPEND:
+            continue  # suspended once the preemptor can start (a later pass)
         cy.victims.add(v.id)
-        cy.preempt(v, mode, job.id, _grace(pol, v))
+        cy.preempt(v, modes[v.id], job.id, _grace(pol, v))
     return True

@@ -1,0 +1,114 @@
+"""Running jobs as the scheduler passes see them, kept from one ``decide`` call to the next.
+
+Every pass (main, backfill, preemption) needs the running jobs in limit-end order: the
+will-run test frees them in that order (spec §2.3). Building that list from the whole
+snapshot on every call costs a time-limit lookup per running job per instant, and a month
+of a busy pool has hundreds of thousands of instants with hundreds of jobs running. A job's
+entry only changes when it starts, ends, or runs past its limit (then the time its resources
+are expected back moves with ``now``), so the list is kept sorted and only those entries are
+touched. The result is the same list a full rebuild gives, entry for entry.
+"""
+from __future__ import annotations
+
+import bisect
+
+
+class RunningIndex:
+    """``(limit end, seq, placement, expected free time)`` of every running job, sorted.
+
+    ``seq`` numbers jobs in the order they joined the index, which is the order of the
+    snapshot's running-jobs table (jobs join it when they start), so ties on the limit end
+    break as a full rebuild breaks them. Array-task counts per array job ride along, since
+    they change at the same moments.
+    """
+
+    __slots__ = ("_entries", "_jid", "_key", "_moving", "_pol", "_seq", "arrays")
+
+    def __init__(self, pol) -> None:
+        self._pol = pol
+        self._entries: list[tuple] = []  # sorted (limit end, seq, placement, free_at)
+        self._key: dict[int, tuple] = {}  # job id -> (start, placement, seq, array job id, limit end)
+        self._jid: dict[int, int] = {}  # seq -> job id
+        self._seq = 0
+        self.arrays: dict[int, int] = {}  # array job id -> running tasks
+        #: jobs suspended at some point of their present run: a suspension moves their limit
+        #: end on (spec §10), so their entries are recomputed at every call
+        self._moving: set[int] = set()
+
+    @property
+    def seq(self) -> int:
+        """The last sequence number given out: a pass numbers jobs it starts after it."""
+        return self._seq
+
+    def update(self, active: dict, now: float, suspended: dict | None = None) -> list[tuple]:
+        """Bring the index up to the snapshot's running jobs at ``now`` (``suspended``: those of
+        them suspended now); returns the entries (the index's own list: copy it before
+        changing it)."""
+        key = self._key
+        entries = self._entries
+        if key.keys() != active.keys():
+            for jid in key.keys() - active.keys():
+                self._drop(jid)
+            new = active.keys() - key.keys()
+            if new:
+                # Jobs join the running table when they start, so the new ones are its last
+                # entries; they are numbered in table order, as a full rebuild numbers them.
+                fresh = []
+                for jid in reversed(active):
+                    if jid in new:
+                        fresh.append(jid)
+                        if len(fresh) == len(new):
+                            break
+                for jid in reversed(fresh):
+                    self._add(active[jid], now)
+        moving = self._moving
+        if suspended:
+            moving.update(suspended.keys())
+        for jid in moving:
+            self._refresh(active[jid], now)
+        # Jobs past their limit end form a prefix of the list: their resources are expected
+        # back a fixed time after ``now`` (KillWait + OverTimeLimit), so only they move.
+        expected_end = self._pol.expected_end
+        jid_of = self._jid
+        for i, entry in enumerate(entries):
+            if entry[0] >= now:
+                break
+            free_at = expected_end(active[jid_of[entry[1]]], now)
+            if free_at != entry[3]:
+                entries[i] = (entry[0], entry[1], entry[2], free_at)
+        return entries
+
+    def _add(self, job, now: float) -> None:
+        pol = self._pol
+        self._seq += 1
+        seq = self._seq
+        lend = pol.limit_end(job, now)
+        bisect.insort(self._entries, (lend, seq, job.placement, pol.expected_end(job, now)))
+        aid = job.wl.array_job_id
+        self._key[job.id] = (job.start, job.placement, seq, aid, lend)
+        self._jid[seq] = job.id
+        if aid is not None:
+            self.arrays[aid] = self.arrays.get(aid, 0) + 1
+
+    def _refresh(self, job, now: float) -> None:
+        """Recompute a suspended (or once suspended) job's entry, keeping its place in ties."""
+        pol = self._pol
+        start, placement, seq, aid, lend = self._key[job.id]
+        entries = self._entries
+        del entries[bisect.bisect_left(entries, (lend, seq))]
+        lend = pol.limit_end(job, now)
+        bisect.insort(entries, (lend, seq, placement, pol.expected_end(job, now)))
+        self._key[job.id] = (start, placement, seq, aid, lend)
+
+    def _drop(self, jid: int) -> None:
+        _start, _placement, seq, aid, lend = self._key.pop(jid)
+        self._moving.discard(jid)
+        del self._jid[seq]
+        # (limit end, seq) is unique and sorts just before the entry that starts with it
+        del self._entries[bisect.bisect_left(self._entries, (lend, seq))]
+        if aid is not None:
+            left = self.arrays[aid] - 1
+            if left:
+                self.arrays[aid] = left
+            else:
+                del self.arrays[aid]
