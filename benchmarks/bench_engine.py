@@ -84,6 +84,7 @@ def run_benchmark(
     pool_dir: str | Path = DEFAULT_POOL,
     policies: tuple[str, ...] = DEFAULT_POLICIES,
     record_events: bool = False,
+    spec: str | None = None,
     repeat: int = 1,
     memory: bool = True,
     caps: dict[str, int] | None = None,
@@ -101,19 +102,19 @@ def run_benchmark(
 
     def workload_for(size: int) -> tuple[str, list[Workload], float, float]:
         if size not in workloads_by_size:
-            spec = f"synthetic:month?jobs={size}&seed={seed}"
+            text = spec or f"synthetic:month?jobs={size}&seed={seed}"
             t0 = time.perf_counter()
-            wls = generate(pool, parse_synthetic_spec(spec))
+            wls = generate(pool, parse_synthetic_spec(text))
             gen_s = time.perf_counter() - t0
             base_s = _timed(lambda: baseline_replay(wls), repeat)
-            workloads_by_size[size] = (spec, wls, gen_s, base_s)
+            workloads_by_size[size] = (text, wls, gen_s, base_s)
         return workloads_by_size[size]
 
-    spec, workloads, generate_s, baseline_s = workload_for(jobs)
+    main_spec, workloads, generate_s, baseline_s = workload_for(jobs)
     n = len(workloads)
     results = []
     for name in policies:
-        size = min(jobs, caps.get(name, jobs))
+        size = jobs if spec else min(jobs, caps.get(name, jobs))
         run_spec, workloads, _, run_base_s = workload_for(size)
         outputs = []
 
@@ -152,7 +153,7 @@ def run_benchmark(
     return {
         "benchmark": "engine",
         "pool": str(Path(pool_dir).name),
-        "workload": spec,
+        "workload": main_spec,
         "jobs": n,
         "generate_s": round(generate_s, 3),
         "baseline": {
@@ -195,12 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the traced run for peak memory")
     parser.add_argument("--no-cap", action="store_true",
                         help=f"run every policy on --jobs (default caps: {DEFAULT_CAPS})")
+    parser.add_argument("--spec", help="a synthetic workload spec instead of month?jobs=N (no caps), e.g. the "
+                        "Helios-like month 'synthetic:month?seed=3&median=80' (README)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     report = run_benchmark(
         args.jobs, seed=args.seed, pool_dir=args.pool, policies=tuple(args.policies or DEFAULT_POLICIES),
         record_events=args.record_events, repeat=args.repeat, memory=not args.no_memory,
-        caps={} if args.no_cap else None,
+        caps={} if args.no_cap else None, spec=args.spec,
     )
     if args.json:
         print(json.dumps(report, indent=2))

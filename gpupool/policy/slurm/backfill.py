@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from gpupool.policy.slurm.select import Free, place, pod_fits
+from gpupool.policy.slurm.select import Free, eligible_nodes, place, pod_fits
 
 VIA_BACKFILL = "SchedBackfill"
 MAX_TRIES = 64
@@ -276,7 +276,7 @@ class NodeTimeline:
 WILL_RUN_WINDOW = 30
 
 
-def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, timeline=None, epoch: float = 0.0,
+def will_run(wl, cand, usable, free, ends, start_res: float, timeline=None, epoch: float = 0.0,
              now: float | None = None):
     """Earliest start ≥ ``start_res`` on ``usable`` nodes, freeing running jobs by limit end.
 
@@ -300,19 +300,14 @@ def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, time
     and after a failed ``place`` only nodes given back since then can change the answer, so
     ``place`` is skipped while none of them fits a pod of ``wl``.
     """
-    pl = place(wl, cand, free, usable)
+    usable_nodes = eligible_nodes(cand, free.nodes, usable)
+    pl = place(wl, cand, free, usable, usable_nodes)
     if pl is not None:
         return start_res, pl
-    if cand_set is None:
-        cand_set = frozenset(cand)
-    nodes = free.nodes
-    up, drain = nodes.up, nodes.drain
     pod_sets = wl.pod_sets
     if timeline is None:
         timeline = NodeTimeline(free, ends)
     emask = timeline.emask
-    usable_nodes = [node for node in cand
-                    if node in cand_set and up[node] and not drain[node] and (usable is None or node in usable)]
     umask = 0
     for node in usable_nodes:
         umask |= 1 << node
@@ -370,7 +365,7 @@ def will_run(wl, cand, usable, free, ends, start_res: float, cand_set=None, time
                             touched.add(p[0])
             given = i
             if _may_fit(scratch, touched, umask, pod_sets):
-                pl = place(wl, cand, scratch, usable)
+                pl = place(wl, cand, scratch, usable, usable_nodes)
                 if pl is not None:
                     est = last_end if last_end > now else (last_free if last_free > now else now + 1)
                     return max(est, start_res), pl
@@ -442,7 +437,7 @@ def run(cy, records) -> None:
                 if hit is None:
                     if timeline is None:
                         timeline = NodeTimeline(cy.free, ends)
-                    hit = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, info.node_set, timeline,
+                    hit = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, timeline,
                                    pol.epoch, now)
                     memo[memo_key] = hit
                 est, pl = hit

@@ -62,17 +62,24 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
     return None
 
 
-def place(wl, cand: tuple[int, ...], free: Free, usable=None):
+def eligible_nodes(cand, nodes: NodeTable, usable=None) -> list[int]:
+    """The nodes of ``cand`` (in its order) that are up, not draining and in ``usable``."""
+    up, drain = nodes.up, nodes.drain
+    return [i for i in cand if up[i] and not drain[i] and (usable is None or i in usable)]
+
+
+def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int] | None = None):
     """Place every pod of ``wl`` on nodes of ``cand`` (restricted to ``usable`` when given).
 
-    Returns a placement tuple or None; ``free`` is left unchanged.
+    ``eligible`` is ``eligible_nodes(cand, free.nodes, usable)`` when the caller has it (the
+    will-run test places one job many times on the same nodes). Returns a placement tuple or
+    None; ``free`` is left unchanged.
     """
-    nodes = free.nodes
-    up, drain, weight = nodes.up, nodes.drain, nodes.weight
+    weight = free.nodes.weight
     placement: list = []
     ok = True
+    pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
     for ps in wl.pod_sets:
-        pool = [i for i in cand if up[i] and not drain[i] and (usable is None or i in usable)]
         if ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, pool, free, weight)
             if chosen is None:
