@@ -40,7 +40,7 @@ class TimeMap:
         self._disjoint: dict[int, bool] = {}  # node -> its reservations do not overlap
         self._ends: list[float] = []  # every reservation's end, sorted (with repeats)
         self._blocked: dict[tuple[float, float], frozenset] = {}
-        self._merged: dict[int, list] = {}  # node -> its reservations merged, sorted (memo)
+        self._merged: dict[int, tuple] = {}  # node -> its merged reservations' (begins, ends) (memo)
 
     def add(self, start: float, tl: float, nodes: frozenset, job_id: int) -> None:
         res = self.res
@@ -117,17 +117,25 @@ class TimeMap:
                 continue
             merged = self._merged.get(n)
             if merged is None:
-                merged = []
+                mb: list[float] = []
+                me: list[float] = []
                 for b, e in zip(bs, self._node_e[n]):
-                    if merged and b <= merged[-1][1]:
-                        merged[-1][1] = max(merged[-1][1], e)
+                    if mb and b <= me[-1]:
+                        me[-1] = max(me[-1], e)
                     else:
-                        merged.append([b, e])
-                self._merged[n] = merged
-            gap_start = None  # -inf
+                        mb.append(b)
+                        me.append(e)
+                merged = self._merged[n] = (mb, me)
+            mb, me = merged
+            m = len(mb)
+            # Gap j runs from the end of merged reservation j-1 to the begin of j. A gap that
+            # closes at or before ``lo`` cannot hold a window opening after ``lo``: start at the
+            # first reservation beginning after ``lo``.
+            j = bisect.bisect_right(mb, lo)
+            gap_start = me[j - 1] if j else None  # None: -inf
             limit = hi if best is None else best
-            for j in range(len(merged) + 1):
-                gap_end = merged[j][0] if j < len(merged) else None  # None: +inf
+            while True:
+                gap_end = mb[j] if j < m else None  # None: +inf
                 if gap_start is not None and gap_start >= limit:
                     break
                 if gap_start is not None and gap_start > lo:
@@ -141,8 +149,10 @@ class TimeMap:
                     if gap_end is None or e + tl < gap_end:
                         best = e
                         break
-                if j < len(merged):
-                    gap_start = merged[j][1]
+                if j >= m:
+                    break
+                gap_start = me[j]
+                j += 1
         return best
 
     def later(self, start: float) -> float | None:
