@@ -49,11 +49,16 @@ class SimulatedExecutor:
 
     def launch(self, job: Job, now: float) -> tuple[float, str]:
         limit = job.time_limit
-        remaining = job.remaining
-        if limit is not None:
+        return self._end(job, now, job.remaining, None if limit is None else float(limit))
+
+    def _end(self, job: Job, now: float, remaining: float, left: float | None) -> tuple[float, str]:
+        """The end of a run with ``remaining`` work to do and ``left`` seconds of its time
+        limit (None: unlimited): its own end, or a TIMEOUT at the first limit check after
+        limit + OverTimeLimit."""
+        if left is not None:
             otl = self.over_time_limit
-            if remaining > limit + otl:
-                kill = now + limit + otl
+            if remaining > left + otl:
+                kill = max(now, now + left + otl)  # already over its limit: the next check
                 interval = self.check_interval
                 if interval > 0:
                     kill = math.ceil(kill / interval) * interval
@@ -76,16 +81,4 @@ class SimulatedExecutor:
         has left (Slurm counts running time only: end = now + limit - time already run)."""
         done = job.run_time(now)
         limit = job.time_limit
-        remaining = job.remaining - done
-        if limit is not None:
-            otl = self.over_time_limit
-            left = limit - done
-            if remaining > left + otl:
-                kill = max(now, now + left + otl)  # over its limit already: the next check
-                interval = self.check_interval
-                if interval > 0:
-                    kill = math.ceil(kill / interval) * interval
-                    if kill >= now + remaining:
-                        return now + remaining, TIMEOUT
-                return kill, TIMEOUT
-        return now + remaining, job.wl.outcome
+        return self._end(job, now, job.remaining - done, None if limit is None else limit - done)

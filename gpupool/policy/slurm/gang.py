@@ -273,15 +273,21 @@ def rows_of(jobs: list[Mapping[int, int]], cap: list[int]) -> list[dict[int, int
     fit on every node. Returns per row {node: CPUs}."""
     rows: list[dict[int, int]] = []
     for cpus in jobs:
-        for row in rows:
-            if all(row.get(n, 0) + c <= cap[n] for n, c in cpus.items()):
-                break
-        else:
-            row = {}
-            rows.append(row)
-        for n, c in cpus.items():
-            row[n] = row.get(n, 0) + c
+        add_to_rows(rows, cpus, cap)
     return rows
+
+
+def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[int]) -> None:
+    """Put one job's CPUs per node into the first row where they fit on every node (a new row
+    when none has room)."""
+    for row in rows:
+        if all(row.get(n, 0) + c <= cap[n] for n, c in cpus.items()):
+            break
+    else:
+        row = {}
+        rows.append(row)
+    for n, c in cpus.items():
+        row[n] = row.get(n, 0) + c
 
 
 def row_max(rows: list[dict[int, int]]) -> dict[int, int]:

@@ -186,16 +186,7 @@ class Cycle:
         if take is None and self.rows:
             rows = self.rows.get(info.name)
             if rows is not None:  # a normal start in a FORCE partition fits its first row
-                cpus = pol.gang_cpu(placement)
-                cap = self.snap.nodes.cpu_total
-                for row in rows:
-                    if all(row.get(n, 0) + c <= cap[n] for n, c in cpus.items()):
-                        break
-                else:
-                    row = {}
-                    rows.append(row)
-                for n, c in cpus.items():
-                    row[n] = row.get(n, 0) + c
+                gang.add_to_rows(rows, pol.gang_cpu(placement), self.snap.nodes.cpu_total)
         self.started[job.id] = (placement, info.name, via)
         self.reasons.pop(job.id, None)
         pol.run_part[job.id] = info.name
