@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from gpupool.explain.run import Explanation
+from gpupool.explain.run import Explanation, describe_topology_request
 
 OUTCOME_WORDS = {
     "nofit": "does not fit",
@@ -41,6 +41,9 @@ def _flavors(pod_sets) -> str:
             by_flavor.setdefault(f, []).append(f"{r}={p.usage.get(r, '?')}")
         inner = "; ".join(f"{f}: {', '.join(rs)}" for f, rs in by_flavor.items())
         parts.append(f"{p.name}×{p.count} → {inner}")
+        if p.topology_request and (len(p.topology_request) > 1 or "podSetGroupName" in p.topology_request
+                                   or "podSetSliceRequiredTopology" in p.topology_request):
+            parts.append(f"  topology request: {describe_topology_request(p.topology_request)}")
         if p.topology:
             doms = ", ".join(f"{'/'.join(d['values'])}×{d['count']}" for d in p.topology["domains"])
             parts.append(f"  topology ({'/'.join(p.topology['levels'])}): {doms}")

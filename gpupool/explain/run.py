@@ -36,7 +36,7 @@ from gpupool.policy.kueue.cycle import (
 from gpupool.policy.kueue.afs import base_units
 from gpupool.policy.kueue.policy import PodsReadyConfig
 from gpupool.policy.kueue.records import KWorkload
-from gpupool.policy.kueue.tas import domains_of
+from gpupool.policy.kueue.tas import PREFERRED, REQUIRED, domains_of
 
 ACTIVE = "active"
 QUEUED = "queued"  # not a head this cycle: another workload is ahead in its ClusterQueue
@@ -53,6 +53,10 @@ class PodSetAdmission:
     #: TAS (§8): ``{"levels": [...], "domains": [{"values": [...], "count": n}]}`` as Kueue writes
     #: ``topologyAssignment``; None for a pod set without a topology.
     topology: dict | None = None
+    #: The pod set's ``topologyRequest`` in the Workload API's field names (required /
+    #: preferred / unconstrained, podSetSliceRequiredTopology + podSetSliceSize,
+    #: podSetGroupName); None when it asks for no topology.
+    topology_request: dict | None = None
 
 
 @dataclass
@@ -178,8 +182,8 @@ def explain(dump: DumpState, cycles: int = 1) -> Explanation:
             cyc.admissions.append(Admission(
                 number, e.wl.key, e.wl.cq, e.wl.priority, a.borrowing > 0,
                 [PodSetAdmission(p.name, p.count, dict(p.flavors), {r: qty(r, v) for r, v in p.usage.items()},
-                                 _topology(state, p))
-                 for p in a.pod_sets]))
+                                 _topology(state, p), topology_request_fields(kps.topology))
+                 for p, kps in zip(a.pod_sets, e.wl.pod_sets)]))
         for t, e in result.preempted:
             victim = t.adm
             state.evict(victim)
@@ -210,6 +214,40 @@ def explain(dump: DumpState, cycles: int = 1) -> Explanation:
                     parked_shapes.add(shape_key(e.wl))
     out.pending = _final_pending(dump, pending, parked, parked_shapes, last, state)
     return out
+
+
+def topology_request_fields(req) -> dict | None:
+    """A ``TopologyRequest`` as the Workload API's ``podSets[].topologyRequest``."""
+    if req is None or req.implied:
+        return None
+    out: dict = {}
+    if req.mode == REQUIRED:
+        out["required"] = req.level
+    elif req.mode == PREFERRED:
+        out["preferred"] = req.level
+    elif req.slice_level is None:
+        out["unconstrained"] = True
+    if req.slice_level is not None:
+        out["podSetSliceRequiredTopology"] = req.slice_level
+        out["podSetSliceSize"] = req.slice_size
+    if req.group is not None:
+        out["podSetGroupName"] = req.group
+    return out
+
+
+def describe_topology_request(fields: dict) -> str:
+    """One line for people: ``required rack; slices of 4 pod(s) per host; group lws``."""
+    parts = []
+    for mode in ("required", "preferred"):
+        if mode in fields:
+            parts.append(f"{mode} {fields[mode]}")
+    if fields.get("unconstrained"):
+        parts.append("unconstrained")
+    if "podSetSliceRequiredTopology" in fields:
+        parts.append(f"slices of {fields['podSetSliceSize']} pod(s) per {fields['podSetSliceRequiredTopology']}")
+    if "podSetGroupName" in fields:
+        parts.append(f"group {fields['podSetGroupName']}")
+    return "; ".join(parts)
 
 
 def _topology(state, psa) -> dict | None:

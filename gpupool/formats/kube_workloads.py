@@ -31,8 +31,11 @@ POD_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
 TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 TOPOLOGY_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-TOPOLOGY_NOT_MODELLED = ("kueue.x-k8s.io/podset-slice-required-topology",
-                         "kueue.x-k8s.io/podset-slice-size", "kueue.x-k8s.io/podset-group-name")
+TOPOLOGY_SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
+TOPOLOGY_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TOPOLOGY_GROUP = "kueue.x-k8s.io/podset-group-name"
+#: The multi-layer slice variant (alpha gate ``TASMultiLayerTopology``, off by default).
+TOPOLOGY_NOT_MODELLED = ("kueue.x-k8s.io/podset-slice-required-topology-constraints",)
 GPU_RESOURCE = "nvidia.com/gpu"
 
 #: slurm-bridge's annotation prefix for per-workload Slurm settings (fleet_and_bridge.md §2.1).
@@ -61,8 +64,15 @@ class _Shape:
     topology_required: str | None = None
     topology_preferred: str | None = None
     topology_unconstrained: bool = False
+    topology_slice_level: str | None = None
+    topology_slice_size: int | None = None
+    topology_group: str | None = None
+    #: Where the slice size came from, for count checks: (doc, field path, owner).
+    slice_source: tuple | None = None
 
-    def pod_set(self, name: str, count: int, min_count: int | None = None) -> PodSet:
+    def pod_set(self, name: str, count: int, min_count: int | None = None, check: bool = True) -> PodSet:
+        if check and self.topology_slice_size is not None and self.slice_source is not None and count:
+            _check_slice_count(*self.slice_source, self.topology_slice_size, count)
         req = dict(self.requests)
         cpu = req.pop("cpu", 0)
         memory = req.pop("memory", 0)
@@ -77,7 +87,21 @@ class _Shape:
             topology_required=self.topology_required,
             topology_preferred=self.topology_preferred,
             topology_unconstrained=self.topology_unconstrained,
+            topology_slice_level=self.topology_slice_level,
+            topology_slice_size=self.topology_slice_size,
+            topology_group=self.topology_group,
         )
+
+
+def _check_slice_count(doc: YamlDoc, where: str, owner: str, size: int, count: int) -> None:
+    """Kueue's webhook refuses a slice larger than the pod set; the KEP also requires slices to
+    divide the pod set evenly (the placement counts ``count / size`` whole slices)."""
+    if size > count:
+        raise doc.error(f"{owner}: {TOPOLOGY_SLICE_SIZE} must not be greater than pod set count {count}, "
+                        f"got {size}", where)
+    if count % size:
+        raise doc.error(f"{owner}: {TOPOLOGY_SLICE_SIZE} {size} must evenly divide the pod set count {count}",
+                        where)
 
 
 @dataclass
@@ -87,6 +111,8 @@ class _Context:
     docs: list[YamlDoc]
     owners: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, kind, name)
     levels: set[str] = field(default_factory=set)
+    #: (document index, pod-set group name) -> the annotation paths naming that group.
+    group_paths: dict[tuple[int, str], list[str]] = field(default_factory=dict)
 
     def note(self, doc: YamlDoc, what: str) -> None:
         self.notes.append((doc.where, what))
@@ -172,6 +198,7 @@ class _Common:
     runtime: float = 0.0
     outcome: str = "COMPLETED"
     checkpoint_interval: float | None = None
+    group_paths: dict = field(default_factory=dict)
 
     def workload(self, doc: YamlDoc, pod_sets: tuple[PodSet, ...], *, name: str | None = None,
                  gang: str | None = None, kind: str = KIND_BATCH, time_limit: float | None = None) -> Workload:
@@ -180,6 +207,7 @@ class _Common:
                 gang = GANG_MIN
             else:
                 gang = GANG_ALL if sum(ps.count for ps in pod_sets) > 1 else GANG_NONE
+        _check_groups(doc, pod_sets, self.group_paths, f"{doc.kind} {self.namespace}/{name or self.name}")
         return Workload(
             id=0, name=name or self.name, pod_sets=pod_sets, submit_time=self.submit_time,
             runtime=self.runtime, time_limit=time_limit, outcome=self.outcome, gang=gang,
@@ -187,6 +215,30 @@ class _Common:
             queue_name=self.queue_name, priority_class=self.priority_class, priority=self.priority,
             labels=dict(self.labels), source=doc.where,
         )
+
+
+def _check_groups(doc: YamlDoc, pod_sets: tuple[PodSet, ...], paths: dict, owner: str) -> None:
+    """Kueue's pod-set group rules: a group is exactly two pod sets, one of them with a single
+    pod, both asking for the same required or preferred topology level."""
+    groups: dict[str, list[PodSet]] = {}
+    for ps in pod_sets:
+        if ps.topology_group is not None:
+            groups.setdefault(ps.topology_group, []).append(ps)
+    for name, members in groups.items():
+        where = (paths.get((doc.index, name)) or [None])[0]
+        names = ", ".join(ps.name for ps in members)
+        if len(members) != 2:
+            raise doc.error(f"{owner}: pod-set group {name!r} ({names}): can only define groups of exactly 2 pod sets, "
+                            f"got: {len(members)} pod set(s)", where)
+        a, b = members
+        if a.count != 1 and b.count != 1:
+            raise doc.error(f"{owner}: pod-set group {name!r} ({names}): can only define groups where at least "
+                            f"one pod set has only 1 replica, got: {a.count} replica(s) and {b.count} replica(s) "
+                            f"in the group", where)
+        if (a.topology_required, a.topology_preferred) != (b.topology_required, b.topology_preferred):
+            raise doc.error(f"{owner}: pod-set group {name!r} ({names}): must specify {TOPOLOGY_REQUIRED!r} or "
+                            f"{TOPOLOGY_PREFERRED!r} topology consistent with pod set {b.name!r} in group {name!r}",
+                            where)
 
 
 def _common(doc: YamlDoc, ctx: _Context) -> _Common:
@@ -216,7 +268,8 @@ def _common(doc: YamlDoc, ctx: _Context) -> _Common:
     priority_class = labels.get(PRIORITY_LABEL)
     priority = _priority(doc, ctx, owner, priority_class,
                          field_path("metadata.labels", PRIORITY_LABEL)) if priority_class else None
-    common = _Common(name, namespace, labels, annotations, queue or None, priority_class, priority)
+    common = _Common(name, namespace, labels, annotations, queue or None, priority_class, priority,
+                     group_paths=ctx.group_paths)
     _read_gpupool_annotations(meta, annotations, common)
     return common
 
@@ -291,7 +344,8 @@ def _read_gpupool_annotations(meta: Fields, annotations: dict[str, str], common:
 # --------------------------------------------------------------------------- pod templates
 
 
-def _pod_shape(doc: YamlDoc, tmpl_meta: Fields | None, pod_spec: Fields, ctx: _Context, owner: str) -> _Shape:
+def _pod_shape(doc: YamlDoc, tmpl_meta: Fields | None, pod_spec: Fields, ctx: _Context, owner: str,
+               default_slice_size: int | None = None) -> _Shape:
     """A pod template's effective requests, selectors, tolerations and topology request."""
     annotations = tmpl_meta.string_map("annotations") if tmpl_meta is not None else {}
     for key in _POD_SPEC_NOT_MODELLED:
@@ -302,7 +356,7 @@ def _pod_shape(doc: YamlDoc, tmpl_meta: Fields | None, pod_spec: Fields, ctx: _C
         node_selector=pod_spec.string_map("nodeSelector"),
         tolerations=tuple(_toleration_key(t) for t in pod_spec.items("tolerations")),
     )
-    _topology(doc, tmpl_meta, annotations, shape, ctx, owner)
+    _topology(doc, tmpl_meta, annotations, shape, ctx, owner, default_slice_size)
     return shape
 
 
@@ -373,7 +427,7 @@ def _max(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
 
 
 def _topology(doc: YamlDoc, meta: Fields | None, annotations: dict[str, str], shape: _Shape,
-              ctx: _Context, owner: str) -> None:
+              ctx: _Context, owner: str, default_slice_size: int | None = None) -> None:
     """Kueue's pod-set topology annotations (spec §8), checked against known Topology levels."""
     where = (lambda key: field_path(field_path(meta.path, "annotations"), key)) if meta else (lambda key: key)
     required = annotations.get(TOPOLOGY_REQUIRED)
@@ -392,15 +446,76 @@ def _topology(doc: YamlDoc, meta: Fields | None, annotations: dict[str, str], sh
     shape.topology_required = required
     shape.topology_preferred = preferred
     shape.topology_unconstrained = unconstrained == "true"
+    _slices_and_group(doc, annotations, shape, ctx, owner, lambda key: _full(doc, where(key)), default_slice_size)
     for key in TOPOLOGY_NOT_MODELLED:
         if key in annotations:
             ctx.note(doc, f"{owner}: {where(key)}")
 
 
-def _template(parent: Fields, key: str, doc: YamlDoc, ctx: _Context, owner: str) -> _Shape:
+def _slices_and_group(doc: YamlDoc, annotations: dict[str, str], shape: _Shape, ctx: _Context, owner: str,
+                      where, default_slice_size: int | None = None) -> None:
+    """The slice and pod-set group annotations, checked as Kueue's webhook does (facts from
+    Kueue's TAS validation; the wording here is gpupool's)."""
+    slice_level = annotations.get(TOPOLOGY_SLICE)
+    size_text = annotations.get(TOPOLOGY_SLICE_SIZE)
+    group = annotations.get(TOPOLOGY_GROUP)
+    size = None
+    if size_text is not None:
+        if not re.fullmatch(r"[+-]?\d+", size_text.strip()):
+            raise doc.error(f"{owner}: {TOPOLOGY_SLICE_SIZE} must be a numeric value, got {size_text!r}",
+                            where(TOPOLOGY_SLICE_SIZE))
+        size = int(size_text)
+        if size < 1:
+            raise doc.error(f"{owner}: {TOPOLOGY_SLICE_SIZE} must be greater than or equal to 1, got {size_text!r}",
+                            where(TOPOLOGY_SLICE_SIZE))
+        if slice_level is None:
+            raise doc.error(f"{owner}: {TOPOLOGY_SLICE_SIZE} may not be set when {TOPOLOGY_SLICE!r} is not specified",
+                            where(TOPOLOGY_SLICE_SIZE))
+    if slice_level is not None:
+        if size is None:
+            size = default_slice_size  # JobSet: a slice is one Job (its parallelism)
+        if size is None:
+            raise doc.error(f"{owner}: {TOPOLOGY_SLICE_SIZE} must be set when {TOPOLOGY_SLICE!r} is specified",
+                            where(TOPOLOGY_SLICE))
+        if ctx.levels and slice_level not in ctx.levels:
+            raise doc.error(f"{owner} asks for slice topology level {slice_level!r}, which no Topology defines "
+                            f"(levels: {', '.join(sorted(ctx.levels))})", where(TOPOLOGY_SLICE))
+        main = shape.topology_required or shape.topology_preferred
+        if main is not None and ctx.kueue is not None and not _at_or_below(ctx.kueue, slice_level, main):
+            raise doc.error(f"{owner}: podset slice topology {slice_level} is above the podset topology {main} "
+                            f"(or no Topology has both levels)", where(TOPOLOGY_SLICE))
+        shape.topology_slice_level = slice_level
+        shape.topology_slice_size = size
+        shape.slice_source = (doc, where(TOPOLOGY_SLICE_SIZE if size_text is not None else TOPOLOGY_SLICE), owner)
+    if group is not None:
+        if group.isdigit():
+            raise doc.error(f"{owner}: {TOPOLOGY_GROUP} must not be a number, got {group!r}", where(TOPOLOGY_GROUP))
+        for other in (TOPOLOGY_SLICE_SIZE, TOPOLOGY_SLICE):
+            if other in annotations:
+                raise doc.error(f"{owner}: {TOPOLOGY_GROUP} may not be set when {other!r} is specified",
+                                where(TOPOLOGY_GROUP))
+        if shape.topology_required is None and shape.topology_preferred is None:
+            raise doc.error(f"{owner}: {TOPOLOGY_GROUP} may not be set when neither {TOPOLOGY_PREFERRED!r} nor "
+                            f"{TOPOLOGY_REQUIRED!r} is specified", where(TOPOLOGY_GROUP))
+        shape.topology_group = group
+        ctx.group_paths.setdefault((doc.index, group), []).append(where(TOPOLOGY_GROUP))
+
+
+def _at_or_below(kueue: KueueConfig, low: str, high: str) -> bool:
+    """Whether some Topology has level ``low`` at or below level ``high``."""
+    for topo in kueue.topologies.values():
+        levels = list(topo.levels)
+        if low in levels and high in levels and levels.index(low) >= levels.index(high):
+            return True
+    return False
+
+
+def _template(parent: Fields, key: str, doc: YamlDoc, ctx: _Context, owner: str,
+              default_slice_size: int | None = None) -> _Shape:
     """A PodTemplateSpec (``metadata`` + ``spec``) under ``parent[key]``."""
     tmpl = parent.mapping(key, required=True)
-    return _pod_shape(doc, tmpl.mapping("metadata"), tmpl.mapping("spec", required=True), ctx, owner)
+    return _pod_shape(doc, tmpl.mapping("metadata"), tmpl.mapping("spec", required=True), ctx, owner,
+                      default_slice_size)
 
 
 # --------------------------------------------------------------------------- kinds
@@ -483,7 +598,8 @@ def _jobset(doc: YamlDoc, ctx: _Context) -> list[Workload]:
         job_tmpl = rj.mapping("template", required=True)
         job_spec = job_tmpl.mapping("spec", required=True)
         per_job = _job_pods(job_spec, f"{owner} replicatedJob {name}")
-        shape = _template(job_spec, "template", doc, ctx, f"{owner} replicatedJob {name}")
+        # Kueue defaults a JobSet's slice size to the Job's parallelism: one slice per Job.
+        shape = _template(job_spec, "template", doc, ctx, f"{owner} replicatedJob {name}", per_job)
         if replicas:
             pod_sets.append(shape.pod_set(name, replicas * per_job))
         deadline = job_spec.integer("activeDeadlineSeconds", minimum=1)
@@ -535,7 +651,7 @@ def _kueue_workload(doc: YamlDoc, ctx: _Context) -> list[Workload]:
         if min_count is not None and min_count > count:
             raise ps.error("minCount", f"must not exceed count ({count}), got {min_count}")
         shape = _template(ps, "template", doc, ctx, f"{owner} podSet {name}")
-        _topology_request(ps, shape)
+        _topology_request(ps, shape, ctx, f"{owner} podSet {name}")
         if count:
             pod_sets.append(shape.pod_set(name, count, min_count if min_count != count else None))
     if not pod_sets:
@@ -566,7 +682,7 @@ def _workload_priority(doc: YamlDoc, spec: Fields, common: _Common, ctx: _Contex
         common.priority = priority
 
 
-def _topology_request(ps: Fields, shape: _Shape) -> None:
+def _topology_request(ps: Fields, shape: _Shape, ctx: _Context, owner: str) -> None:
     """A Workload pod set's ``topologyRequest`` (the annotations, already copied by Kueue)."""
     req = ps.mapping("topologyRequest")
     if req is None:
@@ -579,6 +695,32 @@ def _topology_request(ps: Fields, shape: _Shape) -> None:
         shape.topology_preferred = preferred
     if unconstrained:
         shape.topology_unconstrained = True
+    slice_level = req.string("podSetSliceRequiredTopology")
+    size = req.integer("podSetSliceSize", minimum=1)
+    if size is not None and slice_level is None:
+        raise req.error("podSetSliceSize", f"{owner}: may not be set without podSetSliceRequiredTopology")
+    if slice_level is not None:
+        if size is None:
+            raise req.error("podSetSliceRequiredTopology",
+                            f"{owner}: slice topology requested, but slice size (podSetSliceSize) not provided")
+        if ctx.levels and slice_level not in ctx.levels:
+            raise req.error("podSetSliceRequiredTopology", f"{owner} asks for slice topology level {slice_level!r}, "
+                                                           f"which no Topology defines")
+        main = shape.topology_required or shape.topology_preferred
+        if main is not None and ctx.kueue is not None and not _at_or_below(ctx.kueue, slice_level, main):
+            raise req.error("podSetSliceRequiredTopology",
+                            f"{owner}: podset slice topology {slice_level} is above the podset topology {main}")
+        shape.topology_slice_level = slice_level
+        shape.topology_slice_size = size
+        shape.slice_source = (ps.doc, _full(ps.doc, req.at("podSetSliceSize")), owner)
+    group = req.string("podSetGroupName")
+    if group is not None:
+        if slice_level is not None:
+            raise req.error("podSetGroupName", f"{owner}: may not be set together with podSetSliceRequiredTopology")
+        if shape.topology_required is None and shape.topology_preferred is None:
+            raise req.error("podSetGroupName", f"{owner}: a pod-set group needs a required or preferred topology")
+        shape.topology_group = group
+        ctx.group_paths.setdefault((ps.doc.index, group), []).append(_full(ps.doc, req.at("podSetGroupName")))
 
 
 _CONVERTERS = {
@@ -674,11 +816,14 @@ def _pod_group_workload(key: tuple, pods: list[YamlDoc], gangs: dict, ctx: _Cont
     first = pods[0]
     common = _common(first, ctx)
     shapes: list[tuple[PodSet, int]] = []
+    slice_sources: dict[PodSet, tuple] = {}
     for doc in pods:
         root = Fields.root(doc)
         owner = f"Pod {common.namespace}/{root.data['metadata'].get('name')}"
         shape = _pod_shape(doc, root.mapping("metadata"), root.mapping("spec", required=True), ctx, owner)
-        ps = shape.pod_set("main", 1)
+        ps = shape.pod_set("main", 1, check=False)  # the pod count is known once all are seen
+        if shape.slice_source is not None:
+            slice_sources.setdefault(ps, shape.slice_source)
         for i, (known, n) in enumerate(shapes):
             if known == ps:
                 shapes[i] = (known, n + 1)
@@ -688,6 +833,9 @@ def _pod_group_workload(key: tuple, pods: list[YamlDoc], gangs: dict, ctx: _Cont
     total = len(pods)
     names = ["main"] if len(shapes) == 1 else [f"role-{i}" for i in range(len(shapes))]
     pod_sets = [replace(ps, name=n, count=c) for (ps, c), n in zip(shapes, names)]
+    for (ps, c) in shapes:
+        if ps.topology_slice_size is not None and ps in slice_sources:
+            _check_slice_count(*slice_sources[ps], ps.topology_slice_size, c)
     gang = GANG_ALL
     if key[1] == "kueue":
         name = key[2]

@@ -46,6 +46,12 @@ class PodSet:
     topology_required: str | None = None
     topology_preferred: str | None = None
     topology_unconstrained: bool = False
+    #: Kueue TAS slices (§8): ``topology_slice_size`` pods form a slice, each slice lies in one
+    #: domain of ``topology_slice_level``. None = no slices (every pod is its own slice).
+    topology_slice_level: str | None = None
+    topology_slice_size: int | None = None
+    #: Kueue ``podset-group-name``: pod sets sharing it get one flavor and one topology domain.
+    topology_group: str | None = None
 
     @property
     def total_gpus(self) -> int:

@@ -333,3 +333,195 @@ def test_slurm_bridge_annotations_reach_the_bridge_policy():
     assert "unrelated.example.com/x" not in wl.labels
     fields = slurm_fields(wl)
     assert (fields.partition, fields.time_limit) == ("train", 1800.0)
+
+
+# ----------------------------------------------------------------------------- TAS slices and pod-set groups
+
+SLICED_JOBSET = """\
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: pretrain
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: train}
+spec:
+  replicatedJobs:
+  - name: leader
+    replicas: 1
+    template:
+      spec:
+        completions: 1
+        parallelism: 1
+        template:
+          metadata:
+            annotations:
+              kueue.x-k8s.io/podset-required-topology: example.com/block
+          spec:
+            containers: [{name: leader, image: trainer:1, resources: {requests: {cpu: '2'}}}]
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        completions: 4
+        parallelism: 4
+        template:
+          metadata:
+            annotations:
+              kueue.x-k8s.io/podset-preferred-topology: example.com/block
+              kueue.x-k8s.io/podset-slice-required-topology: kubernetes.io/hostname
+              kueue.x-k8s.io/podset-slice-size: "4"
+          spec:
+            containers:
+            - name: worker
+              image: trainer:1
+              resources: {limits: {nvidia.com/gpu: 8}}
+"""
+
+GROUPED_LWS = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: vllm
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: train}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 3
+    leaderTemplate:
+      metadata:
+        annotations:
+          kueue.x-k8s.io/podset-group-name: lws-group
+          kueue.x-k8s.io/podset-required-topology: example.com/rack
+      spec:
+        containers: [{name: leader, image: vllm:1, resources: {requests: {cpu: '4'}}}]
+    workerTemplate:
+      metadata:
+        annotations:
+          kueue.x-k8s.io/podset-group-name: lws-group
+          kueue.x-k8s.io/podset-required-topology: example.com/rack
+      spec:
+        containers: [{name: worker, image: vllm:1, resources: {limits: {nvidia.com/gpu: 8}}}]
+"""
+
+
+def test_jobset_slices_read_from_annotations():
+    (wl,) = load(SLICED_JOBSET)
+    leader, workers = wl.pod_sets
+    assert (leader.topology_required, leader.topology_slice_level, leader.topology_slice_size) == (
+        "example.com/block", None, None)
+    assert (workers.count, workers.topology_preferred, workers.topology_slice_level, workers.topology_slice_size) == (
+        8, "example.com/block", "kubernetes.io/hostname", 4)
+    # Without podset-slice-size a JobSet's slice is one Job (its parallelism), as in Kueue.
+    (wl,) = load(SLICED_JOBSET.replace('              kueue.x-k8s.io/podset-slice-size: "4"\n', ""))
+    assert wl.pod_sets[1].topology_slice_size == 4
+
+
+def test_leader_worker_set_group_read_from_annotations():
+    wls = load(GROUPED_LWS)
+    assert [(ps.name, ps.count, ps.topology_required, ps.topology_group) for ps in wls[0].pod_sets] == [
+        ("leader", 1, "example.com/rack", "lws-group"), ("worker", 2, "example.com/rack", "lws-group")]
+
+
+def test_kueue_workload_topology_request_slices_and_group():
+    text = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: wl, namespace: ml}
+spec:
+  queueName: train
+  podSets:
+  - name: leader
+    count: 1
+    topologyRequest: {required: example.com/rack, podSetGroupName: g}
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}}
+  - name: workers
+    count: 4
+    topologyRequest: {required: example.com/rack, podSetGroupName: g}
+    template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: 1}}}]}}
+  - name: sliced
+    count: 6
+    topologyRequest: {preferred: example.com/block, podSetSliceRequiredTopology: example.com/rack, podSetSliceSize: 3}
+    template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: 1}}}]}}
+"""
+    (wl,) = load(text)
+    assert [(ps.topology_group, ps.topology_slice_level, ps.topology_slice_size) for ps in wl.pod_sets] == [
+        ("g", None, None), ("g", None, None), (None, "example.com/rack", 3)]
+    bad = text.replace("podSetSliceSize: 3", "podSetSliceSize: 4")
+    assert "must evenly divide the pod set count 6" in error_of(bad)
+    bad = text.replace(", podSetSliceSize: 3", "")
+    assert "slice size (podSetSliceSize) not provided" in error_of(bad)
+    bad = text.replace("count: 1\n", "count: 2\n")
+    assert ("Workload ml/wl: pod-set group 'g' (leader, workers): can only define groups where at least one pod "
+            "set has only 1 replica, got: 2 replica(s) and 4 replica(s) in the group") in error_of(bad)
+
+
+SLICE_FIELD = ('field spec.replicatedJobs[1].template.spec.template.metadata.annotations'
+               '["kueue.x-k8s.io/podset-slice-size"]')
+SLICE_LEVEL_FIELD = ('field spec.replicatedJobs[1].template.spec.template.metadata.annotations'
+                     '["kueue.x-k8s.io/podset-slice-required-topology"]')
+
+
+@pytest.mark.parametrize("old, new, where, message", [
+    ('podset-slice-size: "4"', 'podset-slice-size: "four"', SLICE_FIELD,
+     "kueue.x-k8s.io/podset-slice-size must be a numeric value, got 'four'"),
+    ('podset-slice-size: "4"', 'podset-slice-size: "0"', SLICE_FIELD,
+     "kueue.x-k8s.io/podset-slice-size must be greater than or equal to 1, got '0'"),
+    ('podset-slice-size: "4"', 'podset-slice-size: "16"', SLICE_FIELD,
+     "kueue.x-k8s.io/podset-slice-size must not be greater than pod set count 8, got 16"),
+    ('podset-slice-size: "4"', 'podset-slice-size: "3"', SLICE_FIELD,
+     "kueue.x-k8s.io/podset-slice-size 3 must evenly divide the pod set count 8"),
+    ("podset-slice-required-topology: kubernetes.io/hostname", "podset-slice-required-topology: gpu", SLICE_LEVEL_FIELD,
+     "asks for slice topology level 'gpu', which no Topology defines"),
+    ("podset-slice-required-topology: kubernetes.io/hostname", "podset-slice-required-topology: example.com/block",
+     SLICE_LEVEL_FIELD, "podset slice topology example.com/block is above the podset topology example.com/rack"),
+])
+def test_slice_annotation_errors(old, new, where, message):
+    text = SLICED_JOBSET.replace(old, new).replace(
+        "podset-preferred-topology: example.com/block\n              kueue.x-k8s.io/podset-slice",
+        "podset-preferred-topology: example.com/rack\n              kueue.x-k8s.io/podset-slice")
+    err = error_of(text)
+    assert f"w.yaml (document 1, {where}): JobSet ml/pretrain replicatedJob workers" in err
+    assert message in err
+
+
+def test_slice_size_needs_a_slice_level_and_a_job_needs_a_size():
+    job = JOB.replace("annotations: {kueue.x-k8s.io/podset-preferred-topology: example.com/rack}",
+                      "annotations: {kueue.x-k8s.io/podset-slice-size: '2'}")
+    assert "podset-slice-size may not be set when 'kueue.x-k8s.io/podset-slice-required-topology' is not " \
+           "specified" in error_of(job)
+    job = JOB.replace("annotations: {kueue.x-k8s.io/podset-preferred-topology: example.com/rack}",
+                      "annotations: {kueue.x-k8s.io/podset-slice-required-topology: kubernetes.io/hostname}")
+    err = error_of(job)
+    assert err.startswith('w.yaml (document 1, field spec.template.metadata.annotations'
+                          '["kueue.x-k8s.io/podset-slice-required-topology"]): Job ml/train')
+    assert "podset-slice-size must be set when 'kueue.x-k8s.io/podset-slice-required-topology' is specified" in err
+    # A Job with only slices: every 2 pods in one host, anywhere.
+    job = JOB.replace("annotations: {kueue.x-k8s.io/podset-preferred-topology: example.com/rack}",
+                      "annotations: {kueue.x-k8s.io/podset-slice-required-topology: kubernetes.io/hostname, "
+                      "kueue.x-k8s.io/podset-slice-size: '2'}")
+    (wl,) = load(job)
+    assert (wl.pod_sets[0].topology_slice_level, wl.pod_sets[0].topology_slice_size) == ("kubernetes.io/hostname", 2)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("size: 3", "size: 1", "can only define groups of exactly 2 pod sets, got: 1 pod set(s)"),
+    ("podset-group-name: lws-group\n          kueue.x-k8s.io/podset-required-topology: example.com/rack\n      spec:\n"
+     "        containers: [{name: leader",
+     "podset-group-name: lws-group\n          kueue.x-k8s.io/podset-required-topology: example.com/block\n      spec:\n"
+     "        containers: [{name: leader",
+     "topology consistent with pod set 'worker' in group 'lws-group'"),
+    ("podset-group-name: lws-group\n          kueue.x-k8s.io/podset-required-topology: example.com/rack\n      spec:\n"
+     "        containers: [{name: leader", "podset-group-name: '12'\n      spec:\n        containers: [{name: leader",
+     "kueue.x-k8s.io/podset-group-name must not be a number, got '12'"),
+    ("podset-group-name: lws-group\n          kueue.x-k8s.io/podset-required-topology: example.com/rack\n      spec:\n"
+     "        containers: [{name: leader",
+     "podset-group-name: lws-group\n      spec:\n        containers: [{name: leader",
+     "may not be set when neither 'kueue.x-k8s.io/podset-preferred-topology' nor "
+     "'kueue.x-k8s.io/podset-required-topology' is specified"),
+])
+def test_group_annotation_errors(old, new, message):
+    text = GROUPED_LWS.replace(old, new)
+    assert text != GROUPED_LWS
+    err = error_of(text)
+    assert "podset-group-name" in err and message in err

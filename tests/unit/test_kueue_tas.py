@@ -354,3 +354,296 @@ def test_fragmentation_reclaims_from_a_borrowing_cluster_queue_of_the_cohort():
     (e,) = run_cycle(state, [wl_a]).entries
     assert e.result == PREEMPTING
     assert [(t.adm.wl.key, t.reason) for t in e.targets] == [("b-wl", IN_COHORT_RECLAMATION)]
+
+
+# ----------------------------------------------------------------------------- slices (§8)
+
+from gpupool.policy.kueue.tas_group import find_group_assignment  # noqa: E402
+
+# The KEP's example: one rack whose hosts hold 6, 5, 4, 3 and 2 pods; slices of 2 per host.
+KEP_RACK = {("b1", "r1", f"h{i}"): n for i, n in enumerate((6, 5, 4, 3, 2), start=1)}
+
+
+def test_slices_best_fit_prefers_tight_domains_with_equal_slice_counts() -> None:
+    req = TopologyRequest(REQUIRED, "rack", slice_level="host", slice_size=2)
+    r = find_assignment(LEVELS, KEP_RACK, 12, req)
+    # 6 slices: the 6-host (3 slices), then the 4-host beats the 5-host (2 slices each, less room),
+    # the last slice goes to the tightest host that holds it.
+    assert r.assignment == {("b1", "r1", "h1"): 6, ("b1", "r1", "h3"): 4, ("b1", "r1", "h5"): 2}
+
+
+def test_slices_least_free_capacity_for_a_slice_only_request() -> None:
+    # Only a slice level: Kueue treats it as unconstrained over the whole topology.
+    req = TopologyRequest(UNCONSTRAINED, None, slice_level="host", slice_size=2)
+    r = find_assignment(LEVELS, KEP_RACK, 10, req)
+    assert r.assignment == {("b1", "r1", "h2"): 2, ("b1", "r1", "h3"): 4, ("b1", "r1", "h4"): 2,
+                            ("b1", "r1", "h5"): 2}
+
+
+def test_slices_count_whole_slices_per_domain() -> None:
+    # Two hosts with 3 free pods each: 6 pods, but only 2 slices of 3... and no slice of 4.
+    leaves = {("b1", "r1", "h1"): 3, ("b1", "r1", "h2"): 3}
+    by4 = TopologyRequest(REQUIRED, "rack", slice_level="host", slice_size=4)
+    r = find_assignment(LEVELS, leaves, 4, by4)
+    assert not r.fits and r.fit_count == 0 and r.unit == 4 and r.needed == 1
+    assert not_fit_message("default", r.fit_count, r.needed, r.unit) == \
+        'topology "default" doesn\'t allow to fit any of 1 slice(s)'
+    by3 = TopologyRequest(REQUIRED, "rack", slice_level="host", slice_size=3)
+    assert find_assignment(LEVELS, leaves, 6, by3).assignment == leaves
+    # A rack-level slice may span hosts: 4 pods of a 6-pod rack.
+    by_rack = TopologyRequest(PREFERRED, "block", slice_level="rack", slice_size=4)
+    assert sum(find_assignment(LEVELS, leaves, 4, by_rack).assignment.values()) == 4
+
+
+def test_slices_spread_over_blocks_keep_each_slice_in_one_rack() -> None:
+    # 8 pods in slices of 4 per rack, preferred block: no block holds 2 slices, so they spread.
+    leaves = _leaves({"b1": {"r1": {"h1": 2, "h2": 2}, "r2": {"h3": 3}},
+                      "b2": {"r3": {"h4": 4}, "r4": {"h5": 1, "h6": 2}}})
+    req = TopologyRequest(PREFERRED, "block", slice_level="rack", slice_size=4)
+    r = find_assignment(LEVELS, leaves, 8, req)
+    per_rack: dict = {}
+    for leaf, n in r.assignment.items():
+        per_rack[leaf[:2]] = per_rack.get(leaf[:2], 0) + n
+    assert per_rack == {("b1", "r1"): 4, ("b2", "r3"): 4}
+
+
+def test_bad_slice_requests_are_refused() -> None:
+    with pytest.raises(ValueError, match="is above the podset topology"):
+        find_assignment(LEVELS, CLUSTER, 4, TopologyRequest(REQUIRED, "rack", slice_level="block", slice_size=2))
+    with pytest.raises(ValueError, match="does not divide the pod count"):
+        find_assignment(LEVELS, CLUSTER, 5, TopologyRequest(REQUIRED, "rack", slice_level="host", slice_size=2))
+    with pytest.raises(ValueError, match="no requested topology level for slices"):
+        find_assignment(LEVELS, CLUSTER, 4, TopologyRequest(REQUIRED, "rack", slice_level="gpu", slice_size=2))
+    with pytest.raises(ValueError, match="needs both"):
+        TopologyRequest(REQUIRED, "rack", slice_level="host")
+    with pytest.raises(ValueError, match="at least 1"):
+        TopologyRequest(REQUIRED, "rack", slice_level="host", slice_size=0)
+
+
+def _sum_by(leaves: dict, depth: int) -> dict:
+    out: dict = {}
+    for leaf, n in leaves.items():
+        out[leaf[:depth]] = out.get(leaf[:depth], 0) + n
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(leaf_maps, st.integers(min_value=1, max_value=10), st.integers(0, 2), st.integers(0, 2),
+       st.sampled_from([REQUIRED, PREFERRED, UNCONSTRAINED]), st.integers(1, 4))
+def test_slice_properties(leaves: dict, slices: int, lvl: int, below: int, mode: str, size: int) -> None:
+    slvl = min(2, lvl + below)
+    level = None if mode == UNCONSTRAINED else LEVELS[lvl]
+    req = TopologyRequest(mode, level, slice_level=LEVELS[slvl], slice_size=size)
+    count = slices * size
+    r = find_assignment(LEVELS, leaves, count, req)
+    # Slices each slice-level domain could hold, and what that adds up to per domain.
+    slice_cap = {d: n // size for d, n in _sum_by(leaves, slvl + 1).items()}
+    if r.assignment is None:
+        if mode == REQUIRED:
+            per: dict = {}
+            for d, k in slice_cap.items():
+                per[d[:lvl + 1]] = per.get(d[:lvl + 1], 0) + k
+            assert max(per.values()) < slices and r.fit_count == max(per.values())
+        else:
+            assert sum(slice_cap.values()) < slices
+        return
+    assert sum(r.assignment.values()) == count
+    for leaf, n in r.assignment.items():
+        assert 0 < n <= leaves[leaf]
+    # Every slice lies within one domain of the slice level: each such domain got whole slices.
+    for d, n in _sum_by(r.assignment, slvl + 1).items():
+        assert n % size == 0 and n // size <= slice_cap[d]
+    if mode == REQUIRED:
+        assert len({leaf[:lvl + 1] for leaf in r.assignment}) == 1
+
+
+# ----------------------------------------------------------------------------- pod-set groups (§8)
+
+
+def test_group_puts_leader_and_workers_in_one_rack() -> None:
+    workers = {("b1", "r1", "h1"): 3, ("b1", "r2", "h2"): 4}
+    leader = {("b1", "r1", "h1"): 1, ("b1", "r2", "h2"): 1}
+    with_leader = {("b1", "r1", "h1"): 2, ("b1", "r2", "h2"): 3}
+    # r1 holds 3 workers but only 2 beside the leader; r2 holds the leader and 3 workers.
+    r = find_group_assignment(LEVELS, workers, leader, with_leader, 3, TopologyRequest(REQUIRED, "rack"))
+    assert r.workers == {("b1", "r2", "h2"): 3} and r.leader == ("b1", "r2", "h2")
+    r = find_group_assignment(LEVELS, workers, leader, with_leader, 4, TopologyRequest(REQUIRED, "rack"))
+    assert not r.fits and r.fit_count == 3 and r.needed == 4
+    # Preferred: spread from the top, the leader's domain first.
+    r = find_group_assignment(LEVELS, workers, {("b1", "r1", "h1"): 1}, {("b1", "r1", "h1"): 2}, 5,
+                              TopologyRequest(PREFERRED, "rack"))
+    assert r.leader == ("b1", "r1", "h1") and r.workers == {("b1", "r1", "h1"): 2, ("b1", "r2", "h2"): 3}
+    with pytest.raises(ValueError, match="required or preferred"):
+        find_group_assignment(LEVELS, workers, leader, with_leader, 1, TopologyRequest(UNCONSTRAINED))
+
+
+@settings(max_examples=300, deadline=None)
+@given(leaf_maps, st.data(), st.integers(0, 12), st.sampled_from([REQUIRED, PREFERRED]), st.sampled_from(LEVELS))
+def test_group_properties(workers: dict, data, count: int, mode: str, level: str) -> None:
+    leader = {leaf: data.draw(st.integers(0, 1)) for leaf in workers}
+    with_leader = {leaf: data.draw(st.integers(0, n)) for leaf, n in workers.items()}
+    r = find_group_assignment(LEVELS, workers, leader, with_leader, count, TopologyRequest(mode, level))
+    lvl = LEVELS.index(level)
+    # Workers that fit in a domain together with the leader, computed the direct way.
+    cap = _sum_by(workers, lvl + 1)
+    best: dict = {}
+    for leaf in workers:
+        if leader[leaf]:
+            d = leaf[:lvl + 1]
+            best[d] = max(best.get(d, -1), cap[d] - workers[leaf] + with_leader[leaf])
+    if r.workers is None:
+        if mode == REQUIRED:
+            assert max(best.values(), default=-1) < count
+        return
+    assert sum(r.workers.values()) == count
+    assert r.leader is not None and leader[r.leader] >= 1
+    for leaf, n in r.workers.items():
+        assert n <= (with_leader[leaf] if leaf == r.leader else workers[leaf])
+    if mode == REQUIRED or max(best.values(), default=-1) >= count:
+        # The group shares one domain of the level: leader and every worker.
+        assert len({leaf[:lvl + 1] for leaf in [*r.workers, r.leader]}) == 1
+
+
+def test_group_is_one_flavor_and_one_rack_in_flavor_assignment() -> None:
+    pool = _tas_pool(racks=2, hosts=2, gpus=4, tas_only=False)
+    state = _state(pool)
+    # One GPU on r0h0 is taken: r0 has 7 GPUs left, r1 all 8; leader + 7 workers need 8.
+    _hold(state, "x", {("r0", "r0h0"): 1}, 1)
+    rack = TopologyRequest(REQUIRED, RACK, group="lws")
+    wl = KWorkload("g", "g", "cq", 0, 0.0, ("g",), [
+        KPodSet("leader", 1, {"cpu": 1000, "nvidia.com/gpu": 1}, topology=rack),
+        KPodSet("worker", 7, {"cpu": 1000, "nvidia.com/gpu": 1}, topology=rack)])
+    a = assign_flavors(state, wl)
+    assert a.mode == FIT
+    lead, work = a.pod_sets
+    assert set(lead.flavors.values()) == set(work.flavors.values()) == {"tas"}
+    assert lead.topology and work.topology and sum(work.topology.values()) == 7
+    racks = {leaf[0] for leaf in [*lead.topology, *work.topology]}
+    assert racks == {"r1"}  # only r1 holds all 8 pods
+    # Too big for any rack together (9 pods x 1 GPU): does not fit even the empty topology.
+    wl.pod_sets[1].count = 8
+    a = assign_flavors(state, wl)
+    assert a.mode == NOFIT and "allows to fit only 7 out of 8 pod(s)" in a.message
+
+
+def test_slices_in_flavor_assignment_and_a_run() -> None:
+    pool = _tas_pool(racks=2, hosts=2, gpus=4)
+    state = _state(pool)
+    _hold(state, "x", {("r0", "r0h0"): 1}, 1)  # r0h0 has 3 GPUs left
+    req = TopologyRequest(REQUIRED, RACK, slice_level=HOST, slice_size=2)
+    a = assign_flavors(state, _kwl("s", 4, 2, req))
+    # r0h0 has 3 GPUs left, too few for a slice (2 pods x 2 GPUs): r0 holds one slice, r1 both.
+    assert a.mode == FIT and a.pod_sets[0].topology == {("r1", "r1h0"): 2, ("r1", "r1h1"): 2}
+    a = assign_flavors(state, _kwl("s3", 6, 2, TopologyRequest(PREFERRED, RACK, slice_level=HOST, slice_size=3)))
+    assert a.mode == NOFIT and 'doesn\'t allow to fit any of 2 slice(s)' in a.message
+    # In a run: slices of 2 pods x 2 GPUs per host, four of them over the two racks.
+    ps = PodSet(count=8, cpu_m=1000, gpus=2, topology_preferred=RACK, topology_slice_level=HOST,
+                topology_slice_size=2)
+    wl = Workload(1, "w1", (ps,), runtime=10, namespace="ns", queue_name="lq")
+    out = Engine(pool, [wl], make_policy("kueue", pool), check=True).run()
+    (start,) = [d for t, k, j, d in out.events if k == "started"]
+    nodes = [p.split(":")[0] for p in start.split()[1].split(";")]
+    assert sorted(nodes) == ["r0h0", "r0h0", "r0h1", "r0h1", "r1h0", "r1h0", "r1h1", "r1h1"]
+
+
+# ----------------------------------------------------------------------------- explain shows them
+
+TAS_DUMP = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: Topology
+  metadata: {name: default}
+  spec:
+    levels: [{nodeLabel: cloud.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: ResourceFlavor
+  metadata: {name: tas}
+  spec: {topologyName: default}
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: ClusterQueue
+  metadata: {name: cq}
+  spec:
+    namespaceSelector: {}
+    resourceGroups:
+    - coveredResources: [cpu, nvidia.com/gpu]
+      flavors:
+      - name: tas
+        resources: [{name: cpu, nominalQuota: 100}, {name: nvidia.com/gpu, nominalQuota: 100}]
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: LocalQueue
+  metadata: {name: lq, namespace: ns}
+  spec: {clusterQueue: cq}
+%(nodes)s
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: Workload
+  metadata: {name: lws-0, namespace: ns, creationTimestamp: "2026-11-30T08:00:00Z", uid: u1}
+  spec:
+    queueName: lq
+    podSets:
+    - name: leader
+      count: 1
+      topologyRequest: {required: cloud.example.com/rack, podSetGroupName: lws-0}
+      template: {spec: {containers: [{name: l, image: x, resources: {requests: {cpu: "1", nvidia.com/gpu: "1"}}}]}}
+    - name: worker
+      count: 3
+      topologyRequest: {required: cloud.example.com/rack, podSetGroupName: lws-0}
+      template: {spec: {containers: [{name: w, image: x, resources: {requests: {cpu: "1", nvidia.com/gpu: "2"}}}]}}
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: Workload
+  metadata: {name: sliced, namespace: ns, creationTimestamp: "2026-11-30T09:00:00Z", uid: u2}
+  spec:
+    queueName: lq
+    podSets:
+    - name: main
+      count: 4
+      topologyRequest: {podSetSliceRequiredTopology: kubernetes.io/hostname, podSetSliceSize: 2}
+      template: {spec: {containers: [{name: m, image: x, resources: {requests: {cpu: "1", nvidia.com/gpu: "2"}}}]}}
+"""
+
+
+def test_explain_shows_group_and_slice_requests_and_their_assignments(tmp_path) -> None:
+    from rich.console import Console
+
+    from gpupool.explain.dump import load_dump
+    from gpupool.explain.render import print_explanation
+    from gpupool.explain.run import explain
+
+    nodes = "\n".join(
+        f"- apiVersion: v1\n  kind: Node\n  metadata: {{name: r{r}h{h}, labels: {{kubernetes.io/hostname: r{r}h{h}, "
+        f"cloud.example.com/rack: r{r}}}}}\n  status:\n    allocatable: {{cpu: '32', memory: 256Gi, "
+        f"nvidia.com/gpu: '4'}}\n    conditions: [{{type: Ready, status: 'True'}}]"
+        for r in range(2) for h in range(2))
+    path = tmp_path / "dump.yaml"
+    path.write_text(TAS_DUMP % {"nodes": nodes})
+    x = explain(load_dump([path]), cycles=2)
+    adms = {a.workload: a for c in x.cycles for a in c.admissions}
+    lead, work = adms["ns/lws-0"].pod_sets
+    assert lead.topology_request == work.topology_request == {"required": RACK, "podSetGroupName": "lws-0"}
+    # 7 GPUs of one rack: the leader shares a host with one worker, both hosts in rack r0.
+    hosts = {d["values"][0] for p in (lead, work) for d in p.topology["domains"]}
+    assert hosts <= {"r0h0", "r0h1"} and sum(d["count"] for d in work.topology["domains"]) == 3
+    (sl,) = adms["ns/sliced"].pod_sets
+    assert sl.topology_request == {"podSetSliceRequiredTopology": HOST, "podSetSliceSize": 2}
+    assert all(d["count"] % 2 == 0 for d in sl.topology["domains"])
+    console = Console(record=True, width=200)
+    print_explanation(x, console)
+    text = console.export_text()
+    assert "topology request: required cloud.example.com/rack; group lws-0" in text
+    assert "topology request: slices of 2 pod(s) per kubernetes.io/hostname" in text
+
+
+def test_group_binds_leader_and_workers_in_one_rack_in_a_run() -> None:
+    pool = _tas_pool(racks=2, hosts=2, gpus=4)
+    lead = PodSet(name="leader", count=1, cpu_m=1000, gpus=1, topology_required=RACK, topology_group="g")
+    work = PodSet(name="worker", count=3, cpu_m=1000, gpus=2, topology_required=RACK, topology_group="g")
+    hog = PodSet(count=1, cpu_m=1000, gpus=3, topology_required=HOST)
+    wls = [Workload(1, "hog", (hog,), runtime=100, namespace="ns", queue_name="lq"),
+           Workload(2, "lws", (lead, work), submit_time=1, runtime=10, namespace="ns", queue_name="lq")]
+    out = Engine(pool, wls, make_policy("kueue", pool), check=True).run()
+    starts = {j: [p.split(":")[0] for p in d.split()[1].split(";")] for t, k, j, d in out.events if k == "started"}
+    # The hog leaves r0 5 GPUs; leader (1) + workers (3 x 2) need 7: the whole group goes to r1.
+    assert starts[1] == ["r0h0"]
+    assert len(starts[2]) == 4 and {n[:2] for n in starts[2]} == {"r1"}
+    assert all(j.state == "COMPLETED" for j in out.jobs)

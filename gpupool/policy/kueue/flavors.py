@@ -21,7 +21,7 @@ from gpupool.policy.kueue.records import (
     PodSetAssignment,
 )
 from gpupool.policy.kueue.state import KueueState
-from gpupool.policy.kueue.tas_assign import place, tas_mismatch
+from gpupool.policy.kueue.tas_assign import place, pod_set_groups, tas_mismatch
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -74,10 +74,21 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
     messages: list[str] = []
     last_index: dict = {}
     oracle: dict = {}
+    grouped = pod_set_groups(wl) if state.tas is not None else {}
+    later: dict[int, PodSetAssignment] = {}
     for psi, ps in enumerate(wl.pod_sets):
-        n = counts[psi]
-        req = {r: v * n for r, v in ps.requests.items() if v}
-        flavors_of: dict[str, str] = {}
+        if psi in later:  # a pod-set group's member, assigned with the group's first pod set
+            pod_sets.append(later.pop(psi))
+            continue
+        # A pod-set group (TAS §8) is one flavor-assignment unit: its requests are summed and
+        # each resource group gets one flavor for all its members.
+        members = grouped.get(psi, (psi,))
+        reqs = {m: {r: v * counts[m] for r, v in wl.pod_sets[m].requests.items() if v} for m in members}
+        req: dict[str, int] = {}
+        for m in members:
+            for r, v in reqs[m].items():
+                req[r] = req.get(r, 0) + v
+        flavors_of: dict[int, dict[str, str]] = {m: {} for m in members}
         touched: dict[int, dict[str, int]] = {}
         for r, v in req.items():
             g = group_of.get(r)
@@ -86,25 +97,33 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
                 worst = NOFIT
                 continue
             touched.setdefault(g, {})[r] = v
-        if worst == NOFIT:
-            pod_sets.append(PodSetAssignment(ps.name, n, {}, req))
-            continue
-        for g in sorted(touched):
-            greq = touched[g]
-            choice = _choose_flavor(state, cq, node, wl, ps, groups[g], g, greq, assigned, psi,
-                                    (resume or {}).get((psi, g), -1), messages, last_index, oracle)
-            if choice is None:
-                worst = NOFIT
-                break
-            fname, mode, level, frs = choice
-            for r, v in greq.items():
-                flavors_of[r] = fname
-                assigned[(fname, r)] = assigned.get((fname, r), 0) + v
-            if mode in (PREEMPT, RECLAIM, NO_CANDIDATES):
-                frs_preempt.update(frs)
-            worst = min(worst, PREEMPT if mode in (RECLAIM, NO_CANDIDATES) else mode)
-            borrowing = max(borrowing, level)
-        pod_sets.append(PodSetAssignment(ps.name, n, flavors_of, req))
+        skipped = worst == NOFIT
+        if not skipped:
+            for g in sorted(touched):
+                greq = touched[g]
+                choice = _choose_flavor(state, cq, node, wl, [wl.pod_sets[m] for m in members], groups[g], g, greq,
+                                        assigned, psi, (resume or {}).get((psi, g), -1), messages, last_index, oracle)
+                if choice is None:
+                    worst = NOFIT
+                    break
+                fname, mode, level, frs = choice
+                for m in members:
+                    for r in reqs[m]:
+                        if r in greq:
+                            flavors_of[m][r] = fname
+                for r, v in greq.items():
+                    assigned[(fname, r)] = assigned.get((fname, r), 0) + v
+                if mode in (PREEMPT, RECLAIM, NO_CANDIDATES):
+                    frs_preempt.update(frs)
+                worst = min(worst, PREEMPT if mode in (RECLAIM, NO_CANDIDATES) else mode)
+                borrowing = max(borrowing, level)
+        for m in members:
+            mps = wl.pod_sets[m]
+            psa = PodSetAssignment(mps.name, counts[m], {} if skipped else flavors_of[m], reqs[m])
+            if m == psi:
+                pod_sets.append(psa)
+            else:
+                later[m] = psa
     mode = worst if worst in (FIT, NOFIT) else PREEMPT
     tas_failure = None
     if state.tas is not None and mode != NOFIT:
@@ -134,9 +153,11 @@ def _topology_step(state: KueueState, wl: KWorkload, pod_sets: list[PodSetAssign
     return mode, failure
 
 
-def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, start, messages, last_index,
+def _choose_flavor(state, cq, node, wl, pss, group, gi, greq, assigned, psi, start, messages, last_index,
                    oracle=None):
-    """Walk the group's flavors (from the resume index); return (flavor, mode, level, frs) or None."""
+    """Walk the group's flavors (from the resume index); return (flavor, mode, level, frs) or None.
+    ``pss``: the pod sets sharing the choice (one, or a pod-set group's members); each must be
+    able to use the flavor."""
     flavors = group.flavors
     best = None  # (flavor, mode, level, frs)
     preference = cq.flavor_fungibility_preference
@@ -146,9 +167,11 @@ def _choose_flavor(state, cq, node, wl, ps, group, gi, greq, assigned, psi, star
         fq = flavors[i]
         last_index[(psi, gi)] = i
         flavor = state.flavors.get(fq.flavor)
-        why = flavor_matches(flavor, ps) if flavor is not None else f"flavor {fq.flavor} not found"
-        if not why and state.tas is not None:
-            why = tas_mismatch(state, cq.name, flavor, ps)
+        why = None if flavor is not None else f"flavor {fq.flavor} not found"
+        for ps in pss:
+            why = why or flavor_matches(flavor, ps)
+            if not why and state.tas is not None:
+                why = tas_mismatch(state, cq.name, flavor, ps)
         if why:
             messages.append(why)
             continue

@@ -66,7 +66,7 @@ from gpupool.policy.kueue.flavors import flavor_matches
 from gpupool.policy.kueue.kubesched import KubeScheduler
 from gpupool.policy.kueue.records import Admitted, KPodSet, KWorkload, PodSetAssignment
 from gpupool.policy.kueue.state import KueueState
-from gpupool.policy.kueue.tas import PREFERRED, REQUIRED, UNCONSTRAINED, TopologyRequest
+from gpupool.policy.kueue.tas import TopologyRequest, request_from_pod_set
 from gpupool.policy.kueue.tas_capacity import from_node_table, static_nodes, tas_flavor_names
 from gpupool.policy.placement import Scratch
 
@@ -112,14 +112,9 @@ def decode_reservation(info: str) -> tuple[str, list[tuple[str, int, dict[str, s
 
 
 def topology_request(ps) -> TopologyRequest | None:
-    """A workload pod set's Kueue topology annotations as a ``TopologyRequest`` (§8)."""
-    if ps.topology_required:
-        return TopologyRequest(REQUIRED, ps.topology_required)
-    if ps.topology_preferred:
-        return TopologyRequest(PREFERRED, ps.topology_preferred)
-    if ps.topology_unconstrained:
-        return TopologyRequest(UNCONSTRAINED)
-    return None
+    """A workload pod set's Kueue topology annotations as a ``TopologyRequest`` (§8), slices
+    and pod-set group included."""
+    return request_from_pod_set(ps)
 
 
 def backoff_until(reason: str) -> float | None:

@@ -11,14 +11,32 @@ flavor's topology with ``tas.find_assignment``:
 * preemption targets are searched until the topology fits too (``tas_targets``).
 
 Pod sets of one workload are placed in order; each sees the capacity the earlier ones took.
+A sliced pod set is placed in whole slices (``tas.find_assignment``); a pod-set group
+(``podset-group-name``) is placed as one unit when its first member comes up
+(``tas_group.find_group_assignment``), after ``flavors.py`` gave both members one flavor.
 """
 from __future__ import annotations
 
 from gpupool.policy.kueue.preemption import candidate_key, reclaim_allows, within_cq_allows
 from gpupool.policy.kueue.records import IN_COHORT_RECLAMATION, IN_CQ, KPodSet, KWorkload, PodSetAssignment, Target
 from gpupool.policy.kueue.tas import UNCONSTRAINED, TopologyRequest, find_assignment, not_fit_message
+from gpupool.policy.kueue.tas_group import find_group_assignment
 
 IMPLIED = TopologyRequest(UNCONSTRAINED, None, implied=True)
+
+
+def pod_set_groups(wl: KWorkload) -> dict[int, tuple[int, ...]]:
+    """Pod-set groups (``podset-group-name``, §8): the first member's index -> every member's
+    index, for groups of two or more pod sets; later members map to the same tuple."""
+    by_name: dict[str, list[int]] = {}
+    for psi, ps in enumerate(wl.pod_sets):
+        if ps.topology is not None and ps.topology.group:
+            by_name.setdefault(ps.topology.group, []).append(psi)
+    out: dict[int, tuple[int, ...]] = {}
+    for members in by_name.values():
+        if len(members) > 1:
+            out[members[0]] = tuple(members)
+    return out
 
 
 def tas_request(state, cq_name: str, ps: KPodSet) -> TopologyRequest | None:
@@ -43,8 +61,9 @@ def tas_mismatch(state, cq_name: str, flavor, ps: KPodSet) -> str | None:
         tf = state.tas.get(flavor.name)
         if tf is None:
             return f'Flavor "{flavor.name}" information missing in TAS cache'
-        if req.level is not None and req.level not in tf.levels:
-            return f'Flavor "{flavor.name}" does not contain the requested level'
+        for level in (req.level, req.slice_level):
+            if level is not None and level not in tf.levels:
+                return f'Flavor "{flavor.name}" does not contain the requested level'
         return None
     if flavor.topology_name:
         return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
@@ -60,10 +79,15 @@ def place(state, wl: KWorkload, pod_sets: list[PodSetAssignment], *, empty: bool
           store: bool = True) -> tuple[int, str] | None:
     """Place every TAS pod set of ``wl`` on the current TAS snapshot (``empty``: on the empty
     topology). With ``store`` the per-leaf counts are written into ``pod_sets``. Returns None
-    when all fit, else ``(pod set index, reason)`` of the first that does not."""
-    held = []
+    when all fit, else ``(pod set index, reason)`` of the first that does not. A pod-set group
+    is placed as one unit when its first member comes up."""
+    held: list = []
+    grouped = pod_set_groups(wl)
+    done: set[int] = set()
     try:
         for psi, (ps, psa) in enumerate(zip(wl.pod_sets, pod_sets)):
+            if psi in done:
+                continue
             req = tas_request(state, wl.cq, ps)
             if req is None:
                 continue
@@ -73,22 +97,77 @@ def place(state, wl: KWorkload, pod_sets: list[PodSetAssignment], *, empty: bool
                 if fname is None and psa.flavors:
                     return psi, "more than one flavor assigned: " + ", ".join(sorted(set(psa.flavors.values())))
                 continue  # implied TAS for a pod set without requests, or not a TAS flavor
-            if req.level is not None and req.level not in tf.levels:
-                return psi, f'Flavor "{fname}" does not contain the requested level'
+            why = _level_problem(fname, tf, req, psa.count)
+            if why:
+                return psi, why
+            members = grouped.get(psi)
+            if members is not None:
+                done.update(members)
+                failure = _place_group(state, wl, pod_sets, members, req, tf, empty, store, held)
+                if failure is not None:
+                    return failure
+                continue
             counts = tf.counts(ps.requests, ps.node_selector, ps.tolerations, ps.gpu_type, empty=empty)
             result = find_assignment(tf.levels, counts, psa.count, req)
             if not result.fits:
-                return psi, not_fit_message(tf.topology, result.fit_count, psa.count)
-            if store:
-                psa.topology = result.assignment
-                psa.tas_flavor = fname
-            if not empty:
-                tf.add(result.assignment, ps.requests)
-                held.append((tf, result.assignment, ps.requests))
+                return psi, not_fit_message(tf.topology, result.fit_count, result.needed, result.unit)
+            _keep(psa, result.assignment, fname, tf, ps.requests, empty, store, held)
         return None
     finally:
         for tf, assignment, per_pod in held:
             tf.add(assignment, per_pod, -1)
+
+
+def _level_problem(fname: str, tf, req: TopologyRequest, count: int) -> str | None:
+    """Why ``req`` cannot be placed in flavor ``fname``'s topology at all (Kueue's wording)."""
+    for level in (req.level, req.slice_level):
+        if level is not None and level not in tf.levels:
+            return f'Flavor "{fname}" does not contain the requested level'
+    if req.slice_level is not None:
+        top = tf.levels.index(req.level) if req.level is not None else 0
+        if tf.levels.index(req.slice_level) < top:
+            return f"podset slice topology {req.slice_level} is above the podset topology {req.level}"
+        if count % req.unit:  # a reduced count (partial admission) that breaks the slices
+            return f"slice size {req.unit} does not divide the pod count {count}"
+    return None
+
+
+def _keep(psa: PodSetAssignment, assignment: dict, fname: str, tf, per_pod: dict, empty: bool, store: bool,
+          held: list) -> None:
+    """Record a placement in the pod set's assignment and hold its capacity for later pod sets."""
+    if store:
+        psa.topology = assignment
+        psa.tas_flavor = fname
+    if not empty:
+        tf.add(assignment, per_pod)
+        held.append((tf, assignment, per_pod))
+
+
+def _place_group(state, wl: KWorkload, pod_sets: list[PodSetAssignment], members: tuple[int, ...],
+                 req: TopologyRequest, tf, empty: bool, store: bool, held: list) -> tuple[int, str] | None:
+    """Place a pod-set group (leader with a single pod + workers) in one go (``tas_group``)."""
+    if len(members) != 2:
+        return members[0], f"pod-set group {req.group!r} has {len(members)} pod sets; Kueue groups exactly 2"
+    if len({_flavor_of(pod_sets[m]) for m in members}) != 1:
+        return members[0], f"pod-set group {req.group!r} got different flavors for its pod sets"
+    a, b = members
+    lead, work = (a, b) if pod_sets[a].count == 1 else (b, a)
+    if pod_sets[lead].count != 1:
+        return a, (f"pod-set group {req.group!r}: one pod set must have a single pod, got "
+                   f"{pod_sets[a].count} and {pod_sets[b].count}")
+    lps, wps = wl.pod_sets[lead], wl.pod_sets[work]
+    wreq = tas_request(state, wl.cq, wps) or req
+    workers = tf.counts(wps.requests, wps.node_selector, wps.tolerations, wps.gpu_type, empty=empty)
+    leader = tf.counts(lps.requests, lps.node_selector, lps.tolerations, lps.gpu_type, empty=empty)
+    with_leader = tf.counts_with_leader(wps.requests, lps.requests, wps.node_selector, wps.tolerations,
+                                        wps.gpu_type, empty=empty)
+    result = find_group_assignment(tf.levels, workers, leader, with_leader, pod_sets[work].count, wreq)
+    if not result.fits:
+        return work, not_fit_message(tf.topology, result.fit_count, result.needed)
+    fname = _flavor_of(pod_sets[lead])
+    _keep(pod_sets[lead], {result.leader: 1}, fname, tf, lps.requests, empty, store, held)
+    _keep(pod_sets[work], result.workers, fname, tf, wps.requests, empty, store, held)
+    return None
 
 
 def uses_tas(state, wl: KWorkload) -> bool:

@@ -75,6 +75,43 @@ class TasFlavor:
     def counts(self, per_pod: dict[str, int], selector: dict[str, str] | None = None,
                tolerations=(), gpu_type: str | None = None, empty: bool = False) -> dict[Leaf, int]:
         """Pods of shape ``per_pod`` that fit in each leaf (``empty``: on the empty cluster)."""
+        # The hot path of every TAS placement: the division is inlined (no per-leaf list).
+        want = [(k, r, per_pod[r]) for k, r in enumerate(COUNTED) if per_pod.get(r, 0) > 0]
+        usage = None if empty else self.usage
+        out: dict[Leaf, int] = {}
+        for leaf, free in self._aggregate(per_pod, selector, tolerations, gpu_type, empty).items():
+            held = usage.get(leaf) if usage else None
+            if held:
+                free = [free[k] - held.get(r, 0) for k, r in enumerate(COUNTED)]
+            out[leaf] = min((max(0, free[k]) // v for k, _, v in want), default=UNBOUNDED)
+        return out
+
+    def counts_with_leader(self, per_pod: dict[str, int], leader_pod: dict[str, int], selector=None,
+                           tolerations=(), gpu_type=None, empty: bool = False) -> dict[Leaf, int]:
+        """Pods of shape ``per_pod`` that still fit in each leaf once one ``leader_pod`` is
+        there (pod-set groups): the leaf's free resources, as the workers' filters see them,
+        minus the leader's request. A leaf where the leader does not fit is left out."""
+        out = {}
+        for leaf, free in self.free(per_pod, selector, tolerations, gpu_type, empty).items():
+            rest = [free[k] - leader_pod.get(r, 0) for k, r in enumerate(COUNTED)]
+            if all(v >= 0 for v in rest):
+                out[leaf] = _fit(rest, per_pod)
+        return out
+
+    def free(self, per_pod: dict[str, int], selector: dict[str, str] | None = None,
+             tolerations=(), gpu_type: str | None = None, empty: bool = False) -> dict[Leaf, list[int]]:
+        """Free ``(cpu, memory, gpu)`` per leaf over the nodes a pod of shape ``per_pod`` may use."""
+        usage = None if empty else self.usage
+        out: dict[Leaf, list[int]] = {}
+        for leaf, free in self._aggregate(per_pod, selector, tolerations, gpu_type, empty).items():
+            held = usage.get(leaf) if usage else None
+            if held:
+                free = [free[k] - held.get(r, 0) for k, r in enumerate(COUNTED)]
+            out[leaf] = free
+        return out
+
+    def _aggregate(self, per_pod, selector, tolerations, gpu_type, empty) -> dict[Leaf, list[int]]:
+        """Sum of the usable nodes' free (or, ``empty``, allocatable) resources per leaf."""
         agg: dict[Leaf, list[int]] = {}
         live = self.live
         if live is not None:
@@ -94,15 +131,7 @@ class TasFlavor:
                 cell[0] += src[0]
                 cell[1] += src[1]
                 cell[2] += src[2]
-        want = [(k, r, per_pod[r]) for k, r in enumerate(COUNTED) if per_pod.get(r, 0) > 0]
-        usage = None if empty else self.usage
-        out: dict[Leaf, int] = {}
-        for leaf, free in agg.items():
-            held = usage.get(leaf) if usage else None
-            if held:
-                free = [free[k] - held.get(r, 0) for k, r in enumerate(COUNTED)]
-            out[leaf] = min((max(0, free[k]) // v for k, _, v in want), default=UNBOUNDED)
-        return out
+        return agg
 
     def add(self, assignment: dict[Leaf, int], per_pod: dict[str, int], sign: int = 1) -> None:
         """Hold (``sign`` 1) or release (-1) ``assignment``'s pods of shape ``per_pod``."""
@@ -116,6 +145,12 @@ class TasFlavor:
     def leaf_of_labels(self, labels: dict[str, str]) -> Leaf | None:
         values = tuple(labels.get(k) for k in self.levels)
         return None if any(v is None for v in values) else values  # type: ignore[return-value]
+
+
+def _fit(free, per_pod: dict[str, int]) -> int:
+    """How many pods of shape ``per_pod`` fit in ``free`` ``(cpu, memory, gpu)``."""
+    return min((max(0, free[k]) // per_pod[r] for k, r in enumerate(COUNTED) if per_pod.get(r, 0) > 0),
+               default=UNBOUNDED)
 
 
 @dataclass(slots=True)
