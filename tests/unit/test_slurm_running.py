@@ -14,6 +14,7 @@ import pytest
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
+from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.workload.synthetic import generate, parse_synthetic_spec
 
@@ -27,6 +28,22 @@ def rebuild(pol, active: dict, now: float) -> list[tuple]:
             for seq, job in enumerate(active.values())]
     rows.sort(key=lambda r: (r[0], r[1]))
     return [(r[0], r[2], r[3]) for r in rows]
+
+
+def _usage(pol, active: dict) -> dict:
+    """The limit aggregates summed over every running job, without empty slots."""
+    usage: dict = {}
+    for job in active.values():
+        req = pol.req(job)
+        alloc = pol.alloc_of(job)
+        limits.add_usage(usage, req, alloc)
+        limits.add_account_usage(usage, pol.account_chain(req.account), alloc)
+    return _nonzero(usage)
+
+
+def _nonzero(usage: dict) -> dict:
+    out = {k: {t: v for t, v in slot.items() if v} for k, slot in usage.items()}
+    return {k: slot for k, slot in out.items() if slot}
 
 
 def _arrays(active: dict) -> dict[int, int]:
@@ -45,7 +62,7 @@ def _arrays(active: dict) -> dict[int, int]:
 def test_index_matches_a_full_rebuild_at_every_decision(monkeypatch, pool_name, spec):
     pool = load_pool(REPO / "examples" / pool_name)
     workloads = generate(pool, parse_synthetic_spec(spec))
-    checked = {"calls": 0, "overrun": 0, "changed": 0}
+    checked = {"calls": 0, "overrun": 0, "changed": 0, "limits": 0}
     original = RunningIndex.update
     previous: list = []
 
@@ -54,6 +71,9 @@ def test_index_matches_a_full_rebuild_at_every_decision(monkeypatch, pool_name, 
         want = rebuild(self._pol, active, now)
         assert [(e[0], e[2], e[3]) for e in entries] == want, f"at t={now}"
         assert self.arrays == _arrays(active)
+        if self._pol.s.limits_enforced:
+            assert _nonzero(self.usage) == _usage(self._pol, active), f"at t={now}"
+            checked["limits"] += 1
         assert len({e[1] for e in entries}) == len(entries)  # seq numbers stay unique
         checked["calls"] += 1
         checked["overrun"] += sum(1 for e in want if e[0] < now)
@@ -65,6 +85,8 @@ def test_index_matches_a_full_rebuild_at_every_decision(monkeypatch, pool_name, 
     engine = Engine(pool, workloads, make_policy("slurm", pool), record_events=False)
     engine.run()
     assert checked["calls"] > 100 and checked["changed"] > 50
+    if pool_name == "seed-pool":  # AccountingStorageEnforce=limits there
+        assert checked["limits"] == checked["calls"]
     if pool_name == "large-pool":
         assert checked["overrun"] > 0  # jobs past their limit were compared too
 

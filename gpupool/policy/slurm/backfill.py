@@ -287,7 +287,7 @@ WILL_RUN_WINDOW = 30
 
 
 def will_run(wl, cand, usable, free, ends, start_res: float, timeline=None, epoch: float = 0.0,
-             now: float | None = None):
+             now: float | None = None, timeline_of=None):
     """Earliest start ≥ ``start_res`` on ``usable`` nodes, freeing running jobs by limit end.
 
     ``ends`` is a sorted list of (limit end, seq, placement, expected free time). Returns
@@ -316,7 +316,9 @@ def will_run(wl, cand, usable, free, ends, start_res: float, timeline=None, epoc
         return start_res, pl
     pod_sets = wl.pod_sets
     if timeline is None:
-        timeline = NodeTimeline(free, ends)
+        # built only now: a job that fits at once (the common case right after a start, which
+        # invalidates the caller's timeline) never needs it
+        timeline = timeline_of() if timeline_of is not None else NodeTimeline(free, ends)
     emask = timeline.emask
     umask = 0
     for node in usable_nodes:
@@ -410,6 +412,12 @@ def run(cy, records) -> None:
     horizon = now + s.bf_window
     timeline = None
     memo: dict[tuple, tuple] = {}
+
+    def timeline_of() -> NodeTimeline:
+        nonlocal timeline
+        if timeline is None:
+            timeline = NodeTimeline(cy.free, ends)
+        return timeline
     for rec in records:
         job = rec.job
         if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
@@ -445,10 +453,8 @@ def run(cy, records) -> None:
                 memo_key = (job.wl.pod_sets, info.name, usable, start_res)
                 hit = memo.get(memo_key)
                 if hit is None:
-                    if timeline is None:
-                        timeline = NodeTimeline(cy.free, ends)
                     hit = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, timeline,
-                                   pol.epoch, now)
+                                   pol.epoch, now, timeline_of)
                     memo[memo_key] = hit
                 est, pl = hit
             if est is None:

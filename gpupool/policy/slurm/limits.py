@@ -40,12 +40,17 @@ def add_usage(usage: dict, req: JobReq, alloc: dict[str, int], sign: int = 1) ->
             slot[t] = slot.get(t, 0) + sign * v
 
 
-def add_account_usage(usage: dict, chain: tuple[str, ...], alloc: dict[str, int]) -> None:
+def add_account_usage(usage: dict, chain: tuple[str, ...], alloc: dict[str, int], sign: int = 1) -> None:
     for acc in chain:
         slot = usage.setdefault(("acc", acc), {"jobs": 0})
-        slot["jobs"] += 1
+        slot["jobs"] += sign
         for t, v in alloc.items():
-            slot[t] = slot.get(t, 0) + v
+            slot[t] = slot.get(t, 0) + sign * v
+
+
+def copy_usage(usage: dict) -> dict:
+    """A copy a pass may add its own starts to (the slots are copied too)."""
+    return {key: dict(slot) for key, slot in usage.items()}
 
 
 def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -> str | None:

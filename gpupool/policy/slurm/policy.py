@@ -57,6 +57,8 @@ class Cycle:
         self.victims: set[int] = set()
         self.reasons: dict[int, str] = {}
         self.accrue: dict[int, float] = {}
+        #: per-pass memos of other modules (e.g. preemption candidates per QOS and partition)
+        self.memo: dict = {}
         self._seq = 0
         self.ends: list = []
         self.usage: dict = {}
@@ -67,12 +69,7 @@ class Cycle:
         self.arrays = dict(running.arrays)
         self._seq = running.seq
         if pol.s.limits_enforced:
-            usage = self.usage
-            for job in snap.active.values():
-                req = pol.req(job)
-                alloc = pol.alloc_of(job)
-                limits.add_usage(usage, req, alloc)
-                limits.add_account_usage(usage, pol.account_chain(req.account), alloc)
+            self.usage = limits.copy_usage(running.usage)
         #: gang co-allocation rows per OverSubscribe=FORCE partition (built when first needed)
         self.rows: dict[str, list[dict[int, int]]] = {}
         if pol.gang_on and getattr(snap, "suspended", None):

@@ -90,26 +90,33 @@ def _order_key(pol, victim):
     return (base * 65536 + len(victim.placement), victim.id)
 
 
-def try_preempt(cy, job, info, usable) -> bool:
-    """Choose and signal victims so that ``job`` fits; True when some were chosen (with SUSPEND
-    victims only: ``job`` was started at once)."""
+def _grace_placements(cy) -> list:
+    """Placements of the jobs already in their grace period (once per pass: the snapshot's
+    running jobs do not change within it)."""
+    out = cy.memo.get("grace")
+    if out is None:
+        out = cy.memo["grace"] = [v.placement for v in cy.snap.active.values() if v.grace_until is not None]
+    return out
+
+
+def _candidates(cy, job, info) -> list[tuple]:
+    """(victim, mode) for every running job ``job`` may preempt on ``info``'s nodes, in
+    preemption order. What decides it is the preemptor's QOS (preempt/qos) or its partition's
+    tier (partition_prio) and the partition's nodes, so one list serves every pending job with
+    the same QOS and partition in a pass; victims chosen meanwhile are filtered by the caller."""
     pol = cy.pol
+    key = ("cands", pol.req(job).qos, info.name)
+    out = cy.memo.get(key)
+    if out is not None:
+        return out
     now = cy.now
     exempt = pol.s.preempt_exempt
-    scratch = cy.free.copy()
-    going = False
-    for v in cy.snap.active.values():  # already in their grace period: count them as free
-        if v.grace_until is not None:
-            scratch.give(v.placement)
-            going = True
-    if place(job.wl, info.nodes, scratch, usable) is not None:
-        return going
-    cands = []
-    modes = {}
+    node_set = info.node_set
+    found = []
     for v in cy.snap.active.values():
-        if v.grace_until is not None or v.id in cy.victims or v.start is None:
+        if v.grace_until is not None or v.start is None:
             continue
-        if not any(p[0] in info.node_set for p in v.placement):
+        if not any(p[0] in node_set for p in v.placement):
             continue
         if not may_preempt(pol, job, info, v):
             continue
@@ -121,23 +128,65 @@ def try_preempt(cy, job, info, usable) -> bool:
             continue
         elif exempt is not None and now - v.start < exempt:
             continue
-        modes[v.id] = mode
-        cands.append(v)
-    if not cands:
+        found.append(v)
+    found.sort(key=lambda v: _order_key(pol, v))
+    out = cy.memo[key] = [(v, _victim_mode(pol, v)) for v in found]
+    return out
+
+
+def try_preempt(cy, job, info, usable) -> bool:
+    """Choose and signal victims so that ``job`` fits; True when some were chosen (with SUSPEND
+    victims only: ``job`` was started at once)."""
+    pol = cy.pol
+    scratch = cy.free.copy()
+    going = False
+    for placement in _grace_placements(cy):  # already in their grace period: count them as free
+        scratch.give(placement)
+        going = True
+    # Without jobs in grace the scratch state is the free state the caller's placement just
+    # failed on: no need to try it again.
+    if going and place(job.wl, info.nodes, scratch, usable) is not None:
+        return going
+    pairs = [(v, m) for v, m in _candidates(cy, job, info) if v.id not in cy.victims]
+    if not pairs:
         return False
-    cands.sort(key=lambda v: _order_key(pol, v))
-    chosen = []
+    cands = [v for v, _m in pairs]
+    modes = {v.id: m for v, m in pairs}
 
     def freed(v):
         return _cpus_only(v.placement) if modes[v.id] == SUSPEND else v.placement
 
-    for v in cands:
-        scratch.give(freed(v))
-        chosen.append(v)
-        if place(job.wl, info.nodes, scratch, usable) is not None:
-            break
+    if len(job.wl.pod_sets) == 1:
+        # One pod set: whether the job fits only grows as victims are added (more free
+        # resources on some nodes, none fewer), so the first prefix of the ordered candidates
+        # that makes it fit is found by bisection; the linear walk gives the same prefix.
+        def fits_with(k: int) -> bool:
+            trial = scratch.copy()
+            for v in cands[:k]:
+                trial.give(freed(v))
+            return place(job.wl, info.nodes, trial, usable) is not None
+
+        if not fits_with(len(cands)):
+            return False
+        lo, hi = 1, len(cands)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits_with(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        chosen = cands[:lo]
+        for v in chosen:
+            scratch.give(freed(v))
     else:
-        return False
+        chosen = []
+        for v in cands:
+            scratch.give(freed(v))
+            chosen.append(v)
+            if place(job.wl, info.nodes, scratch, usable) is not None:
+                break
+        else:
+            return False
     # give back victims that are not needed (all but the last one needed)
     for v in list(chosen[:-1]):
         scratch.take(freed(v))

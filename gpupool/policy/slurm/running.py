@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import bisect
 
+from gpupool.policy.slurm import limits
+
 
 class RunningIndex:
     """``(limit end, seq, placement, expected free time)`` of every running job, sorted.
@@ -19,10 +21,11 @@ class RunningIndex:
     ``seq`` numbers jobs in the order they joined the index, which is the order of the
     snapshot's running-jobs table (jobs join it when they start), so ties on the limit end
     break as a full rebuild breaks them. Array-task counts per array job ride along, since
-    they change at the same moments.
+    they change at the same moments, and so do the limit usage aggregates (jobs and TRES per
+    QOS/user, association and account chain) when the pool enforces limits.
     """
 
-    __slots__ = ("_entries", "_jid", "_key", "_moving", "_pol", "_seq", "arrays")
+    __slots__ = ("_counted", "_entries", "_jid", "_key", "_moving", "_pol", "_seq", "arrays", "usage")
 
     def __init__(self, pol) -> None:
         self._pol = pol
@@ -31,6 +34,8 @@ class RunningIndex:
         self._jid: dict[int, int] = {}  # seq -> job id
         self._seq = 0
         self.arrays: dict[int, int] = {}  # array job id -> running tasks
+        self.usage: dict = {}  # limits.add_usage aggregates of the running jobs
+        self._counted: dict[int, tuple] = {}  # job id -> (req, alloc, account chain) counted in usage
         #: jobs suspended at some point of their present run: a suspension moves their limit
         #: end on (spec §10), so their entries are recomputed at every call
         self._moving: set[int] = set()
@@ -89,6 +94,12 @@ class RunningIndex:
         self._jid[seq] = job.id
         if aid is not None:
             self.arrays[aid] = self.arrays.get(aid, 0) + 1
+        if pol.s.limits_enforced:
+            req = pol.req(job)
+            counted = (req, pol.alloc_of(job), pol.account_chain(req.account))
+            self._counted[job.id] = counted
+            limits.add_usage(self.usage, counted[0], counted[1])
+            limits.add_account_usage(self.usage, counted[2], counted[1])
 
     def _refresh(self, job, now: float) -> None:
         """Recompute a suspended (or once suspended) job's entry, keeping its place in ties."""
@@ -106,6 +117,10 @@ class RunningIndex:
         del self._jid[seq]
         # (limit end, seq) is unique and sorts just before the entry that starts with it
         del self._entries[bisect.bisect_left(self._entries, (lend, seq))]
+        counted = self._counted.pop(jid, None)
+        if counted is not None:
+            limits.add_usage(self.usage, counted[0], counted[1], -1)
+            limits.add_account_usage(self.usage, counted[2], counted[1], -1)
         if aid is not None:
             left = self.arrays[aid] - 1
             if left:
