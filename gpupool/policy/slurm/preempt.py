@@ -40,6 +40,16 @@ def may_preempt(pol, job, info, victim) -> bool:
     return _mode(pol, victim) != "OFF"
 
 
+def _may_preempt_anyone(pol, job, info) -> bool:
+    """False when ``may_preempt`` is False for every possible victim: under preempt/qos the
+    job's QOS lists no QOS to preempt (most jobs); under partition_prio no partition has a
+    lower PriorityTier than ``info``. Saves a scan of every running job."""
+    if pol.s.preempt_type == "preempt/qos":
+        qos = pol.qos.get(pol.req(job).qos or "")
+        return qos is not None and bool(qos.preempt)
+    return any(p.tier < info.tier for p in pol.parts.values())
+
+
 def _mode(pol, victim) -> str:
     s = pol.s
     vreq = pol.req(victim)
@@ -108,6 +118,9 @@ def _candidates(cy, job, info) -> list[tuple]:
     key = ("cands", pol.req(job).qos, info.name)
     out = cy.memo.get(key)
     if out is not None:
+        return out
+    if not _may_preempt_anyone(pol, job, info):
+        out = cy.memo[key] = []
         return out
     now = cy.now
     exempt = pol.s.preempt_exempt
