@@ -151,20 +151,36 @@ def usage_report(ledger: Ledger, *, by=("account",), period: str = "month", tres
         raise LedgerError(f"--period {period!r}: expected one of {', '.join(_PERIODS)}")
     u = s.usage.c
     cols = [u[_BY[b]] for b in by]
-    q = sa.select(u.period_start, u.gpu_type, *cols, sa.func.sum(u.seconds).label("seconds")).where(u.tres == tres)
+    q = sa.select(u.period_start.label("hour"), u.gpu_type.label("gpu"),
+                  *(c.label(f"by{i}") for i, c in enumerate(cols)), sa.func.sum(u.seconds).label("seconds")
+                  ).where(u.tres == tres)
     if start is not None:
         q = q.where(u.period_start >= math.floor(start / 3600) * 3600)
     if end is not None:
         q = q.where(u.period_start < end)
-    if clusters:
-        q = q.where(u.origin.in_(_names(clusters)))
-    q = q.group_by(u.period_start, u.gpu_type, *cols)
+    # Grouped per origin as well, with the origins named: the usage key starts (origin, tres,
+    # hour, account, gpu_type), so the database reads each origin's rows of this TRES in
+    # group order instead of sorting them (``usage --by account,gpu-type`` over a million
+    # jobs' roll-up); the groups of several origins are added up below.
+    q = q.where(u.origin.in_(_names(clusters) if clusters else _usage_origins(ledger)))
+    # each column once: a repeated one (``--by gpu-type``) keeps SQLite from reading the groups
+    # in key order
+    q = q.group_by(*{c.name: c for c in (u.origin, u.period_start, u.gpu_type, *cols)}.values())
+    if period != "hour":
+        # every longer period is made of whole UTC days: the database adds the hours up per
+        # day (a few thousand rows come back instead of one per hour and group); any hour
+        # of a day names the day's period
+        hourly = q.subquery()
+        c = hourly.c
+        q = (sa.select(sa.func.min(c.hour), c.gpu, *(c[f"by{i}"] for i in range(len(cols))),
+                       sa.func.sum(c.seconds))
+             .group_by(_utc_day(ledger, c.hour), c.gpu, *(c[f"by{i}"] for i in range(len(cols)))))
     weights = weights or {}
     totals: dict[tuple, list[float]] = {}
     periods: dict[float, str] = {}  # hour -> period name, computed once per hour
     n = len(by)
     with ledger.read() as conn:
-        for row in conn.execute(q):
+        for row in conn.execute(q).all():
             hour, gpu_type, secs = row[0], row[1], row[-1]
             name = periods.get(hour)
             if name is None:
@@ -184,6 +200,25 @@ def usage_report(ledger: Ledger, *, by=("account",), period: str = "month", tres
             item["billed_hours"] = round(billed / 3600.0, 6)
         out.append(item)
     return out
+
+
+def _utc_day(ledger: Ledger, hour):
+    """The UTC day (days since the epoch, rounded down) of an epoch-seconds expression."""
+    if ledger.engine.dialect.name == "sqlite":
+        # CAST truncates towards zero: shifted by a million days so that it rounds down for
+        # any time after the year -767 (whole multiples of 86400 stay exact)
+        return sa.cast((hour + 86400.0 * 1_000_000) / 86400.0, sa.Integer)
+    return sa.func.floor(hour / 86400.0)
+
+
+def _usage_origins(ledger: Ledger) -> list[str]:
+    """The origins in the usage table, found by seeking the key from one to the next (as
+    many index lookups as origins, not a scan of the roll-up)."""
+    with ledger.read() as conn:
+        return list(conn.execute(sa.text(
+            "WITH RECURSIVE o(x) AS (SELECT min(origin) FROM usage UNION ALL "
+            "SELECT (SELECT min(origin) FROM usage WHERE origin > o.x) FROM o WHERE o.x IS NOT NULL) "
+            "SELECT x FROM o WHERE x IS NOT NULL")).scalars())
 
 
 def parse_weights(text: str | None) -> dict[str, float]:

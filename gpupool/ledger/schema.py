@@ -118,18 +118,23 @@ allocations = sa.Table(
 sa.Index("ix_allocations_node_time", allocations.c.node, allocations.c.time_from)  # migration 0002
 
 #: Hourly roll-up of TRES-seconds (as slurmdbd's hourly usage tables), rebuilt from
-#: allocations and jobs for an origin after each write.
+#: allocations and jobs for an origin after each write. Keyed (migration 0004) in the order
+#: ``usage --by account,gpu-type`` reads it: one origin and TRES, by hour, account, GPU type;
+#: on SQLite the key is the table (WITHOUT ROWID).
 usage = sa.Table(
     "usage", metadata,
-    sa.Column("origin", sa.String(200), primary_key=True),
-    sa.Column("period_start", sa.Float, primary_key=True),
-    sa.Column("account", sa.String(200), primary_key=True),
-    sa.Column("user", sa.String(200), primary_key=True),
-    sa.Column("qos", sa.String(200), primary_key=True),
-    sa.Column("queue", sa.String(200), primary_key=True),
-    sa.Column("gpu_type", sa.String(200), primary_key=True),
-    sa.Column("tres", sa.String(64), primary_key=True),
+    sa.Column("origin", sa.String(200), nullable=False),
+    sa.Column("period_start", sa.Float, nullable=False),
+    sa.Column("account", sa.String(200), nullable=False),
+    sa.Column("user", sa.String(200), nullable=False),
+    sa.Column("qos", sa.String(200), nullable=False),
+    sa.Column("queue", sa.String(200), nullable=False),
+    sa.Column("gpu_type", sa.String(200), nullable=False),
+    sa.Column("tres", sa.String(64), nullable=False),
     sa.Column("seconds", sa.Float, nullable=False),
+    sa.PrimaryKeyConstraint("origin", "tres", "period_start", "account", "gpu_type", "user", "qos", "queue",
+                            name="usage_pkey"),
+    sqlite_with_rowid=False,
 )
 
 #: Append-only job transitions, each with the policy version in force.

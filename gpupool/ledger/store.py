@@ -103,6 +103,18 @@ def insert_ignore(conn: Connection, table: sa.Table, rows: list[dict], keys: Ite
     return added
 
 
+def _sqlite_in(conn: Connection, sql: str, params: tuple, values: list, size: int = 900) -> Iterator[tuple]:
+    """Rows of ``sql`` (whose ``IN ({})`` takes the values) for ``values`` in chunks, straight
+    through the sqlite3 driver: building the same SELECT in SQLAlchemy with 900 bound
+    parameters cost more than running it."""
+    cur = conn.connection.driver_connection.cursor()
+    try:
+        for part in chunks(values, size):
+            yield from cur.execute(sql.format(", ".join("?" * len(part))), (*params, *part)).fetchall()
+    finally:
+        cur.close()
+
+
 def bulk_insert(conn: Connection, table: sa.Table, rows: list[dict]) -> None:
     """``conn.execute(table.insert(), rows)`` in chunks; on SQLite straight to the driver."""
     for part in chunks(rows):
@@ -153,6 +165,48 @@ def upsert_add(conn: Connection, table: sa.Table, rows: list[tuple], keys: tuple
     stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={column: sa.cast(summed, sa.Float)})
     for part in chunks(rows):
         conn.execute(stmt, [dict(zip(names, r)) for r in part])
+
+
+_USAGE_KEYS = "gpupool_usage_keys"
+_USAGE_ROWS = "gpupool_usage_rows"
+
+
+def write_usage(conn: Connection, delta: rollup.Delta) -> None:
+    """Add usage rows to the stored hours (``upsert_add``: a stored row's seconds grow by the
+    new ones, rounded to 6 decimals). On SQLite the few distinct keys go to one temporary
+    table and the rows, as (hour, key, seconds), to another, and one ``INSERT … SELECT``
+    joins them into ``usage``: binding nine values per row through the driver was most of the
+    roll-up's cost."""
+    if not delta:
+        return
+    names = ("origin",) + rollup.KEY_NAMES
+    if conn.dialect.name != "sqlite":
+        upsert_add(conn, s.usage, delta.tuples(), names, "seconds")
+        return
+    cur = conn.connection.driver_connection.cursor()
+    try:
+        cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{_USAGE_KEYS}" (id INTEGER PRIMARY KEY, account TEXT, '
+                    '"user" TEXT, qos TEXT, queue TEXT, gpu_type TEXT, tres TEXT)')
+        cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{_USAGE_ROWS}" (p REAL, k INTEGER, s REAL)')
+        cur.execute(f'DELETE FROM temp."{_USAGE_KEYS}"')
+        cur.execute(f'DELETE FROM temp."{_USAGE_ROWS}"')
+        cur.executemany(f'INSERT INTO temp."{_USAGE_KEYS}" VALUES (?, ?, ?, ?, ?, ?, ?)',
+                        [(i, *k) for i, k in enumerate(delta.keys)])
+        cur.executemany(f'INSERT INTO temp."{_USAGE_ROWS}" VALUES (?, ?, ?)',
+                        zip(delta.hours, delta.ranks, delta.seconds))
+        cols = ", ".join(f'"{n}"' for n in names + ("seconds",))
+        conflict = ", ".join(f'"{n}"' for n in names)
+        # CROSS JOIN keeps the rows' table the outer loop (rows inserted in key order, each
+        # key found by its id)
+        cur.execute(f'INSERT INTO usage ({cols}) SELECT ?, v.p, k.account, k."user", k.qos, k.queue, k.gpu_type, '
+                    f'k.tres, v.s FROM temp."{_USAGE_ROWS}" AS v CROSS JOIN temp."{_USAGE_KEYS}" AS k '
+                    f'ON k.id = v.k WHERE true ORDER BY v.rowid '
+                    f'ON CONFLICT ({conflict}) DO UPDATE SET seconds = round(usage.seconds + excluded.seconds, 6)',
+                    (delta.origin,))
+        cur.execute(f'DELETE FROM temp."{_USAGE_ROWS}"')
+        cur.execute(f'DELETE FROM temp."{_USAGE_KEYS}"')
+    finally:
+        cur.close()
 
 
 def _total_changes(conn: Connection, _table: sa.Table) -> int:
@@ -214,10 +268,17 @@ class Ledger:
         for origin, group in by_origin.items():
             ids = [r["job_id"] for r in group]
             existing: dict[str, tuple] = {}
-            for part in chunks(ids, 900):
-                q = sa.select(s.jobs).where(s.jobs.c.origin == origin, s.jobs.c.job_id.in_(part))
-                for row in conn.execute(q).mappings():
-                    existing[row["job_id"]] = tuple(row[c] for c in compared)
+            if conn.dialect.name == "sqlite":
+                i_id = compared.index("job_id")
+                sql = (f'SELECT {", ".join(chr(34) + c + chr(34) for c in compared)} FROM jobs '
+                       'WHERE origin = ? AND job_id IN ({})')
+                for row in _sqlite_in(conn, sql, (origin,), ids):
+                    existing[row[i_id]] = row
+            else:
+                for part in chunks(ids, 900):
+                    q = sa.select(s.jobs).where(s.jobs.c.origin == origin, s.jobs.c.job_id.in_(part))
+                    for row in conn.execute(q).mappings():
+                        existing[row["job_id"]] = tuple(row[c] for c in compared)
             new, changed = [], []
             fresh = stats.fresh.setdefault(origin, {})
             i_start, i_elapsed = compared.index("start"), compared.index("elapsed")
@@ -272,6 +333,11 @@ class Ledger:
         for r in rows:
             jobs_of.setdefault(r["origin"], set()).add(r["job_id"])
         for origin, ids in jobs_of.items():
+            if conn.dialect.name == "sqlite":
+                sql = (f'SELECT {", ".join(key)} FROM allocations WHERE origin = ? AND time_to IS NULL '
+                       'AND job_id IN ({})')
+                open_keys.update(_sqlite_in(conn, sql, (origin,), sorted(ids)))
+                continue
             for part in chunks(sorted(ids), 900):
                 q = sa.select(*(a[k] for k in key)).where(a.origin == origin, a.job_id.in_(part),
                                                           a.time_to.is_(None))
@@ -318,25 +384,26 @@ class Ledger:
         lo = hi = None
         if since is not None and until is not None:
             lo, hi = rollup.hour_span(since, until)
-            conn.execute(s.usage.delete().where(u.origin == origin, u.period_start >= lo, u.period_start < hi))
+            # the TRES the roll-up writes, named so that the key (origin, tres, hour, …) finds the
+            # hours instead of the whole origin being scanned
+            conn.execute(s.usage.delete().where(u.origin == origin, u.tres.in_(rollup.TRES), u.period_start >= lo,
+                                                u.period_start < hi))
         else:
             conn.execute(s.usage.delete().where(u.origin == origin))
-        totals: rollup.Totals = {}
         q = (sa.select(a.time_from, a.time_to, a.as_of, a.gpu_count, a.gpu_type, j.account, j.user, j.qos,
                        j.queue, j.gpu_type.label("job_gpu_type"))
              .join(s.jobs, (j.origin == a.origin) & (j.job_id == a.job_id)).where(a.origin == origin)
              .order_by(a.id))
         if lo is not None:
             q = q.where(a.time_from < hi, sa.func.coalesce(a.time_to, a.as_of) > lo)
-        rollup.add_allocations(totals, conn.execute(q), lo, hi)
+        allocs = conn.execute(q).all()
         q = sa.select(j.start, j.elapsed, j.ncpus, j.account, j.user, j.qos, j.queue, j.billing).where(
             j.origin == origin, j.start.is_not(None), j.elapsed.is_not(None)).order_by(j.job_id)
         if lo is not None:
             q = q.where(j.start < hi, j.start + j.elapsed > lo)
-        rollup.add_jobs(totals, conn.execute(q), lo, hi)
-        out = rollup.as_rows(totals, origin)
-        bulk_insert(conn, s.usage, out)
-        return len(out)
+        delta = rollup.delta_of(origin, conn.execute(q), allocs, lo, hi)
+        write_usage(conn, delta)
+        return len(delta)
 
     def _add_fresh_usage(self, conn: Connection, origin: str, stats: WriteStats,
                          skip: tuple[float, float] | None) -> int:
@@ -349,13 +416,13 @@ class Ledger:
             return 0
         ready = stats.prepared.get(origin)
         if ready is not None and ready[0] == jobs.keys():
-            rows = ready[1]
+            delta = ready[1]
         else:
-            rows = fresh_usage_rows(origin, jobs, stats.fresh_allocations.get(origin, {}).values())
+            delta = fresh_usage_rows(origin, jobs, stats.fresh_allocations.get(origin, {}).values())
         if skip is not None:
-            rows = [r for r in rows if not skip[0] <= r[1] < skip[1]]
-        upsert_add(conn, s.usage, rows, ("origin",) + rollup.KEY_NAMES, "seconds")
-        return len(rows)
+            delta = delta.outside(*skip)
+        write_usage(conn, delta)
+        return len(delta)
 
     def record_import(self, conn: Connection, kind: str, sha: str, origin: str, source: str, rows: int) -> bool:
         """Remember an imported file by content; False when these bytes were imported before."""
@@ -384,19 +451,16 @@ class Ledger:
             return list(conn.execute(sa.select(s.jobs.c.origin).distinct().order_by(s.jobs.c.origin)).scalars())
 
 
-def fresh_usage_rows(origin: str, jobs: dict[str, dict], allocations) -> list[tuple]:
-    """Usage rows (``rollup.as_tuples``) of new jobs (rows by job id) and their allocations
+def fresh_usage_rows(origin: str, jobs: dict[str, dict], allocations) -> rollup.Delta:
+    """The usage rows (``rollup.Delta``) of new jobs (rows by job id) and their allocations
     (each allocation key once, the first row given)."""
-    totals: rollup.Totals = {}
-    rollup.add_jobs(totals, ((r["start"], r["elapsed"], r["ncpus"], r["account"], r["user"], r["qos"],
-                              r["queue"], r["billing"]) for r in jobs.values()))
     allocs = []
     for r in allocations:
         job = jobs[r["job_id"]]
         allocs.append((r["time_from"], r.get("time_to"), r.get("as_of"), r["gpu_count"], r.get("gpu_type", ""),
                        job["account"], job["user"], job["qos"], job["queue"], job["gpu_type"]))
-    rollup.add_allocations(totals, allocs)
-    return rollup.as_tuples(totals, origin)
+    return rollup.delta_of(origin, [(r["start"], r["elapsed"], r["ncpus"], r["account"], r["user"], r["qos"],
+                                     r["queue"], r["billing"]) for r in jobs.values()], allocs)
 
 
 def first_by_key(allocations: list[dict]) -> list[dict]:

@@ -72,8 +72,18 @@ def parse_time(text: str | float | int, *, now: float | None = None) -> float:
     return value.timestamp()
 
 
+#: ``YYYY-MM-DDTHH:MM`` -> epoch seconds of that minute, for the sacct timestamps seen so
+#: far (a day's export repeats each minute many times; cleared when it grows large)
+_MINUTES: dict[str, float] = {}
+
+
 def parse_slurm_ts(text: str) -> float | None:
     """A timestamp as sacct prints it; ``Unknown``/``None``/empty → None."""
+    if text and len(text) == 19:  # the common case, YYYY-MM-DDTHH:MM:SS: its minute memoised
+        base = _MINUTES.get(text[:16])
+        sec = text[17:]
+        if base is not None and text[16] == ":" and sec.isascii() and sec.isdigit() and sec < "60":
+            return base + float(int(sec))
     s = (text or "").strip()
     if not s or s in ("Unknown", "None", "N/A", "(null)"):
         return None
@@ -86,6 +96,10 @@ def parse_slurm_ts(text: str) -> float | None:
         if day is not None and clock.isascii() and clock[:2].isdigit() and clock[3:5].isdigit() and clock[6:].isdigit():
             h, m, sec = int(clock[:2]), int(clock[3:5]), int(clock[6:])
             if h < 24 and m < 60 and sec < 60:
+                if s is text:
+                    if len(_MINUTES) > 200_000:
+                        _MINUTES.clear()
+                    _MINUTES[s[:16]] = day + float(h * 3600 + m * 60)
                 return day + float(h * 3600 + m * 60 + sec)
     return parse_time(s)
 
