@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 
+from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.select import Free, eligible_nodes, place, pod_fits
 
 VIA_BACKFILL = "SchedBackfill"
@@ -269,16 +270,9 @@ class NodeTimeline:
 
             def at(j):
                 return gpus[j] >= g and cpu[j] >= cm and mem[j] >= need_mem
-        lo, hi = 0, len(ks)
-        if not at(hi - 1):
+        if not at(len(ks) - 1):
             return None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if at(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return ks[lo]
+        return ks[first_true(0, len(ks) - 1, at)]
 
 
 #: select/cons_tres will-run (22.05 ``_will_run_test``): running jobs are freed in batches

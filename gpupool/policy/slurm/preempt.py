@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from gpupool.engine.decisions import CANCEL, REQUEUE
 from gpupool.engine.job import SUSPENDED
+from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.select import place
 
 SUSPEND = "SUSPEND"
@@ -181,14 +182,7 @@ def try_preempt(cy, job, info, usable) -> bool:
 
         if not fits_with(len(cands)):
             return False
-        lo, hi = 1, len(cands)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if fits_with(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        chosen = cands[:lo]
+        chosen = cands[:first_true(1, len(cands), fits_with)]
         for v in chosen:
             scratch.give(freed(v))
     else:
