@@ -95,8 +95,9 @@ class CapacityController:
 
     # ------------------------------------------------------------------ state
     def _arrivals_left(self) -> bool:
-        """Whether some job of the run has not been submitted yet (it is neither waiting,
-        running nor finished); only scanned when nothing runs."""
+        """Whether some job of the run is neither finished nor running: not yet submitted, or
+        waiting. Waiting jobs count too, so the controller keeps waking while work is queued
+        (scale-out may still let it run); only scanned when nothing runs."""
         eng = self.engine
         return any(j.final_state is None and j.id not in eng.active for j in eng.jobs.values())
 
