@@ -703,10 +703,7 @@ class Engine:
             x = job._x
             ran = x.suspended_at - job.start - x.suspended_s
             job.gpu_s_used += ran * job.held_gpus
-            job.gpu_s_idle_held += (t - x.suspended_at) * job.held_gpus
-            x.suspended_s += t - x.suspended_at
-            x.suspended_at = None
-            del self.suspended[job.id]
+            self._end_suspension(job, t)
         else:  # PLACING: the gang never formed; all of it was idle holding
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = None
@@ -807,12 +804,7 @@ class Engine:
         if fn is None:
             raise GpupoolError(f"executor {type(self.executor).__name__} cannot resume jobs (job {job.id})")
         self.nodes.take_cpu(job.placement)
-        x = job._x
-        dt = t - x.suspended_at
-        x.suspended_s += dt
-        x.suspended_at = None
-        job.gpu_s_idle_held += dt * job.held_gpus
-        del self.suspended[job.id]
+        self._end_suspension(job, t)
         job.state = RUNNING
         self._running += 1
         self._running_gpus += job.held_gpus
@@ -824,6 +816,16 @@ class Engine:
         if self.check:
             self._check_owned(job)
         self._log(t, "resumed", job.id, reason)
+
+    def _end_suspension(self, job: Job, t: float) -> None:
+        """Close the job's current suspension at ``t`` (resumed, or released while suspended):
+        its seconds count as suspended and as GPUs held idle."""
+        x = job._x
+        dt = t - x.suspended_at
+        x.suspended_s += dt
+        x.suspended_at = None
+        job.gpu_s_idle_held += dt * job.held_gpus
+        del self.suspended[job.id]
 
     def _check_owned(self, job: Job) -> None:
         """A suspended or resumed job's GPUs are still allocated, and to no other job."""

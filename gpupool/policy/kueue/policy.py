@@ -768,10 +768,7 @@ class KueuePolicy:
                     for _ in range(min(rest[leaf], todo)):
                         pod = self.kube.place_pod(nodes, scratch, ps, leaf_sel, tols, ps_used)
                         if pod is None:
-                            if self.gang and len(job.placement) + len(pods) < job.pods_needed:
-                                scratch.give(pods)
-                                return ()
-                            return tuple(pods)
+                            return self._bound_so_far(job, pods, scratch)
                         pods.append(pod)
                         todo -= 1
                 continue
@@ -782,11 +779,16 @@ class KueuePolicy:
                 index += 1
                 pod = self.kube.place_pod(nodes, scratch, ps, sel, tols, ps_used)
                 if pod is None:
-                    if self.gang and len(job.placement) + len(pods) < job.pods_needed:
-                        scratch.give(pods)
-                        return ()
-                    return tuple(pods)
+                    return self._bound_so_far(job, pods, scratch)
                 pods.append(pod)
+        return tuple(pods)
+
+    def _bound_so_far(self, job, pods: list, scratch: Scratch) -> tuple:
+        """What a binding pass that ran out of room returns: the pods bound so far, or none
+        under gang placement when the group would still be incomplete (they go back)."""
+        if self.gang and len(job.placement) + len(pods) < job.pods_needed:
+            scratch.give(pods)
+            return ()
         return tuple(pods)
 
 

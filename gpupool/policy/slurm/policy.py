@@ -72,7 +72,7 @@ class Cycle:
             self.usage = limits.copy_usage(running.usage)
         #: gang co-allocation rows per OverSubscribe=FORCE partition (built when first needed)
         self.rows: dict[str, list[dict[int, int]]] = {}
-        if pol.gang_on and getattr(snap, "suspended", None):
+        if pol.gang_on and snap.suspended:
             self._hold_suspended_cpus()
 
     def _hold_suspended_cpus(self) -> None:
