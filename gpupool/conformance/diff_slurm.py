@@ -14,13 +14,15 @@ every job that differs in any of these is listed with both sides' values.
 """
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpupool.conformance.diff_slurm_real import RealRecord, play, sacct_records
+from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
+from gpupool.conformance.diff_slurm_real import RealRecord, backfill_cycles, play, sacct_records
 from gpupool.conformance.diff_slurm_workload import DiffJob, generate, sbatch_script
 from gpupool.conformance.real_slurm import DEFAULT_SCHEDULER_PARAMETERS, RealSlurm
 from gpupool.engine.core import Engine
@@ -77,7 +79,12 @@ class DiffReport:
     start_delta_max: float = 0.0
     sacct_agree: float | None = None
     real_wall_s: float = 0.0
+    #: "open": gpupool runs on its own after the submissions; "lockstep": every decision from
+    #: real Slurm's state (``diff_slurm_lockstep``)
+    mode: str = "open"
     per_job: list[JobDiff] = field(default_factory=list)
+    #: the same run replayed in lockstep (a report of its own, ``mode="lockstep"``)
+    lockstep: DiffReport | None = None
 
     @property
     def disagreements(self) -> list[JobDiff]:
@@ -86,13 +93,17 @@ class DiffReport:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["disagreements"] = [asdict(j) for j in self.disagreements]
+        if self.lockstep is not None:
+            d["lockstep"] = self.lockstep.to_dict()
         return d
 
     def summary_lines(self) -> list[str]:
         pct = lambda x: f"{100 * x:.1f}%"
+        head = (f"pool {self.pool}, seed {self.seed}, {self.jobs} jobs, accounting={self.accounting}, "
+                f"speed-up x{self.speedup or 1:g}, scheduler interval {self.interval:g} s")
         lines = [
-            (f"pool {self.pool}, seed {self.seed}, {self.jobs} jobs, accounting={self.accounting}, "
-             f"speed-up x{self.speedup or 1:g}, scheduler interval {self.interval:g} s"),
+            head if self.mode == "open" else
+            "lockstep replay (each decision from real Slurm's state; gpupool's first proposed start):",
             f"  same start order      {pct(self.order_agree)}",
             (f"  start within {self.interval:g} s     {pct(self.start_within_interval)}  "
              f"(mean |delta| {self.start_delta_mean:.2f} s, max {self.start_delta_max:.1f} s)"),
@@ -105,7 +116,17 @@ class DiffReport:
         lines.append(f"  disagreements: {len(self.disagreements)} job(s)")
         for j in self.disagreements:
             lines.append(f"    {j.name} (job {j.job_id}, {j.shape}, {j.account}): " + "; ".join(j.problems))
+        if self.lockstep is not None:
+            lines += self.lockstep.summary_lines()
         return lines
+
+    def with_lockstep(self, sim: dict[int, object], jobs: list[DiffJob], real: dict[int, RealRecord],
+                      ids: dict[int, int], node_names: list[str], t0: float) -> None:
+        """Attach the lockstep comparison of the same run (``sim`` from ``replay(lockstep=…)``)."""
+        ls = DiffReport(self.pool, self.seed, self.jobs, self.accounting, self.speedup, self.interval,
+                        real_wall_s=self.real_wall_s, mode="lockstep")
+        compare(ls, jobs, real, ids, sim, node_names, t0)
+        self.lockstep = ls
 
 
 def _same_record(acc: RealRecord, rec: RealRecord) -> bool:
@@ -198,17 +219,27 @@ class ReplayExecutor:
     ended in real Slurm. slurmctld takes a fraction of a second (more in fake seconds under a
     sped-up clock) from decision to running job, which gpupool does not model; without this,
     every end in the replay comes that fraction early and events a moment apart change order.
+    For such a job it also hands the policy the intervals during which real Slurm's nodes
+    stayed COMPLETING after the end (``released``: per node, when the log has it; the policy's
+    ``node_holds``): a job killed at its limit keeps its batch host until its processes are
+    gone (up to KillWait), and slurmctld puts no job on a completing node.
     """
 
     interval = 30.0
 
     def __init__(self, over_time_limit: float, checks: list[float],
-                 real: dict[int, tuple[float, float, str]] | None = None, lockstep: float = 1.5) -> None:
+                 real: dict[int, tuple[float, float, str]] | None = None, lockstep: float = 1.5,
+                 released: dict[int, dict[int, float]] | None = None) -> None:
         self.over_time_limit = over_time_limit
         self.checks = sorted(checks)
         #: job id -> (real start, real end, real state), run-relative
         self.real = real or {}
         self.lockstep = lockstep
+        #: job id -> {node index: when real Slurm's node took new jobs again}, run-relative
+        self.released = released or {}
+        #: (node, from, until, job released) COMPLETING intervals of the jobs ended as in real
+        #: Slurm; the replay hands this very list to the policy (``SlurmPolicy.node_holds``)
+        self.node_holds: list[tuple[int, float, float, float]] = []
 
     def next_check(self, due: float) -> float:
         """The first check at or after ``due``: an observed one within 30 s, else the grid."""
@@ -232,7 +263,13 @@ class ReplayExecutor:
             # started where real Slurm started it (within the launch latency slurmctld has and
             # gpupool does not model): end it when real Slurm ended it, so both runs see the
             # same sequence of ends and the comparison stays one of decisions
-            return max(now, rec[1]), rec[2]
+            end = max(now, rec[1])
+            nodes = self.released.get(job.id, {})
+            last = max(nodes.values(), default=end)
+            for node, free in nodes.items():
+                if last > end:
+                    self.node_holds.append((node, end, max(free, end), last))
+            return end, rec[2]
         limit = job.time_limit
         remaining = job.remaining
         if limit is None or remaining <= limit:
@@ -246,9 +283,24 @@ class ReplayExecutor:
         return None
 
 
+@dataclass(slots=True)
+class SimView:
+    """gpupool's side of one job as ``compare`` reads it (a lockstep replay's proposal)."""
+
+    placement: tuple
+    first_start: float | None
+    final_state: object
+    state: object
+    end: float | None
+
+
 def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: dict[int, int], t0: float,
-           user: str) -> dict[int, object]:
-    """Run the same scripts through gpupool with real Slurm's submit times; jobs by id."""
+           user: str, lockstep: float | None = None, backfill_at: list[float] | None = None) -> dict[int, object]:
+    """Run the same scripts through gpupool with real Slurm's submit times; jobs by id.
+
+    ``lockstep`` (a tolerance in seconds): follow real Slurm's starts and return, per job,
+    gpupool's first proposed start instead (``diff_slurm_lockstep``). ``backfill_at``: when
+    real Slurm's backfill cycles began (epoch s); the replay's run at the same instants."""
     from dataclasses import replace
 
     from gpupool.engine.policy_api import make_policy
@@ -259,13 +311,41 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
         sb = parse_sbatch_text(sbatch_script(job, "out/%j.out"), f"{job.name}.sbatch")
         wl = sbatch_to_workload(sb, id=jid, submit_time=real[jid].submit - t0, runtime=replay_runtime(job, real[jid]))[0]
         wls.append(replace(wl, user=user))
-    policy = make_policy("slurm", pool, {"epoch": t0})
+    options: dict = {"epoch": t0}
+    if backfill_at:
+        options["backfill_at"] = [t - t0 for t in backfill_at if t >= t0]
+    policy = make_policy("slurm", pool, options)
     checks = [r.time_limit_hit - t0 for r in real.values() if r.time_limit_hit is not None]
     ends = {jid: (r.start - t0, r.end - t0, r.state) for jid, r in real.items()
             if r.start is not None and r.end is not None}
-    executor = ReplayExecutor(policy.over_time_limit, checks, ends)
-    out = Engine(pool, wls, policy, check=True, executor=executor).run()
-    return {j.id: j for j in out.jobs}
+    index = {n: i for i, n in enumerate(pool.nodes)}
+    released = {jid: {index[n]: t - t0 for n, t in r.node_released().items()} for jid, r in real.items()}
+    executor = ReplayExecutor(policy.over_time_limit, checks, ends, released=released)
+    policy.node_holds = executor.node_holds
+    if lockstep is None:
+        out = Engine(pool, wls, policy, check=True, executor=executor).run()
+        return {j.id: j for j in out.jobs}
+    names = list(pool.nodes)
+    forced = {jid: (r.start - t0, real_gpus(r.gpus, index) if r.gpus else None)
+              for jid, r in real.items() if r.start is not None}
+    # a job's start_time in slurmctld is the "now" of the pass that started it: for backfill,
+    # the cycle's beginning, up to a fraction of a second before the logged start
+    cycles = sorted(t - t0 for t in backfill_at or ())
+    decided = {}
+    for jid, r in real.items():
+        if r.start is not None and r.via == "backfill" and cycles:
+            k = bisect.bisect_right(cycles, r.start - t0)
+            if k:
+                decided[jid] = cycles[k - 1]
+    wrapper = LockstepPolicy(policy, forced, lockstep, decided)
+    out = Engine(pool, wls, wrapper, check=True, executor=executor).run()
+    views: dict[int, object] = {}
+    for j in out.jobs:
+        p = wrapper.proposals.get(j.id)
+        placement = () if p is None else tuple((n, m, 0, 0) for n, m in p.gpus)
+        views[j.id] = SimView(placement, None if p is None else p.time, j.final_state, j.state,
+                              j.end if j.final_state is not None else None)
+    return views
 
 
 def compare(report: DiffReport, jobs: list[DiffJob], real: dict[int, RealRecord], ids: dict[int, int],
@@ -291,9 +371,14 @@ def compare(report: DiffReport, jobs: list[DiffJob], real: dict[int, RealRecord]
         for rank, d in enumerate(ordered):
             setattr(d, key, rank)
     tol = report.interval
+    lockstep = report.mode == "lockstep"
     for d in rows:
         # in order unless some job started more than an interval before it on one side and
-        # more than an interval after it on the other (starts within an interval are a tie)
+        # more than an interval after it on the other (starts within an interval are a tie).
+        # In lockstep every other start is real Slurm's, so an inversion is the job's own only
+        # when its own start is off by more than an interval.
+        if lockstep and d.real_start is not None and d.sim_start is not None and abs(d.sim_start - d.real_start) <= tol:
+            continue
         for o in rows:
             if o is d:
                 continue
@@ -382,8 +467,11 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
                 report.sacct_agree = same / max(1, len(real))
             gp_pool = replay_pool(rs)
         report.real_wall_s = time.monotonic() - wall
-        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user)
+        cycles = backfill_cycles((rs.log_dir / "slurmctld.log").read_text(errors="replace"))
+        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user, backfill_at=cycles)
         compare(report, workload, real, ids, sim, list(gp_pool.nodes), t0)
+        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user, lockstep=report.interval, backfill_at=cycles)
+        report.with_lockstep(sim, workload, real, ids, list(gp_pool.nodes), t0)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -418,7 +506,9 @@ def replay_workdir(workdir: str | Path, pool_path: str | Path, *, seed: int = 0,
     rs = RealSlurm(workdir, pool, accounting=accounting)
     jobs = jobs_from_scripts(workdir)
     real = parse_jobcomp((rs.log_dir / "jobcomp.txt").read_text())
-    refine_from_log(real, (rs.log_dir / "slurmctld.log").read_text(errors="replace"))
+    log_text = (rs.log_dir / "slurmctld.log").read_text(errors="replace")
+    refine_from_log(real, log_text)
+    cycles = backfill_cycles(log_text)
     for jid, rec in real.items():
         out = rs.out_dir / f"{jid}.out"
         if out.exists():
@@ -427,7 +517,9 @@ def replay_workdir(workdir: str | Path, pool_path: str | Path, *, seed: int = 0,
     t0 = rs.decay_started_at()
     gp = replay_pool(rs)
     report = DiffReport(pool.name, seed, len(jobs), accounting, speedup, interval)
-    sim = replay(gp, jobs, real, ids, t0, rs.submit_user)
+    sim = replay(gp, jobs, real, ids, t0, rs.submit_user, backfill_at=cycles)
     compare(report, jobs, real, ids, sim, list(gp.nodes), t0)
+    sim = replay(gp, jobs, real, ids, t0, rs.submit_user, lockstep=interval, backfill_at=cycles)
+    report.with_lockstep(sim, jobs, real, ids, list(gp.nodes), t0)
     return report
 

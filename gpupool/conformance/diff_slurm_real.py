@@ -25,7 +25,9 @@ _LOG_EVENT = re.compile(
     r"|(?P<main>sched: Allocate JobId=(?P<mj>\d+) )"
     r"|(?P<bf>sched/backfill: _start_job: Started JobId=(?P<bj>\d+) )"
     r"|(?P<done>_job_complete: JobId=(?P<dj>\d+) done)"
-    r"|(?P<tl>Time limit exhausted for JobId=(?P<tj>\d+)))", re.MULTILINE)
+    r"|(?P<tl>Time limit exhausted for JobId=(?P<tj>\d+))"
+    r"|(?P<freed>TRACE_JOBS: cleanup_completing: JobId=(?P<fj>\d+)\b)"
+    r"|(?P<epilog>TRACE_JOBS: job_epilog_complete: enter JobId=(?P<ej>\d+)\b))", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -45,6 +47,30 @@ class RealRecord:
     via: str | None = None
     #: when slurmctld found it over its time limit (None if it ended before a check)
     time_limit_hit: float | None = None
+    #: when its last node finished COMPLETING (``DebugFlags=TraceJobs`` at verbose:
+    #: ``cleanup_completing``); None in logs without it
+    released: float | None = None
+    #: each node's epilog-complete message (``job_epilog_complete``), in arrival order
+    epilogs: list[float] = field(default_factory=list)
+
+    def node_released(self) -> dict[str, float]:
+        """When each node of the job could take other jobs again; {} without the log lines.
+
+        The log does not name the node of an epilog message. The batch host (the first node)
+        is the one that waits for the job's processes (KillWait after a kill at the limit),
+        so it gets the last message; the other nodes, which run no batch script, the earlier
+        ones in node order.
+        """
+        if self.released is None or not self.nodes:
+            return {}
+        times = sorted(self.epilogs)[: len(self.nodes)] or [self.released]
+        first, *others = self.nodes
+        out = {first: max(times[-1], self.released)}
+        for node, t in zip(others, times):
+            out[node] = t
+        for node in others[len(times):]:
+            out[node] = out[first]
+        return out
 
 
 def _epoch(text: str) -> float | None:
@@ -89,6 +115,19 @@ def parse_jobcomp(text: str) -> dict[int, RealRecord]:
     return out
 
 
+_BACKFILL_CYCLE = re.compile(r"^\[(\S+)\] sched/backfill: _attempt_backfill: beginning", re.MULTILINE)
+
+
+def backfill_cycles(log_text: str) -> list[float]:
+    """When each backfill cycle began (epoch s, slurmctld's clock; ``DebugFlags=Backfill``).
+
+    A real cycle starts ``bf_interval`` after the previous one *ended*, so the instants drift
+    by the cycles' durations; a replay runs its cycles at these instants (the policy's
+    ``backfill_at``) rather than on a grid that drifts apart from them.
+    """
+    return [datetime.fromisoformat(m.group(1)).timestamp() for m in _BACKFILL_CYCLE.finditer(log_text)]
+
+
 def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:
     """Replace jobcomp's whole-second submit/start/end with slurmctld's millisecond log times.
 
@@ -113,7 +152,17 @@ def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:
             rec = records.get(int(m.group("tj")))
             if rec is not None and rec.time_limit_hit is None:
                 rec.time_limit_hit = t
-                rec.end = t  # a killed job logs no completion line; its resources go at the kill
+                rec.end = t  # a killed job logs no completion line; it ends (sacct) at the kill
+        elif m.group("freed"):
+            rec = records.get(int(m.group("fj")))
+            if rec is not None:
+                # its processes gone and the epilog done: the nodes take new jobs from now
+                # (seconds after the end for a job killed at its limit: KillWait)
+                rec.released = t
+        elif m.group("epilog"):
+            rec = records.get(int(m.group("ej")))
+            if rec is not None:
+                rec.epilogs.append(t)
 
 
 def play(rs: RealSlurm, jobs: list[DiffJob], *, drain_timeout: float = 1800.0,

@@ -529,7 +529,7 @@ class RealSlurm:
             f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool/%n",
             f"SlurmctldPidFile={d}/run/slurmctld.pid", f"SlurmdPidFile={d}/run/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/log/slurmctld.log", f"SlurmdLogFile={d}/log/slurmd-%n.log",
-            "SlurmctldDebug=info", "SlurmdDebug=info", "DebugFlags=Backfill",
+            "SlurmctldDebug=verbose", "SlurmdDebug=info", "DebugFlags=Backfill,TraceJobs",
             "MailProg=/bin/true", "MpiDefault=none", "ProctrackType=proctrack/pgid", "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none", "SlurmdParameters=config_overrides",
             "ReturnToService=2", "SlurmctldTimeout=30", "SlurmdTimeout=60", "InactiveLimit=0",

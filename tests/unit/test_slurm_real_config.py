@@ -124,6 +124,52 @@ def test_jobcomp_line():
     assert (rec.state, rec.nodes, rec.end - rec.start, rec.start - rec.submit) == ("TIMEOUT", ["gpu01", "gpu02"], 188, 197)
 
 
+def test_log_refines_times_and_reads_when_each_node_was_released():
+    """slurmctld's log (verbose, DebugFlags=TraceJobs): millisecond submit/start/end, the kill
+    at the limit, and when each node left COMPLETING: the batch host (first node) seconds
+    after a kill at the limit, the other node at once."""
+    from gpupool.conformance.diff_slurm_real import refine_from_log
+
+    recs = parse_jobcomp(
+        "JobId=7 UserId=root(0) GroupId=root(0) Name=d006 JobState=TIMEOUT Partition=train TimeLimit=1 "
+        "StartTime=2026-12-01T21:49:52 EndTime=2026-12-01T21:51:11 NodeList=gpu[03-04] NodeCnt=2 "
+        "SubmitTime=2026-12-01T21:47:49 EligibleTime=2026-12-01T21:47:49")
+    log = "\n".join([
+        "[2026-12-01T21:47:49.927] _slurm_rpc_submit_batch_job: JobId=7 InitPrio=5000 usec=6070",
+        "[2026-12-01T21:49:52.704] sched/backfill: _start_job: Started JobId=7 in train on gpu[03-04]",
+        "[2026-12-01T21:51:11.977] Time limit exhausted for JobId=7",
+        "[2026-12-01T21:51:11.990] TRACE_JOBS: deallocate_nodes: JobId=7",
+        "[2026-12-01T21:51:12.030] TRACE_JOBS: job_epilog_complete: enter JobId=7",
+        "[2026-12-01T21:51:33.100] TRACE_JOBS: job_epilog_complete: enter JobId=7",
+        "[2026-12-01T21:51:33.101] TRACE_JOBS: cleanup_completing: JobId=7",
+        "[2026-12-01T21:51:34.000] TRACE_JOBS: cleanup_completing: JobId=70",  # another job: ignored
+    ])
+    refine_from_log(recs, log)
+    r = recs[7]
+    assert r.via == "backfill" and r.time_limit_hit == r.end
+    assert round(r.end - r.start, 3) == 79.273 and round(r.released - r.end, 3) == 21.124
+    rel = {n: round(t - r.end, 3) for n, t in r.node_released().items()}
+    assert rel == {"gpu03": 21.124, "gpu04": 0.053}
+
+
+def test_replay_executor_reports_completing_nodes():
+    """A job started where real Slurm started it ends when it ended there, and the nodes that
+    stayed COMPLETING after that end become the policy's holds; a job started elsewhere in
+    time ends on its own and holds nothing."""
+    from types import SimpleNamespace
+
+    from gpupool.conformance.diff_slurm import ReplayExecutor
+
+    ex = ReplayExecutor(0.0, [], {1: (10.0, 70.0, "TIMEOUT"), 2: (10.0, 40.0, "COMPLETED")},
+                        released={1: {0: 91.0, 1: 70.05}, 2: {3: 40.0}})
+    job = lambda jid: SimpleNamespace(id=jid, time_limit=60.0, remaining=100.0, wl=SimpleNamespace(outcome="COMPLETED"))
+    assert ex.launch(job(1), 10.4) == (70.0, "TIMEOUT")
+    assert ex.launch(job(2), 10.4) == (40.0, "COMPLETED")
+    assert ex.node_holds == [(0, 70.0, 91.0, 91.0), (1, 70.0, 70.05, 91.0)]
+    assert ex.launch(job(1), 30.0) == (90.0, "TIMEOUT")  # 30 s off: its own kill, no holds
+    assert len(ex.node_holds) == 2
+
+
 @given(st.integers(0, 10_000), st.integers(1, 60))
 def test_workload_is_deterministic_and_fits(seed, n):
     jobs = generate(seed, n, ["a", "b"], max_nodes=2, gpus_per_node=4)

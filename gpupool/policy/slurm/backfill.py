@@ -456,6 +456,10 @@ def run(cy, records) -> None:
                     break
                 start_res = later
                 continue
+            if est <= now and cy.completing and not cy.completing.isdisjoint(p[0] for p in pl):
+                # it fits now, but on a node still COMPLETING (a replay's holds): a real 22.05
+                # plans it for the next second there instead of starting it
+                est = pol.whole_second(now) + 1.0
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL)
                 timeline = None  # free resources and ends changed

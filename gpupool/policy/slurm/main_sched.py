@@ -40,6 +40,8 @@ def run(cy, records, full: bool) -> None:
         usable = None
         if withheld:
             usable = info.node_set - withheld
+        if cy.completing:  # a node whose last job is still COMPLETING takes none (a replay's holds)
+            usable = (info.node_set if usable is None else usable) - cy.completing
         placement = place(job.wl, info.nodes, cy.free, usable)
         if placement is not None:
             cy.start(job, placement, info, VIA_MAIN)

@@ -11,9 +11,10 @@ job records (``decay.UsageLedger``); everything else is recomputed from the snap
 """
 from __future__ import annotations
 
+import bisect
 import math
 
-from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend
+from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend, WakeAt
 from gpupool.engine.job import RUNNING, SUSPENDED
 from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import Snapshot
@@ -34,7 +35,7 @@ from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, place
 
-_OPTIONS = {"record", "epoch"}
+_OPTIONS = {"record", "epoch", "backfill_at"}
 
 
 def _suspended_by(x, now: float) -> float:
@@ -70,10 +71,32 @@ class Cycle:
         self._seq = running.seq
         if pol.s.limits_enforced:
             self.usage = limits.copy_usage(running.usage)
+        #: nodes still COMPLETING (a replay's ``node_holds``): nothing starts on them now
+        self.completing: frozenset[int] = frozenset()
         #: gang co-allocation rows per OverSubscribe=FORCE partition (built when first needed)
         self.rows: dict[str, list[dict[int, int]]] = {}
         if pol.gang_on and snap.suspended:
             self._hold_suspended_cpus()
+        if pol.node_holds:
+            self._hold_completing_nodes()
+
+    def _hold_completing_nodes(self) -> None:
+        """Nodes still COMPLETING now (``SlurmPolicy.node_holds``, known only in a replay of a
+        real cluster): as a real 22.05 does, no job starts on them (``completing``: the main
+        pass leaves them out, a backfill job that would start on one now is planned for the
+        next second), while plans see their resources as free. The policy asks to be called
+        when the first of their jobs is released on its last node: slurmctld schedules when
+        a job's last epilog-complete message arrives, not at each node's."""
+        pol = self.pol
+        now = self.now
+        holds = pol.node_holds
+        live = [h for h in holds if h[3] > now]
+        if len(live) != len(holds):
+            holds[:] = live  # released for good: never looked at again
+        active = [h for h in live if h[1] <= now]
+        if active:
+            self.completing = frozenset(h[0] for h in active if h[2] > now)
+            self.out.append(WakeAt(min(h[3] for h in active)))
 
     def _hold_suspended_cpus(self) -> None:
         """Suspended jobs gave their CPUs back to the engine, but slurmctld keeps them allocated
@@ -219,6 +242,12 @@ class SlurmPolicy:
         #: Epoch seconds of the run's t=0. Slurm aligns its will-run time windows on epoch
         #: multiples of 30 s; a replay of a real cluster passes its start here (default 0).
         self.epoch = float(options.get("epoch", 0.0))
+        #: Run-relative instants of the backfill cycles, instead of every ``bf_interval`` on
+        #: the t=0 grid: a replay of a real slurmctld, whose cycles start ``bf_interval`` after
+        #: the previous one ended and so drift by the cycles' own durations. None: the grid.
+        at = options.get("backfill_at")
+        self.backfill_at: list[float] | None = None if at is None else sorted(float(t) for t in at)
+        self._bf_set = frozenset(self.backfill_at or ())
         cfg = submit_check.slurm_config(pool)
         self.cfg = cfg
         self.s = load_settings(cfg)
@@ -252,6 +281,16 @@ class SlurmPolicy:
         self.plan_log: dict[float, dict] = {}
         self.resv_log: dict[float, list] = {}
         self.reason_log: list[tuple[float, int, str]] = []
+        #: Start times reported from outside for jobs the engine started a moment later (a
+        #: replay adopting real Slurm's decisions, ``adopt_start``): slurmctld counts a job's
+        #: end_time from its own start, so the plans must too. Empty in a plain run.
+        self.reported_start: dict[int, float] = {}
+        #: ``(node index, from, until, job released)``: nodes a replay of a real cluster knows
+        #: were COMPLETING (the job on them had ended, its processes or epilog had not) and
+        #: took no job, and when that job's last node was released. A simulation releases nodes
+        #: at once and leaves this empty; a replay's executor adds the real intervals of the
+        #: jobs it ends where real Slurm ended them.
+        self.node_holds: list[tuple[int, float, float, float]] = []
 
     # ------------------------------------------------------------ per-run memos
     def _setup(self, snap: Snapshot) -> None:
@@ -407,7 +446,7 @@ class SlurmPolicy:
         """Start + planning limit (may lie in the past for a job over its limit), with the start
         in whole epoch seconds as slurmctld keeps it (``end_time`` is an integer time_t)."""
         self.expected_end(job, now)  # fills the memo
-        start = job.start
+        start = self.reported_start.get(job.id, job.start) if self.reported_start else job.start
         end = self.whole_second(now if start is None else start) + self._tl[job.id][1]
         x = job._x
         if x is not None and x.suspensions and start is not None:
@@ -428,7 +467,7 @@ class SlurmPolicy:
             c = (part, self._job_plan_limit(job))
             self._tl[jid] = c
         tl = c[1]
-        start = job.start
+        start = self.reported_start.get(jid, job.start) if self.reported_start else job.start
         x = job._x
         if x is not None and x.suspensions and start is not None:
             start += _suspended_by(x, now)
@@ -439,6 +478,36 @@ class SlurmPolicy:
             otl = self.s.over_time_limit
             end = now + tl if otl == math.inf else max(now, end + self.s.kill_wait + otl)
         return end
+
+    # ------------------------------------------------------------ starts decided elsewhere
+    def adopt_start(self, job, placement, started: float) -> Start:
+        """The ``Start`` for a pending job placed by a decision this policy did not make.
+
+        Why: a replay that follows a real slurmctld (``conformance.diff_slurm_lockstep``)
+        applies real Slurm's start when gpupool's own differs, so the next decision is taken
+        from the same state. The policy keeps what its own starts keep: the partition (the
+        first of the job's partitions holding every node of the placement), the time limit,
+        and the fair-share usage segment, all counted from ``started`` (when real Slurm's
+        deciding pass began, up to a second before the engine's start).
+        """
+        req = self.req(job)
+        nodes = {p[0] for p in placement}
+        info = next((self.parts[n] for n in req.parts if n in self.parts and nodes <= self.parts[n].node_set), None)
+        if info is None:
+            names = [self._nodes.names[i] for i in sorted(nodes)]
+            raise ValueError(f"job {job.id}: no partition of {list(req.parts)} holds nodes {names}")
+        self.run_part[job.id] = info.name
+        self.run_limit[job.id] = self.time_limit(job, info)
+        self.reported_start[job.id] = started
+        self.track_start(job, placement, started)
+        return Start(job.id, placement, via="adopted", time_limit=self.effective_limit(job, info),
+                     partition=info.name)
+
+    def retract_start(self, jid: int) -> None:
+        """Forget a start this policy decided that was not carried out (the job stays pending)."""
+        self._segs.pop(jid, None)
+        self.run_part.pop(jid, None)
+        self.run_limit.pop(jid, None)
 
     # ------------------------------------------------------------ submit-time checks
     def submit_verdict(self, job) -> str | None:
@@ -534,11 +603,12 @@ class SlurmPolicy:
         records = queue.build(cy)
         full = now % s.sched_interval == 0
         main_sched.run(cy, records, full)
-        if s.backfill and now > 0 and now % s.bf_interval == 0:
-            # A cycle is skipped when no job, node or partition changed since the last one, and
-            # no fair-share pass reordered the queue (a real 22.05 starts jobs right after one).
+        if s.backfill and self._backfill_now(now, cy.out):
+            # A cycle is skipped when no job, node or partition changed since the last one (a
+            # node that left COMPLETING counts), and no fair-share pass reordered the queue (a
+            # real 22.05 starts jobs right after one).
             sig = (len(snap.pending), len(snap.active), sum(snap.pending), sum(snap.active),
-                   tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started), self._fs_T)
+                   tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started), self._fs_T, cy.completing)
             if sig != self._bf_sig or cy.started:
                 backfill.run(cy, records)
             self._bf_sig = sig
@@ -552,6 +622,17 @@ class SlurmPolicy:
             if job is not None and job.reason != why:
                 out.append(Pending(jid, why))
         return out
+
+    def _backfill_now(self, now: float, out: list) -> bool:
+        """Whether a backfill cycle runs at ``now``; with ``backfill_at``, also ask to be called
+        at the next listed instant (``WakeAt``), which no tick would otherwise reach."""
+        at = self.backfill_at
+        if at is None:
+            return now > 0 and now % self.s.bf_interval == 0
+        k = bisect.bisect_right(at, now)
+        if k < len(at):
+            out.append(WakeAt(at[k]))
+        return now in self._bf_set
 
     # ------------------------------------------------------------ gang scheduling
     def _gang_pass(self, cy: Cycle, records) -> None:

@@ -1,0 +1,147 @@
+"""The differential replay in lockstep: every decision of gpupool's Slurm policy taken from the
+state real Slurm was in, so one disagreement does not fork the rest of the run.
+
+Why: in the open replay (``diff_slurm.replay``) gpupool runs on its own after the submissions.
+The first start that differs (a fair-share near-tie, a job end seen by one backfill cycle more
+on one side) changes the queue both sides see afterwards, so every later job can differ and the
+per-seed figures measure "time until the first divergence" rather than how often the policy
+decides as slurmctld does. Here the replay follows real Slurm's history instead:
+
+* at every instant the engine asks ``SlurmPolicy.decide`` as usual and notes, for each job, the
+  first start it *proposes* (time and GPUs): that proposal is what is compared;
+* a proposal is carried out only when it is real Slurm's decision: the job started there
+  within ``tolerance`` seconds (one scheduler interval) and on the same GPUs of the same nodes;
+  any other proposal is withdrawn (``SlurmPolicy.retract_start``), the job stays pending;
+* a job real Slurm started that gpupool has not started ``tolerance`` seconds later is started
+  on real Slurm's GPUs (``SlurmPolicy.adopt_start``);
+* a start gpupool did not propose is counted by the policy from the instant real Slurm's
+  deciding pass began (``decided``; a backfill cycle's beginning, which is the job's
+  start_time there): end_time and fair-share usage then accrue as they did there; a proposed
+  one keeps gpupool's own instant, which is that same pass's beginning within the tolerance;
+  ``ReplayExecutor`` ends either when the job ended there.
+
+So a disagreement is one decision: what gpupool would have done next from real Slurm's state.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from gpupool.engine.decisions import Start, WakeAt
+from gpupool.engine.nodes import mask_indices
+
+
+@dataclass(slots=True)
+class Proposal:
+    """gpupool's first proposed start of a job: when and where (node index, GPU mask) pairs."""
+
+    time: float
+    gpus: tuple[tuple[int, int], ...]
+    #: which of gpupool's passes proposed it (Slurm's SchedMain / SchedBackfill)
+    via: str = ""
+
+
+def _gpus_of(placement) -> tuple[tuple[int, int], ...]:
+    """(node, GPU mask) per node, merged and sorted: what the comparison looks at."""
+    per: dict[int, int] = {}
+    for node, mask, _cpu, _mem in placement:
+        per[node] = per.get(node, 0) | mask
+    return tuple(sorted(per.items()))
+
+
+class LockstepPolicy:
+    """Wraps a ``SlurmPolicy``: asks it, records its proposals, carries out real Slurm's starts.
+
+    ``real`` maps a job id to (real start, real GPUs as (node index, GPU mask) pairs, or None
+    when they are unknown), times run-relative; ``decided`` to when the real pass that started
+    it began. ``tolerance``: how far from real Slurm's start a proposal still counts as the
+    same decision (the report's scheduler interval).
+    """
+
+    def __init__(self, inner, real: dict[int, tuple[float, tuple[tuple[int, int], ...] | None]],
+                 tolerance: float = 1.0, decided: dict[int, float] | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.tick_interval = inner.tick_interval
+        self.over_time_limit = inner.over_time_limit
+        self.time_limit_check_interval = getattr(inner, "time_limit_check_interval", 0.0)
+        self.real = real
+        self.tolerance = tolerance
+        #: job id -> when the real pass that started it began (default: its logged start)
+        self.decided = decided or {}
+        self.proposals: dict[int, Proposal] = {}
+        #: jobs carried out as gpupool proposed them / started from real Slurm's decision
+        self.agreed: set[int] = set()
+        self.adopted: set[int] = set()
+        # (deadline, job id): when a job real Slurm started must be started here at the latest
+        self._due = sorted((start + tolerance, jid) for jid, (start, _g) in real.items())
+
+    def submit_rejection(self, wl, user=None):
+        return self.inner.submit_rejection(wl, user)
+
+    def decide(self, snap) -> list:
+        pol = self.inner
+        now = snap.now
+        out = []
+        started: set[int] = set()
+        for d in pol.decide(snap):
+            if type(d) is not Start:
+                out.append(d)
+                continue
+            jid = d.job_id
+            gpus = _gpus_of(d.placement)
+            if jid not in self.proposals:
+                self.proposals[jid] = Proposal(now, gpus, d.via)
+            real = self.real.get(jid)
+            if real is not None and abs(now - real[0]) <= self.tolerance and real[1] in (None, gpus):
+                out.append(d)
+                started.add(jid)
+                self.agreed.add(jid)
+            else:
+                pol.retract_start(jid)
+        due = self._due
+        pending = snap.pending
+        while due and due[0][0] <= now:
+            _deadline, jid = heapq.heappop(due)
+            job = pending.get(jid)
+            if job is None or jid in started or self.real[jid][1] is None:
+                # already started (by an agreed proposal), or real Slurm's GPUs are unknown
+                # (the job's output was lost): gpupool's own start stands
+                continue
+            out.append(self._adopt(snap, job))
+            self.adopted.add(jid)
+        if due:
+            out.append(WakeAt(due[0][0]))
+        return out
+
+    def _adopt(self, snap, job) -> Start:
+        """Real Slurm's start of ``job``, on its nodes and GPUs, with the job's CPUs and memory
+        per node as gpupool's own placement would take them."""
+        real_start, gpus = self.real[job.id]
+        ps = job.wl.pod_sets[0]
+        nodes = snap.nodes
+        placement = []
+        for node, mask in gpus:
+            if ps.exclusive:  # whole node, as select's pod_fits takes it
+                placement.append((node, mask, nodes.cpu_total[node], ps.memory_mib))
+            else:
+                placement.append((node, mask, ps.cpu_m, ps.memory_mib))
+        return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))
+
+
+def real_gpus(rec_gpus: dict[str, list[int]], node_index: dict[str, int]) -> tuple[tuple[int, int], ...]:
+    """Real Slurm's ``{node: [GPU index]}`` as sorted (node index, GPU mask) pairs."""
+    out = []
+    for name, idx in rec_gpus.items():
+        mask = 0
+        for i in idx:
+            mask |= 1 << i
+        out.append((node_index[name], mask))
+    return tuple(sorted(out))
+
+
+def proposal_view(proposal: Proposal | None, names: list[str]) -> tuple[float | None, dict[str, list[int]]]:
+    """A proposal as the report shows it: start time and ``{node: [GPU index]}``."""
+    if proposal is None:
+        return None, {}
+    return proposal.time, {names[n]: mask_indices(m) for n, m in proposal.gpus}

@@ -1,0 +1,176 @@
+"""The lockstep replay of the differential harness, without a real Slurm.
+
+A "real" history here is one gpupool run of the same workload (a consistent history: no GPU
+held twice). Lockstep against the slurm policy's own history must agree on every job and force
+nothing; against another policy's history it must start every job where and when that history
+did (within the tolerance) and count as agreed exactly the jobs whose first proposal matched.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpupool.conformance.diff_slurm import DiffReport, accounts_of, compare, gpu_caps, replay
+from gpupool.conformance.diff_slurm_real import RealRecord
+from gpupool.conformance.diff_slurm_workload import generate
+from gpupool.engine.nodes import mask_indices
+from gpupool.formats.pool_dir import load_pool
+
+SEED_POOL = Path(__file__).resolve().parents[2] / "examples" / "seed-pool"
+T0 = 1_700_000_000.0  # an epoch for t=0, as a real run has one
+
+
+def _pool():
+    """The seed pool with user "alice" associated to every leaf account (as the harness adds
+    the submitting user, ``replay_pool``)."""
+    from gpupool.model.slurm import Association, User
+
+    pool = load_pool(SEED_POOL)
+    acct = pool.slurm.accounting
+    for account in accounts_of(pool):
+        acct.user_associations.append(Association(account, user="alice", fairshare=1))
+    acct.users.setdefault("alice", User("alice"))
+    return pool
+
+
+def _workload(pool, seed: int, n: int):
+    nodes = [x for x in pool.nodes.values()][:4]
+    return generate(seed, n, accounts_of(pool), max_nodes=len(nodes), gpus_per_node=min(len(x.gpus) for x in nodes),
+                    max_limit_min=3, mean_gap_s=4.0, gpu_caps=gpu_caps(pool))
+
+
+def _user(pool) -> str:
+    return "alice"
+
+
+def _history(pool, jobs, policy_sim: dict, ids) -> dict[int, RealRecord]:
+    """A finished gpupool run written as real Slurm's records (epoch times)."""
+    names = list(pool.nodes)
+    out = {}
+    for job in jobs:
+        jid = ids[job.index]
+        s = policy_sim[jid]
+        gpus: dict[str, list[int]] = {}
+        for p in s.placement or ():
+            gpus.setdefault(names[p[0]], []).extend(mask_indices(p[1]))
+        out[jid] = RealRecord(jid, job.name, T0 + job.arrival, T0 + s.first_start, T0 + s.end, str(s.final_state),
+                              sorted(gpus), gpus)
+    return out
+
+
+def _submitted(jobs, ids) -> dict[int, RealRecord]:
+    """Records holding only the submit times (what an open replay needs to run)."""
+    return {ids[j.index]: RealRecord(ids[j.index], j.name, T0 + j.arrival, None, None, "PENDING", [], {})
+            for j in jobs}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lockstep_against_its_own_history_agrees_on_everything(seed):
+    pool = _pool()
+    jobs = _workload(pool, seed, 40)
+    ids = {j.index: j.index + 1 for j in jobs}
+    user = _user(pool)
+    own = replay(pool, jobs, _submitted(jobs, ids), ids, T0, user)
+    real = _history(pool, jobs, own, ids)
+    sim = replay(pool, jobs, real, ids, T0, user, lockstep=1.0)
+    rep = DiffReport("seed", seed, len(jobs), "none", None, 1.0, mode="lockstep")
+    compare(rep, jobs, real, ids, sim, list(pool.nodes), T0)
+    assert rep.order_agree == 1.0 and rep.gpus_agree == 1.0 and rep.start_within_interval == 1.0, \
+        "\n".join(rep.summary_lines())
+    assert rep.start_delta_max < 1e-6
+
+
+def test_lockstep_follows_another_history_and_counts_each_decision():
+    """Follow fifo's history (no backfill, no fair share): every start happens where fifo put it,
+    and a job counts as agreed only if slurm proposed it there, within a second of fifo's start."""
+    from gpupool.conformance import diff_slurm
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+
+    pool = _pool()
+    jobs = _workload(pool, 7, 50)
+    ids = {j.index: j.index + 1 for j in jobs}
+    user = _user(pool)
+    # fifo's history of the same workload, as the "real" one
+    import gpupool.conformance.diff_slurm as ds
+    wls = []
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_workload import sbatch_script
+    from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+    for job in jobs:
+        sb = parse_sbatch_text(sbatch_script(job, "out/%j.out"), f"{job.name}.sbatch")
+        wl = sbatch_to_workload(sb, id=ids[job.index], submit_time=job.arrival, runtime=float(job.runtime_s))[0]
+        wls.append(dc_replace(wl, user=user))
+    fifo = {j.id: j for j in Engine(pool, wls, make_policy("fifo", pool), check=True).run().jobs}
+    real = _history(pool, jobs, fifo, ids)
+
+    names = list(pool.nodes)
+    index = {n: i for i, n in enumerate(names)}
+    forced = {jid: (r.start - T0, real_gpus(r.gpus, index)) for jid, r in real.items()}
+    policy = make_policy("slurm", pool, {"epoch": T0})
+    wrapper = LockstepPolicy(policy, forced, 1.0)
+    ends = {jid: (r.start - T0, r.end - T0, r.state) for jid, r in real.items()}
+    executor = ds.ReplayExecutor(policy.over_time_limit, [], ends)
+    wls_replay = [dc_replace(w, submit_time=real[w.id].submit - T0) for w in wls]
+    out = {j.id: j for j in Engine(pool, wls_replay, wrapper, check=True, executor=executor).run().jobs}
+
+    assert wrapper.agreed | wrapper.adopted == set(real) and not wrapper.agreed & wrapper.adopted
+    for jid, r in real.items():
+        j = out[jid]
+        assert abs(j.first_start - (r.start - T0)) <= 1.0 + 1e-9
+        got = {names[p[0]]: mask_indices(p[1]) for p in j.placement}
+        assert got == r.gpus, f"job {jid} not on the history's GPUs"
+        p = wrapper.proposals.get(jid)
+        matched = p is not None and abs(p.time - (r.start - T0)) <= 1.0 and p.gpus == forced[jid][1]
+        if matched:  # slurm's first proposal was the history's decision: carried out as proposed
+            assert jid in wrapper.agreed
+        if jid in wrapper.adopted:  # forced: no proposal of slurm's was the history's decision
+            assert not matched
+    # the two policies differ on this workload (slurm backfills, fifo does not): both kinds occur
+    assert wrapper.agreed and wrapper.adopted
+    # and the report counts a job as agreeing exactly when its first proposal matched
+    rep = DiffReport("seed", 7, len(jobs), "none", None, 1.0, mode="lockstep")
+    views = {jid: ds.SimView(tuple((n, m, 0, 0) for n, m in wrapper.proposals[jid].gpus) if jid in wrapper.proposals
+                             else (), wrapper.proposals[jid].time if jid in wrapper.proposals else None,
+                             out[jid].final_state, out[jid].state, out[jid].end) for jid in out}
+    compare(rep, jobs, real, ids, views, names, T0)
+    ok = {d.job_id for d in rep.per_job
+          if not any(q.startswith(("GPUs", "start ")) and not q.startswith("start order") for q in d.problems)}
+    assert ok == {jid for jid, p in wrapper.proposals.items()
+                  if abs(p.time - (real[jid].start - T0)) <= 1.0 and p.gpus == forced[jid][1]}
+
+
+def test_a_completing_node_takes_no_job_until_released():
+    """Replaying a real cluster: a job that ended at t=60 while its node stayed COMPLETING until
+    t=80 (KillWait) keeps that whole node from new jobs, even on its free GPUs, and the next
+    job starts at the release; without the hold it starts at its submission."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.model.workload import PodSet, Workload
+
+    pool = _pool()
+
+    def wl(jid, submit, gpus, runtime, nodes=1):
+        return Workload(jid, f"j{jid}", (PodSet(count=nodes, gpus=gpus, one_per_node=nodes > 1),), submit_time=submit,
+                        runtime=runtime, time_limit=3600.0, account="ml-platform", user="alice")  # no GrpTRES
+
+    def run(holds):
+        jobs = [wl(1, 0.0, 2, 60.0), wl(2, 0.0, 4, 1000.0), wl(3, 0.0, 8, 1000.0, nodes=3), wl(4, 61.0, 2, 50.0)]
+        policy = make_policy("slurm", pool, {"epoch": 0.0})
+        policy.node_holds = list(holds)
+        return {j.id: j for j in Engine(pool, jobs, policy, check=True).run().jobs}
+
+    names = list(pool.nodes)
+    plain = run([])
+    node_of_1 = plain[1].placement[0][0]
+    assert {p[0] for p in plain[4].placement} == {node_of_1}  # the only node with free GPUs
+    assert plain[4].first_start == 61.0
+    held = run([(node_of_1, 60.0, 80.0, 80.0)])
+    assert held[1].end == 60.0
+    assert held[4].first_start == 80.0 and {names[p[0]] for p in held[4].placement} == {names[node_of_1]}
+    # a hold on another node changes nothing for this job
+    other = run([((node_of_1 + 1) % len(names), 60.0, 80.0, 80.0)])
+    assert other[4].first_start == 61.0
