@@ -137,41 +137,51 @@ def delta_of(origin: str, jobs: Iterable[tuple] = (), allocations: Iterable[tupl
     (same row shapes, same ``lo``/``hi``) would build, computed over arrays."""
     import numpy as np
 
+    # The pieces of every charge, as arrays: per job a cpu charge and a billing charge (each
+    # when not zero), per allocation a GPU charge. They are laid out all cpu charges (in job
+    # order), then all billing ones, then the allocations': a usage key holds charges of one
+    # kind only, so within each key the order is the jobs' (or allocations') order, which
+    # is the order ``np.bincount`` adds them in, as the dict version does.
     key_ids: dict[tuple, int] = {}
-    t0s: list[float] = []
-    t1s: list[float] = []
-    amounts: list[float] = []
-    kids: list[int] = []
-    for start, elapsed, ncpus, account, user, qos, queue, billing in jobs:
-        if start is None or elapsed is None or elapsed <= 0 or not (ncpus or billing):
-            continue
-        end = start + elapsed
-        for amount, tres in ((ncpus, "cpu"), (billing, "billing")):
-            if amount:
-                key = (account, user, qos, queue, "", tres)
-                i = key_ids.get(key)
-                if i is None:
-                    i = key_ids[key] = len(key_ids)
-                t0s.append(start)
-                t1s.append(end)
-                amounts.append(amount)
-                kids.append(i)
-    for time_from, time_to, as_of, count, gpu_type, account, user, qos, queue, job_gpu_type in allocations:
-        end = time_to if time_to is not None else as_of
-        if end is None or end <= time_from:
-            continue
-        key = (account, user, qos, queue, gpu_type or job_gpu_type or "", "gres/gpu")
-        i = key_ids.get(key)
-        if i is None:
-            i = key_ids[key] = len(key_ids)
-        t0s.append(time_from)
-        t1s.append(end)
-        amounts.append(count)
-        kids.append(i)
-    if not t0s:
+    t0_parts, t1_parts, amount_parts, kid_parts = [], [], [], []
+    # the rows ``add_jobs`` charges (``not x <= 0``: a NaN passes there too)
+    jobs = [r for r in jobs if r[0] is not None and r[1] is not None and not r[1] <= 0 and (r[2] or r[7])]
+    if jobs:
+        start, elapsed, ncpus, account, user, qos, queue, billing = zip(*jobs)
+        begin = np.array(start, dtype=np.float64)
+        finish = begin + np.array(elapsed, dtype=np.float64)  # start + elapsed, as a float sum
+        groups: dict[tuple, int] = {}  # (account, user, qos, queue) -> its number
+        group = np.array([groups.setdefault(k, len(groups)) for k in zip(account, user, qos, queue)], dtype=np.int64)
+        names = list(groups)
+        for amounts, tres in ((ncpus, "cpu"), (billing, "billing")):
+            amount = np.array(amounts, dtype=np.float64)
+            charged = amount != 0  # ``if amount:`` (NaN counts, as it is true)
+            ids = np.zeros(len(names), dtype=np.int64)
+            for g in np.unique(group[charged]).tolist():  # keys of the groups charged only
+                ids[g] = key_ids.setdefault(names[g] + ("", tres), len(key_ids))
+            t0_parts.append(begin[charged])
+            t1_parts.append(finish[charged])
+            amount_parts.append(amount[charged])
+            kid_parts.append(ids[group[charged]])
+    held = []
+    for r in allocations:
+        end = r[1] if r[1] is not None else r[2]
+        if end is not None and not end <= r[0]:
+            held.append((r[0], end, r[3], (r[5], r[6], r[7], r[8], r[4] or r[9] or "", "gres/gpu")))
+    if held:
+        begin, finish, counts, keys_of = zip(*held)
+        t0_parts.append(np.array(begin, dtype=np.float64))
+        t1_parts.append(np.array(finish, dtype=np.float64))
+        amount_parts.append(np.array(counts, dtype=np.float64))
+        kid_parts.append(np.array([key_ids.setdefault(k, len(key_ids)) for k in keys_of], dtype=np.int64))
+    if not t0_parts:
         return Delta(origin)
-    t0 = np.array(t0s, dtype=np.float64)
-    t1 = np.array(t1s, dtype=np.float64)
+    t0 = np.concatenate(t0_parts)
+    t1 = np.concatenate(t1_parts)
+    amounts = np.concatenate(amount_parts)
+    kids = np.concatenate(kid_parts)
+    if not len(t0):
+        return Delta(origin)
     if lo is not None:
         t0 = np.maximum(t0, lo)
         t1 = np.minimum(t1, hi)
@@ -191,7 +201,7 @@ def delta_of(origin: str, jobs: Iterable[tuple] = (), allocations: Iterable[tupl
     k = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
     hour = h0[idx] + k * HOUR
     seconds = np.minimum(hour + HOUR, t1[idx]) - np.where(k == 0, t0[idx], hour)
-    charged = np.array(amounts, dtype=np.float64)[idx] * seconds
+    charged = amounts[idx] * seconds
     keys = list(key_ids)
     order = sorted(range(len(keys)), key=keys.__getitem__)
     rank = np.empty(len(keys), dtype=np.int64)
@@ -199,7 +209,7 @@ def delta_of(origin: str, jobs: Iterable[tuple] = (), allocations: Iterable[tupl
     q = (hour / HOUR).astype(np.int64)
     q0 = int(q.min())
     nkeys = len(keys)
-    composite = (q - q0) * nkeys + rank[np.array(kids, dtype=np.int64)[idx]]
+    composite = (q - q0) * nkeys + rank[kids[idx]]
     uniq, inverse = np.unique(composite, return_inverse=True)
     sums = np.bincount(inverse.ravel(), weights=charged, minlength=len(uniq))
     if np.array_equal(sums, np.trunc(sums)) and not (np.abs(sums) >= 2.0 ** 52).any():

@@ -1,20 +1,26 @@
 """The ledger handle and the write primitives every writer shares.
 
-Writers (``record_run``, the importers) build plain row dicts and hand them to
-``Ledger.write_jobs`` & co. inside one ``with ledger.transaction() as conn`` block: all of
-an import or run lands, or none of it. Uniqueness keys make every write idempotent — a
+Writers (``record_run``, the Kueue import, the live daemon) build plain row dicts and hand
+them to ``Ledger.write_jobs`` & co.; the sacct importer builds tuples in a fixed column order
+(``JOB_COLUMNS``, ``EVENT_COLUMNS``, ``ALLOCATION_COLUMNS``) for ``write_job_rows`` & co.,
+which the dict forms convert to. Either way inside one ``with ledger.transaction() as conn``
+block: all of an import or run lands, or none of it. Uniqueness keys make every write idempotent — a
 job row is replaced by its newer record, events and allocations are facts that are added
 once, and the hourly usage roll-up of an origin is rebuilt from its allocations.
 """
 from __future__ import annotations
 
 import bisect
+import gc
 import json
 import operator
 import os
+import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Iterable, Iterator
 
 import sqlalchemy as sa
@@ -42,11 +48,12 @@ class WriteStats:
     #: origin -> [from, to]: the times whose usage roll-up this write may have changed
     #: (``update_usage`` recomputes only the hours they span).
     dirty: dict[str, list] = field(default_factory=dict)
-    #: origin -> job id -> row of each job this write created; their usage is added as a
-    #: delta (``update_usage``) instead of being recomputed from the tables.
-    fresh: dict[str, dict[str, dict]] = field(default_factory=dict)
-    #: origin -> allocation key -> the first row given for it, for allocations of fresh jobs.
-    fresh_allocations: dict[str, dict[tuple, dict]] = field(default_factory=dict)
+    #: origin -> job id -> row (``JOB_COLUMNS`` tuple) of each job this write created; their
+    #: usage is added as a delta (``update_usage``) instead of being recomputed from the tables.
+    fresh: dict[str, dict[str, tuple]] = field(default_factory=dict)
+    #: origin -> the allocation rows given for fresh jobs, in order (``first_by_key`` keeps
+    #: the first of each key, as the insert does).
+    fresh_allocations: dict[str, list[tuple]] = field(default_factory=dict)
     #: origin -> (job ids, usage rows of those jobs as if all were new), computed by an
     #: importer ahead of the write (``fresh_usage_rows``) off the writing thread.
     prepared: dict[str, tuple] = field(default_factory=dict)
@@ -147,6 +154,64 @@ def _sqlite_executemany(conn: Connection, table: sa.Table, rows: list[dict], con
     return True
 
 
+#: Rows per multi-row ``INSERT … VALUES``: at most this many, and at most SQLite's limit of
+#: bound values (32766 since 3.32, 999 before) over the row's width
+_VALUES_ROWS = 500
+
+
+def sqlite_insert_values(driver, head: str, width: int, rows: list[tuple], tail: str = "") -> None:
+    """``head`` (``INSERT INTO t (…) VALUES ``) with many rows a statement,
+    ``(?,…),(?,…),…`` then ``tail``, on a sqlite3 connection or cursor. The rows go in
+    their order (rowids are assigned as ``executemany`` would). ``executemany`` ran the
+    statement once per row, and that per-row round trip cost three to four times the
+    insert itself."""
+    if not rows:
+        return
+    limit = _variable_limit(driver)
+    per = max(1, min(_VALUES_ROWS, limit // width))
+    one = "(" + ",".join("?" * width) + ")"
+    flat = list(chain.from_iterable(rows))
+    full = len(rows) // per * per
+    if full:
+        sql = head + ",".join([one] * per) + tail
+        step = per * width
+        for i in range(0, full * width, step):
+            driver.execute(sql, flat[i:i + step])
+    if full < len(rows):
+        driver.execute(head + ",".join([one] * (len(rows) - full)) + tail, flat[full * width:])
+
+
+def _variable_limit(driver) -> int:
+    """The most values one SQLite statement binds (``SQLITE_LIMIT_VARIABLE_NUMBER``)."""
+    getlimit = getattr(driver, "getlimit", None) or getattr(getattr(driver, "connection", None), "getlimit", None)
+    if getlimit is None:  # Python < 3.11: assume the oldest default
+        return 999
+    return getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+
+
+def insert_tuples(conn: Connection, table: sa.Table, columns: tuple[str, ...], rows: list[tuple],
+                  conflict_keys: Iterable[str] | None = None) -> int:
+    """Insert rows given as tuples in ``columns`` order; with ``conflict_keys``, rows whose
+    key exists are skipped. Returns how many were added. On SQLite straight to the driver's
+    ``executemany`` (counted by ``total_changes()``), elsewhere through SQLAlchemy."""
+    if not rows:
+        return 0
+    if conn.dialect.name == "sqlite":
+        cols = ", ".join(f'"{n}"' for n in columns)
+        tail = ""
+        if conflict_keys is not None:
+            tail = f' ON CONFLICT ({", ".join(chr(34) + k + chr(34) for k in conflict_keys)}) DO NOTHING'
+        driver = conn.connection.driver_connection
+        before = driver.total_changes
+        sqlite_insert_values(driver, f'INSERT INTO "{table.name}" ({cols}) VALUES ', len(columns), rows, tail)
+        return driver.total_changes - before
+    if conflict_keys is None:
+        for part in chunks(rows):
+            conn.execute(table.insert(), [dict(zip(columns, r)) for r in part])
+        return len(rows)
+    return insert_ignore(conn, table, [dict(zip(columns, r)) for r in rows], conflict_keys)
+
+
 def upsert_add(conn: Connection, table: sa.Table, rows: list[tuple], keys: tuple[str, ...], column: str) -> None:
     """Insert rows (tuples of ``keys`` then ``column``); where the key exists, add ``column``
     to the stored value (rounded to 6 decimals, as the roll-up stores seconds)."""
@@ -190,10 +255,10 @@ def write_usage(conn: Connection, delta: rollup.Delta) -> None:
         cur.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{_USAGE_ROWS}" (p REAL, k INTEGER, s REAL)')
         cur.execute(f'DELETE FROM temp."{_USAGE_KEYS}"')
         cur.execute(f'DELETE FROM temp."{_USAGE_ROWS}"')
-        cur.executemany(f'INSERT INTO temp."{_USAGE_KEYS}" VALUES (?, ?, ?, ?, ?, ?, ?)',
-                        [(i, *k) for i, k in enumerate(delta.keys)])
-        cur.executemany(f'INSERT INTO temp."{_USAGE_ROWS}" VALUES (?, ?, ?)',
-                        zip(delta.hours, delta.ranks, delta.seconds))
+        sqlite_insert_values(cur, f'INSERT INTO temp."{_USAGE_KEYS}" VALUES ', 7,
+                             [(i, *k) for i, k in enumerate(delta.keys)])
+        sqlite_insert_values(cur, f'INSERT INTO temp."{_USAGE_ROWS}" VALUES ', 3,
+                             list(zip(delta.hours, delta.ranks, delta.seconds)))
         cols = ", ".join(f'"{n}"' for n in names + ("seconds",))
         conflict = ", ".join(f'"{n}"' for n in names)
         # CROSS JOIN keeps the rows' table the outer loop (rows inserted in key order, each
@@ -222,6 +287,107 @@ _CONTAINERS = (dict, list)
 
 def _jsonable(row: dict) -> dict:
     return {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
+
+
+# ---- rows as tuples ----------------------------------------------------------------------
+# The write primitives work on tuples in a fixed column order: the sacct importer builds
+# them column by column without a dict per row (making and reading back a 40-key dict per
+# job, and dicts per event and allocation, was about a third of a large import's parsing),
+# and ``sqlite_insert_values`` binds them as they are. Writers with dict rows go through
+# ``job_tuples`` & co.
+
+#: Every column of ``jobs``, in table order: the order of a job row tuple.
+JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in s.jobs.columns)
+#: The columns of an event row tuple (``id`` is the database's).
+EVENT_COLUMNS = ("origin", "job_id", "time", "kind", "detail", "policy_version", "source")
+EVENT_KEY = ("origin", "job_id", "time", "kind", "detail")
+#: The columns of an allocation row tuple (``id`` is the database's).
+ALLOCATION_COLUMNS = ("origin", "job_id", "node", "gpu_index", "gpu_count", "gpu_type", "time_from", "time_to",
+                      "as_of", "policy_version")
+ALLOCATION_KEY = ("origin", "job_id", "node", "gpu_index", "time_from")
+
+JOB_INDEX = {c: i for i, c in enumerate(JOB_COLUMNS)}
+J_START, J_ELAPSED, J_NCPUS, J_BILLING, J_ACCOUNT, J_USER, J_QOS, J_QUEUE, J_GPU_TYPE = (
+    JOB_INDEX[c] for c in ("start", "elapsed", "ncpus", "billing", "account", "user", "qos", "queue", "gpu_type"))
+A_GPU_COUNT, A_GPU_TYPE, A_TIME_FROM, A_TIME_TO, A_AS_OF, A_POLICY_VERSION = (
+    ALLOCATION_COLUMNS.index(c) for c in ("gpu_count", "gpu_type", "time_from", "time_to", "as_of", "policy_version"))
+E_TIME, E_POLICY_VERSION = EVENT_COLUMNS.index("time"), EVENT_COLUMNS.index("policy_version")
+
+#: A stored job is unchanged when every column but ``source`` is equal (the same record
+#: from another file).
+_JOB_COMPARED_NAMES = tuple(c for c in JOB_COLUMNS if c != "source")
+_JOB_COMPARED = operator.itemgetter(*(JOB_INDEX[c] for c in _JOB_COMPARED_NAMES))
+_C_START, _C_ELAPSED = _JOB_COMPARED_NAMES.index("start"), _JOB_COMPARED_NAMES.index("elapsed")
+assert _JOB_COMPARED_NAMES[:2] == ("origin", "job_id")
+_alloc_key = operator.itemgetter(*(ALLOCATION_COLUMNS.index(c) for c in ALLOCATION_KEY))
+#: (start, elapsed, ncpus, account, user, qos, queue, billing) of a job tuple, as
+#: ``rollup.add_jobs`` takes them
+_job_usage_facts = operator.itemgetter(J_START, J_ELAPSED, J_NCPUS, J_ACCOUNT, J_USER, J_QOS, J_QUEUE, J_BILLING)
+
+
+def job_tuples(rows: Iterable[dict]) -> list[tuple]:
+    """Job dicts -> ``JOB_COLUMNS`` tuples: a missing column takes its default, a dict or
+    list value (``extra``) becomes JSON text."""
+    defaults = _defaults()
+    get_all = operator.itemgetter(*JOB_COLUMNS)
+    out = []
+    for r in rows:
+        if r.keys() == _JOB_SET and type(r["extra"]) not in _CONTAINERS:
+            out.append(get_all(r))  # every column given, ``extra`` as JSON text
+        else:
+            out.append(get_all(_jsonable({c: (r[c] if c in r else defaults[c]) for c in JOB_COLUMNS})))
+    return out
+
+
+def _tuples(rows: Iterable[dict], columns: tuple[str, ...], defaults: dict[str, object]) -> list[tuple]:
+    get_all = operator.itemgetter(*columns)
+    out = []
+    for r in rows:
+        if len(r) == len(columns):
+            try:
+                out.append(get_all(r))
+                continue
+            except KeyError:
+                pass
+        out.append(tuple(r.get(c, defaults.get(c)) for c in columns))
+    return out
+
+
+def event_tuples(rows: Iterable[dict]) -> list[tuple]:
+    """Event dicts -> ``EVENT_COLUMNS`` tuples (``detail`` and ``source`` default to '')."""
+    return _tuples(rows, EVENT_COLUMNS, {"detail": "", "source": ""})
+
+
+def allocation_tuples(rows: Iterable[dict]) -> list[tuple]:
+    """Allocation dicts -> ``ALLOCATION_COLUMNS`` tuples (``gpu_type`` defaults to '')."""
+    return _tuples(rows, ALLOCATION_COLUMNS, {"gpu_type": ""})
+
+
+_GC_LOCK = threading.Lock()
+_GC_HOLDERS = 0
+_GC_WAS_ENABLED = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a bulk import runs (reference counting
+    still frees everything an import drops; its rows hold no cycles). An import makes
+    millions of tuples and strings that all stay alive until written, and each collection
+    walked them again: about a third of the parse time. Nested and concurrent uses share
+    one pause; the collector is turned back on (if it was on) when the last one ends."""
+    global _GC_HOLDERS, _GC_WAS_ENABLED
+    with _GC_LOCK:
+        if _GC_HOLDERS == 0:
+            _GC_WAS_ENABLED = gc.isenabled()
+            gc.disable()
+        _GC_HOLDERS += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_HOLDERS -= 1
+            if _GC_HOLDERS == 0 and _GC_WAS_ENABLED:
+                gc.enable()
 
 
 class Ledger:
@@ -255,69 +421,78 @@ class Ledger:
 
     # ------------------------------------------------------------------ writes
     def write_jobs(self, conn: Connection, rows: list[dict], stats: WriteStats) -> None:
-        """Insert new jobs; replace a stored job whose record changed (a later sacct run)."""
+        """Insert new jobs; replace a stored job whose record changed (a later sacct run).
+        Rows are dicts of column values (missing columns take their defaults)."""
+        self.write_job_rows(conn, job_tuples(rows), stats)
+
+    def write_job_rows(self, conn: Connection, rows: list[tuple], stats: WriteStats) -> None:
+        """``write_jobs`` for rows already in ``JOB_COLUMNS`` order (``extra`` as JSON text),
+        as the sacct importer builds them: no per-row dict is made or read back."""
         if not rows:
             return
-        cols = [c.name for c in s.jobs.columns]
-        col_set = set(cols)
-        compared = [c for c in cols if c != "source"]  # the same record from another file is unchanged
-        defaults = _defaults()
-        by_origin: dict[str, list[dict]] = {}
+        by_origin: dict[str, list[tuple]] = {}
         for r in rows:
-            by_origin.setdefault(r["origin"], []).append(r)
+            by_origin.setdefault(r[0], []).append(r)
+        compared_of = _JOB_COMPARED
         for origin, group in by_origin.items():
-            ids = [r["job_id"] for r in group]
-            existing: dict[str, tuple] = {}
+            ids = [r[1] for r in group]
+            existing: dict[str, tuple] = {}  # job id -> stored values of the compared columns
             if conn.dialect.name == "sqlite":
-                i_id = compared.index("job_id")
-                sql = (f'SELECT {", ".join(chr(34) + c + chr(34) for c in compared)} FROM jobs '
+                sql = (f'SELECT {", ".join(chr(34) + c + chr(34) for c in _JOB_COMPARED_NAMES)} FROM jobs '
                        'WHERE origin = ? AND job_id IN ({})')
                 for row in _sqlite_in(conn, sql, (origin,), ids):
-                    existing[row[i_id]] = row
+                    existing[row[1]] = row
             else:
                 for part in chunks(ids, 900):
                     q = sa.select(s.jobs).where(s.jobs.c.origin == origin, s.jobs.c.job_id.in_(part))
                     for row in conn.execute(q).mappings():
-                        existing[row["job_id"]] = tuple(row[c] for c in compared)
-            new, changed = [], []
+                        existing[row["job_id"]] = tuple(row[c] for c in _JOB_COMPARED_NAMES)
             fresh = stats.fresh.setdefault(origin, {})
-            i_start, i_elapsed = compared.index("start"), compared.index("elapsed")
-            for r in group:
-                if r.keys() == col_set and type(r["extra"]) not in _CONTAINERS:
-                    full = r  # every column given, ``extra`` as JSON text (the importers' rows)
-                else:
-                    full = _jsonable({c: (r[c] if c in r else defaults[c]) for c in cols})
-                old = existing.get(r["job_id"])
-                if old is None:
-                    new.append(full)
-                    fresh[full["job_id"]] = full
-                elif old != tuple(full[c] for c in compared):
-                    changed.append(full)
-                    _touch_job(stats, origin, full["start"], full["elapsed"])
-                    _touch_job(stats, origin, old[i_start], old[i_elapsed])
-                else:
-                    stats.jobs_unchanged += 1
+            if not existing:  # the usual daily export: every job new
+                new, changed = group, []
+                fresh.update(zip(ids, group))
+            else:
+                new, changed = [], []
+                for r in group:
+                    old = existing.get(r[1])
+                    if old is None:
+                        new.append(r)
+                        fresh[r[1]] = r
+                    elif old != compared_of(r):
+                        changed.append(r)
+                        _touch_job(stats, origin, r[J_START], r[J_ELAPSED])
+                        _touch_job(stats, origin, old[_C_START], old[_C_ELAPSED])
+                    else:
+                        stats.jobs_unchanged += 1
             if changed:  # their allocations count under the job's (maybe new) account, user …
                 a = s.allocations.c
-                for part in chunks([r["job_id"] for r in changed], 900):
+                for part in chunks([r[1] for r in changed], 900):
                     q = sa.select(sa.func.min(a.time_from), sa.func.max(a.time_to), sa.func.max(a.as_of)).where(
                         a.origin == origin, a.job_id.in_(part))
                     stats.touch(origin, *conn.execute(q).one())
-            bulk_insert(conn, s.jobs, new)
+            insert_tuples(conn, s.jobs, JOB_COLUMNS, new)
             for r in changed:
-                conn.execute(s.jobs.update().where(s.jobs.c.origin == r["origin"], s.jobs.c.job_id == r["job_id"])
-                             .values(**{k: v for k, v in r.items() if k not in ("origin", "job_id")}))
+                conn.execute(s.jobs.update().where(s.jobs.c.origin == r[0], s.jobs.c.job_id == r[1])
+                             .values(**{k: v for k, v in zip(JOB_COLUMNS, r) if k not in ("origin", "job_id")}))
             stats.jobs_added += len(new)
             stats.jobs_updated += len(changed)
 
     def write_events(self, conn: Connection, rows: list[dict], stats: WriteStats) -> None:
-        stats.events_added += insert_ignore(conn, s.events, rows, ("origin", "job_id", "time", "kind", "detail"))
+        self.write_event_rows(conn, event_tuples(rows), stats)
+
+    def write_event_rows(self, conn: Connection, rows: list[tuple], stats: WriteStats) -> None:
+        """Add events given as tuples in ``EVENT_COLUMNS`` order; an event stored before is skipped."""
+        stats.events_added += insert_tuples(conn, s.events, EVENT_COLUMNS, rows, EVENT_KEY)
 
     def write_allocations(self, conn: Connection, rows: list[dict], stats: WriteStats) -> None:
         """Add allocations; an allocation seen open before and closed now gets its end."""
+        self.write_allocation_rows(conn, allocation_tuples(rows), stats)
+
+    def write_allocation_rows(self, conn: Connection, rows: list[tuple], stats: WriteStats) -> None:
+        """``write_allocations`` for tuples in ``ALLOCATION_COLUMNS`` order."""
         if not rows:
             return
-        key = ("origin", "job_id", "node", "gpu_index", "time_from")
+        key = ALLOCATION_KEY
         a = s.allocations.c
         # The updates below only ever touch an allocation that is open (time_to IS NULL):
         # one stored open before this write, or one this write inserts open. Every other
@@ -326,12 +501,10 @@ class Ledger:
         # Stored open allocations are looked up for this write's jobs only (through the
         # (origin, job_id, …) unique index): all open ones of the cluster meant reading the
         # whole table on every import.
-        keyof = operator.itemgetter(*key)
-        keys = [keyof(r) for r in rows]
-        open_keys = {k for k, r in zip(keys, rows) if r.get("time_to") is None}
+        open_keys = {_alloc_key(r) for r in rows if r[A_TIME_TO] is None}
         jobs_of: dict[str, set] = {}
         for r in rows:
-            jobs_of.setdefault(r["origin"], set()).add(r["job_id"])
+            jobs_of.setdefault(r[0], set()).add(r[1])
         for origin, ids in jobs_of.items():
             if conn.dialect.name == "sqlite":
                 sql = (f'SELECT {", ".join(key)} FROM allocations WHERE origin = ? AND time_to IS NULL '
@@ -342,26 +515,35 @@ class Ledger:
                 q = sa.select(*(a[k] for k in key)).where(a.origin == origin, a.job_id.in_(part),
                                                           a.time_to.is_(None))
                 open_keys.update(tuple(x) for x in conn.execute(q))
-        stats.allocations_added += insert_ignore(conn, s.allocations, rows, key)
-        for k, r in zip(keys, rows):
-            fresh = stats.fresh.get(r["origin"])
-            if fresh and r["job_id"] in fresh:  # new job, so a new allocation: added as a delta
-                stats.fresh_allocations.setdefault(r["origin"], {}).setdefault(k, r)
-            else:
-                stats.touch(r["origin"], r["time_from"], r.get("time_to"), r.get("as_of"))
-        for k, r in zip(keys, rows):
+        stats.allocations_added += insert_tuples(conn, s.allocations, ALLOCATION_COLUMNS, rows, key)
+        for origin, ids in jobs_of.items():
+            fresh = stats.fresh.get(origin, {})
+            mine = rows if len(jobs_of) == 1 else [r for r in rows if r[0] == origin]
+            if ids <= fresh.keys():  # every job new (a daily export): all added as a delta
+                stats.fresh_allocations.setdefault(origin, []).extend(mine)
+                continue
+            for r in mine:
+                if r[1] in fresh:  # new job, so a new allocation: added as a delta
+                    stats.fresh_allocations.setdefault(origin, []).append(r)
+                else:
+                    stats.touch(origin, r[A_TIME_FROM], r[A_TIME_TO], r[A_AS_OF])
+        if not open_keys:
+            return
+        for r in rows:
+            k = _alloc_key(r)
             if k not in open_keys:
                 continue
-            old_as_of = conn.execute(sa.select(a.as_of).where(*(a[k] == r[k] for k in key))).scalar_one_or_none()
+            where = [a[name] == value for name, value in zip(key, k)]
+            old_as_of = conn.execute(sa.select(a.as_of).where(*where)).scalar_one_or_none()
             # the whole stored extent is recomputed (a fresh job's open allocation included)
-            stats.touch(r["origin"], r["time_from"], r.get("time_to"), r.get("as_of"), old_as_of)
-            q = s.allocations.update().where(*(a[k] == r[k] for k in key))
-            if r.get("time_to") is not None:
-                res = conn.execute(q.where(a.time_to.is_(None)).values(time_to=r["time_to"], as_of=r.get("as_of")))
+            stats.touch(r[0], r[A_TIME_FROM], r[A_TIME_TO], r[A_AS_OF], old_as_of)
+            q = s.allocations.update().where(*where)
+            if r[A_TIME_TO] is not None:
+                res = conn.execute(q.where(a.time_to.is_(None)).values(time_to=r[A_TIME_TO], as_of=r[A_AS_OF]))
                 stats.allocations_updated += res.rowcount or 0
-            elif r.get("as_of") is not None:
-                conn.execute(q.where(a.time_to.is_(None), (a.as_of.is_(None)) | (a.as_of < r["as_of"]))
-                             .values(as_of=r["as_of"]))
+            elif r[A_AS_OF] is not None:
+                conn.execute(q.where(a.time_to.is_(None), (a.as_of.is_(None)) | (a.as_of < r[A_AS_OF]))
+                             .values(as_of=r[A_AS_OF]))
 
     def update_usage(self, conn: Connection, origin: str, stats: WriteStats) -> int:
         """Bring the roll-up of ``origin`` up to date after a write, with the rows a full
@@ -418,7 +600,7 @@ class Ledger:
         if ready is not None and ready[0] == jobs.keys():
             delta = ready[1]
         else:
-            delta = fresh_usage_rows(origin, jobs, stats.fresh_allocations.get(origin, {}).values())
+            delta = fresh_usage_rows(origin, jobs, first_by_key(stats.fresh_allocations.get(origin, ())))
         if skip is not None:
             delta = delta.outside(*skip)
         write_usage(conn, delta)
@@ -451,24 +633,23 @@ class Ledger:
             return list(conn.execute(sa.select(s.jobs.c.origin).distinct().order_by(s.jobs.c.origin)).scalars())
 
 
-def fresh_usage_rows(origin: str, jobs: dict[str, dict], allocations) -> rollup.Delta:
-    """The usage rows (``rollup.Delta``) of new jobs (rows by job id) and their allocations
-    (each allocation key once, the first row given)."""
+def fresh_usage_rows(origin: str, jobs: dict[str, tuple], allocations: Iterable[tuple]) -> rollup.Delta:
+    """The usage rows (``rollup.Delta``) of new jobs (``JOB_COLUMNS`` tuples by job id) and
+    their allocations (``ALLOCATION_COLUMNS`` tuples, each key once: the first row given)."""
     allocs = []
     for r in allocations:
-        job = jobs[r["job_id"]]
-        allocs.append((r["time_from"], r.get("time_to"), r.get("as_of"), r["gpu_count"], r.get("gpu_type", ""),
-                       job["account"], job["user"], job["qos"], job["queue"], job["gpu_type"]))
-    return rollup.delta_of(origin, [(r["start"], r["elapsed"], r["ncpus"], r["account"], r["user"], r["qos"],
-                                     r["queue"], r["billing"]) for r in jobs.values()], allocs)
+        job = jobs[r[1]]
+        allocs.append((r[A_TIME_FROM], r[A_TIME_TO], r[A_AS_OF], r[A_GPU_COUNT], r[A_GPU_TYPE],
+                       job[J_ACCOUNT], job[J_USER], job[J_QOS], job[J_QUEUE], job[J_GPU_TYPE]))
+    return rollup.delta_of(origin, map(_job_usage_facts, jobs.values()), allocs)
 
 
-def first_by_key(allocations: list[dict]) -> list[dict]:
-    """Allocation rows, each (origin, job, node, GPU index, from) key once: the first, as
-    ``insert_ignore`` keeps it."""
-    seen: dict[tuple, dict] = {}
+def first_by_key(allocations: Iterable[tuple]) -> list[tuple]:
+    """Allocation tuples, each (origin, job, node, GPU index, from) key once: the first, as
+    an insert that skips existing keys keeps it."""
+    seen: dict[tuple, tuple] = {}
     for r in allocations:
-        seen.setdefault((r["origin"], r["job_id"], r["node"], r["gpu_index"], r["time_from"]), r)
+        seen.setdefault(_alloc_key(r), r)
     return list(seen.values())
 
 
@@ -504,6 +685,7 @@ class VersionLookup:
 
 
 _DEFAULTS: dict[str, object] = {}
+_JOB_SET = set(JOB_COLUMNS)
 
 
 def _defaults() -> dict[str, object]:

@@ -13,17 +13,26 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
 from pathlib import Path
+from typing import Sequence
+
+import numpy as np
 
 from gpupool.errors import InputError
 from gpupool.formats.hostlist import expand_hostlist
 from gpupool.formats.slurm_time import SlurmTimeError, parse_duration
 from gpupool.ledger.store import (
+    A_POLICY_VERSION,
+    A_TIME_FROM,
+    E_POLICY_VERSION,
+    E_TIME,
     Ledger,
     WriteStats,
     as_ledger,
     first_by_key,
     fresh_usage_rows,
+    gc_paused,
 )
 from gpupool.ledger.timefmt import TimeSpecError, parse_slurm_ts
 
@@ -104,102 +113,239 @@ def _timelimit(text: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _record(rec: dict, origin: str, source: str, extra_names=None) -> tuple[dict, list[dict], list[dict]]:
-    """One sacct record (field name → text) → job row, events, allocations. ``extra_names``:
-    the record's fields the job columns do not hold (computed once per file by ``_prepare``)."""
-    get = rec.get
-    job_id = rec["JobID"]
-    state_text = get("State", "")
-    state = state_text.split(" ", 1)[0] if state_text else "UNKNOWN"
-    submit = parse_slurm_ts(get("Submit"))
-    eligible = submit if get("Eligible") == get("Submit") else parse_slurm_ts(get("Eligible"))
-    start, end = parse_slurm_ts(get("Start")), parse_slurm_ts(get("End"))
-    elapsed = _num(get("ElapsedRaw"))
-    if elapsed is None and get("Elapsed"):
+def _ts_column(values, name: str, at) -> list[float | None]:
+    """A column of sacct timestamps -> epoch seconds (None where unknown), as
+    ``parse_slurm_ts`` reads each. A column of canonical ``YYYY-MM-DDTHH:MM:SS`` texts (what
+    sacct prints for every job that has the time) is parsed by numpy in one call and checked
+    by printing it back; any other column value by value."""
+    if values and all(type(v) is str and len(v) == 19 for v in values):
         try:
-            elapsed = float(parse_duration(rec["Elapsed"]) or 0)
-        except SlurmTimeError:
-            elapsed = None
-    nodes_text = get("NodeList", "")
+            arr = np.array(values, dtype="datetime64[s]")
+        except (ValueError, TypeError, OverflowError):
+            arr = None
+        if (arr is not None and not np.isnat(arr).any()
+                and np.datetime_as_string(arr, unit="s").tolist() == list(values)):
+            return arr.astype(np.int64).astype(np.float64).tolist()
+    out = []
+    for i, v in enumerate(values):
+        try:
+            out.append(parse_slurm_ts(v))
+        except (TimeSpecError, ValueError) as exc:
+            raise at(i, name, exc) from exc
+    return out
+
+
+def _memo_column(values, fn, name: str, at) -> list:
+    """``fn`` of each value, computed once per distinct value (a cluster prints few distinct
+    AllocTRES, node lists, limits or states in a day)."""
+    try:
+        memo = {v: fn(v) for v in set(values)}
+    except (TimeSpecError, ValueError, OverflowError) as exc:
+        for i, v in enumerate(values):
+            try:
+                fn(v)
+            except (TimeSpecError, ValueError, OverflowError) as exc2:
+                raise at(i, name, exc2) from exc2
+        raise at(0, name, exc) from exc  # pragma: no cover - fn failed once, not again
+    return [memo[v] for v in values]
+
+
+def _int_count(text: str | None) -> int:
+    """AllocCPUS, NNodes: ``int(_num(text) or 0)``."""
+    return int(_num(text) or 0)
+
+
+def _priority(text: str | None) -> int | None:
+    return int(_num(text) or 0) if text else None
+
+
+def _raw_id(raw: str, job_id: str) -> int | None:
+    value = _num(raw)
+    return int(value) if value is not None else _job_id_raw(job_id)
+
+
+def _numbers(values, fn, name: str, at) -> list:
+    """``fn`` of each value (numbers differ per job, so nothing is memoised)."""
+    try:
+        return [fn(v) for v in values]
+    except (ValueError, OverflowError, TypeError):
+        for i, v in enumerate(values):
+            try:
+                fn(v)
+            except (ValueError, OverflowError, TypeError) as exc:
+                raise at(i, name, exc) from exc
+        raise  # pragma: no cover
+
+
+def _plain_ints(values) -> bool:
+    """Every value a plain decimal integer of at most 15 digits: ``int(text)`` then equals
+    ``int(float(text))``, what ``_num`` leads to, and is several times cheaper."""
+    return all(v.isascii() and v.isdigit() and len(v) < 16 for v in values)
+
+
+_NO_NODES = ("", "None assigned", "(null)")
+
+
+def _origin_rows(rows: list, col: dict[str, int], origin: str, source: str, extra_names: list[str], at):
+    """One origin's records (rows of cells, in file order) -> (job tuples by job id, event
+    tuples, allocation tuples), built column by column: each field is converted for the
+    whole column at once (memoised where few values repeat) and the job tuples are zipped
+    from the columns, instead of a dict being made per record."""
+    n = len(rows)
+    cols = list(zip(*rows))
+    empty = ("",) * n
+    nothing = (None,) * n
+
+    def c(name: str):
+        i = col.get(name)
+        return cols[i] if i is not None else empty
+
+    ids = c("JobID")
+    state_text = c("State")
+    states = _memo_column(state_text, lambda st: st.split(" ", 1)[0] if st else "UNKNOWN", "State", at)
+    submit = _ts_column(c("Submit"), "Submit", at)
+    eligible = submit if c("Eligible") == c("Submit") else _ts_column(c("Eligible"), "Eligible", at)
+    start = _ts_column(c("Start"), "Start", at)
+    end = _ts_column(c("End"), "End", at)
+    try:  # ElapsedRaw: seconds, or None when empty or unreadable (then Elapsed, [D-]HH:MM:SS)
+        elapsed = list(map(float, c("ElapsedRaw")))
+    except ValueError:
+        elapsed = _numbers(c("ElapsedRaw"), _num, "ElapsedRaw", at)
+        for i, text in enumerate(c("Elapsed")):
+            if elapsed[i] is None and text:
+                try:
+                    elapsed[i] = float(parse_duration(text) or 0)
+                except SlurmTimeError:
+                    pass
+    if None in start:  # a job that never started has no run time
+        elapsed = [None if t0 is None else el for el, t0 in zip(elapsed, start)]
+    nodes_text = c("NodeList")
     # A job cancelled while pending has Start = End = the cancel time in real sacct output
     # (with NodeList "None assigned" and no AllocTRES): it never ran, so no start event,
     # no allocation and no run time, although its Start prints back as read.
-    ran = start is not None and nodes_text not in ("", "None assigned", "(null)")
-    if start is None:
-        elapsed = None
-    gpus, gpu_type, billing = _alloc_facts(get("AllocTRES", ""))
-    nodes = _nodes(nodes_text) if ran else ()
-    ncpus = int(_num(get("AllocCPUS") or get("NCPUS")) or 0)
-    arr_job, arr_task = _array(job_id)
-    raw_id = _num(get("JobIDRaw"))
-    if extra_names is None:
-        extra = {k: v for k, v in rec.items() if v and k not in _STORED}
+    ran = [t0 is not None and nodes not in _NO_NODES for t0, nodes in zip(start, nodes_text)]
+    gpus, gpu_type, billing = zip(*_memo_column(c("AllocTRES"), _alloc_facts, "AllocTRES", at))
+    cpus_col = [a or b for a, b in zip(c("AllocCPUS"), c("NCPUS"))] if "NCPUS" in col else c("AllocCPUS")
+    ncpus = _memo_column(cpus_col, _int_count, "AllocCPUS", at)
+    nn_col = [a or b for a, b in zip(c("NNodes"), c("AllocNodes"))] if "AllocNodes" in col else c("NNodes")
+    nnodes = _memo_column(nn_col, _int_count, "NNodes", at)
+    raw = c("JobIDRaw")
+    if _plain_ints(raw):
+        raw_ids = list(map(int, raw))
     else:
-        extra = {k: rec[k] for k in extra_names if get(k)}
-    priority = get("Priority")
-    reason = get("Reason")
-    job = {
-        "origin": origin, "job_id": job_id, "job_id_raw": int(raw_id) if raw_id is not None else _job_id_raw(job_id),
-        "array_job_id": arr_job, "array_task_id": arr_task, "name": get("JobName", ""), "kind": "batch",
-        "user": get("User", ""), "account": get("Account", ""), "qos": get("QOS", ""),
-        "partition": get("Partition", ""), "namespace": "", "queue": get("Partition", ""),
-        "submit": submit, "eligible": eligible, "start": start, "end": end, "elapsed": elapsed,
-        "timelimit": _timelimit(get("Timelimit", "")), "state": state_text or state,
-        "reason": "" if reason in (None, "None") else reason,
-        "exit_code": get("ExitCode") or "0:0", "priority": int(_num(priority) or 0) if priority else None,
-        "nnodes": int(_num(get("NNodes") or get("AllocNodes")) or 0), "ncpus": ncpus,
-        "node_list": "" if nodes_text == "None assigned" else nodes_text, "req_tres": get("ReqTRES", ""),
-        "alloc_tres": get("AllocTRES", ""), "gpus": gpus, "gpu_type": gpu_type, "gpu_indices": "",
-        "billing": billing if billing is not None else float(ncpus), "requeues": 0, "preemptions": 0,
-        "gpu_seconds": gpus * (elapsed or 0.0), "gpu_seconds_lost": 0.0, "gpu_seconds_idle": 0.0,
-        "flags": get("Flags", ""), "extra": json.dumps(extra, sort_keys=True) if extra else "{}", "source": source,
-    }
-    ev_rows = []
-    if submit is not None:
-        ev_rows.append({"origin": origin, "job_id": job_id, "time": submit, "kind": "submitted", "detail": "",
-                        "source": source, "policy_version": None})
-    if ran:
-        ev_rows.append({"origin": origin, "job_id": job_id, "time": start, "kind": "started", "detail": nodes_text,
-                        "source": source, "policy_version": None})
-    if end is not None and state in _FINAL:
-        ev_rows.append({"origin": origin, "job_id": job_id, "time": end, "kind": "finished", "detail": state_text,
-                        "source": source, "policy_version": None})
-    allocs = []
-    if ran and gpus:
-        to = end if state in _FINAL else None
-        as_of = None if to is not None else start + (elapsed or 0.0)
-        if nodes and gpus % len(nodes) == 0:
-            per_node = gpus // len(nodes)
-            for n in nodes:
-                allocs.append({"origin": origin, "job_id": job_id, "node": n, "gpu_index": -1,
-                               "gpu_count": per_node, "gpu_type": gpu_type, "time_from": start,
-                               "time_to": to, "as_of": as_of, "policy_version": None})
+        raw_ids = _numbers(list(zip(raw, ids)), lambda v: _raw_id(*v), "JobIDRaw", at)
+    if any("_" in j for j in ids):
+        array_job, array_task = zip(*map(_array, ids))
+    else:
+        array_job = array_task = nothing
+    prio = c("Priority")
+    if _plain_ints(p for p in prio if p):
+        priority = [int(p) if p else None for p in prio]
+    else:
+        priority = _numbers(prio, _priority, "Priority", at)
+    timelimit = _memo_column(c("Timelimit"), _timelimit, "Timelimit", at)
+    partition = c("Partition")
+    if extra_names:
+        picks = [(k, col[k]) for k in extra_names]
+        extra = [(json.dumps(d, sort_keys=True) if (d := {k: r[i] for k, i in picks if r[i]}) else "{}")
+                 for r in rows]
+    else:
+        extra = repeat("{}")
+    if any(not text for text in state_text):
+        state_text = [text or st for text, st in zip(state_text, states)]
+    reason = ["" if r == "None" else r for r in c("Reason")]
+    exit_code = [x or "0:0" for x in c("ExitCode")]
+    node_list = ["" if x == "None assigned" else x for x in nodes_text]
+    billing = [b if b is not None else float(k) for b, k in zip(billing, ncpus)]
+    gpu_seconds = [g * (el or 0.0) for g, el in zip(gpus, elapsed)]
+    # in ``store.JOB_COLUMNS`` order
+    job_rows = zip(
+        repeat(origin), ids, raw_ids, array_job, array_task, c("JobName"), repeat("batch"), c("User"), c("Account"),
+        c("QOS"), partition, repeat(""), partition, submit, eligible, start, end, elapsed, timelimit, state_text,
+        reason, exit_code, priority, nnodes, ncpus, node_list, c("ReqTRES"), c("AllocTRES"), gpus, gpu_type,
+        repeat(""), billing, repeat(0), repeat(0), gpu_seconds, repeat(0.0), repeat(0.0), c("Flags"), extra,
+        repeat(source))
+    jobs = dict(zip(ids, job_rows))  # a later record of the same job replaces it (in its first place)
+
+    events: list[tuple] = []
+    add = events.append
+    for job_id, sub, t0, ran_i, nodes, t1, st, text in zip(ids, submit, start, ran, nodes_text, end, states,
+                                                          state_text):
+        if sub is not None:
+            add((origin, job_id, sub, "submitted", "", None, source))
+        if ran_i:
+            add((origin, job_id, t0, "started", nodes, None, source))
+        if t1 is not None and st in _FINAL:
+            add((origin, job_id, t1, "finished", text, None, source))
+    try:  # the node names of every job that ran (a bad host list fails the file even without GPUs)
+        hosts_of = {text: _nodes(text) for text in {nodes for nodes, ran_i in zip(nodes_text, ran) if ran_i}}
+    except ValueError:
+        for i, (nodes, ran_i) in enumerate(zip(nodes_text, ran)):
+            if ran_i:
+                try:
+                    _nodes(nodes)
+                except ValueError as exc:
+                    raise at(i, "NodeList", exc) from exc
+        raise  # pragma: no cover
+    allocs: list[tuple] = []
+    add = allocs.append
+    for job_id, ran_i, count, nodes, kind, t0, t1, st, el in zip(ids, ran, gpus, nodes_text, gpu_type, start, end,
+                                                                 states, elapsed):
+        if not (ran_i and count):
+            continue
+        hosts = hosts_of[nodes]
+        to = t1 if st in _FINAL else None
+        as_of = None if to is not None else t0 + (el or 0.0)
+        if hosts and count % len(hosts) == 0:
+            per_node = count // len(hosts)
+            for host in hosts:
+                add((origin, job_id, host, -1, per_node, kind, t0, to, as_of, None))
         else:
-            allocs.append({"origin": origin, "job_id": job_id, "node": "", "gpu_index": -1, "gpu_count": gpus,
-                           "gpu_type": gpu_type, "time_from": start, "time_to": to, "as_of": as_of,
-                           "policy_version": None})
-    return job, ev_rows, allocs
+            add((origin, job_id, "", -1, count, kind, t0, to, as_of, None))
+    return jobs, events, allocs
 
 
 def parse_parsable(text: str, source: str) -> list[dict]:
     """``--parsable2`` (or ``--parsable``) output with its header line → records."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return []
-    header = lines[0].rstrip("|").split("|")
+    header, rows, _ = parse_parsable_table(text, source)
+    return [dict(zip(header, cells)) for cells in rows]
+
+
+def parse_parsable_table(text: str, source: str) -> tuple[list[str], list[list[str]], Sequence[int]]:
+    """``--parsable2`` (or ``--parsable``) output -> (header, each record's cells, each
+    record's line number)."""
+    lines = text.splitlines()
+    h = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if h is None:
+        return [], [], ()
+    header = lines[h].rstrip("|").split("|")
     if "JobID" not in header:
         raise InputError(source, "expected sacct --parsable2 output whose header names JobID "
-                                 "(run sacct without --noheader)", line=1)
-    recs = []
-    for number, line in enumerate(lines[1:], start=2):
+                                 "(run sacct without --noheader)", line=h + 1)
+    width = len(header)
+    rows = [ln.split("|") for ln in lines[h + 1:]]
+    if width > 1:  # (a blank line splits into one cell)
+        lengths = {len(r) for r in rows}
+        numbers = range(h + 2, h + 2 + len(rows))  # no blank line: record i is on line h + 2 + i
+        if lengths <= {width}:
+            return header, rows, numbers
+        if lengths == {width + 1} and all(r[-1] == "" for r in rows):  # --parsable's trailing |
+            for r in rows:
+                del r[-1]
+            return header, rows, numbers
+    out, numbers = [], []
+    for number, line in enumerate(lines[h + 1:], start=h + 2):
+        if not line.strip():
+            continue
         cells = line.split("|")
-        if len(cells) == len(header) + 1 and cells[-1] == "":
+        if len(cells) == width + 1 and cells[-1] == "":
             cells = cells[:-1]  # --parsable's trailing |
-        if len(cells) != len(header):
-            raise InputError(source, f"expected {len(header)} |-separated fields as in the header, got {len(cells)}",
+        if len(cells) != width:
+            raise InputError(source, f"expected {width} |-separated fields as in the header, got {len(cells)}",
                              line=number)
-        recs.append(dict(zip(header, cells)))
-    return recs
+        out.append(cells)
+        numbers.append(number)
+    return header, out, numbers
 
 
 @dataclass
@@ -212,34 +358,62 @@ class Prepared:
     sha: str
     source: str
     records: int
-    #: origin -> (job rows by job id, event rows, allocation rows, records of that origin,
-    #: usage rows of those jobs should all be new)
-    by_origin: dict[str, tuple[dict, list, list, int, list]]
+    #: origin -> (job tuples by job id, event tuples, allocation tuples, records of that
+    #: origin, usage rows of those jobs should all be new); tuples in the column order of
+    #: ``store.JOB_COLUMNS``, ``EVENT_COLUMNS``, ``ALLOCATION_COLUMNS``
+    by_origin: dict[str, tuple[dict, list, list, int, object]]
 
 
 def _prepare(kind: str, data: bytes, records: list[dict], origin: str | None, source: str) -> Prepared:
-    grouped: dict[str, list] = {}
-    names: set[str] = set()
+    """``_prepare_table`` for records as dicts (``sacct --json``): a field a record lacks is empty."""
+    names: dict[str, None] = {}
     for rec in records:
-        names.update(rec)
-        if _STEP_RE.match(rec.get("JobID", "")):
-            continue  # a job step: --allocations shows none
-        o = origin or rec.get("Cluster") or "cluster"
-        grouped.setdefault(o, []).append(rec)
-    extra_names = sorted(names - _STORED)
+        names.update(dict.fromkeys(rec))
+    header = list(names)
+    if records and "JobID" not in names:
+        raise InputError(source, "expected records with a JobID")
+    rows = [[rec.get(k, "") for k in header] for rec in records]
+    return _prepare_table(kind, data, header, rows, None, origin, source)
+
+
+def _prepare_table(kind: str, data: bytes, header: list[str], rows: list[list], lines: Sequence[int] | None,
+                   origin: str | None, source: str) -> Prepared:
+    """Records (``header`` + rows of cells) -> ledger rows per origin. ``lines``: each
+    record's line, for errors (None for JSON records, then named by position)."""
+    col = {name: i for i, name in enumerate(header)}  # a repeated name: the last one, as dict(zip()) had it
+
+    def at(origin_rows: list[int] | None):
+        def error(i: int, field: str, exc: Exception) -> InputError:
+            k = origin_rows[i] if origin_rows is not None else i
+            line = lines[k] if lines is not None else None
+            where = "" if line is not None else f"record {k + 1}: "
+            value = rows[k][col[field]] if field in col else ""
+            return InputError(source, f"{where}unreadable sacct value {value!r}: {exc}", line=line, field=field)
+        return error
+
     by_origin = {}
-    try:
-        for o, recs in grouped.items():
-            jobs, events, allocs = {}, [], []
-            for rec in recs:
-                job, ev, al = _record(rec, o, source, extra_names)
-                jobs[job["job_id"]] = job  # a later record of the same job replaces it
-                events.extend(ev)
-                allocs.extend(al)
+    if rows:
+        jid = col["JobID"]
+        keep = None  # indices of the records that are jobs (None: all of them)
+        if any("." in r[jid] for r in rows):
+            keep = [i for i, r in enumerate(rows) if not _STEP_RE.match(r[jid])]  # steps: --allocations shows none
+        groups: dict[str, list[int] | None]
+        cl = col.get("Cluster")
+        if origin or cl is None or len({r[cl] for r in rows}) == 1:
+            o = origin or (rows[0][cl] if cl is not None else "") or "cluster"
+            groups = {o: keep}
+        else:
+            groups = {}
+            for i in (keep if keep is not None else range(len(rows))):
+                groups.setdefault(rows[i][cl] or "cluster", []).append(i)
+        extra_names = sorted(set(header) - _STORED)
+        for o, idx in groups.items():
+            recs = rows if idx is None else [rows[i] for i in idx]
+            if not recs:
+                continue
+            jobs, events, allocs = _origin_rows(recs, col, o, source, extra_names, at(idx))
             by_origin[o] = (jobs, events, allocs, len(recs), fresh_usage_rows(o, jobs, first_by_key(allocs)))
-    except (TimeSpecError, ValueError) as exc:
-        raise InputError(source, f"unreadable sacct value: {exc}") from exc
-    return Prepared(kind, hashlib.sha256(data).hexdigest(), source, len(records), by_origin)
+    return Prepared(kind, hashlib.sha256(data).hexdigest(), source, len(rows), by_origin)
 
 
 def _store(ledger: Ledger, prep: Prepared, policy_pool: str | None) -> dict:
@@ -250,13 +424,12 @@ def _store(ledger: Ledger, prep: Prepared, policy_pool: str | None) -> dict:
             stats.prepared[o] = (jobs.keys(), usage_rows)
             version_at = ledger.versions_in_force(conn, policy_pool or o)  # read once per import
             if version_at:  # else every row keeps policy_version None
-                for row in events:
-                    row["policy_version"] = version_at(row["time"])
-                for row in allocs:
-                    row["policy_version"] = version_at(row["time_from"])
-            ledger.write_jobs(conn, list(jobs.values()), stats)
-            ledger.write_events(conn, events, stats)
-            ledger.write_allocations(conn, allocs, stats)
+                events = [r[:E_POLICY_VERSION] + (version_at(r[E_TIME]),) + r[E_POLICY_VERSION + 1:] for r in events]
+                allocs = [r[:A_POLICY_VERSION] + (version_at(r[A_TIME_FROM]),) + r[A_POLICY_VERSION + 1:]
+                          for r in allocs]
+            ledger.write_job_rows(conn, list(jobs.values()), stats)
+            ledger.write_event_rows(conn, events, stats)
+            ledger.write_allocation_rows(conn, allocs, stats)
             if stats.changed:
                 ledger.update_usage(conn, o, stats)  # the hours this import touched
             ledger.record_import(conn, prep.kind, prep.sha, o, prep.source, n_recs)
@@ -265,13 +438,14 @@ def _store(ledger: Ledger, prep: Prepared, policy_pool: str | None) -> dict:
 
 def _read_parsable(path: str | Path, cluster: str | None) -> Prepared:
     data = Path(path).read_bytes()
-    records = parse_parsable(data.decode("utf-8", errors="replace"), str(path))
-    return _prepare("sacct", data, records, cluster, str(path))
+    header, rows, lines = parse_parsable_table(data.decode("utf-8", errors="replace"), str(path))
+    return _prepare_table("sacct", data, header, rows, lines, cluster, str(path))
 
 
 def import_sacct(db, path: str | Path, *, cluster: str | None = None, pool: str | None = None) -> dict:
     """Import ``sacct --parsable2 --allocations --format=ALL`` output (any field set with JobID)."""
-    return _store(as_ledger(db), _read_parsable(path, cluster), pool)
+    with gc_paused():
+        return _store(as_ledger(db), _read_parsable(path, cluster), pool)
 
 
 def import_sacct_files(db, paths, *, cluster: str | None = None, pool: str | None = None) -> list[dict]:
@@ -282,7 +456,7 @@ def import_sacct_files(db, paths, *, cluster: str | None = None, pool: str | Non
     results: list[dict] = []
     if not paths:
         return results
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sacct-parse") as pool_:
+    with gc_paused(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="sacct-parse") as pool_:
         ahead = pool_.submit(_read_parsable, paths[0], cluster)
         for nxt in paths[1:] + [None]:
             prep = ahead.result()
