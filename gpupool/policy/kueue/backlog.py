@@ -121,7 +121,8 @@ class Backlog:
             last = e.assignment.last_index
             if any(i != -1 for i in last.values()) and resume.get(key) != last:
                 moved = True
-            scans[key] = (dict(last), self.cycle, self.generation.get(root_of.get(e.wl.cq, e.wl.cq), 0))
+            # ``last`` is the assignment's own dict, built fresh per nomination and never changed.
+            scans[key] = (last, self.cycle, self.generation.get(root_of.get(e.wl.cq, e.wl.cq), 0))
         return moved
 
     def start_pass(self) -> None:

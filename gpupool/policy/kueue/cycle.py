@@ -6,9 +6,10 @@ admitted gets a queue state (active or inadmissible, §3.2) and a reason.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from gpupool.policy.kueue.flavors import assign_flavors, partial_assignment
+from gpupool.policy.kueue.flavors import NO_ORACLE, assign_flavors, partial_assignment
 from gpupool.policy.kueue.preemption import get_targets
 from gpupool.policy.kueue.quota import dominant_share
 from gpupool.policy.kueue.records import (
@@ -33,13 +34,14 @@ BLOCKED = "blocked"  # waitForPodsReady.blockAdmission
 
 ACTIVE = "active"
 INADMISSIBLE = "inadmissible"
+_NO_TARGETS: tuple = ()  # a head that preempts nothing (shared: one less object per head)
 
 
 @dataclass(slots=True)
 class Entry:
     wl: KWorkload
     assignment: Assignment | None = None
-    targets: list[Target] = field(default_factory=list)
+    targets: Sequence[Target] = ()
     result: str = ""
     message: str = ""
     queue_state: str = ""
@@ -76,6 +78,8 @@ def nominate(state: KueueState, wl: KWorkload, resume: dict | None = None) -> En
         if reduced is not None:
             a = reduced
             targets = _targets(state, wl, a)
+    if a.oracle:
+        a.oracle = NO_ORACLE  # only this nomination reads it: free the searches early
     entry.assignment = a
     entry.targets = targets
     entry.message = a.message
@@ -86,7 +90,7 @@ def _targets(state: KueueState, wl: KWorkload, a: Assignment) -> list[Target]:
     """Preemption targets of a Preempt assignment. For a single flavor-resource the oracle
     already ran the identical search on the identical state (§4.2 step 2): reuse it."""
     if a.mode != PREEMPT:
-        return []
+        return _NO_TARGETS
     tas = uses_tas(state, wl)
     if tas:
         node = state.tree.cqs[wl.cq]
@@ -117,7 +121,11 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
     a head whose scan stopped before its last flavor then goes back to the active heap."""
     # Reservations and in-flight preemptors' usage live only in this cycle's snapshot; what
     # survives the cycle is the admitted workloads' usage (Kueue's cache "assumes" them).
-    initial = state.tree.usage_snapshot()
+    # The quota tree's usage is a function of the ClusterQueues' usage alone (``QNode.add``
+    # bubbles only the change of what a node passes up, which telescopes), so adds and removals
+    # commute and the cycle undoes its temporary usage by a log instead of copying every node's
+    # usage before and after (O(changes) instead of O(ClusterQueues) per cycle).
+    tree = state.tree
     tas_initial = state.tas.usage_snapshot() if state.tas is not None else None
     state.candidate_memo = {}
     try:
@@ -129,6 +137,12 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
     admitted: list[Entry] = []
     skipped: dict[str, int] = {}
     state.skipped_preemptions = skipped
+    log: list[tuple[object, dict]] = []  # temporary usage added to the tree in this cycle
+    # Classic order: the recorded victims' usage stays out of the tree while entries are
+    # processed (each fit check is against the snapshot without them), instead of removing and
+    # re-adding all of them for every entry. The fair-sharing tournament reads the shares with
+    # the victims in between, so it keeps the per-entry removal.
+    victims_out = not state.fair_sharing
 
     def process(e: Entry) -> None:
         a = e.assignment
@@ -138,32 +152,44 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
         if a.mode == NOFIT:
             e.result = NOFIT_R
             return
-        node = state.tree.cqs[cq_name]
+        node = tree.cqs[cq_name]
         cq = state.cq_models[cq_name]
         if a.mode == PREEMPT and not e.targets:
             e.result = NO_CANDIDATES
             if cq.preemption.reclaim_within_cohort != "Any":
-                node.add_usage(_reservation(node, a))
+                if victims_out:  # the reservation is sized on the snapshot with the victims
+                    for t in victims.values():
+                        tree.cqs[t.adm.cq].add_usage(t.adm.usage)
+                held = _reservation(node, a)
+                node.add_usage(held)
+                log.append((node, held))
+                if victims_out:
+                    for t in victims.values():
+                        tree.cqs[t.adm.cq].add_usage(t.adm.usage, -1)
             return
         if a.mode == PREEMPT and any(t.adm.wl.key in victims for t in e.targets):
             e.result, e.message = SKIPPED, "overlapping preemption targets"
             skipped[cq_name] = skipped.get(cq_name, 0) + 1
             return
-        gone = list(victims.values()) + [t for t in e.targets if t.adm.wl.key not in victims]
+        new = [t for t in e.targets if t.adm.wl.key not in victims]
+        out = new if victims_out else list(victims.values()) + new
         tas = state.tas is not None and uses_tas(state, e.wl)
-        for t in gone:
-            state.tree.cqs[t.adm.cq].add_usage(t.adm.usage, -1)
-            if tas:
+        for t in out:
+            tree.cqs[t.adm.cq].add_usage(t.adm.usage, -1)
+        if tas:
+            for t in list(victims.values()) + new:
                 state.tas.hold(t.adm.tas_uses(), -1)
         fits = all(v <= node.available(fr) for fr, v in a.usage.items())
         if fits and tas:
             # TASRecomputeAssignmentWithinSchedulingCycle: earlier entries may have taken
             # the domains chosen at nomination; place again on the current snapshot.
             fits = place(state, e.wl, a.pod_sets) is None
-        for t in gone:
-            state.tree.cqs[t.adm.cq].add_usage(t.adm.usage)
-            if tas:
+        if tas:
+            for t in list(victims.values()) + new:
                 state.tas.hold(t.adm.tas_uses())
+        if not (victims_out and fits and a.mode == PREEMPT):  # new victims stay out
+            for t in out:
+                tree.cqs[t.adm.cq].add_usage(t.adm.usage)
         if not fits:
             e.result, e.message = SKIPPED, "Workload no longer fits after processing another workload"
             if a.mode == PREEMPT:
@@ -174,6 +200,7 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
                 victims[t.adm.wl.key] = t
                 preempted.append((t, e))
             node.add_usage(a.usage)
+            log.append((node, a.usage))
             e.result = PREEMPTING
             return
         if block_admission:
@@ -188,14 +215,16 @@ def run_cycle(state: KueueState, heads: list[KWorkload], *, block_admission: boo
     else:
         for e in sorted(entries, key=lambda e: _order_key(state, e)):
             process(e)
-    state.tree.restore(initial)
+    # Back to the initial usage plus the admitted workloads' (``state.admit`` added theirs).
+    if victims_out:
+        for t in victims.values():
+            tree.cqs[t.adm.cq].add_usage(t.adm.usage)
+    for node, usage in reversed(log):
+        node.add_usage(usage, -1)
     if tas_initial is not None:
         state.tas.restore(tas_initial)
-    for e in admitted:
-        adm = state.admitted[e.wl.key]
-        state.tree.cqs[e.wl.cq].add_usage(adm.usage)
-        if tas_initial is not None:
-            state.tas.hold(adm.tas_uses())
+        for e in admitted:
+            state.tas.hold(state.admitted[e.wl.key].tas_uses())
     for e in entries:
         if e.result == ADMITTED:
             continue

@@ -5,6 +5,8 @@ for a single flavor-resource when quota is short.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from gpupool.model.kueue import ClusterQueue, ResourceFlavor
 from gpupool.policy.kueue.preemption import get_targets
 from gpupool.policy.kueue.quota import FR, borrowing_level
@@ -24,6 +26,29 @@ from gpupool.policy.kueue.state import KueueState
 from gpupool.policy.kueue.tas_assign import place, pod_set_groups, tas_mismatch
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+#: Interned keys: ``(flavor, resource)`` and ``(pod set index, resource group index)``. Every
+#: nomination keeps a few of them in its Assignment until the cycle ends (1,000 heads a cycle
+#: with 1,000 ClusterQueues); one shared tuple per key keeps them out of the garbage collector's
+#: older generations.
+_KEYS: dict[tuple, tuple] = {}
+
+
+def _key(a, b) -> tuple:
+    k = (a, b)
+    return _KEYS.setdefault(k, k)
+
+
+def _interned(memo: dict, d: dict) -> dict:
+    """One shared dict per content (and order) for the read-only maps of an assignment (its
+    usage, each pod set's flavors and usage): nothing changes them after ``assign_flavors``
+    (``Admitted`` copies the usage it keeps), and a cycle of 1,000 heads would otherwise keep
+    three fresh dicts per head alive until it ends."""
+    k = tuple(d.items())
+    found = memo.get(k)
+    if found is None:
+        found = memo[k] = d
+    return found
 
 
 def tolerates(tolerations, taint: dict) -> bool:
@@ -47,6 +72,8 @@ def tolerates(tolerations, taint: dict) -> bool:
 
 def flavor_matches(flavor: ResourceFlavor, ps: KPodSet) -> str | None:
     """Why ``ps`` cannot use ``flavor`` (None when it can)."""
+    if not flavor.node_labels and not flavor.node_taints:
+        return None  # nothing to mismatch (checked for every head's every flavor)
     for key, value in flavor.node_labels.items():
         want = ps.node_selector.get(key)
         if want is not None and want != value:
@@ -65,7 +92,7 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
     node = state.tree.cqs[wl.cq]
     counts = counts if counts is not None else [ps.count for ps in wl.pod_sets]
     groups = cq.resource_groups
-    group_of = {res: i for i, rg in enumerate(groups) for res in rg.covered_resources}
+    group_of = state.group_of(wl.cq)
     assigned: dict[FR, int] = {}
     pod_sets: list[PodSetAssignment] = []
     worst = FIT
@@ -112,14 +139,17 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
                         if r in greq:
                             flavors_of[m][r] = fname
                 for r, v in greq.items():
-                    assigned[(fname, r)] = assigned.get((fname, r), 0) + v
+                    fr = _key(fname, r)
+                    assigned[fr] = assigned.get(fr, 0) + v
                 if mode in (PREEMPT, RECLAIM, NO_CANDIDATES):
                     frs_preempt.update(frs)
                 worst = min(worst, PREEMPT if mode in (RECLAIM, NO_CANDIDATES) else mode)
                 borrowing = max(borrowing, level)
+        shared = state.tree.interned
         for m in members:
             mps = wl.pod_sets[m]
-            psa = PodSetAssignment(mps.name, counts[m], {} if skipped else flavors_of[m], reqs[m])
+            psa = PodSetAssignment(mps.name, counts[m], _interned(shared, {} if skipped else flavors_of[m]),
+                                   _interned(shared, reqs[m]))
             if m == psi:
                 pod_sets.append(psa)
             else:
@@ -128,8 +158,26 @@ def assign_flavors(state: KueueState, wl: KWorkload, counts: list[int] | None = 
     tas_failure = None
     if state.tas is not None and mode != NOFIT:
         mode, tas_failure = _topology_step(state, wl, pod_sets, mode, frs_preempt, messages)
-    return Assignment(pod_sets, mode, borrowing, assigned, frs_preempt, "; ".join(messages), last_index, oracle,
-                      tas_failure)
+    shared = state.tree.interned
+    frs = _NO_FRS
+    if frs_preempt:
+        frs = frozenset(frs_preempt)
+        frs = shared.setdefault(frs, frs)
+    if state.tas is None:
+        # Without TAS nothing sets a pod-set assignment's topology, so equal pod-set
+        # assignments (their maps are shared already) and lists of them are shared too.
+        key = ("pod_sets", *((p.name, p.count, id(p.flavors), id(p.usage)) for p in pod_sets))
+        found = shared.get(key)
+        if found is None:
+            found = shared[key] = pod_sets
+        pod_sets = found
+    return Assignment(pod_sets, mode, borrowing, _interned(shared, assigned), frs, "; ".join(messages),
+                      _interned(shared, last_index), oracle or NO_ORACLE, tas_failure)
+
+
+_NO_FRS: frozenset = frozenset()
+#: The oracle of an assignment that ran no preemption search (read-only, shared).
+NO_ORACLE = MappingProxyType({})
 
 
 def _topology_step(state: KueueState, wl: KWorkload, pod_sets: list[PodSetAssignment], mode: int,
@@ -165,7 +213,7 @@ def _choose_flavor(state, cq, node, wl, pss, group, gi, greq, assigned, psi, sta
     order = list(range(idx, len(flavors)))
     for i in order:
         fq = flavors[i]
-        last_index[(psi, gi)] = i
+        last_index[_key(psi, gi)] = i
         flavor = state.flavors.get(fq.flavor)
         why = None if flavor is not None else f"flavor {fq.flavor} not found"
         for ps in pss:
@@ -177,7 +225,7 @@ def _choose_flavor(state, cq, node, wl, pss, group, gi, greq, assigned, psi, sta
             continue
         mode, level, frs = FIT, 0, []
         for r, v in greq.items():
-            fr = (fq.flavor, r)
+            fr = _key(fq.flavor, r)
             if fr not in node.nominal:
                 m, lv = NOFIT, 0
                 messages.append(f"resource {r} unavailable in flavor {fq.flavor}")
@@ -194,9 +242,9 @@ def _choose_flavor(state, cq, node, wl, pss, group, gi, greq, assigned, psi, sta
             best = cand
         if not _try_next(cq, mode, level):
             if i == len(flavors) - 1:
-                last_index[(psi, gi)] = -1
+                last_index[_key(psi, gi)] = -1
             return cand
-    last_index[(psi, gi)] = -1
+    last_index[_key(psi, gi)] = -1
     return best
 
 

@@ -26,6 +26,9 @@ class KubeScheduler:
         self.weights = dict(weights or {CPU: 1, MEMORY: 1})
         self.taints = [tuple(t for t in n.taints if t.get("effect") in BLOCKING_EFFECTS) for n in pool.nodes.values()]
         self._filter_memo: dict[tuple, tuple[int, ...]] = {}
+        #: The default score (LeastAllocated on cpu and memory, weight 1 each) is computed
+        #: inline in ``place_pod``: it runs for every candidate node of every pod.
+        self._default = self.strategy == "LeastAllocated" and self.weights == {CPU: 1, MEMORY: 1}
 
     def _static_candidates(self, nodes, selector: tuple, gpu_type, tolerations: tuple) -> tuple[int, ...]:
         key = (selector, gpu_type, tolerations)
@@ -71,16 +74,29 @@ class KubeScheduler:
         """Bind one pod of pod set ``ps``: the placement tuple, or None when no node fits."""
         best, best_score = -1, -1
         g, cpu, mem = ps.gpus, ps.cpu_m, ps.memory_mib
+        up, drain = nodes.up, nodes.drain
+        free_gpus, free_cpu, free_mem = scratch.free_gpus, scratch.free_cpu, scratch.free_mem
+        default = self._default
+        if default:
+            cpu_total, mem_total = nodes.cpu_total, nodes.mem_total
+        one_per_node, exclusive = ps.one_per_node, ps.exclusive
         for i in self._static_candidates(nodes, selector, ps.gpu_type, tolerations):
-            if not nodes.up[i] or nodes.drain[i] or (ps.one_per_node and i in used):
+            if not up[i] or drain[i] or (one_per_node and i in used):
                 continue
-            if ps.exclusive:
-                if not (scratch.free_mask[i] == nodes.full_mask[i] and scratch.free_cpu[i] == nodes.cpu_total[i]
-                        and scratch.free_mem[i] == nodes.mem_total[i]):
+            if exclusive:
+                if not (scratch.free_mask[i] == nodes.full_mask[i] and free_cpu[i] == nodes.cpu_total[i]
+                        and free_mem[i] == nodes.mem_total[i]):
                     continue
-            elif scratch.free_gpus[i] < g or scratch.free_cpu[i] < cpu or scratch.free_mem[i] < mem:
+            elif free_gpus[i] < g or free_cpu[i] < cpu or free_mem[i] < mem:
                 continue
-            score = self._score(nodes, scratch, i, cpu, mem, g)
+            if default:
+                # ``_score`` for LeastAllocated on cpu and memory: (cap - used) = free - request.
+                cap, left = cpu_total[i], free_cpu[i] - cpu
+                c = 0 if cap <= 0 or left < 0 else left * 100 // cap
+                cap, left = mem_total[i], free_mem[i] - mem
+                score = (c + (0 if cap <= 0 or left < 0 else left * 100 // cap)) // 2
+            else:
+                score = self._score(nodes, scratch, i, cpu, mem, g)
             if score > best_score:
                 best, best_score = i, score
         if best < 0:

@@ -187,6 +187,8 @@ class KueuePolicy:
             weights["nvidia.com/gpu"] = int(options["gpu_weight"])
         self.kube = KubeScheduler(pool, options.get("scoring", "LeastAllocated"), weights)
         probe = KueueState(self.kueue)
+        #: The quota tree, built once and reused by every pass with its usage zeroed.
+        self._tree = probe.tree
         self.pods_ready = PodsReadyConfig(self.kueue, probe.gates)
         #: job id -> time of its last PodsReadyTimeout eviction (queue order under ``Eviction``).
         self._evicted_at: dict[object, float] = {}
@@ -198,7 +200,11 @@ class KueuePolicy:
         self._afs_cqs = {name for name, cq in self.kueue.cluster_queues.items()
                          if cq.admission_mode == "UsageBasedAdmissionFairSharing"} if afs_cfg is not None else set()
         self._kwl: dict[int, tuple[object, KWorkload | None, str]] = {}
+        #: job id -> (placement, kwl, state, admitted_at, start, its Admitted) of the last pass.
+        self._adm_memo: dict[object, tuple] = {}
         self._flavor_memo: dict[tuple, str | None] = {}
+        #: id of a shared ``KPodSet`` (``_kpod_sets``) -> its sorted node selector.
+        self._selector_memo: dict[int, tuple] = {}
         self._decoded: dict[str, tuple | None] = {}
         self._backlog: Backlog | None = None
         self._root_of: dict[str, str] | None = None
@@ -206,6 +212,10 @@ class KueuePolicy:
         #: job id -> small int naming its scheduling shape (SchedulingEquivalenceHashing).
         self._shapes: dict[object, int] = {}
         self._shape_ids: dict[tuple, int] = {}
+        #: (gang, workload pod sets) -> Kueue's pod sets (``_kpod_sets``).
+        self._kpod_memo: dict[tuple, tuple[KPodSet, ...]] = {}
+        #: (ClusterQueue, ids of the shared pod-set records) -> shape id (``_shape_of``).
+        self._shape_by_pods: dict[tuple, int] = {}
         # Topology-Aware Scheduling (§8): on when the gate is and some flavor names a Topology.
         self._tas_levels: dict[str, tuple[str, ...]] = {
             name: tuple(self.kueue.topologies[self.kueue.flavors[name].topology_name].levels)
@@ -242,13 +252,7 @@ class KueuePolicy:
             prio = wl.priority
             if prio is None and wl.priority_class and wl.priority_class in kueue.priority_classes:
                 prio = kueue.priority_classes[wl.priority_class].value
-            pod_sets = []
-            for ps in wl.pod_sets:
-                req = {r: v for r, v in ps.requests().items() if v}
-                min_count = ps.min_count if (wl.gang == GANG_MIN and ps.min_count is not None) else None
-                tols = tuple(dict(t) for t in ps.tolerations)
-                pod_sets.append(KPodSet(ps.name, ps.count, req, min_count, dict(ps.node_selector), tols,
-                                        topology_request(ps), ps.gpu_type))
+            pod_sets = list(self._kpod_sets(wl))
             created = self._evicted_at.get(job.id, float(wl.submit_time))
             kwl = KWorkload(job.id, wl.name, lq.cluster_queue, int(prio or 0), created, (job.id,), pod_sets, (ns, lq.name))
             if cq is None:
@@ -263,8 +267,34 @@ class KueuePolicy:
         self._kwl[job.id] = (wl, kwl, why)
         return kwl, why
 
+    def _kpod_sets(self, wl) -> tuple[KPodSet, ...]:
+        """Kueue's pod sets of a workload: a function of its (frozen, hashable) pod sets and
+        gang mode, shared by workloads with equal ones (nothing changes a ``KPodSet``), so a
+        50k-workload replay builds a handful instead of one set of records per workload."""
+        key = (wl.gang, wl.pod_sets)
+        try:
+            found = self._kpod_memo.get(key)
+        except TypeError:  # a pod set built with an unhashable field: no sharing
+            key, found = None, None
+        if found is None:
+            pod_sets = []
+            for ps in wl.pod_sets:
+                req = {r: v for r, v in ps.requests().items() if v}
+                min_count = ps.min_count if (wl.gang == GANG_MIN and ps.min_count is not None) else None
+                tols = tuple(dict(t) for t in ps.tolerations)
+                pod_sets.append(KPodSet(ps.name, ps.count, req, min_count, dict(ps.node_selector), tols,
+                                        topology_request(ps), ps.gpu_type))
+            found = tuple(pod_sets)
+            # Kept for the policy's lifetime either way: ``_flavor_for_node`` and ``_shape_of``
+            # key memos by these records' ids.
+            self._kpod_memo[key if key is not None else ("unshared", id(found))] = found
+        return found
+
     def _flavor_for_node(self, cq_name: str, group_index: int, node: int, nodes, kps: KPodSet) -> str | None:
-        key = (cq_name, group_index, node, tuple(sorted(kps.node_selector.items())))
+        sel = self._selector_memo.get(id(kps))  # pod-set records live as long as the policy
+        if sel is None:
+            sel = self._selector_memo[id(kps)] = tuple(sorted(kps.node_selector.items()))
+        key = (cq_name, group_index, node, sel)
         if key in self._flavor_memo:
             return self._flavor_memo[key]
         group = self.kueue.cluster_queues[cq_name].resource_groups[group_index]
@@ -281,7 +311,22 @@ class KueuePolicy:
         return chosen
 
     def _admitted_from_job(self, job, kwl: KWorkload, nodes) -> Admitted:
-        """Quota a running or placing job holds, with flavors read from its pods' nodes."""
+        """Quota a running or placing job holds, with flavors read from its pods' nodes.
+
+        A pure function of what the key below holds (node labels do not change during a run),
+        so the record is reused while they stay the same: rebuilding one per active job on every
+        pass (20k of them with 1,000 ClusterQueues) was cheap per object but made most of the
+        garbage collector's work. Nothing changes an ``Admitted`` after it is built except the
+        TAS fields, which ``_attach_topology`` sets again on every pass."""
+        memo = self._adm_memo.get(job.id)
+        if memo is not None and memo[0] is job.placement and memo[1] is kwl and memo[2] == job.state \
+                and memo[3] == job.admitted_at and memo[4] == job.start:
+            return memo[5]
+        adm = self._build_admitted(job, kwl, nodes)
+        self._adm_memo[job.id] = (job.placement, kwl, job.state, job.admitted_at, job.start, adm)
+        return adm
+
+    def _build_admitted(self, job, kwl: KWorkload, nodes) -> Admitted:
         cq = self.kueue.cluster_queues[kwl.cq]
         group_of = {r: i for i, rg in enumerate(cq.resource_groups) for r in rg.covered_resources}
         placement = job.placement
@@ -333,7 +378,7 @@ class KueuePolicy:
     def decide(self, snap: Snapshot) -> list:
         now = snap.now
         out: list = []
-        state = KueueState(self.kueue)
+        state = KueueState(self.kueue, self._tree)
         nodes = snap.nodes
         pr = self.pods_ready
         timeout = pr.timeout if pr.enabled else None
@@ -350,6 +395,9 @@ class KueuePolicy:
                 recovering = self._failed_ready(snap)
             elif len(self._ready) > 2 * len(snap.active) + 64:  # forget jobs that ended
                 self._ready = {k: v for k, v in self._ready.items() if k in snap.active}
+        if len(self._adm_memo) > 2 * len(snap.active) + 64:  # forget jobs that ended
+            self._adm_memo = {k: v for k, v in self._adm_memo.items() if k in snap.active}
+        holders: list[Admitted] = []  # every workload holding quota, in snapshot order
         for job in snap.active.values():
             kwl, _ = self.kworkload(job)
             if kwl is None:
@@ -367,7 +415,7 @@ class KueuePolicy:
                     self._recovering.pop(job.id, None)
             if tas_held is not None:
                 tas_held.extend(self._attach_topology(state, job, adm, nodes))
-            state.admit(adm)
+            holders.append(adm)
             if job.state == PLACING:
                 placing.append(job)
         for job in snap.reserved.values():
@@ -383,12 +431,13 @@ class KueuePolicy:
                 wake = min(wake, deadline)
             if tas_held is not None:
                 tas_held.extend(self._attach_topology(state, job, adm, nodes))
-            state.admit(adm)
+            holders.append(adm)
             reserved.append(job)
         for job, adm in recovering:  # still admitted in Kueue: they keep their quota
             if tas_held is not None:
                 tas_held.extend(self._attach_topology(state, job, adm, nodes))
-            state.admit(adm)
+            holders.append(adm)
+        state.admit_all(holders)
         if tas_held is not None:
             # Capacity per domain: the nodes' free resources minus admitted TAS workloads'
             # pods that are not bound yet.
@@ -573,7 +622,14 @@ class KueuePolicy:
     def _shape_of(self, kwl: KWorkload) -> int:
         shape = self._shapes.get(kwl.key)
         if shape is None:
-            shape = self._shapes[kwl.key] = self._shape_ids.setdefault(shape_key(kwl), len(self._shape_ids))
+            # ``shape_key`` is a function of the ClusterQueue and the pod sets, which are shared
+            # records (``_kpod_sets``, kept alive by their memo, so their ids are stable).
+            by_pods = (kwl.cq, *map(id, kwl.pod_sets))
+            shape = self._shape_by_pods.get(by_pods)
+            if shape is None:
+                shape = self._shape_by_pods[by_pods] = self._shape_ids.setdefault(shape_key(kwl),
+                                                                                  len(self._shape_ids))
+            self._shapes[kwl.key] = shape
         return shape
 
     def _afs_order(self) -> dict | None:

@@ -22,6 +22,8 @@ class QNode:
     """One ClusterQueue or cohort of the quota tree."""
 
     __slots__ = (
+        "_chain",
+        "_potential",
         "borrowing",
         "children",
         "depth",
@@ -49,6 +51,10 @@ class QNode:
         self.weight = weight
         self.height = 0
         self.depth = 0
+        #: Static memos (quotas do not change after ``QuotaTree.build``): the ancestors root
+        #: first, ending with this node; ``potential_available`` per fr.
+        self._chain: tuple[QNode, ...] | None = None
+        self._potential: dict[FR, int] = {}
 
     def __repr__(self) -> str:  # pragma: no cover
         return f"QNode({'cq' if self.is_cq else 'cohort'} {self.name})"
@@ -68,30 +74,55 @@ class QNode:
         return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
 
     # -- availability -----------------------------------------------------------
+    def chain(self) -> tuple[QNode, ...]:
+        """The root, ..., this node (memo: the tree's shape is fixed after the build)."""
+        chain = self._chain
+        if chain is None:
+            chain = self._chain = tuple(reversed(self.path()))
+        return chain
+
     def available_raw(self, fr: FR) -> int:
-        """``available(n)`` of §2, possibly negative."""
-        parent = self.parent
-        used = self.usage.get(fr, 0)
-        if parent is None:
-            return self.subtree.get(fr, 0) - used
-        p = parent.available_raw(fr)
-        limit = self.borrowing.get(fr)
-        if self.lending:
-            lq = self.local_quota(fr)
+        """``available(n)`` of §2, possibly negative.
+
+        Computed from the root down (the recursion ``available(parent)`` unrolled): this is the
+        innermost call of every preemption search, so it avoids a Python call per level."""
+        chain = self._chain
+        if chain is None:
+            chain = self.chain()
+        top = chain[0]
+        p = top.subtree.get(fr, 0) - top.usage.get(fr, 0)
+        for i in range(1, len(chain)):
+            n = chain[i]
+            used = n.usage.get(fr, 0)
+            limit = n.borrowing.get(fr)
+            if n.lending:
+                lq = n.local_quota(fr)
+                if limit is not None:
+                    p = min(p, (n.subtree.get(fr, 0) - lq) - max(0, used - lq) + limit)
+                p = max(0, lq - used) + p
+                continue
+            # No lendingLimit: local quota 0 (the same formulas, on the hot path of preemption).
             if limit is not None:
-                p = min(p, (self.subtree.get(fr, 0) - lq) - max(0, used - lq) + limit)
-            return max(0, lq - used) + p
-        # No lendingLimit: local quota 0 (the same formulas, on the hot path of preemption).
-        if limit is not None:
-            cap = self.subtree.get(fr, 0) - (max(0, used)) + limit
-            p = min(p, cap)
-        return (-used if used < 0 else 0) + p
+                cap = n.subtree.get(fr, 0) - (used if used > 0 else 0) + limit
+                if cap < p:
+                    p = cap
+            if used < 0:
+                p -= used
+        return p
 
     def available(self, fr: FR) -> int:
-        return max(0, self.available_raw(fr))
+        p = self.available_raw(fr)
+        return p if p > 0 else 0
 
     def potential_available(self, fr: FR) -> int:
-        """The largest request on ``fr`` that could ever fit here (zero usage everywhere)."""
+        """The largest request on ``fr`` that could ever fit here (zero usage everywhere);
+        a function of the quotas only, so memoised per node."""
+        found = self._potential.get(fr)
+        if found is None:
+            found = self._potential[fr] = self._potential_available(fr)
+        return found
+
+    def _potential_available(self, fr: FR) -> int:
         parent = self.parent
         if parent is None:
             return self.subtree.get(fr, 0)
@@ -128,9 +159,24 @@ class QNode:
             node = node.parent
 
     def add_usage(self, usage: dict[FR, int], sign: int = 1) -> None:
+        """``add`` for every fr of ``usage`` (times ``sign``); the loop of ``add`` is inlined,
+        as this is the hot path of every preemption search."""
         for fr, v in usage.items():
-            if v:
-                self.add(fr, sign * v)
+            if not v:
+                continue
+            value = v if sign == 1 else sign * v
+            node = self
+            while node is not None and value:
+                usage_n = node.usage
+                before = usage_n.get(fr, 0)
+                after = before + value
+                usage_n[fr] = after
+                if node.lending:  # only a lendingLimit keeps part of the usage local
+                    lq = node.local_quota(fr)
+                    value = max(0, after - lq) - max(0, before - lq)
+                elif before < 0 or after < 0:  # transient negatives while simulating removals
+                    value = max(0, after) - max(0, before)
+                node = node.parent
 
     def path(self) -> list[QNode]:
         """This node and its ancestors, leaf first."""
@@ -154,6 +200,12 @@ class QuotaTree:
     def __init__(self) -> None:
         self.cqs: dict[str, QNode] = {}
         self.cohorts: dict[str, QNode] = {}
+        #: ClusterQueue -> resource -> resource group index (``KueueState.group_of``); a
+        #: function of the configuration the tree was built from.
+        self.group_of: dict[str, dict[str, int]] = {}
+        #: Read-only parts shared by equal flavor assignments (``flavors.assign_flavors``):
+        #: maps, frs sets, pod-set assignment lists, keyed by their content.
+        self.interned: dict[object, object] = {}
 
     @classmethod
     def build(cls, kueue: KueueConfig) -> QuotaTree:
@@ -187,6 +239,15 @@ class QuotaTree:
             if node.parent is None:
                 _finish(node, 0)
         return tree
+
+    def reset_usage(self) -> QuotaTree:
+        """Zero usage everywhere: the tree as ``build`` made it, for a caller that rebuilds the
+        state on every pass (quotas never change, so the static memos stay valid)."""
+        for q in self.cqs.values():
+            q.usage = {}
+        for q in self.cohorts.values():
+            q.usage = {}
+        return self
 
     def usage_snapshot(self) -> dict[str, dict[FR, int]]:
         out = {n: dict(q.usage) for n, q in self.cqs.items()}

@@ -5,6 +5,7 @@ adapter and the conformance runner. Requests are canonical ints per resource nam
 """
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from gpupool.policy.kueue.quota import FR
@@ -76,7 +77,7 @@ class Assignment:
     mode: int  # FIT, PREEMPT (incl. reclaim / no candidates), NOFIT
     borrowing: int
     usage: dict[FR, int]
-    frs_preempt: set[FR] = field(default_factory=set)
+    frs_preempt: AbstractSet[FR] = field(default_factory=set)  # read-only (shared: see flavors._interned)
     message: str = ""
     #: (pod set index, resource) -> index of the last flavor examined (scan resume, §4.3).
     last_index: dict = field(default_factory=dict)

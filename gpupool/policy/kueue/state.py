@@ -31,11 +31,13 @@ DEFAULT_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 class KueueState:
     """Configuration plus mutable admission state for one cycle (or a run of cycles)."""
 
-    def __init__(self, kueue: KueueConfig) -> None:
+    def __init__(self, kueue: KueueConfig, tree: QuotaTree | None = None) -> None:
+        """``tree``: a quota tree built from ``kueue`` earlier, reused with its usage zeroed
+        (the engine adapter builds a state on every pass; 1,000 ClusterQueues cost a few ms)."""
         self.kueue = kueue
         self.cq_models: dict[str, ClusterQueue] = kueue.cluster_queues
         self.flavors = kueue.flavors
-        self.tree = QuotaTree.build(kueue)
+        self.tree = tree.reset_usage() if tree is not None else QuotaTree.build(kueue)
         self.admitted: dict[object, Admitted] = {}
         self.by_cq: dict[str, list[Admitted]] = {name: [] for name in kueue.cluster_queues}
         self.gates = dict(GATE_DEFAULTS)
@@ -58,6 +60,16 @@ class KueueState:
         #: preemption candidates per (cohort node, frs), shared by the heads (preemption.py).
         self.candidate_memo: dict | None = None
 
+    def group_of(self, cq_name: str) -> dict[str, int]:
+        """Resource -> index of the ClusterQueue's resource group covering it (static memo,
+        kept with the quota tree, which outlives the state in the engine adapter)."""
+        memo = self.tree.group_of
+        found = memo.get(cq_name)
+        if found is None:
+            groups = self.cq_models[cq_name].resource_groups
+            found = memo[cq_name] = {res: i for i, rg in enumerate(groups) for res in rg.covered_resources}
+        return found
+
     def gate(self, name: str) -> bool:
         return bool(self.gates.get(name, False))
 
@@ -79,6 +91,27 @@ class KueueState:
         self.tree.cqs[adm.cq].add_usage(adm.usage)
         if self.tas is not None:
             self.tas.hold(adm.tas_uses())
+
+    def admit_all(self, adms: list[Admitted]) -> None:
+        """``admit`` each of ``adms`` in order, adding their quota usage per ClusterQueue in one
+        step: the tree's usage is a function of the ClusterQueues' usage alone (see
+        ``run_cycle``), so the sum lands where the single adds would, with one bubbling walk per
+        ClusterQueue and resource instead of one per workload (20k workloads per pass)."""
+        admitted, by_cq = self.admitted, self.by_cq
+        per_cq: dict[str, dict] = {}
+        for adm in adms:
+            admitted[adm.wl.key] = adm
+            by_cq.setdefault(adm.cq, []).append(adm)
+            total = per_cq.get(adm.cq)
+            if total is None:
+                total = per_cq[adm.cq] = {}
+            for fr, v in adm.usage.items():
+                total[fr] = total.get(fr, 0) + v
+            if self.tas is not None:
+                self.tas.hold(adm.tas_uses())
+        cqs = self.tree.cqs
+        for cq, total in per_cq.items():
+            cqs[cq].add_usage(total)
 
     def evict(self, adm: Admitted) -> None:
         del self.admitted[adm.wl.key]
