@@ -138,7 +138,10 @@ def diff_slurm_command(
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Keep the real cluster's files here (default: a temporary folder).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
-    """Replay a random GPU workload on a real Slurm 22.05 and through --policy slurm; report agreement."""
+    """Replay a random GPU workload on a real Slurm 22.05 and through --policy slurm; report agreement.
+
+    Two replays are reported: the open one (gpupool on its own after the submissions) and the lockstep one (each of gpupool's decisions taken from the state real Slurm was in; "lockstep" in --json). See docs/differential.md.
+    """
     from gpupool.conformance.diff_slurm import diff_slurm
     from gpupool.conformance.real_slurm import (
         DEFAULT_SCHEDULER_PARAMETERS,

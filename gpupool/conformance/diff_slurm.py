@@ -243,9 +243,6 @@ class ReplayExecutor:
 
     def next_check(self, due: float) -> float:
         """The first check at or after ``due``: an observed one within 30 s, else the grid."""
-        import bisect
-        import math
-
         if not self.checks:
             return self.interval * math.ceil(due / self.interval)
         k = bisect.bisect_left(self.checks, due)
@@ -312,8 +309,9 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
         wl = sbatch_to_workload(sb, id=jid, submit_time=real[jid].submit - t0, runtime=replay_runtime(job, real[jid]))[0]
         wls.append(replace(wl, user=user))
     options: dict = {"epoch": t0}
-    if backfill_at:
-        options["backfill_at"] = [t - t0 for t in backfill_at if t >= t0]
+    cycles = sorted(t - t0 for t in backfill_at or () if t >= t0)  # run-relative
+    if cycles:
+        options["backfill_at"] = cycles
     policy = make_policy("slurm", pool, options)
     checks = [r.time_limit_hit - t0 for r in real.values() if r.time_limit_hit is not None]
     ends = {jid: (r.start - t0, r.end - t0, r.state) for jid, r in real.items()
@@ -325,12 +323,10 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
     if lockstep is None:
         out = Engine(pool, wls, policy, check=True, executor=executor).run()
         return {j.id: j for j in out.jobs}
-    names = list(pool.nodes)
     forced = {jid: (r.start - t0, real_gpus(r.gpus, index) if r.gpus else None)
               for jid, r in real.items() if r.start is not None}
     # a job's start_time in slurmctld is the "now" of the pass that started it: for backfill,
     # the cycle's beginning, up to a fraction of a second before the logged start
-    cycles = sorted(t - t0 for t in backfill_at or ())
     decided = {}
     for jid, r in real.items():
         if r.start is not None and r.via == "backfill" and cycles:

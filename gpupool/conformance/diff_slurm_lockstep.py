@@ -28,7 +28,6 @@ import heapq
 from dataclasses import dataclass
 
 from gpupool.engine.decisions import Start, WakeAt
-from gpupool.engine.nodes import mask_indices
 
 
 @dataclass(slots=True)
@@ -37,8 +36,6 @@ class Proposal:
 
     time: float
     gpus: tuple[tuple[int, int], ...]
-    #: which of gpupool's passes proposed it (Slurm's SchedMain / SchedBackfill)
-    via: str = ""
 
 
 def _gpus_of(placement) -> tuple[tuple[int, int], ...]:
@@ -76,9 +73,6 @@ class LockstepPolicy:
         # (deadline, job id): when a job real Slurm started must be started here at the latest
         self._due = sorted((start + tolerance, jid) for jid, (start, _g) in real.items())
 
-    def submit_rejection(self, wl, user=None):
-        return self.inner.submit_rejection(wl, user)
-
     def decide(self, snap) -> list:
         pol = self.inner
         now = snap.now
@@ -91,7 +85,7 @@ class LockstepPolicy:
             jid = d.job_id
             gpus = _gpus_of(d.placement)
             if jid not in self.proposals:
-                self.proposals[jid] = Proposal(now, gpus, d.via)
+                self.proposals[jid] = Proposal(now, gpus)
             real = self.real.get(jid)
             if real is not None and abs(now - real[0]) <= self.tolerance and real[1] in (None, gpus):
                 out.append(d)
@@ -138,10 +132,3 @@ def real_gpus(rec_gpus: dict[str, list[int]], node_index: dict[str, int]) -> tup
             mask |= 1 << i
         out.append((node_index[name], mask))
     return tuple(sorted(out))
-
-
-def proposal_view(proposal: Proposal | None, names: list[str]) -> tuple[float | None, dict[str, list[int]]]:
-    """A proposal as the report shows it: start time and ``{node: [GPU index]}``."""
-    if proposal is None:
-        return None, {}
-    return proposal.time, {names[n]: mask_indices(m) for n, m in proposal.gpus}

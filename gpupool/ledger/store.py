@@ -122,13 +122,6 @@ def _sqlite_in(conn: Connection, sql: str, params: tuple, values: list, size: in
         cur.close()
 
 
-def bulk_insert(conn: Connection, table: sa.Table, rows: list[dict]) -> None:
-    """``conn.execute(table.insert(), rows)`` in chunks; on SQLite straight to the driver."""
-    for part in chunks(rows):
-        if not _sqlite_executemany(conn, table, part):
-            conn.execute(table.insert(), part)
-
-
 def _sqlite_executemany(conn: Connection, table: sa.Table, rows: list[dict], conflict_keys=None) -> bool:
     """Insert plain rows with the sqlite3 driver's ``executemany`` (SQLAlchemy's per-row
     parameter processing was a large part of an import; the ledger's column types need no

@@ -12,7 +12,6 @@ from gpupool.policy.kueue.preemption import get_targets
 from gpupool.policy.kueue.quota import FR, borrowing_level
 from gpupool.policy.kueue.records import (
     FIT,
-    MODE_NAMES,
     NO_CANDIDATES,
     NOFIT,
     PREEMPT,
@@ -303,10 +302,6 @@ def _fits_quota(state: KueueState, cq: ClusterQueue, node, wl: KWorkload, fr: FR
     messages.append(f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, "
                     f"{val - node.available(fr)} more needed")
     return NOFIT, 0
-
-
-def mode_name(mode: int) -> str:
-    return MODE_NAMES[mode]
 
 
 def partial_assignment(state: KueueState, wl: KWorkload, viable) -> Assignment | None:

@@ -132,9 +132,6 @@ class QNode:
             value = min(value, self.subtree.get(fr, 0) + limit)
         return value
 
-    def borrowing_on(self, fr: FR) -> bool:
-        return self.usage.get(fr, 0) > self.subtree.get(fr, 0)
-
     def borrowing_any(self, frs: Iterable[FR]) -> bool:
         usage, subtree = self.usage, self.subtree
         for fr in frs:
@@ -259,15 +256,6 @@ class QuotaTree:
             q.usage = dict(snap[n])
         for n, q in self.cohorts.items():
             q.usage = dict(snap[n])
-
-    def all_frs(self) -> set[FR]:
-        out: set[FR] = set()
-        for q in self.cqs.values():
-            out.update(q.nominal)
-        for q in self.cohorts.values():
-            out.update(q.nominal)
-        return out
-
 
 def _set_quotas(node: QNode, groups) -> None:
     for rg in groups:
