@@ -110,9 +110,12 @@ def _apply_overrides(case: dict, over: dict) -> dict:
             by_id = {str(j["id"]): j for j in case.get("jobs", [])}
             for jid, changes in value.items():
                 by_id[str(jid)].update(changes)
-        elif key == "qos":
-            by_name = {q["name"]: q for q in case.get("cluster", {}).get("qos", [])}
+        elif key in ("qos", "partitions"):
+            by_name = {q["name"]: q for q in case.get("cluster", {}).get(key, [])}
             for qname, changes in value.items():
+                if qname not in by_name:
+                    what = "partition" if key == "partitions" else "QOS"
+                    raise GpupoolError(f"case: config_overrides.{key}: no {what} named {qname!r} in its cluster")
                 by_name[qname].update(changes)
         elif key == "SchedulerParameters" and isinstance(value, dict):
             merged = dict(cfg.get("SchedulerParameters") or {})
@@ -278,7 +281,7 @@ def build_workloads(case: dict) -> tuple[list[Workload], dict[str, int]]:
             outcome="FAILED" if int(j.get("exit_code") or 0) else "COMPLETED",
             user=str(j.get("user") or "user"), account=str(j.get("account") or "default"),
             qos=j.get("qos"), partition=j.get("partition"), nice=int(j.get("nice") or 0),
-            dependency=dep, requeue=bool(j.get("requeue", True)),
+            dependency=dep, requeue=bool(j.get("requeue", True)), oversubscribe=bool(j.get("oversubscribe")),
             priority=None if j.get("priority") is None else int(j["priority"])))
     return out, ids
 

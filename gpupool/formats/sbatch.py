@@ -160,6 +160,7 @@ class SbatchJob:
     output: str | None = None
     error: str | None = None
     exclusive: bool = False
+    oversubscribe: bool = False
     dependency: Dependency | None = None
     array: ArraySpec | None = None
     begin: str | None = None
@@ -621,6 +622,9 @@ def _apply(job: SbatchJob, ctx: _Ctx, value: str | None) -> None:
         job.lines["exclusive"] = ctx.line
     elif name == "exclusive" and value not in ("user", "mcs"):
         raise ctx.error(f"expected no value, 'user' or 'mcs', got {value!r}")
+    elif name == "oversubscribe":
+        job.oversubscribe = True
+        job.lines["oversubscribe"] = ctx.line
     elif name == "nice":
         job.nice = _nice(ctx, value)
         job.lines["nice"] = ctx.line
@@ -854,6 +858,8 @@ def _option_lines(job: SbatchJob) -> list[tuple[str, str | None]]:
     add("time-min", job.time_min, _time_text)
     if job.exclusive:
         pairs.append(("exclusive", None))
+    if job.oversubscribe:
+        pairs.append(("oversubscribe", None))
     add("dependency", job.dependency, lambda d: d.text())
     add("array", job.array, lambda a: a.text())
     add("begin", job.begin)
@@ -1060,7 +1066,7 @@ def sbatch_to_workload(
         partition=job.partition, nice=job.nice or 0,
         dependency=dependency if dependency is not None else (job.dependency.text() if job.dependency else None),
         begin_time=job.begin_offset(epoch, submit_time),
-        requeue=True if job.requeue is None else job.requeue,
+        requeue=True if job.requeue is None else job.requeue, oversubscribe=job.oversubscribe,
         signal=job.signal.text() if job.signal else None, output=job.output,
         time_min=None if job.time_min is None else float(job.time_min), constraint=job.constraint, nodelist=job.nodelist,
         exclude=job.exclude, source=job.source,

@@ -91,6 +91,9 @@ class Workload:
     dependency: str | None = None
     begin_time: float | None = None
     requeue: bool = True
+    #: ``--oversubscribe``: the job lets others be allocated its CPUs in an OverSubscribe=YES
+    #: partition (FORCE shares whatever the job asks).
+    oversubscribe: bool = False
     #: A preempted instance ends (PREEMPTED) instead of going back to the queue: Kubernetes
     #: deletes an evicted plain pod, and its ReplicaSet makes a new one (a new workload).
     ends_on_eviction: bool = False

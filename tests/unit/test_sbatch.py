@@ -139,6 +139,8 @@ def test_flags_and_small_options() -> None:
     assert job_of("--signal=SIGTERM").signal == SignalSpec("TERM", 60, "")
     assert job_of("--signal=10@30").signal == SignalSpec("10", 30, "")
     assert job_of("--signal=rb:INT").signal == SignalSpec("INT", 60, "BR")
+    assert job_of("--oversubscribe").oversubscribe is True and job_of("-s").oversubscribe is True
+    assert job_of("-N 1").oversubscribe is False
 
 
 def test_exclusive_user_is_kept_as_not_modelled() -> None:
@@ -400,6 +402,7 @@ def test_workload_fields() -> None:
     assert (wl.id, wl.name, wl.source) == (7, "job", "job.sbatch")
     plain = one(job_of("-N 1"))
     assert (plain.time_limit, plain.requeue, plain.nice, plain.begin_time) == (None, True, 0, None)
+    assert plain.oversubscribe is False and one(job_of("-N 1", "-s")).oversubscribe is True
 
 
 def test_array_gives_one_workload_per_task() -> None:
@@ -454,7 +457,7 @@ def sbatch_jobs(draw: st.DrawFn) -> SbatchJob:
         account=draw(_opt(_token)), qos=draw(_opt(_token)),
         partition=draw(_opt(st.lists(_token, min_size=1, max_size=2).map(",".join))),
         job_name=draw(_opt(_text)), output=draw(_opt(_text)), error=draw(_opt(_text)),
-        exclusive=draw(st.booleans()),
+        exclusive=draw(st.booleans()), oversubscribe=draw(st.booleans()),
         dependency=draw(_opt(st.builds(Dependency, st.lists(_clause, min_size=1, max_size=3).map(tuple),
                                        st.booleans()))),
         array=draw(_opt(st.builds(ArraySpec, st.sets(st.integers(0, 200), min_size=1).map(

@@ -52,7 +52,12 @@ def test_higher_tier_shadow_suspends_and_releases():
 
 def test_max_share_and_rows():
     assert gang.max_share("FORCE") == 4 and gang.max_share("FORCE:2") == 2
-    assert gang.max_share("YES:4") == 1 and gang.max_share("NO") == 1 and gang.max_share(None) == 1
+    # YES shares under gang as FORCE does (a real 22.05.8, case gang-gp-006); the jobs' flags
+    # only keep a job that asks from a node holding one that did not (Cycle.try_gang)
+    assert gang.max_share("YES:3") == 3 and gang.max_share("YES") == 4
+    assert gang.max_share("EXCLUSIVE") == 1 and gang.max_share("NO") == 1 and gang.max_share(None) == 1
+    assert gang.forced("FORCE:1") and not gang.forced("YES:2") and not gang.forced(None)
+    assert gang.asks_to_share("yes:2") and not gang.asks_to_share("FORCE")
     rows = gang.rows_of([{0: 3000}, {0: 2000}, {0: 1000}], [4000])
     assert rows == [{0: 4000}, {0: 2000}]
     assert gang.row_max(rows) == {0: 4000}

@@ -257,14 +257,31 @@ def step(state: GangState, parts: Mapping[str, PartSpec], cap: list[int],
 
 
 def max_share(oversubscribe: str | None) -> int:
-    """Jobs that may be allocated the same CPUs in a partition: FORCE[:N] (default N = 4).
-    YES[:N] shares only for jobs that ask ``--oversubscribe``, which gpupool's workloads cannot,
-    so it counts as 1, as do NO and EXCLUSIVE."""
+    """Jobs that may be allocated the same CPUs in a partition with gang scheduling on:
+    FORCE[:N] and YES[:N] (default N = 4); 1 for NO and EXCLUSIVE.
+
+    YES shares under gang whatever the jobs ask, except that a job asking ``--oversubscribe``
+    is not put on a node holding a job that did not (``Cycle.try_gang``): so a real 22.05.8 did
+    (two jobs without ``-s`` time-sliced in YES:3; a ``-s`` job waited beside a job without
+    it; case gang-gp-006). Without gang the jobs would run at once on shared CPUs, which
+    gpupool does not model (docs/policies/slurm.md)."""
     text = str(oversubscribe or "NO").upper()
     kind, _, count = text.partition(":")
-    if kind != "FORCE":
+    if kind not in ("FORCE", "YES"):
         return 1
     return int(count) if count else 4
+
+
+def asks_to_share(oversubscribe: str | None) -> bool:
+    """OverSubscribe=YES[:N]: the jobs' ``--oversubscribe`` flags matter there."""
+    return str(oversubscribe or "NO").upper().partition(":")[0] == "YES"
+
+
+def forced(oversubscribe: str | None) -> bool:
+    """OverSubscribe=FORCE[:N], even FORCE:1: the partition's CPUs may be shared through
+    preemption (a preempt/qos SUSPEND preemptor is allocated on its victim's CPUs), checked on
+    a real 22.05.8 (case preempt-gp-004; with NO the preemptor waits)."""
+    return str(oversubscribe or "NO").upper().partition(":")[0] == "FORCE"
 
 
 def rows_of(jobs: list[Mapping[int, int]], cap: list[int]) -> list[dict[int, int]]:

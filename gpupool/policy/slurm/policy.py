@@ -75,6 +75,8 @@ class Cycle:
         self.completing: frozenset[int] = frozenset()
         #: gang co-allocation rows per OverSubscribe=FORCE partition (built when first needed)
         self.rows: dict[str, list[dict[int, int]]] = {}
+        #: nodes of the jobs this pass started without ``--oversubscribe`` (``unshared_nodes``)
+        self.unshared_started: set[int] = set()
         if pol.gang_on and snap.suspended:
             self._hold_suspended_cpus()
         if pol.node_holds:
@@ -107,7 +109,7 @@ class Cycle:
         forced: set[str] = set()
         for job in self.snap.suspended.values():
             part = pol.part_of(job)
-            if pol.share.get(part, 1) > 1:
+            if part in pol.row_parts:
                 forced.add(part)
                 continue
             for node, _mask, c, _mem in job.placement:
@@ -145,6 +147,9 @@ class Cycle:
         n_max = pol.share.get(info.name, 1)
         if n_max <= 1 or not pol.gang_on:
             return False
+        if job.wl.oversubscribe and info.name in pol.yes_parts:
+            # not beside a job that did not ask to share (OverSubscribe=YES, gang.max_share)
+            usable = (info.node_set if usable is None else usable) - self.unshared_nodes()
         rows = self.part_rows(info.name)
         held = gang.row_max(rows)
         base = self.free
@@ -156,20 +161,43 @@ class Cycle:
             placement = place(job.wl, info.nodes, f, usable)
             if placement is None:
                 continue
-            if not row:
-                rows.append(row)
-            for n, c in pol.gang_cpu(placement).items():
-                row[n] = row.get(n, 0) + c
-            after = gang.row_max(rows)
-            take = []
-            seen: set[int] = set()
-            for n, mask, _c, mem in placement:
-                grow = 0 if n in seen else after.get(n, 0) - held.get(n, 0)
-                seen.add(n)
-                take.append((n, mask, grow, mem))
-            self.start(job, placement, info, via, take=tuple(take))
+            self.start_in_row(job, placement, info, via, row)
             return True
         return False
+
+    def unshared_nodes(self) -> frozenset[int]:
+        """Nodes holding a running or suspended job that did not ask ``--oversubscribe``, or one
+        this pass started."""
+        out = self.memo.get("unshared")
+        if out is None:
+            hit = {p[0] for j in self.snap.active.values() if not j.wl.oversubscribe for p in j.placement}
+            out = self.memo["unshared"] = frozenset(hit)
+        return out | self.unshared_started if self.unshared_started else out
+
+    def start_in_row(self, job, placement, info, via: str, row: dict[int, int] | None = None) -> None:
+        """Start ``job`` on CPUs other jobs of its partition hold too: its CPUs go into ``row``
+        (default: the first row of ``info``'s rows where they fit, else a new one), and it takes
+        from the free CPUs only what makes the partition's fullest row grow. GPUs and memory are
+        taken as for any start: they are never shared."""
+        pol = self.pol
+        rows = self.part_rows(info.name)
+        held = gang.row_max(rows)
+        cpus = pol.gang_cpu(placement)
+        if row is None:
+            total = self.snap.nodes.cpu_total
+            row = next((r for r in rows if all(r.get(n, 0) + c <= total[n] for n, c in cpus.items())), {})
+        if not row:
+            rows.append(row)
+        for n, c in cpus.items():
+            row[n] = row.get(n, 0) + c
+        after = gang.row_max(rows)
+        take = []
+        seen: set[int] = set()
+        for n, mask, _c, mem in placement:
+            grow = 0 if n in seen else after.get(n, 0) - held.get(n, 0)
+            seen.add(n)
+            take.append((n, mask, grow, mem))
+        self.start(job, placement, info, via, take=tuple(take))
 
     def reason(self, job, why: str, first: bool = False) -> None:
         if first and job.id in self.reasons:
@@ -208,6 +236,8 @@ class Cycle:
             if rows is not None:  # a normal start in a FORCE partition fits its first row
                 gang.add_to_rows(rows, pol.gang_cpu(placement), self.snap.nodes.cpu_total)
         self.started[job.id] = (placement, info.name, via)
+        if pol.yes_parts and not job.wl.oversubscribe:
+            self.unshared_started.update(p[0] for p in placement)
         self.reasons.pop(job.id, None)
         pol.run_part[job.id] = info.name
         pol.run_limit[job.id] = pol.time_limit(job, info)
@@ -330,7 +360,19 @@ class SlurmPolicy:
         suspend = s.preempt_type == "preempt/partition_prio" and any(
             (info.preempt_mode or s.preempt_mode).split(",")[0].strip().upper() == "SUSPEND"
             for info in self.parts.values())
-        self.gang_active = self.gang_on and (suspend or any(n > 1 for n in self.share.values()))
+        #: preempt/qos with SUSPEND: a preemptor is allocated on its victims' CPUs in their
+        #: OverSubscribe=FORCE[:N] partition and gang time-slices them (checked on a real 22.05.8)
+        qos_suspend = self.gang_on and s.preempt_type == "preempt/qos" and (
+            s.preempt_mode.split(",")[0].strip().upper() == "SUSPEND"
+            or any((q.preempt_mode or "").split(",")[0].strip().upper() == "SUSPEND" for q in self.qos.values()))
+        self.suspend_parts = frozenset(name for name, info in self.parts.items()
+                                       if qos_suspend and gang.forced(info.part.oversubscribe))
+        #: partitions whose jobs may hold the same CPUs (co-allocation rows)
+        self.row_parts = frozenset(name for name, n in self.share.items() if n > 1) | self.suspend_parts
+        #: OverSubscribe=YES partitions: a job's ``--oversubscribe`` limits where it may share
+        self.yes_parts = frozenset(name for name, info in self.parts.items()
+                                   if gang.asks_to_share(info.part.oversubscribe))
+        self.gang_active = self.gang_on and (suspend or bool(self.row_parts))
         self.use_fs = s.multifactor and self.acct is not None and s.weights.get("fairshare", 0) > 0
 
     def part_of(self, job) -> str | None:

@@ -9,10 +9,16 @@ engine stops them when it ends); the preemptor starts in a later pass once the r
 
 SUSPEND (only with GANG, spec §9/§10): a victim would only give up its CPUs - it keeps its memory
 and GPUs - so only its CPUs count as freed; PreemptExemptTime does not apply (22.05, §17.6). When
-every victim needed is a SUSPEND victim, the preemptor starts at once; gang's "shadow" of the
-running preemptor then suspends the overlapping jobs of lower-tier partitions and resumes them
-when it ends (``gang``). SUSPEND under preempt/qos (same partition, no shadow) is not modelled:
-such victims are not taken.
+every victim needed is a SUSPEND victim, the preemptor starts at once:
+
+* preempt/partition_prio: gang's "shadow" of the running preemptor suspends the overlapping jobs
+  of lower-tier partitions and resumes them when it ends (``gang``);
+* preempt/qos: the preemptor is allocated on its victims' CPUs as one more co-allocation row of
+  their partition, and gang treats them as jobs sharing CPUs: the preemptor is suspended at
+  once, then they time-slice whatever their QOS priorities (a real 22.05.8, case
+  preempt-gp-004). This needs OverSubscribe=FORCE[:N] (FORCE:1 too) on the victim's partition
+  and the preemptor in that partition; elsewhere such victims are not taken, and the preemptor
+  waits (Resources), as the real 22.05.8 did with OverSubscribe=NO.
 """
 from __future__ import annotations
 
@@ -71,7 +77,8 @@ def _victim_mode(pol, victim) -> str:
     mode = _mode(pol, victim)
     if mode == REQUEUE and not (victim.wl.requeue and pol.s.job_requeue):
         return CANCEL
-    if mode == SUSPEND and not (pol.gang_on and pol.s.preempt_type == "preempt/partition_prio"):
+    if mode == SUSPEND and not (pol.gang_on and (pol.s.preempt_type == "preempt/partition_prio"
+                                                 or pol.part_of(victim) in pol.suspend_parts)):
         return "OFF"
     return mode
 
@@ -126,6 +133,7 @@ def _candidates(cy, job, info) -> list[tuple]:
     now = cy.now
     exempt = pol.s.preempt_exempt
     node_set = info.node_set
+    by_qos = pol.s.preempt_type == "preempt/qos"
     found = []
     for v in cy.snap.active.values():
         if v.grace_until is not None or v.start is None:
@@ -138,6 +146,8 @@ def _candidates(cy, job, info) -> list[tuple]:
         if mode == SUSPEND:
             if v.state == SUSPENDED:
                 continue  # already stopped: suspending it again frees nothing
+            if by_qos and pol.part_of(v) != info.name:
+                continue  # gang slices within one partition: the preemptor must share the victim's
         elif mode not in (REQUEUE, CANCEL):
             continue
         elif exempt is not None and now - v.start < exempt:
@@ -202,8 +212,13 @@ def try_preempt(cy, job, info, usable) -> bool:
         else:
             scratch.give(freed(v))
     if all(modes[v.id] == SUSPEND for v in chosen):
-        # SUSPEND,GANG: the preemptor starts now; gang suspends what its shadow covers
-        cy.start(job, place(job.wl, info.nodes, scratch, usable), info, VIA_MAIN)
+        placement = place(job.wl, info.nodes, scratch, usable)
+        if pol.s.preempt_type == "preempt/qos":
+            # on the victims' CPUs, in a row of their partition; gang suspends it at once
+            cy.start_in_row(job, placement, info, VIA_MAIN)
+        else:
+            # SUSPEND,GANG: the preemptor starts now; gang suspends what its shadow covers
+            cy.start(job, placement, info, VIA_MAIN)
         return True
     for v in chosen:
         if modes[v.id] == SUSPEND:
