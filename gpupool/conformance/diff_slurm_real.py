@@ -128,6 +128,53 @@ def backfill_cycles(log_text: str) -> list[float]:
     return [datetime.fromisoformat(m.group(1)).timestamp() for m in _BACKFILL_CYCLE.finditer(log_text)]
 
 
+_BF_LINE = re.compile(r"^\[(\S+)\] sched/backfill: (.*)$", re.MULTILINE)
+_BF_TEST = re.compile(r"BACKFILL: test for JobId=(\d+) ")
+_BF_JOB = re.compile(r"JobId=(\d+)\b")
+#: how a cycle that did not stop on its own time limit ends (slurmctld 22.05 backfill.c)
+_BF_ENDED = ("reached end of job queue", "bf_max_job_test: limit", "breaking out after testing")
+
+
+def backfill_cuts(log_text: str) -> dict[float, tuple[int | None, bool]]:
+    """Backfill cycles that ran out of time, by begin instant (epoch s): (the job the cycle
+    stopped at, whether that job was still tested); None: stopped before testing any job.
+
+    slurmctld 22.05 ends a cycle silently once ``time(NULL) - start >= bf_max_time``
+    (default ``bf_interval``), checked before each queue record and before each try. Both are
+    whole seconds, so with ``bf_interval=1`` a cycle that crosses a second boundary stops at the
+    next check, however few jobs it tested: every one of the 124 cycles that ended without
+    "reached end of job queue" in a 100-job run had crossed one, and no such cycle had not
+    (docs/differential.md). When that happens is a matter of slurmctld's own CPU time, which no
+    replay can know, so the replay reads it from the log (``DebugFlags=Backfill``): the last
+    job the cycle logged "test for" is where it stopped, and it counts as tested when anything
+    about it was logged after that line (a plan, an overlap, a start).
+    """
+    out: dict[float, tuple[int | None, bool]] = {}
+    begin: float | None = None
+    last: int | None = None
+    tested = False
+    for m in _BF_LINE.finditer(log_text):
+        msg = m.group(2)
+        if "_attempt_backfill: beginning" in msg:
+            begin = datetime.fromisoformat(m.group(1)).timestamp()
+            last, tested = None, False
+            continue
+        if begin is None:
+            continue
+        t = _BF_TEST.search(msg)
+        if t:
+            last, tested = int(t.group(1)), False
+        elif "completed testing" in msg:
+            out[begin] = (last, tested)
+            begin = None
+        elif any(k in msg for k in _BF_ENDED):
+            begin = None  # ended on its own: not cut
+        elif last is not None and not tested:
+            j = _BF_JOB.search(msg)
+            tested = j is not None and int(j.group(1)) == last
+    return out
+
+
 def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:
     """Replace jobcomp's whole-second submit/start/end with slurmctld's millisecond log times.
 

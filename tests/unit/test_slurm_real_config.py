@@ -211,3 +211,66 @@ def test_compare_counts_and_lists_disagreements():
     assert rep.order_agree == 1.0 and rep.start_within_interval == 0.5 and rep.gpus_agree == 0.5
     assert [d.name for d in rep.disagreements] == ["b"]
     assert any("GPUs" in p for p in rep.disagreements[0].problems)
+
+
+def test_backfill_cuts_are_read_from_the_log():
+    """A cycle that logs "reached end of job queue" (or another way out) was not cut; one that
+    just stops ran out of bf_max_time: it stopped at its last "test for" job, which counts as
+    tested only when something about it was logged after that line."""
+    from datetime import datetime
+
+    from gpupool.conformance.diff_slurm_real import backfill_cuts
+
+    def at(s: str) -> float:
+        return datetime.fromisoformat(s).timestamp()
+
+    bf = "sched/backfill: _attempt_backfill: "
+    log = "\n".join([
+        f"[2026-12-01T22:00:00.100] {bf}beginning",
+        f"[2026-12-01T22:00:00.101] {bf}BACKFILL: test for JobId=4 Prio=10 Partition=train Reservation=NONE",
+        f"[2026-12-01T22:00:00.102] {bf}BACKFILL: reached end of job queue",
+        f"[2026-12-01T22:00:00.103] {bf}completed testing 1(1) jobs, usec=50",
+        f"[2026-12-01T22:00:01.900] {bf}beginning",
+        f"[2026-12-01T22:00:01.950] {bf}BACKFILL: test for JobId=4 Prio=10 Partition=train Reservation=NONE",
+        "[2026-12-01T22:00:01.960] sched/backfill: _start_job: Started JobId=4 in train on gpu01",
+        f"[2026-12-01T22:00:01.990] {bf}BACKFILL: test for JobId=5 Prio=9 Partition=train Reservation=NONE",
+        "[2026-12-01T22:00:02.000] sched/backfill: _dump_job_sched: JobId=5 to start at 2026-12-01T22:10:00, "
+        "end at 2026-12-01T22:20:00 on nodes gpu02 in partition train",
+        f"[2026-12-01T22:00:02.001] {bf}completed testing 2(2) jobs, usec=101000",
+        f"[2026-12-01T22:00:03.950] {bf}beginning",
+        f"[2026-12-01T22:00:03.990] {bf}BACKFILL: test for JobId=6 Prio=9 Partition=train Reservation=NONE",
+        "[2026-12-01T22:00:04.010] _job_complete: JobId=3 done",
+        f"[2026-12-01T22:00:04.011] {bf}completed testing 1(1) jobs, usec=61000",
+        f"[2026-12-01T22:00:05.990] {bf}beginning",
+        f"[2026-12-01T22:00:06.001] {bf}completed testing 0(0) jobs, usec=11000",
+        f"[2026-12-01T22:00:08.000] {bf}beginning",
+        f"[2026-12-01T22:00:08.001] {bf}BACKFILL: bf_max_job_test: limit of 1 reached",
+        f"[2026-12-01T22:00:08.002] {bf}completed testing 1(1) jobs, usec=100",
+    ])
+    assert backfill_cuts(log) == {
+        at("2026-12-01T22:00:01.900"): (5, True),
+        at("2026-12-01T22:00:03.950"): (6, False),  # the log line after it is about job 3
+        at("2026-12-01T22:00:05.990"): (None, False),
+    }
+
+
+def test_a_cut_backfill_cycle_walks_the_queue_only_to_its_cut():
+    """With ``backfill_cut`` the cycle at that instant tests the queue records up to the job it
+    stopped at (that job too when it was tested); other cycles, and a cut job gpupool does not
+    hold pending, walk the whole queue; replayed cycle instants are never skipped."""
+    from types import SimpleNamespace
+
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.formats.pool_dir import load_pool
+
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    pol = make_policy("slurm", pool, {"backfill_at": [5.0, 7.0, 9.0],
+                                       "backfill_cut": {5.0: (2, False), 7.0: (2, True), 9.0: (None, False)}})
+    recs = [SimpleNamespace(job=SimpleNamespace(id=i)) for i in (1, 2, 3)]
+    assert [r.job.id for r in pol._bf_records(5.0, recs)] == [1]
+    assert [r.job.id for r in pol._bf_records(7.0, recs)] == [1, 2]
+    assert pol._bf_records(9.0, recs) == []
+    assert pol._bf_records(6.0, recs) == recs
+    assert pol._bf_records(5.0, [recs[0], recs[2]]) == [recs[0], recs[2]]  # job 2 not pending here
+    with pytest.raises(Exception, match="backfill_cuts"):
+        make_policy("slurm", pool, {"backfill_cuts": {}})

@@ -35,7 +35,7 @@ from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, place
 
-_OPTIONS = {"record", "epoch", "backfill_at"}
+_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut"}
 
 
 def _suspended_by(x, now: float) -> float:
@@ -278,6 +278,12 @@ class SlurmPolicy:
         at = options.get("backfill_at")
         self.backfill_at: list[float] | None = None if at is None else sorted(float(t) for t in at)
         self._bf_set = frozenset(self.backfill_at or ())
+        #: Backfill cycles of a replayed real slurmctld that ran out of time (bf_max_time, a
+        #: wall-clock limit no simulation can know): run-relative instant -> (the job the cycle
+        #: stopped at, whether it was still tested); None stops before any job. See ``_bf_records``.
+        self.backfill_cut: dict[float, tuple[int | None, bool]] = {
+            float(t): (None if j is None else int(j), bool(tested))
+            for t, (j, tested) in (options.get("backfill_cut") or {}).items()}
         cfg = submit_check.slurm_config(pool)
         self.cfg = cfg
         self.s = load_settings(cfg)
@@ -648,11 +654,12 @@ class SlurmPolicy:
         if s.backfill and self._backfill_now(now, cy.out):
             # A cycle is skipped when no job, node or partition changed since the last one (a
             # node that left COMPLETING counts), and no fair-share pass reordered the queue (a
-            # real 22.05 starts jobs right after one).
+            # real 22.05 starts jobs right after one). A replay's listed instants are cycles the
+            # real slurmctld did run: none is skipped (the one before may have been cut short).
             sig = (len(snap.pending), len(snap.active), sum(snap.pending), sum(snap.active),
                    tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started), self._fs_T, cy.completing)
-            if sig != self._bf_sig or cy.started:
-                backfill.run(cy, records)
+            if sig != self._bf_sig or cy.started or self.backfill_at is not None:
+                backfill.run(cy, self._bf_records(now, records))
             self._bf_sig = sig
         if self.gang_active:
             self._gang_pass(cy, records)
@@ -664,6 +671,22 @@ class SlurmPolicy:
             if job is not None and job.reason != why:
                 out.append(Pending(jid, why))
         return out
+
+    def _bf_records(self, now: float, records: list) -> list:
+        """The queue records the backfill cycle at ``now`` walks: all of them, or, where a
+        replayed real cycle ran out of time (``backfill_cut``), those up to the job it stopped
+        at (that job included when it was still tested). A cut job gpupool does not hold
+        pending (it started it already) leaves the cycle whole."""
+        cut = self.backfill_cut.get(now) if self.backfill_cut else None
+        if cut is None:
+            return records
+        jid, tested = cut
+        if jid is None:
+            return []
+        for k, rec in enumerate(records):
+            if rec.job.id == jid:
+                return records[:k + 1] if tested else records[:k]
+        return records
 
     def _backfill_now(self, now: float, out: list) -> bool:
         """Whether a backfill cycle runs at ``now``; with ``backfill_at``, also ask to be called
