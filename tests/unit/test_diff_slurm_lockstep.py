@@ -174,3 +174,31 @@ def test_a_completing_node_takes_no_job_until_released():
     # a hold on another node changes nothing for this job
     other = run([((node_of_1 + 1) % len(names), 60.0, 80.0, 80.0)])
     assert other[4].first_start == 61.0
+
+
+def test_a_job_end_alone_runs_no_main_pass_while_its_node_completes():
+    """slurmctld's main scheduler is called by the epilog-complete message that releases a
+    job's nodes, not by the job's end: a job that the end freed from its account's GrpTRES
+    limit starts at the release (t=80), not at the end (t=61.5) on another node; in a
+    simulation (no holds) end and release coincide and it starts at 61.5 (no tick there)."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.model.workload import PodSet, Workload
+
+    pool = _pool()
+
+    def wl(jid, gpus, runtime):  # ml-serving: GrpTRES=gres/gpu=16
+        return Workload(jid, f"j{jid}", (PodSet(count=1, gpus=gpus),), submit_time=0.0, runtime=runtime,
+                        time_limit=3600.0, account="ml-serving", user="alice")
+
+    def run(holds):
+        policy = make_policy("slurm", pool, {"epoch": 0.0})
+        policy.node_holds = list(holds)
+        jobs = [wl(1, 8, 61.5), wl(2, 8, 1000.0), wl(3, 2, 50.0)]
+        return {j.id: j for j in Engine(pool, jobs, policy, check=True).run().jobs}
+
+    plain = run([])
+    assert plain[3].first_start == 61.5
+    node_of_1 = plain[1].placement[0][0]
+    held = run([(node_of_1, 61.5, 80.0, 80.0)])
+    assert held[1].end == 61.5 and held[3].first_start == 80.0
