@@ -329,14 +329,12 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
         return {j.id: j for j in out.jobs}
     forced = {jid: (r.start - t0, real_gpus(r.gpus, index) if r.gpus else None)
               for jid, r in real.items() if r.start is not None}
-    # a job's start_time in slurmctld is the "now" of the pass that started it: for backfill,
-    # the cycle's beginning, up to a fraction of a second before the logged start
-    decided = {}
-    for jid, r in real.items():
-        if r.start is not None and r.via == "backfill" and cycles:
-            k = bisect.bisect_right(cycles, r.start - t0)
-            if k:
-                decided[jid] = cycles[k - 1]
+    # a job's start_time in slurmctld is the whole second at which the pass that started it
+    # selected its nodes (jobcomp's StartTime), up to a second before the logged start: its
+    # end_time and fair-share usage count from there (1 ms in, so that the policy's whole-second
+    # rounding cannot fall into the second before)
+    decided = {jid: r.start_time - t0 + 1e-3 for jid, r in real.items()
+               if r.start is not None and r.start_time is not None}
     wrapper = LockstepPolicy(policy, forced, lockstep, decided)
     out = Engine(pool, wls, wrapper, check=True, executor=executor).run()
     views: dict[int, object] = {}

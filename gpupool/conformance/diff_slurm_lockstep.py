@@ -91,6 +91,8 @@ class LockstepPolicy:
                 out.append(d)
                 started.add(jid)
                 self.agreed.add(jid)
+                if jid in self.decided:  # real Slurm's start_time, which end_time counts from
+                    pol.set_reported_start(jid, self.decided[jid])
             else:
                 pol.retract_start(jid)
         due = self._due

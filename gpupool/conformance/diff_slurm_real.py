@@ -52,6 +52,10 @@ class RealRecord:
     released: float | None = None
     #: each node's epilog-complete message (``job_epilog_complete``), in arrival order
     epilogs: list[float] = field(default_factory=list)
+    #: slurmctld's own start_time (jobcomp's whole second): the clock time when the pass that
+    #: started the job called select_nodes, from which end_time (= start_time + limit) counts;
+    #: ``start`` becomes the later, millisecond "Started" log line (``refine_from_log``)
+    start_time: float | None = None
 
     def node_released(self) -> dict[str, float]:
         """When each node of the job could take other jobs again; {} without the log lines.
@@ -190,6 +194,8 @@ def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:
         elif m.group("main") or m.group("bf"):
             rec = records.get(int(m.group("mj") or m.group("bj")))
             if rec is not None and rec.via is None:
+                if rec.start_time is None:
+                    rec.start_time = rec.start
                 rec.start, rec.via = t, ("main" if m.group("main") else "backfill")
         elif m.group("done"):
             rec = records.get(int(m.group("dj")))

@@ -128,6 +128,8 @@ def test_log_refines_times_and_reads_when_each_node_was_released():
     """slurmctld's log (verbose, DebugFlags=TraceJobs): millisecond submit/start/end, the kill
     at the limit, and when each node left COMPLETING: the batch host (first node) seconds
     after a kill at the limit, the other node at once."""
+    from datetime import datetime
+
     from gpupool.conformance.diff_slurm_real import refine_from_log
 
     recs = parse_jobcomp(
@@ -147,6 +149,8 @@ def test_log_refines_times_and_reads_when_each_node_was_released():
     refine_from_log(recs, log)
     r = recs[7]
     assert r.via == "backfill" and r.time_limit_hit == r.end
+    # slurmctld's start_time stays jobcomp's whole second, a fraction before the log line
+    assert r.start_time == datetime.fromisoformat("2026-12-01T21:49:52").timestamp() and round(r.start - r.start_time, 3) == 0.704
     assert round(r.end - r.start, 3) == 79.273 and round(r.released - r.end, 3) == 21.124
     rel = {n: round(t - r.end, 3) for n, t in r.node_released().items()}
     assert rel == {"gpu03": 21.124, "gpu04": 0.053}

@@ -551,6 +551,14 @@ class SlurmPolicy:
         return Start(job.id, placement, via="adopted", time_limit=self.effective_limit(job, info),
                      partition=info.name)
 
+    def set_reported_start(self, jid: int, started: float) -> None:
+        """Count a job this policy started from ``started`` instead of its own instant: a
+        replay's real start_time, a second earlier or later than the instant of the pass."""
+        self.reported_start[jid] = started
+        seg = self._segs.get(jid)
+        if seg is not None:
+            self._segs[jid] = (started,) + tuple(seg[1:])
+
     def retract_start(self, jid: int) -> None:
         """Forget a start this policy decided that was not carried out (the job stays pending)."""
         self._segs.pop(jid, None)
