@@ -14,11 +14,10 @@ decides as slurmctld does. Here the replay follows real Slurm's history instead:
   any other proposal is withdrawn (``SlurmPolicy.retract_start``), the job stays pending;
 * a job real Slurm started that gpupool has not started ``tolerance`` seconds later is started
   on real Slurm's GPUs (``SlurmPolicy.adopt_start``);
-* a start gpupool did not propose is counted by the policy from the instant real Slurm's
-  deciding pass began (``decided``; a backfill cycle's beginning, which is the job's
-  start_time there): end_time and fair-share usage then accrue as they did there; a proposed
-  one keeps gpupool's own instant, which is that same pass's beginning within the tolerance;
-  ``ReplayExecutor`` ends either when the job ended there.
+* every start real Slurm made, adopted or proposed alike, is counted by the policy from real
+  Slurm's start_time (``decided``: jobcomp's whole second, when the deciding pass selected
+  the nodes, up to a second before the logged start): end_time and fair-share usage then
+  accrue as they did there; ``ReplayExecutor`` ends the job when it ended there.
 
 So a disagreement is one decision: what gpupool would have done next from real Slurm's state.
 """
@@ -50,8 +49,8 @@ class LockstepPolicy:
     """Wraps a ``SlurmPolicy``: asks it, records its proposals, carries out real Slurm's starts.
 
     ``real`` maps a job id to (real start, real GPUs as (node index, GPU mask) pairs, or None
-    when they are unknown), times run-relative; ``decided`` to when the real pass that started
-    it began. ``tolerance``: how far from real Slurm's start a proposal still counts as the
+    when they are unknown), times run-relative; ``decided`` to real Slurm's start_time for it.
+    ``tolerance``: how far from real Slurm's start a proposal still counts as the
     same decision (the report's scheduler interval).
     """
 
@@ -64,7 +63,7 @@ class LockstepPolicy:
         self.time_limit_check_interval = getattr(inner, "time_limit_check_interval", 0.0)
         self.real = real
         self.tolerance = tolerance
-        #: job id -> when the real pass that started it began (default: its logged start)
+        #: job id -> real Slurm's start_time for it (default: its logged start)
         self.decided = decided or {}
         self.proposals: dict[int, Proposal] = {}
         #: jobs carried out as gpupool proposed them / started from real Slurm's decision
