@@ -139,9 +139,10 @@ _BF_JOB = re.compile(r"JobId=(\d+)\b")
 _BF_ENDED = ("reached end of job queue", "bf_max_job_test: limit", "breaking out after testing")
 
 
-def backfill_cuts(log_text: str) -> dict[float, tuple[int | None, bool]]:
-    """Backfill cycles that ran out of time, by begin instant (epoch s): (the job the cycle
-    stopped at, whether that job was still tested); None: stopped before testing any job.
+def backfill_cuts(log_text: str) -> dict[float, tuple[tuple[int, ...], bool]]:
+    """Backfill cycles that ran out of time, by begin instant (epoch s): (the jobs the cycle
+    logged "test for", in order, the last being where it stopped; whether that last one was
+    still tested); no jobs: it stopped before testing any.
 
     slurmctld 22.05 ends a cycle silently once ``time(NULL) - start >= bf_max_time``
     (default ``bf_interval``), checked before each queue record and before each try. Both are
@@ -149,27 +150,30 @@ def backfill_cuts(log_text: str) -> dict[float, tuple[int | None, bool]]:
     next check, however few jobs it tested: every one of the 124 cycles that ended without
     "reached end of job queue" in a 100-job run had crossed one, and no such cycle had not
     (docs/differential.md). When that happens is a matter of slurmctld's own CPU time, which no
-    replay can know, so the replay reads it from the log (``DebugFlags=Backfill``): the last
-    job the cycle logged "test for" is where it stopped, and it counts as tested when anything
-    about it was logged after that line (a plan, an overlap, a start).
+    replay can know, so the replay reads it from the log (``DebugFlags=Backfill``): the jobs
+    the cycle logged "test for" are the ones it reached, the last one is where it stopped, and
+    that one counts as tested when anything about it was logged after that line (a plan, an
+    overlap, a start).
     """
-    out: dict[float, tuple[int | None, bool]] = {}
+    out: dict[float, tuple[tuple[int, ...], bool]] = {}
     begin: float | None = None
+    seen: list[int] = []
     last: int | None = None
     tested = False
     for m in _BF_LINE.finditer(log_text):
         msg = m.group(2)
         if "_attempt_backfill: beginning" in msg:
             begin = datetime.fromisoformat(m.group(1)).timestamp()
-            last, tested = None, False
+            seen, last, tested = [], None, False
             continue
         if begin is None:
             continue
         t = _BF_TEST.search(msg)
         if t:
             last, tested = int(t.group(1)), False
+            seen.append(last)
         elif "completed testing" in msg:
-            out[begin] = (last, tested)
+            out[begin] = (tuple(seen), tested)
             begin = None
         elif any(k in msg for k in _BF_ENDED):
             begin = None  # ended on its own: not cut

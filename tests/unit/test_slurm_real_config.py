@@ -252,16 +252,17 @@ def test_backfill_cuts_are_read_from_the_log():
         f"[2026-12-01T22:00:08.002] {bf}completed testing 1(1) jobs, usec=100",
     ])
     assert backfill_cuts(log) == {
-        at("2026-12-01T22:00:01.900"): (5, True),
-        at("2026-12-01T22:00:03.950"): (6, False),  # the log line after it is about job 3
-        at("2026-12-01T22:00:05.990"): (None, False),
+        at("2026-12-01T22:00:01.900"): ((4, 5), True),
+        at("2026-12-01T22:00:03.950"): ((6,), False),  # the log line after it is about job 3
+        at("2026-12-01T22:00:05.990"): ((), False),
     }
 
 
 def test_a_cut_backfill_cycle_walks_the_queue_only_to_its_cut():
-    """With ``backfill_cut`` the cycle at that instant tests the queue records up to the job it
-    stopped at (that job too when it was tested); other cycles, and a cut job gpupool does not
-    hold pending, walk the whole queue; replayed cycle instants are never skipped."""
+    """With ``backfill_cut`` the cycle at that instant tests the records of the jobs the real
+    cycle reached, in the policy's order (the one it stopped at only when it was tested); a
+    job the real cycle reached that is not pending here is simply absent; other cycles walk the
+    whole queue."""
     from types import SimpleNamespace
 
     from gpupool.engine.policy_api import make_policy
@@ -269,12 +270,12 @@ def test_a_cut_backfill_cycle_walks_the_queue_only_to_its_cut():
 
     pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
     pol = make_policy("slurm", pool, {"backfill_at": [5.0, 7.0, 9.0],
-                                       "backfill_cut": {5.0: (2, False), 7.0: (2, True), 9.0: (None, False)}})
+                                       "backfill_cut": {5.0: ((1, 2), False), 7.0: ((2, 1), True), 9.0: ((), False)}})
     recs = [SimpleNamespace(job=SimpleNamespace(id=i)) for i in (1, 2, 3)]
     assert [r.job.id for r in pol._bf_records(5.0, recs)] == [1]
     assert [r.job.id for r in pol._bf_records(7.0, recs)] == [1, 2]
     assert pol._bf_records(9.0, recs) == []
     assert pol._bf_records(6.0, recs) == recs
-    assert pol._bf_records(5.0, [recs[0], recs[2]]) == [recs[0], recs[2]]  # job 2 not pending here
+    assert [r.job.id for r in pol._bf_records(7.0, [recs[1], recs[2]])] == [2]  # job 1 not pending here
     with pytest.raises(Exception, match="backfill_cuts"):
         make_policy("slurm", pool, {"backfill_cuts": {}})

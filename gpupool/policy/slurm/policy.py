@@ -279,11 +279,12 @@ class SlurmPolicy:
         self.backfill_at: list[float] | None = None if at is None else sorted(float(t) for t in at)
         self._bf_set = frozenset(self.backfill_at or ())
         #: Backfill cycles of a replayed real slurmctld that ran out of time (bf_max_time, a
-        #: wall-clock limit no simulation can know): run-relative instant -> (the job the cycle
-        #: stopped at, whether it was still tested); None stops before any job. See ``_bf_records``.
-        self.backfill_cut: dict[float, tuple[int | None, bool]] = {
-            float(t): (None if j is None else int(j), bool(tested))
-            for t, (j, tested) in (options.get("backfill_cut") or {}).items()}
+        #: wall-clock limit no simulation can know): run-relative instant -> (the jobs the cycle
+        #: reached, the last being where it stopped; whether that one was still tested). See
+        #: ``_bf_records``.
+        self.backfill_cut: dict[float, tuple[frozenset[int], int | None, bool]] = {
+            float(t): (frozenset(int(j) for j in jobs), int(jobs[-1]) if jobs else None, bool(tested))
+            for t, (jobs, tested) in (options.get("backfill_cut") or {}).items()}
         cfg = submit_check.slurm_config(pool)
         self.cfg = cfg
         self.s = load_settings(cfg)
@@ -686,19 +687,14 @@ class SlurmPolicy:
 
     def _bf_records(self, now: float, records: list) -> list:
         """The queue records the backfill cycle at ``now`` walks: all of them, or, where a
-        replayed real cycle ran out of time (``backfill_cut``), those up to the job it stopped
-        at (that job included when it was still tested). A cut job gpupool does not hold
-        pending (it started it already) leaves the cycle whole."""
+        replayed real cycle ran out of time (``backfill_cut``), those of the jobs it reached, in
+        this policy's order, the job it stopped at only when it was still tested (a job the
+        real cycle reached that is not pending here, gpupool having started it, is no record)."""
         cut = self.backfill_cut.get(now) if self.backfill_cut else None
         if cut is None:
             return records
-        jid, tested = cut
-        if jid is None:
-            return []
-        for k, rec in enumerate(records):
-            if rec.job.id == jid:
-                return records[:k + 1] if tested else records[:k]
-        return records
+        reached, last, tested = cut
+        return [rec for rec in records if rec.job.id in reached and (tested or rec.job.id != last)]
 
     def _backfill_now(self, now: float, out: list) -> bool:
         """Whether a backfill cycle runs at ``now``; with ``backfill_at``, also ask to be called
