@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from gpupool.policy.slurm.backfill import TimeMap
 
 
@@ -22,11 +24,19 @@ def _scan_first_gain(tm, resv, nodes, lo, hi, tl, all_nodes):
     return None
 
 
-def test_index_matches_scan_random():
+class _Indexed(TimeMap):
+    """Always the per-node index (``blocked`` scans node bit sets below SCAN_MAX reservations)."""
+
+    __slots__ = ()
+    SCAN_MAX = -1
+
+
+@pytest.mark.parametrize("time_map", [TimeMap, _Indexed])
+def test_index_matches_scan_random(time_map):
     rng = random.Random(7)
     all_nodes = frozenset(range(12))
     for _trial in range(40):
-        tm = TimeMap(60)
+        tm = time_map(60)
         for jid in range(rng.randint(0, 30)):
             nodes = frozenset(rng.sample(sorted(all_nodes), rng.randint(1, 4)))
             tm.add(rng.uniform(0, 20_000), rng.choice([30, 60, 600, 3600, 7200, 86400]), nodes, jid)

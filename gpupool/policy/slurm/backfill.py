@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import bisect
 import math
+import weakref
 
 from gpupool.policy.slurm.bisection import first_true
-from gpupool.policy.slurm.select import Free, eligible_nodes, place, pod_fits
+from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, place
 
 VIA_BACKFILL = "SchedBackfill"
 MAX_TRIES = 64
@@ -29,7 +30,13 @@ class TimeMap:
     a scan over every reservation; ``blocked`` answers are memoised until the next ``add``.
     """
 
-    __slots__ = ("_blocked", "_disjoint", "_ends", "_merged", "_node_b", "_node_e", "epoch", "res", "resv")
+    __slots__ = ("_blocked", "_disjoint", "_ends", "_masks", "_merged", "_node_b", "_node_e", "_sets", "epoch",
+                 "res", "resv")
+
+    #: up to this many reservations, ``blocked`` scans them (two comparisons each, node sets
+    #: as bit sets) instead of bisecting per reserved node: on the Helios-like slice a cycle
+    #: holds at most ~75; the per-node index serves deep queues (hundreds)
+    SCAN_MAX = 96
 
     def __init__(self, res: int, epoch: float = 0.0) -> None:
         self.resv: list[tuple[float, float, frozenset, int]] = []
@@ -42,6 +49,8 @@ class TimeMap:
         self._ends: list[float] = []  # every reservation's end, sorted (with repeats)
         self._blocked: dict[tuple[float, float], frozenset] = {}
         self._merged: dict[int, tuple] = {}  # node -> its merged reservations' (begins, ends) (memo)
+        self._masks: list[tuple[float, float, int]] = []  # (begin, end, node bit set) per reservation
+        self._sets: dict[int, frozenset] = {}  # node bit set -> its nodes (memo)
 
     def add(self, start: float, tl: float, nodes: frozenset, job_id: int) -> None:
         res = self.res
@@ -50,6 +59,10 @@ class TimeMap:
         end = ((start + tl + ep) // res) * res - ep
         if end > begin:
             self.resv.append((begin, end, nodes, job_id))
+            bits = 0
+            for n in nodes:
+                bits |= 1 << n
+            self._masks.append((begin, end, bits))
             bisect.insort(self._ends, end)
             self._blocked.clear()
             for n in nodes:
@@ -71,6 +84,16 @@ class TimeMap:
         key = (start, end)
         out = self._blocked.get(key)
         if out is not None:
+            return out
+        if len(self._masks) <= self.SCAN_MAX:
+            bits = 0
+            for b, e, m in self._masks:
+                if b <= end and e > start:  # closed window (see below)
+                    bits |= m
+            out = self._sets.get(bits)
+            if out is None:
+                out = self._sets[bits] = frozenset(n for n in range(bits.bit_length()) if bits >> n & 1)
+            self._blocked[key] = out
             return out
         hit = []
         br = bisect.bisect_right
@@ -170,13 +193,19 @@ class NodeTimeline:
     when the node gains resources (1-based counts), and ``cpu/gpus/mask/mem[n]`` its free
     resources right after. Free resources only grow along ``ends``, so whether a pod fits is
     monotone in the count and a bisection finds the first count at which it does.
+
+    Will-run asks the same few questions many times within a cycle (free state after a count,
+    which entries touch a usable-node mask): the answers are memoised here, since a timeline
+    lives only as long as the free resources and running jobs it was built from.
     """
 
-    __slots__ = ("_by_shape", "base", "cpu", "emask", "gpus", "ks", "mask", "mem")
+    __slots__ = ("_by_shape", "_states", "base", "cpu", "emask", "gpus", "ks", "mask", "mem", "orr",
+                 "vals")
 
     def __init__(self, free, ends) -> None:
         self.base = free
         self._by_shape: dict = {}  # pod shape -> first_fit of every node (memo)
+        self._states: dict[int, tuple] = {}  # count -> free lists after it (memo)
         self.ks: dict[int, list[int]] = {}
         self.cpu: dict[int, list[int]] = {}
         self.gpus: dict[int, list[int]] = {}
@@ -185,60 +214,131 @@ class NodeTimeline:
         #: per entry of ``ends``, the bit set of the nodes it frees (one AND tells will_run
         #: whether a running job touches any usable node)
         self.emask: list[int] = []
-        cur: dict[int, list] = {}
-        for k, (_end, _seq, placement, _free_at) in enumerate(ends, 1):
+        #: ``orr[k]``: the nodes freed by the first ``k`` entries (prefix OR of ``emask``)
+        self.orr: list[int] = [0]
+        #: the entries' limit ends, for bisection
+        self.vals: list[float] = [e[0] for e in ends]
+        emask = self.emask
+        orr = self.orr
+        acc = 0
+        kd, cd, gd, md, rd = self.ks, self.cpu, self.gpus, self.mask, self.mem
+        fcpu, fgpus, fmask, fmem = free.cpu, free.gpus, free.mask, free.mem
+        for k, entry in enumerate(ends, 1):
             bits = 0
-            for node, _m, _c, _r in placement:
+            for node, mask, cpu, mem in entry[2]:
                 bits |= 1 << node
-            self.emask.append(bits)
-            for node, mask, cpu, mem in placement:
-                c = cur.get(node)
-                if c is None:
-                    c = [free.cpu[node], free.gpus[node], free.mask[node], free.mem[node]]
-                    cur[node] = c
-                    self.ks[node] = []
-                    self.cpu[node] = []
-                    self.gpus[node] = []
-                    self.mask[node] = []
-                    self.mem[node] = []
-                c[0] += cpu
-                c[1] += mask.bit_count()
-                c[2] |= mask
-                c[3] += mem
-                ks = self.ks[node]
-                if ks and ks[-1] == k:  # several pods of one job on this node
-                    self.cpu[node][-1], self.gpus[node][-1], self.mask[node][-1], self.mem[node][-1] = c
+                ks = kd.get(node)
+                if ks is None:
+                    kd[node] = [k]
+                    cd[node] = [fcpu[node] + cpu]
+                    gd[node] = [fgpus[node] + mask.bit_count()]
+                    md[node] = [fmask[node] | mask]
+                    rd[node] = [fmem[node] + mem]
+                elif ks[-1] == k:  # several pods of one job on this node: one step
+                    cd[node][-1] += cpu
+                    gd[node][-1] += mask.bit_count()
+                    md[node][-1] |= mask
+                    rd[node][-1] += mem
                 else:
                     ks.append(k)
-                    self.cpu[node].append(c[0])
-                    self.gpus[node].append(c[1])
-                    self.mask[node].append(c[2])
-                    self.mem[node].append(c[3])
+                    cl = cd[node]
+                    cl.append(cl[-1] + cpu)
+                    gl = gd[node]
+                    gl.append(gl[-1] + mask.bit_count())
+                    ml = md[node]
+                    ml.append(ml[-1] | mask)
+                    rl = rd[node]
+                    rl.append(rl[-1] + mem)
+            emask.append(bits)
+            acc |= bits
+            orr.append(acc)
 
-    def state_at(self, count: int, nodes) -> Free:
+    def full_state(self, count: int) -> Free:
         """A copy of the free resources after the first ``count`` entries of ``ends`` are
-        freed, exact on ``nodes`` (other nodes keep their present state)."""
-        out = self.base.copy()
-        br = bisect.bisect_right
-        for n in nodes:
-            ks = self.ks.get(n)
-            if not ks:
-                continue
-            j = br(ks, count) - 1
-            if j >= 0:
-                out.cpu[n] = self.cpu[n][j]
-                out.gpus[n] = self.gpus[n][j]
-                out.mask[n] = self.mask[n][j]
-                out.mem[n] = self.mem[n][j]
+        freed (the lists are memoised per count: tests of several jobs meet at the same
+        batch ends)."""
+        lists = self._states.get(count)
+        if lists is None:
+            base = self.base
+            cpu, gpus, mask, mem = list(base.cpu), list(base.gpus), list(base.mask), list(base.mem)
+            br = bisect.bisect_right
+            for n, ks in self.ks.items():
+                j = br(ks, count) - 1
+                if j >= 0:
+                    cpu[n] = self.cpu[n][j]
+                    gpus[n] = self.gpus[n][j]
+                    mask[n] = self.mask[n][j]
+                    mem[n] = self.mem[n][j]
+            lists = self._states[count] = (cpu, gpus, mask, mem)
+        out = Free.__new__(Free)
+        out.nodes = self.base.nodes
+        out.cpu, out.gpus, out.mask, out.mem = list(lists[0]), list(lists[1]), list(lists[2]), list(lists[3])
         return out
 
-    def first_fits(self, ps) -> list:
-        """``first_fit`` of every node for pod shape ``ps``, indexed by node."""
+    def first_fits(self, ps) -> list[tuple[int, int]]:
+        """``(first_fit, node)`` of every node where a pod of shape ``ps`` ever fits, least
+        count first (memoised per shape)."""
         out = self._by_shape.get(ps)
         if out is None:
-            out = [self.first_fit(n, ps) for n in range(len(self.base.cpu))]
+            out = []
+            free = self.base
+            if ps.exclusive or ps.gpu_type:
+                ff = self.first_fit
+                out = [(k, n) for n in range(len(free.cpu)) if (k := ff(n, ps)) is not None]
+            else:
+                # ``first_fit`` inlined for the common shape (no type, not exclusive)
+                g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_mib
+                kd, cd, gd, rd = self.ks, self.cpu, self.gpus, self.mem
+                bl = bisect.bisect_left
+                for n, (c0, g0, m0) in enumerate(zip(free.cpu, free.gpus, free.mem)):
+                    if g0 >= g and c0 >= cm and m0 >= need_mem:
+                        out.append((0, n))
+                        continue
+                    ks = kd.get(n)
+                    if ks is None:
+                        continue
+                    gpus, cpu, mem = gd[n], cd[n], rd[n]
+                    if gpus[-1] < g or cpu[-1] < cm or mem[-1] < need_mem:
+                        continue
+                    j = bl(gpus, g)
+                    jc = bl(cpu, cm)
+                    if jc > j:
+                        j = jc
+                    jm = bl(mem, need_mem)
+                    if jm > j:
+                        j = jm
+                    out.append((ks[j], n))
+            out.sort()
             self._by_shape[ps] = out
         return out
+
+    def kmin(self, pod_sets, umask: int, cached_only: bool = False) -> int | None:
+        """A count of freed entries before which no placement of ``pod_sets`` on the nodes of
+        ``umask`` exists (None: none ever does), so no test before it is made: every pod set
+        needs as many usable nodes where one of its pods fits as it must spread over (its
+        count with one pod per node, else one), and a pod fits on a node from its
+        ``first_fit`` on. With ``cached_only``, -1 unless every shape's ``first_fits`` is
+        already known."""
+        if cached_only:
+            memo = self._by_shape
+            for ps in pod_sets:
+                if ps not in memo:
+                    return -1
+        bound = 0
+        for ps in pod_sets:
+            if ps.count <= 0:
+                continue
+            need = ps.count if ps.one_per_node else 1
+            for k, n in self.first_fits(ps):
+                if umask >> n & 1:
+                    need -= 1
+                    if not need:
+                        if k > bound:
+                            bound = k
+                        break
+            else:
+                return None
+        return bound
 
     def first_fit(self, n: int, ps) -> int | None:
         """The least count of freed ``ends`` entries after which one pod of ``ps`` fits on ``n``."""
@@ -265,14 +365,23 @@ class NodeTimeline:
 
             def at(j):
                 return cpu[j] == ct and mask[j] == fm and mem[j] >= need_mem
-        else:
-            gpus = self.gpus[n]
-
-            def at(j):
-                return gpus[j] >= g and cpu[j] >= cm and mem[j] >= need_mem
-        if not at(len(ks) - 1):
+            if not at(len(ks) - 1):
+                return None
+            return ks[first_true(0, len(ks) - 1, at)]
+        # Each resource only grows along ``ends``: the first count at which all three suffice
+        # is the latest of the first counts at which each does (a bisection per list).
+        gpus = self.gpus[n]
+        if gpus[-1] < g or cpu[-1] < cm or mem[-1] < need_mem:
             return None
-        return ks[first_true(0, len(ks) - 1, at)]
+        bl = bisect.bisect_left
+        j = bl(gpus, g)
+        jc = bl(cpu, cm)
+        if jc > j:
+            j = jc
+        jm = bl(mem, need_mem)
+        if jm > j:
+            j = jm
+        return ks[j]
 
 
 #: select/cons_tres will-run (22.05 ``_will_run_test``): running jobs are freed in batches
@@ -298,99 +407,149 @@ def will_run(wl, cand, usable, free, ends, start_res: float, timeline=None, epoc
     job fits, the estimate is the end of the batch's last job, not of the job that made
     room (for a job already past its limit: that end + KillWait + OverTimeLimit, at least
     now + 1 s), so a real Slurm often plans later than the first moment the job would fit
-    (and, the batch having freed more nodes, on other nodes). Shortcuts that give the same answer: with
-    ``timeline`` (a ``NodeTimeline`` of ``free`` and ``ends``) batches that end before the
-    first count at which any pod of ``wl`` fits on a usable candidate node are not tested;
-    and after a failed ``place`` only nodes given back since then can change the answer, so
-    ``place`` is skipped while none of them fits a pod of ``wl``.
+    (and, the batch having freed more nodes, on other nodes).
+
+    The answer is ``max(raw, start_res)`` where ``raw`` (``will_run_raw``) does not depend on
+    ``start_res``: the backfill cycle shares raw answers between tries and jobs.
     """
-    usable_nodes = eligible_nodes(cand, free.nodes, usable)
-    pl = place(wl, cand, free, usable, usable_nodes)
-    if pl is not None:
-        return start_res, pl
+    if now is None:
+        now = start_res
+    raw, pl = will_run_raw(wl, cand, usable, free, ends, timeline, epoch, now, timeline_of)
+    if raw is None:
+        return None, None
+    return max(raw, start_res), pl
+
+
+def will_run_raw(wl, cand, usable, free, ends, timeline=None, epoch: float = 0.0, now: float = 0.0,
+                 timeline_of=None, eligible=None):
+    """``will_run`` without the window start: (-inf, placement) when the job fits at once,
+    (batch estimate, placement) when it fits after a batch of running jobs, else (None, None).
+
+    ``eligible``: ``(eligible_nodes(cand, free.nodes, usable), their bit set)`` when the
+    caller has them. Shortcuts that give the same answer as testing every batch in turn: with
+    ``timeline`` (a ``NodeTimeline`` of ``free`` and ``ends``) batches that end before the
+    first count at which any pod of ``wl`` fits on a usable candidate node are not tested (nor
+    is the placement now, when that count is not 0), and their boundaries are found by
+    bisection (a batch closes at its first job with a usable node whose successor ends after
+    barrier + window; the successors past that time form a suffix of ``ends``); after a
+    failed ``place`` only nodes given back since then can change the answer, so ``place`` is
+    skipped while none of them fits a pod of ``wl``.
+    """
+    if eligible is None:
+        usable_nodes = eligible_nodes(cand, free.nodes, usable)
+        umask = 0
+        for node in usable_nodes:
+            umask |= 1 << node
+    else:
+        usable_nodes, umask = eligible
     pod_sets = wl.pod_sets
+    kmin = -1
+    if timeline is not None and pod_sets and all(ps.count > 0 for ps in pod_sets):
+        # A placement now puts a pod on a usable node where it fits now (count 0): with none,
+        # ``place`` cannot succeed and is not tried (asked only of shapes already indexed).
+        kmin = timeline.kmin(pod_sets, umask, cached_only=True)
+        if kmin is None:
+            return None, None
+    if kmin <= 0:
+        pl = place(wl, cand, free, usable, usable_nodes)
+        if pl is not None:
+            return -math.inf, pl
     if timeline is None:
         # built only now: a job that fits at once (the common case right after a start, which
         # invalidates the caller's timeline) never needs it
         timeline = timeline_of() if timeline_of is not None else NodeTimeline(free, ends)
-    emask = timeline.emask
-    umask = 0
-    for node in usable_nodes:
-        umask |= 1 << node
-    if now is None:
-        now = start_res
     n = len(ends)
-    found = None
-    per_shape = [timeline.first_fits(ps) for ps in pod_sets]
-    for node in usable_nodes:
-        for fits in per_shape:
-            k = fits[node]
-            if k is not None and (found is None or k < found):
-                found = k
-    if found is None:
+    if kmin < 0:
+        kmin = timeline.kmin(pod_sets, umask)
+    if kmin is None:
         return None, None  # no pod fits on any usable node even after every running job ends
-    kmin = found
+    emask = timeline.emask
+    f = 0  # the first entry with a usable node; entries without one are skipped
+    while f < n and not emask[f] & umask:
+        f += 1
+    if f == n:
+        return None, None
+    vals = timeline.vals
+    br = bisect.bisect_right
     scratch: Free | None = None  # free resources on usable nodes after ``given`` entries
     given = 0
-    touched: set[int] = set()
-    i = 0
+    touched = 0  # bit set of the nodes given back since the last failed test
     window = WILL_RUN_WINDOW
-    barrier = None  # epoch-aligned end of the first freed job, fixed for the whole search
-    while i < n:
-        last_end = last_free = None
-        nxt = None
-        while i < n:
-            end, _, _placement, free_at = ends[i]
-            hit = emask[i] & umask
-            i += 1
-            if not hit:
-                continue  # no usable node: skipped
-            if barrier is None:
-                e_abs = math.floor(end + epoch)
-                barrier = e_abs + (window - e_abs % window) - epoch
-            last_end, last_free = end, free_at
-            nxt = ends[i][0] if i < n else None
-            if nxt is not None and nxt > barrier + window:
-                break
-        if last_end is None:
-            break
+    # epoch-aligned end of the first freed job, fixed for the whole search
+    e_abs = math.floor(vals[f] + epoch)
+    barrier = e_abs + (window - e_abs % window) - epoch
+    while True:
+        # ``f``: the batch's first entry with a usable node. The batch closes at the first
+        # such entry j ≥ f whose successor ends after barrier + window, i.e. j + 1 ≥ p (the
+        # first entry ending after it), or else runs to the end of ``ends``.
+        p = br(vals, barrier + window)
+        t = p - 1 if p - 1 > f else f
+        j = t
+        while j < n and not emask[j] & umask:
+            j += 1
+        if j < n:
+            i = j + 1
+        else:
+            i = n
+            j = t - 1  # the batch's last usable entry lies in [f, t): f is one
+            while not emask[j] & umask:
+                j -= 1
+        last_end, last_free = vals[j], ends[j][3]
+        nxt = vals[j + 1] if j + 1 < n else None
         if i >= kmin:
             # Bring the scratch state up to ``i`` freed entries. On usable nodes it equals the
             # timeline's state, so the first time it is read from there instead of replaying
-            # every earlier end; only usable nodes matter to ``place`` and ``may_fit``.
+            # every earlier end; only usable nodes matter to ``place`` and ``_may_fit``.
             if scratch is None:
-                scratch = timeline.state_at(i, usable_nodes)
-                ks = timeline.ks
-                touched = {node for node in usable_nodes if node in ks and ks[node][0] <= i}
+                scratch = timeline.full_state(i)
+                touched = timeline.orr[i]
             else:
-                for j in range(given, i):
-                    if emask[j] & umask:
-                        placement = ends[j][2]
-                        scratch.give(placement)
-                        for p in placement:
-                            touched.add(p[0])
+                for k in range(given, i):
+                    if emask[k] & umask:
+                        scratch.give(ends[k][2])
+                        touched |= emask[k]
             given = i
-            if _may_fit(scratch, touched, umask, pod_sets):
+            if _may_fit(scratch, touched & umask, pod_sets):
                 pl = place(wl, cand, scratch, usable, usable_nodes)
                 if pl is not None:
                     est = last_end if last_end > now else (last_free if last_free > now else now + 1)
-                    return max(est, start_res), pl
-                touched.clear()
+                    return est, pl
+                touched = 0
+        f = i
+        while f < n and not emask[f] & umask:
+            f += 1
+        if f >= n:
+            return None, None
         window *= 2
         while nxt is not None and nxt > barrier + window:
             window *= 2
-    return None, None
 
 
-def _may_fit(scratch: Free, touched: set[int], umask: int, pod_sets) -> bool:
-    """Whether a pod of the job fits on a usable node given back since the last failed test:
-    after a failed ``place`` only those nodes can change the answer."""
-    for node in touched:
-        if umask >> node & 1:
-            for ps in pod_sets:
-                if pod_fits(scratch, node, ps) is not None:
-                    return True
+def _may_fit(scratch: Free, touched: int, pod_sets) -> bool:
+    """Whether a pod of the job fits on a usable node given back since the last failed test
+    (``touched``: their bit set): after a failed ``place`` only those nodes can change the
+    answer."""
+    while touched:
+        low = touched & -touched
+        touched ^= low
+        node = low.bit_length() - 1
+        for ps in pod_sets:
+            if fits_now(scratch, node, ps):
+                return True
     return False
+
+
+#: policy -> (job id -> shape number, pod shapes -> shape number): jobs with equal pod
+#: shapes share will-run answers; numbering each job once per run spares hashing its shapes
+#: at every try of every cycle
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _shapes(pol) -> tuple[dict[int, int], dict]:
+    got = _SHAPES.get(pol)
+    if got is None:
+        got = _SHAPES[pol] = ({}, {})
+    return got
 
 
 def run(cy, records) -> None:
@@ -406,6 +565,11 @@ def run(cy, records) -> None:
     horizon = now + s.bf_window
     timeline = None
     memo: dict[tuple, tuple] = {}
+    #: (partition, usable nodes) -> their eligible nodes and bit set (nodes' up/drain states
+    #: do not change within a cycle)
+    eligible: dict[tuple, tuple] = {}
+    usable_of: dict[tuple, frozenset] = {}  # (partition, blocked nodes) -> usable nodes
+    shape_of, shapes = _shapes(pol)
 
     def timeline_of() -> NodeTimeline:
         nonlocal timeline
@@ -429,6 +593,10 @@ def run(cy, records) -> None:
         tested += 1
         per_user[req.user] = per_user.get(req.user, 0) + 1
         tl = pol.plan_limit(job, info)
+        pname = info.name
+        shape = shape_of.get(job.id)
+        if shape is None:
+            shape = shape_of[job.id] = shapes.setdefault(job.wl.pod_sets, len(shapes))
         test_only = (s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve) or (
             s.bf_min_age_reserve and now - cy.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
         start_res = now
@@ -436,21 +604,39 @@ def run(cy, records) -> None:
             if start_res > horizon:
                 break
             blocked = tmap.blocked(start_res, start_res + tl)
-            usable = info.node_set - blocked if blocked else None
+            if blocked:
+                # one set object per (partition, blocked set): memo keys then hash cheaply
+                ukey = (pname, blocked)
+                usable = usable_of.get(ukey)
+                if usable is None:
+                    usable = usable_of[ukey] = info.node_set - blocked
+            else:
+                usable = None
             later = tmap.later(start_res)
             if usable is not None and not usable:
                 est, pl = None, None
             else:
-                # will_run depends on the pod shapes, the partition, the usable nodes and the
-                # window start only (free resources and running jobs are fixed until a job
-                # starts): a deep queue repeats the same few shapes, so answers are shared
-                memo_key = (job.wl.pod_sets, info.name, usable, start_res)
+                # will_run's raw answer depends on the pod shapes, the partition and the
+                # usable nodes only (free resources and running jobs are fixed until a job
+                # starts; the window start only raises the estimate): a deep queue repeats
+                # the same few shapes, so answers are shared between tries and jobs
+                memo_key = (shape, pname, usable)
                 hit = memo.get(memo_key)
                 if hit is None:
-                    hit = will_run(job.wl, info.nodes, usable, cy.free, ends, start_res, timeline,
-                                   pol.epoch, now, timeline_of)
+                    ekey = (pname, usable)
+                    elig = eligible.get(ekey)
+                    if elig is None:
+                        nodes = eligible_nodes(info.nodes, cy.free.nodes, usable)
+                        bits = 0
+                        for n in nodes:
+                            bits |= 1 << n
+                        elig = eligible[ekey] = (nodes, bits)
+                    hit = will_run_raw(job.wl, info.nodes, usable, cy.free, ends, timeline,
+                                       pol.epoch, now, timeline_of, elig)
                     memo[memo_key] = hit
                 est, pl = hit
+                if est is not None and est < start_res:
+                    est = start_res
             if est is None:
                 if later is None or test_only:
                     break

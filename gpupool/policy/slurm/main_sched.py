@@ -4,7 +4,7 @@ lower record for the rest of the pass)."""
 from __future__ import annotations
 
 from gpupool.policy.slurm import preempt
-from gpupool.policy.slurm.select import place
+from gpupool.policy.slurm.select import eligible_nodes, place
 
 VIA_MAIN = "SchedMain"
 
@@ -14,6 +14,8 @@ def run(cy, records, full: bool) -> None:
     s = pol.s
     failed: set[str] = set()
     withheld: set[int] = set()
+    usable_of: dict[str, tuple] = {}  # partition -> (usable nodes, their eligible nodes)
+    nodes = cy.free.nodes
     depth = 0
     for rec in records:
         job = rec.job
@@ -32,17 +34,25 @@ def run(cy, records, full: bool) -> None:
             if s.assoc_limit_stop:
                 failed.add(info.name)
                 withheld |= info.node_set
+                usable_of.clear()
             continue
         arr = cy.array_limit(job)
         if arr is not None:
             cy.reason(job, arr, first=True)
             continue
-        usable = None
-        if withheld:
-            usable = info.node_set - withheld
-        if cy.completing:  # a node whose last job is still COMPLETING takes none (a replay's holds)
-            usable = (info.node_set if usable is None else usable) - cy.completing
-        placement = place(job.wl, info.nodes, cy.free, usable)
+        # A partition's usable nodes change only when a partition fails (nodes' up/drain
+        # states and COMPLETING holds are fixed for the pass): computed once per partition
+        # between failures, with their eligible nodes
+        got = usable_of.get(info.name)
+        if got is None:
+            usable = None
+            if withheld:
+                usable = info.node_set - withheld
+            if cy.completing:  # a node whose last job is still COMPLETING takes none (a replay's holds)
+                usable = (info.node_set if usable is None else usable) - cy.completing
+            got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable))
+        usable, eligible = got
+        placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
             cy.start(job, placement, info, VIA_MAIN)
             continue
@@ -57,3 +67,4 @@ def run(cy, records, full: bool) -> None:
             continue
         failed.add(info.name)
         withheld |= info.node_set
+        usable_of.clear()

@@ -73,21 +73,26 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
 
     ``eligible`` is ``eligible_nodes(cand, free.nodes, usable)`` when the caller has it (the
     will-run test places one job many times on the same nodes). Returns a placement tuple or
-    None; ``free`` is left unchanged.
+    None; ``free`` is left unchanged (pods are taken from it only while later pod sets still
+    have to be placed, and given back at the end).
     """
     weight = free.nodes.weight
     placement: list = []
+    taken: list = []
     ok = True
     pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
-    for ps in wl.pod_sets:
+    pod_sets = wl.pod_sets
+    last = len(pod_sets) - 1
+    for k, ps in enumerate(pod_sets):
         if ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, pool, free, weight)
             if chosen is None:
                 ok = False
                 break
-            for pod in chosen:
-                placement.append(pod)
-                free.take((pod,))
+            placement.extend(chosen)
+            if k < last:
+                free.take(chosen)
+                taken.extend(chosen)
             continue
         if ps.count == 1:
             pod = _one_node(ps, pool, free, weight)
@@ -95,7 +100,9 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
                 ok = False
                 break
             placement.append(pod)
-            free.take((pod,))
+            if k < last:
+                free.take((pod,))
+                taken.append(pod)
             continue
         for _ in range(ps.count):
             best = None
@@ -112,10 +119,22 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
                 break
             placement.append(best)
             free.take((best,))
+            taken.append(best)
         if not ok:
             break
-    free.give(placement)
+    if taken:
+        free.give(taken)
     return tuple(placement) if ok else None
+
+
+def fits_now(free: Free, i: int, ps) -> bool:
+    """Whether one pod of ``ps`` fits on node ``i`` now (``pod_fits`` without building it)."""
+    nodes = free.nodes
+    if ps.gpu_type and nodes.gpu_type[i] != ps.gpu_type:
+        return False
+    if ps.exclusive:
+        return free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib
+    return free.gpus[i] >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
 
 
 def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
@@ -154,11 +173,36 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     fitting = fitting_nodes(ps, pool, free)
     if not fitting:
         return None
-    best_w = min(weight[i] for i in fitting)
-    fitting = [i for i in fitting if weight[i] == best_w]
+    if len(fitting) == 1:
+        return pod_fits(free, fitting[0], ps)
+    ws = [weight[i] for i in fitting]
+    best_w = min(ws)
+    if max(ws) != best_w:
+        fitting = [i for i, w in zip(fitting, ws) if w == best_w]
+    fitting.sort()
     cpu = free.cpu
-    run = min(_runs(fitting), key=lambda r: (sum(cpu[i] for i in r), r[0]))
-    return pod_fits(free, min(run, key=lambda i: (cpu[i], i)), ps)
+    # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
+    # so the first run with the least sum
+    best_lo = best_hi = 0
+    best_sum = None
+    lo = 0
+    prev = fitting[0]
+    total = cpu[prev]
+    n = len(fitting)
+    for j in range(1, n):
+        i = fitting[j]
+        if i == prev + 1:
+            total += cpu[i]
+        else:
+            if best_sum is None or total < best_sum:
+                best_sum, best_lo, best_hi = total, lo, j
+            lo = j
+            total = cpu[i]
+        prev = i
+    if best_sum is None or total < best_sum:
+        best_lo, best_hi = lo, n
+    node = min(fitting[best_lo:best_hi], key=lambda i: (cpu[i], i))
+    return pod_fits(free, node, ps)
 
 
 def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
