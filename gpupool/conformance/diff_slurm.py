@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
-from gpupool.conformance.diff_slurm_real import RealRecord, backfill_cuts, backfill_cycles, play, sacct_records
+from gpupool.conformance.diff_slurm_real import RealRecord, RealTiming, play, real_timing, sacct_records
 from gpupool.conformance.diff_slurm_workload import DiffJob, generate, sbatch_script
 from gpupool.conformance.real_slurm import DEFAULT_SCHEDULER_PARAMETERS, RealSlurm
 from gpupool.engine.core import Engine
@@ -292,14 +292,13 @@ class SimView:
 
 
 def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: dict[int, int], t0: float,
-           user: str, lockstep: float | None = None, backfill_at: list[float] | None = None,
-           backfill_cut: dict[float, tuple[int | None, bool]] | None = None) -> dict[int, object]:
+           user: str, lockstep: float | None = None, timing: RealTiming | None = None) -> dict[int, object]:
     """Run the same scripts through gpupool with real Slurm's submit times; jobs by id.
 
     ``lockstep`` (a tolerance in seconds): follow real Slurm's starts and return, per job,
-    gpupool's first proposed start instead (``diff_slurm_lockstep``). ``backfill_at``: when
-    real Slurm's backfill cycles began (epoch s); the replay's run at the same instants.
-    ``backfill_cut``: those of them that ran out of time, and where (``backfill_cuts``)."""
+    gpupool's first proposed start instead (``diff_slurm_lockstep``). ``timing``: when real
+    Slurm's backfill cycles and main passes ran (``diff_slurm_real.real_timing``); the replay's
+    run at the same instants."""
     from dataclasses import replace
 
     from gpupool.engine.policy_api import make_policy
@@ -311,11 +310,8 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
         wl = sbatch_to_workload(sb, id=jid, submit_time=real[jid].submit - t0, runtime=replay_runtime(job, real[jid]))[0]
         wls.append(replace(wl, user=user))
     options: dict = {"epoch": t0}
-    cycles = sorted(t - t0 for t in backfill_at or () if t >= t0)  # run-relative
-    if cycles:
-        options["backfill_at"] = cycles
-    if backfill_cut:
-        options["backfill_cut"] = {t - t0: cut for t, cut in backfill_cut.items() if t >= t0}
+    if timing is not None:
+        options.update(timing.options(t0))
     policy = make_policy("slurm", pool, options)
     checks = [r.time_limit_hit - t0 for r in real.values() if r.time_limit_hit is not None]
     ends = {jid: (r.start - t0, r.end - t0, r.state) for jid, r in real.items()
@@ -443,7 +439,7 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
         workdir = tmp.name
     report = DiffReport(pool.name, seed, jobs, accounting, speedup, _scheduler_interval(scheduler_parameters))
     rs = RealSlurm(workdir, pool, accounting=accounting, scheduler_parameters=scheduler_parameters,
-                   overrides=over, speedup=speedup)
+                   overrides=over, speedup=speedup, slurmctld_debug="debug")
     wall = time.monotonic()
     try:
         with rs:
@@ -465,12 +461,10 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
                 report.sacct_agree = same / max(1, len(real))
             gp_pool = replay_pool(rs)
         report.real_wall_s = time.monotonic() - wall
-        log_text = (rs.log_dir / "slurmctld.log").read_text(errors="replace")
-        cycles, cuts = backfill_cycles(log_text), backfill_cuts(log_text)
-        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user, backfill_at=cycles, backfill_cut=cuts)
+        timing = real_timing((rs.log_dir / "slurmctld.log").read_text(errors="replace"))
+        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user, timing=timing)
         compare(report, workload, real, ids, sim, list(gp_pool.nodes), t0)
-        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user, lockstep=report.interval, backfill_at=cycles,
-                     backfill_cut=cuts)
+        sim = replay(gp_pool, workload, real, ids, t0, rs.submit_user, lockstep=report.interval, timing=timing)
         report.with_lockstep(sim, workload, real, ids, list(gp_pool.nodes), t0)
     finally:
         if tmp is not None:
@@ -508,7 +502,7 @@ def replay_workdir(workdir: str | Path, pool_path: str | Path, *, seed: int = 0,
     real = parse_jobcomp((rs.log_dir / "jobcomp.txt").read_text())
     log_text = (rs.log_dir / "slurmctld.log").read_text(errors="replace")
     refine_from_log(real, log_text)
-    cycles, cuts = backfill_cycles(log_text), backfill_cuts(log_text)
+    timing = real_timing(log_text)
     for jid, rec in real.items():
         out = rs.out_dir / f"{jid}.out"
         if out.exists():
@@ -517,9 +511,9 @@ def replay_workdir(workdir: str | Path, pool_path: str | Path, *, seed: int = 0,
     t0 = rs.decay_started_at()
     gp = replay_pool(rs)
     report = DiffReport(pool.name, seed, len(jobs), accounting, speedup, interval)
-    sim = replay(gp, jobs, real, ids, t0, rs.submit_user, backfill_at=cycles, backfill_cut=cuts)
+    sim = replay(gp, jobs, real, ids, t0, rs.submit_user, timing=timing)
     compare(report, jobs, real, ids, sim, list(gp.nodes), t0)
-    sim = replay(gp, jobs, real, ids, t0, rs.submit_user, lockstep=interval, backfill_at=cycles, backfill_cut=cuts)
+    sim = replay(gp, jobs, real, ids, t0, rs.submit_user, lockstep=interval, timing=timing)
     report.with_lockstep(sim, jobs, real, ids, list(gp.nodes), t0)
     return report
 

@@ -132,6 +132,24 @@ def backfill_cycles(log_text: str) -> list[float]:
     return [datetime.fromisoformat(m.group(1)).timestamp() for m in _BACKFILL_CYCLE.finditer(log_text)]
 
 
+_MAIN_PASS = re.compile(r"^\[(\S+)\] (?:debug:\s+)?sched: Running job scheduler for (full queue|default depth)",
+                        re.MULTILINE)
+
+
+def main_passes(log_text: str) -> list[tuple[float, bool]]:
+    """When each main scheduler pass began (epoch s) and whether it walked the full queue
+    (``SlurmctldDebug=debug`` logs one line per pass; none at ``verbose``: then []).
+
+    slurmctld runs its main scheduler from a background loop about once a second (the full
+    pass every ``sched_interval``, a quick one for queued requests) and shortly after each
+    epilog-complete message; a submission or a job end does not run it at once (one pass after
+    an epilog came 0.3 fake s later in a run at x10). The instants depend on slurmctld's threads,
+    so a replay runs its main passes where the log shows them (the policy's ``main_at``).
+    """
+    return [(datetime.fromisoformat(m.group(1)).timestamp(), m.group(2) == "full queue")
+            for m in _MAIN_PASS.finditer(log_text)]
+
+
 _BF_LINE = re.compile(r"^\[(\S+)\] sched/backfill: (.*)$", re.MULTILINE)
 _BF_TEST = re.compile(r"BACKFILL: test for JobId=(\d+) ")
 _BF_JOB = re.compile(r"JobId=(\d+)\b")
@@ -181,6 +199,36 @@ def backfill_cuts(log_text: str) -> dict[float, tuple[tuple[int, ...], bool]]:
             j = _BF_JOB.search(msg)
             tested = j is not None and int(j.group(1)) == last
     return out
+
+
+@dataclass(frozen=True)
+class RealTiming:
+    """When the real slurmctld's passes ran, read from its log (epoch s): what no replay can
+    derive, because it depends on slurmctld's threads and CPU time."""
+
+    #: each backfill cycle's beginning (``backfill_cycles``)
+    backfill_at: list[float]
+    #: the cycles that ran out of time, and the jobs they reached (``backfill_cuts``)
+    backfill_cut: dict[float, tuple[tuple[int, ...], bool]]
+    #: each main scheduler pass's beginning and whether it was a full one (``main_passes``;
+    #: empty for a log written at ``verbose``)
+    main_at: list[tuple[float, bool]]
+
+    def options(self, t0: float) -> dict:
+        """The Slurm policy's replay options, run-relative to ``t0`` (passes before it dropped)."""
+        out: dict = {}
+        cycles = sorted(t - t0 for t in self.backfill_at if t >= t0)
+        if cycles:
+            out["backfill_at"] = cycles
+        if self.backfill_cut:
+            out["backfill_cut"] = {t - t0: cut for t, cut in self.backfill_cut.items() if t >= t0}
+        if self.main_at:
+            out["main_at"] = [(t - t0, full) for t, full in self.main_at if t >= t0]
+        return out
+
+
+def real_timing(log_text: str) -> RealTiming:
+    return RealTiming(backfill_cycles(log_text), backfill_cuts(log_text), main_passes(log_text))
 
 
 def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:

@@ -187,6 +187,7 @@ class RealSlurm:
         submit_user_in_accounts: bool = True,
         cluster: str | None = None,
         start_timeout: float = 90.0,
+        slurmctld_debug: str = "verbose",
     ) -> None:
         if accounting not in ("none", "dbd"):
             raise ValueError(f"accounting must be 'none' or 'dbd', not {accounting!r}")
@@ -197,6 +198,9 @@ class RealSlurm:
         self.submit_user = submit_user
         self.submit_user_in_accounts = submit_user_in_accounts
         self.start_timeout = start_timeout
+        #: SlurmctldDebug: "debug" adds a line for each main scheduler pass, which the
+        #: differential replay reads (``diff_slurm_real.main_passes``)
+        self.slurmctld_debug = slurmctld_debug
         self._overrides = dict(overrides or {})
         self._extra = list(extra_conf)
         if pool is not None:
@@ -529,7 +533,7 @@ class RealSlurm:
             f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool/%n",
             f"SlurmctldPidFile={d}/run/slurmctld.pid", f"SlurmdPidFile={d}/run/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/log/slurmctld.log", f"SlurmdLogFile={d}/log/slurmd-%n.log",
-            "SlurmctldDebug=verbose", "SlurmdDebug=info", "DebugFlags=Backfill,TraceJobs",
+            f"SlurmctldDebug={self.slurmctld_debug}", "SlurmdDebug=info", "DebugFlags=Backfill,TraceJobs",
             "MailProg=/bin/true", "MpiDefault=none", "ProctrackType=proctrack/pgid", "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none", "SlurmdParameters=config_overrides",
             "ReturnToService=2", "SlurmctldTimeout=30", "SlurmdTimeout=60", "InactiveLimit=0",

@@ -202,3 +202,31 @@ def test_a_job_end_alone_runs_no_main_pass_while_its_node_completes():
     node_of_1 = plain[1].placement[0][0]
     held = run([(node_of_1, 61.5, 80.0, 80.0)])
     assert held[1].end == 61.5 and held[3].first_start == 80.0
+
+
+def test_a_main_pass_that_selects_a_completing_node_fails_instead_of_going_elsewhere():
+    """slurmctld's node selection does not leave a COMPLETING node out: when the node it picks
+    is one, the job fails like one that does not fit, although another node is free. Job 4
+    arrives at 61 s: without holds it takes the first free node (the one job 1 left at 60.5 s);
+    with that node COMPLETING until 80 s it waits for it rather than taking the empty one."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.model.workload import PodSet, Workload
+
+    pool = _pool()
+
+    def wl(jid, submit, gpus, runtime):
+        return Workload(jid, f"j{jid}", (PodSet(count=1, gpus=gpus),), submit_time=submit, runtime=runtime,
+                        time_limit=3600.0, account="ml-platform", user="alice")  # no GrpTRES
+
+    def run(holds):
+        policy = make_policy("slurm", pool, {"epoch": 0.0})
+        policy.node_holds = list(holds)
+        jobs = [wl(1, 0.0, 8, 60.5), wl(2, 0.0, 8, 1000.0), wl(3, 0.0, 8, 1000.0), wl(4, 61.0, 4, 30.0)]
+        return {j.id: j for j in Engine(pool, jobs, policy, check=True).run().jobs}
+
+    plain = run([])
+    node_of_1 = plain[1].placement[0][0]
+    assert plain[4].first_start == 61.0 and plain[4].placement[0][0] == node_of_1
+    held = run([(node_of_1, 60.5, 80.0, 80.0)])
+    assert held[4].first_start == 80.0 and held[4].placement[0][0] == node_of_1

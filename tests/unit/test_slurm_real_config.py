@@ -279,3 +279,43 @@ def test_a_cut_backfill_cycle_walks_the_queue_only_to_its_cut():
     assert [r.job.id for r in pol._bf_records(7.0, [recs[1], recs[2]])] == [2]  # job 1 not pending here
     with pytest.raises(Exception, match="backfill_cuts"):
         make_policy("slurm", pool, {"backfill_cuts": {}})
+
+
+def test_main_passes_and_the_replay_timing_are_read_from_the_log():
+    """At SlurmctldDebug=debug each main scheduler pass logs a line; the replay options put every
+    instant relative to t=0 and drop what came before it."""
+    from datetime import datetime
+
+    from gpupool.conformance.diff_slurm_real import main_passes, real_timing
+
+    log = "\n".join([
+        "[2026-12-01T22:00:00.500] debug:  sched: Running job scheduler for full queue.",
+        "[2026-12-01T22:00:01.250] debug:  sched: Running job scheduler for default depth.",
+        "[2026-12-01T22:00:01.300] sched/backfill: _attempt_backfill: beginning",
+        "[2026-12-01T22:00:01.310] sched/backfill: _attempt_backfill: BACKFILL: reached end of job queue",
+        "[2026-12-01T22:00:01.320] sched/backfill: _attempt_backfill: completed testing 0(0) jobs, usec=20",
+    ])
+    t = datetime.fromisoformat("2026-12-01T22:00:00.500").timestamp()
+    assert main_passes(log) == [(t, True), (t + 0.75, False)]
+    opts = real_timing(log).options(t + 0.1)
+    assert [f for _t, f in opts["main_at"]] == [False] and round(opts["main_at"][0][0], 3) == 0.65
+    assert [round(x, 3) for x in opts["backfill_at"]] == [0.7] and "backfill_cut" not in opts
+    assert main_passes("[2026-12-01T22:00:00.500] sched: Allocate JobId=1 NodeList=gpu01") == []
+
+
+def test_with_main_at_the_main_scheduler_runs_only_at_the_listed_passes():
+    """A replay's ``main_at``: a job submitted at 10 s waits for the next listed main pass
+    (12.5 s), not the submission instant; without the option it starts at 10 s."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.model.workload import PodSet, Workload
+
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    jobs = [Workload(1, "j1", (PodSet(count=1, gpus=1),), submit_time=10.0, runtime=20.0, time_limit=600.0,
+                     account="ml-platform", user="dave")]
+
+    def first_start(options):
+        return Engine(pool, jobs, make_policy("slurm", pool, options), check=True).run().jobs[0].first_start
+
+    assert first_start({}) == 10.0
+    assert first_start({"main_at": [(5.0, True), (12.5, False)]}) == 12.5

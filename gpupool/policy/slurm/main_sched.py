@@ -41,21 +41,22 @@ def run(cy, records, full: bool) -> None:
             cy.reason(job, arr, first=True)
             continue
         # A partition's usable nodes change only when a partition fails (nodes' up/drain
-        # states and COMPLETING holds are fixed for the pass): computed once per partition
-        # between failures, with their eligible nodes
+        # states are fixed for the pass): computed once per partition between failures, with
+        # their eligible nodes
         got = usable_of.get(info.name)
         if got is None:
             usable = None
             if withheld:
                 usable = info.node_set - withheld
-            if cy.completing:  # a node whose last job is still COMPLETING takes none (a replay's holds)
-                usable = (info.node_set if usable is None else usable) - cy.completing
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable))
         usable, eligible = got
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
-        if placement is not None:
+        if placement is not None and not (cy.completing and not cy.completing.isdisjoint(p[0] for p in placement)):
             cy.start(job, placement, info, VIA_MAIN)
             continue
+        # A node still COMPLETING (a replay's holds) is not left out of the selection: slurmctld
+        # picks it as a free node and then finds it busy, so the job fails as one that does not
+        # fit (and blocks its partition) rather than going elsewhere (22.05.8, docs/differential.md)
         if cy.try_gang(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE co-allocation (gang)
             continue
         if s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable):

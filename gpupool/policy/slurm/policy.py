@@ -35,7 +35,7 @@ from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, place
 
-_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut"}
+_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at"}
 
 
 def _suspended_by(x, now: float) -> float:
@@ -282,6 +282,12 @@ class SlurmPolicy:
         #: wall-clock limit no simulation can know): run-relative instant -> (the jobs the cycle
         #: reached, the last being where it stopped; whether that one was still tested). See
         #: ``_bf_records``.
+        #: Run-relative instants of a replayed slurmctld's main passes (and whether each was a
+        #: full one), instead of a pass at every event: its passes come from a background loop
+        #: and after epilog-complete messages, at instants only its log knows. None: every event.
+        main = options.get("main_at")
+        self.main_at: list[float] | None = None if main is None else sorted(float(t) for t, _f in main)
+        self._main_full = {float(t): bool(f) for t, f in main or ()}
         self.backfill_cut: dict[float, tuple[frozenset[int], int | None, bool]] = {
             float(t): (frozenset(int(j) for j in jobs), int(jobs[-1]) if jobs else None, bool(tested))
             for t, (jobs, tested) in (options.get("backfill_cut") or {}).items()}
@@ -658,12 +664,15 @@ class SlurmPolicy:
         now = cy.now
         s = self.s
         records = queue.build(cy)
-        full = now % s.sched_interval == 0
-        if not (cy.completing and snap.changed == CHANGED_ENDED):
+        if self.main_at is not None:
+            full = self._main_now(now, cy.out)
+            if full is not None:
+                main_sched.run(cy, records, full)
+        elif not (cy.completing and snap.changed == CHANGED_ENDED):
             # A job end alone does not call slurmctld's main scheduler: the epilog-complete
             # message that releases the job's nodes does (seen on 22.05.8, docs/differential.md).
             # In a simulation both come at once; a replay's holds keep them apart.
-            main_sched.run(cy, records, full)
+            main_sched.run(cy, records, now % s.sched_interval == 0)
         if s.backfill and self._backfill_now(now, cy.out):
             # A cycle is skipped when no job, node or partition changed since the last one (a
             # node that left COMPLETING counts), and no fair-share pass reordered the queue (a
@@ -695,6 +704,15 @@ class SlurmPolicy:
             return records
         reached, last, tested = cut
         return [rec for rec in records if rec.job.id in reached and (tested or rec.job.id != last)]
+
+    def _main_now(self, now: float, out: list) -> bool | None:
+        """With ``main_at``: whether a main pass runs at ``now`` (None: no pass; else whether it
+        is a full one), and a ``WakeAt`` for the next listed pass."""
+        at = self.main_at
+        k = bisect.bisect_right(at, now)
+        if k < len(at):
+            out.append(WakeAt(at[k]))
+        return self._main_full.get(now)
 
     def _backfill_now(self, now: float, out: list) -> bool:
         """Whether a backfill cycle runs at ``now``; with ``backfill_at``, also ask to be called
