@@ -186,6 +186,17 @@ class TimeMap:
         return ends[k] if k < len(ends) else None
 
 
+def _first_enough(gpus: list[int], cpu: list[int], mem: list[int], g: int, cm: int, need_mem: int) -> int | None:
+    """The first index from which a node's free GPUs, CPUs and memory all suffice, or None.
+
+    Each resource only grows along the running jobs' ends, so that index is the latest of the
+    first indices at which each one does (a bisection per list)."""
+    if gpus[-1] < g or cpu[-1] < cm or mem[-1] < need_mem:
+        return None
+    bl = bisect.bisect_left
+    return max(bl(gpus, g), bl(cpu, cm), bl(mem, need_mem))
+
+
 class NodeTimeline:
     """Each node's free resources as running jobs end, indexed per node.
 
@@ -289,7 +300,6 @@ class NodeTimeline:
                 # ``first_fit`` inlined for the common shape (no type, not exclusive)
                 g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_mib
                 kd, cd, gd, rd = self.ks, self.cpu, self.gpus, self.mem
-                bl = bisect.bisect_left
                 for n, (c0, g0, m0) in enumerate(zip(free.cpu, free.gpus, free.mem)):
                     if g0 >= g and c0 >= cm and m0 >= need_mem:
                         out.append((0, n))
@@ -297,17 +307,9 @@ class NodeTimeline:
                     ks = kd.get(n)
                     if ks is None:
                         continue
-                    gpus, cpu, mem = gd[n], cd[n], rd[n]
-                    if gpus[-1] < g or cpu[-1] < cm or mem[-1] < need_mem:
-                        continue
-                    j = bl(gpus, g)
-                    jc = bl(cpu, cm)
-                    if jc > j:
-                        j = jc
-                    jm = bl(mem, need_mem)
-                    if jm > j:
-                        j = jm
-                    out.append((ks[j], n))
+                    j = _first_enough(gd[n], cd[n], rd[n], g, cm, need_mem)
+                    if j is not None:
+                        out.append((ks[j], n))
             out.sort()
             self._by_shape[ps] = out
         return out
@@ -368,20 +370,8 @@ class NodeTimeline:
             if not at(len(ks) - 1):
                 return None
             return ks[first_true(0, len(ks) - 1, at)]
-        # Each resource only grows along ``ends``: the first count at which all three suffice
-        # is the latest of the first counts at which each does (a bisection per list).
-        gpus = self.gpus[n]
-        if gpus[-1] < g or cpu[-1] < cm or mem[-1] < need_mem:
-            return None
-        bl = bisect.bisect_left
-        j = bl(gpus, g)
-        jc = bl(cpu, cm)
-        if jc > j:
-            j = jc
-        jm = bl(mem, need_mem)
-        if jm > j:
-            j = jm
-        return ks[j]
+        j = _first_enough(self.gpus[n], cpu, mem, g, cm, need_mem)
+        return None if j is None else ks[j]
 
 
 #: select/cons_tres will-run (22.05 ``_will_run_test``): running jobs are freed in batches
