@@ -1,8 +1,9 @@
-"""Backfill time map, will-run estimates and GPU/node choice (spec §2, §6, §7)."""
+"""Will-run estimates and GPU/node choice (spec §2, §6, §7); the backfill map is tested in
+test_slurm_node_space.py."""
 from gpupool.engine.nodes import NodeTable
 from gpupool.model.pool import Gpu, Node, Pool
 from gpupool.model.workload import PodSet, Workload
-from gpupool.policy.slurm.backfill import TimeMap, will_run
+from gpupool.policy.slurm.backfill import will_run
 from gpupool.policy.slurm.select import Free, gpu_env, place
 
 
@@ -17,16 +18,6 @@ def _pool(n=4, cpus=32, gpus=4, weights=None):
 def _wl(count=1, gpus=0, cpus=1, exclusive=False):
     return Workload(1, "j", (PodSet(count=count, gpus=gpus, cpu_m=cpus * 1000, one_per_node=True,
                                     exclusive=exclusive),))
-
-
-def test_time_map_rounds_down_and_blocks_whole_nodes():
-    tm = TimeMap(60)
-    tm.add(3600, 3600, frozenset({0, 1, 2, 3}), 2)
-    tm.add(30, 1800, frozenset({3}), 3)  # [0, 1800): both ends rounded down (22.05, spec §17.3)
-    assert tm.resv[1][:2] == (0, 1800)
-    assert tm.blocked(30, 1830) == {3}
-    assert tm.blocked(30, 7230) == {0, 1, 2, 3}
-    assert tm.later(30) == 1800 and tm.later(1800) == 7200 and tm.later(7200) is None
 
 
 def test_will_run_uses_limit_ends():

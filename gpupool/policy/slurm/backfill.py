@@ -1,12 +1,14 @@
 """The backfill cycle (spec §2, errata §17.3).
 
-A time map of whole-node reservations for pending jobs; running jobs are seen through the
-free-resource state and their *time-limit* ends. Each queue record (up to bf_max_job_test)
-looks for its earliest start: candidate nodes are the partition's nodes not reserved at any
-moment of the run window; the "will run" test frees running jobs in end order until the job
-fits. A job whose estimate is now starts (SchedBackfill); otherwise it gets a reservation of
-its whole nodes over ``[floor(start/res)·res, floor((start+TL)/res)·res)`` unless it may only
-be tested now (bf_min_prio_reserve, bf_min_age_reserve) or the start lies beyond bf_window.
+A map of whole-node reservations for pending jobs (``node_space``: slurmctld's slots); running
+jobs are seen through the free-resource state and their *time-limit* ends. Each queue record (up
+to bf_max_job_test) looks for its earliest start as slurmctld's TRY_LATER loop does: the usable
+nodes are the partition's nodes free in every slot over the run window; the "will run" test
+frees running jobs in end order until the job fits; it tries again from ``later_start`` (the
+first slot that frees a node) when it finds too few nodes, no start, or a start after that. A
+job whose estimate is now starts (SchedBackfill); otherwise it gets a reservation of its whole
+nodes over ``[floor(start/res)·res, floor((start+TL)/res)·res)`` unless it may only be tested
+now (bf_min_prio_reserve, bf_min_age_reserve) or the start lies beyond bf_window.
 """
 from __future__ import annotations
 
@@ -15,175 +17,12 @@ import math
 import weakref
 
 from gpupool.policy.slurm.bisection import first_true
+from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, place
 
 VIA_BACKFILL = "SchedBackfill"
-MAX_TRIES = 64
-
-
-class TimeMap:
-    """Reservations as (begin, end, nodes, job id); a node is unusable for a window that
-    overlaps any reservation holding it.
-
-    Indexed per node (each node's reservations sorted by begin) and by end time (one sorted
-    list of every reservation's end), so a query costs a bisect per reserved node instead of
-    a scan over every reservation; ``blocked`` answers are memoised until the next ``add``.
-    """
-
-    __slots__ = ("_blocked", "_disjoint", "_ends", "_masks", "_merged", "_node_b", "_node_e", "_sets", "epoch",
-                 "res", "resv")
-
-    #: up to this many reservations, ``blocked`` scans them (two comparisons each, node sets
-    #: as bit sets) instead of bisecting per reserved node: on the Helios-like slice a cycle
-    #: holds at most ~75; the per-node index serves deep queues (hundreds)
-    SCAN_MAX = 96
-
-    def __init__(self, res: int, epoch: float = 0.0) -> None:
-        self.resv: list[tuple[float, float, frozenset, int]] = []
-        self.res = res
-        #: slurmctld rounds in epoch seconds (spec §17.3): ``epoch`` is the epoch of t=0
-        self.epoch = epoch
-        self._node_b: dict[int, list[float]] = {}  # node -> begins, sorted
-        self._node_e: dict[int, list[float]] = {}  # node -> ends, in the same order
-        self._disjoint: dict[int, bool] = {}  # node -> its reservations do not overlap
-        self._ends: list[float] = []  # every reservation's end, sorted (with repeats)
-        self._blocked: dict[tuple[float, float], frozenset] = {}
-        self._merged: dict[int, tuple] = {}  # node -> its merged reservations' (begins, ends) (memo)
-        self._masks: list[tuple[float, float, int]] = []  # (begin, end, node bit set) per reservation
-        self._sets: dict[int, frozenset] = {}  # node bit set -> its nodes (memo)
-
-    def add(self, start: float, tl: float, nodes: frozenset, job_id: int) -> None:
-        res = self.res
-        ep = self.epoch
-        begin = ((start + ep) // res) * res - ep
-        end = ((start + tl + ep) // res) * res - ep
-        if end > begin:
-            self.resv.append((begin, end, nodes, job_id))
-            bits = 0
-            for n in nodes:
-                bits |= 1 << n
-            self._masks.append((begin, end, bits))
-            bisect.insort(self._ends, end)
-            self._blocked.clear()
-            for n in nodes:
-                self._merged.pop(n, None)
-                bs = self._node_b.get(n)
-                if bs is None:
-                    self._node_b[n] = [begin]
-                    self._node_e[n] = [end]
-                    self._disjoint[n] = True
-                    continue
-                es = self._node_e[n]
-                k = bisect.bisect_right(bs, begin)
-                if self._disjoint[n] and ((k and es[k - 1] > begin) or (k < len(bs) and bs[k] < end)):
-                    self._disjoint[n] = False
-                bs.insert(k, begin)
-                es.insert(k, end)
-
-    def blocked(self, start: float, end: float) -> frozenset:
-        key = (start, end)
-        out = self._blocked.get(key)
-        if out is not None:
-            return out
-        if len(self._masks) <= self.SCAN_MAX:
-            bits = 0
-            for b, e, m in self._masks:
-                if b <= end and e > start:  # closed window (see below)
-                    bits |= m
-            out = self._sets.get(bits)
-            if out is None:
-                out = self._sets[bits] = frozenset(n for n in range(bits.bit_length()) if bits >> n & 1)
-            self._blocked[key] = out
-            return out
-        hit = []
-        br = bisect.bisect_right
-        disjoint = self._disjoint
-        node_e = self._node_e
-        for n, bs in self._node_b.items():
-            # reservations beginning at or before ``end``: bs[:k]. The window is closed, as
-            # slurmctld tests a slot with ``begin_time <= end_time``: a job whose limit ends
-            # exactly when a reservation begins does not fit in front of it (seen on 22.05.8)
-            k = br(bs, end)
-            if not k:
-                continue
-            es = node_e[n]
-            if disjoint[n]:
-                # disjoint and sorted by begin: ends are sorted too, the last one is the latest
-                if es[k - 1] > start:
-                    hit.append(n)
-            elif any(es[j] > start for j in range(k)):
-                hit.append(n)
-        out = frozenset(hit)
-        self._blocked[key] = out
-        return out
-
-    def ends_between(self, lo: float, hi: float) -> list[float]:
-        ends = self._ends
-        out: list[float] = []
-        for e in ends[bisect.bisect_right(ends, lo):bisect.bisect_left(ends, hi)]:
-            if not out or out[-1] != e:
-                out.append(e)
-        return out
-
-    def first_gain(self, nodes, lo: float, hi: float, tl: float) -> float | None:
-        """The first reservation end ``e`` with ``lo < e < hi`` at which one of ``nodes`` is
-        free over ``[e, e + tl)``; the same answer as scanning ``ends_between(lo, hi)`` with
-        ``blocked(e, e + tl)``, found per node from the gaps between its reservations."""
-        ends = self._ends
-        best = None
-        for n in nodes:
-            bs = self._node_b.get(n)
-            if bs is None:  # never reserved: free at the first end in range
-                k = bisect.bisect_right(ends, lo)
-                e = ends[k] if k < len(ends) else None
-                if e is not None and e < hi and (best is None or e < best):
-                    best = e
-                continue
-            merged = self._merged.get(n)
-            if merged is None:
-                mb: list[float] = []
-                me: list[float] = []
-                for b, e in zip(bs, self._node_e[n]):
-                    if mb and b <= me[-1]:
-                        me[-1] = max(me[-1], e)
-                    else:
-                        mb.append(b)
-                        me.append(e)
-                merged = self._merged[n] = (mb, me)
-            mb, me = merged
-            m = len(mb)
-            # Gap j runs from the end of merged reservation j-1 to the begin of j. A gap that
-            # closes at or before ``lo`` cannot hold a window opening after ``lo``: start at the
-            # first reservation beginning after ``lo``.
-            j = bisect.bisect_right(mb, lo)
-            gap_start = me[j - 1] if j else None  # None: -inf
-            limit = hi if best is None else best
-            while True:
-                gap_end = mb[j] if j < m else None  # None: +inf
-                if gap_start is not None and gap_start >= limit:
-                    break
-                if gap_start is not None and gap_start > lo:
-                    k = bisect.bisect_left(ends, gap_start)
-                else:
-                    k = bisect.bisect_right(ends, lo)
-                if k < len(ends):
-                    e = ends[k]
-                    if e >= limit:
-                        break
-                    if gap_end is None or e + tl < gap_end:
-                        best = e
-                        break
-                if j >= m:
-                    break
-                gap_start = me[j]
-                j += 1
-        return best
-
-    def later(self, start: float) -> float | None:
-        """The next instant after ``start`` at which a reservation ends (availability grows)."""
-        ends = self._ends
-        k = bisect.bisect_right(ends, start)
-        return ends[k] if k < len(ends) else None
+#: a bound on TRY_LATER retries for one job (slurmctld has none but its bf_max_time)
+MAX_TRIES = 1000
 
 
 def _first_enough(gpus: list[int], cpu: list[int], mem: list[int], g: int, cm: int, need_mem: int) -> int | None:
@@ -546,7 +385,12 @@ def run(cy, records) -> None:
     pol = cy.pol
     s = pol.s
     now = cy.now
-    tmap = TimeMap(s.bf_resolution, pol.epoch)
+    res, ep = s.bf_resolution, pol.epoch
+
+    def down(t: float) -> float:  # rounded down to bf_resolution in epoch time (spec §17.3)
+        return ((t + ep) // res) * res - ep
+
+    space = NodeSpace(down(now), down(now + s.bf_window), (1 << len(cy.free.cpu)) - 1)
     ends = cy.ends
     planned: dict[int, float] = {}
     tested = 0
@@ -558,7 +402,8 @@ def run(cy, records) -> None:
     #: (partition, usable nodes) -> their eligible nodes and bit set (nodes' up/drain states
     #: do not change within a cycle)
     eligible: dict[tuple, tuple] = {}
-    usable_of: dict[tuple, frozenset] = {}  # (partition, blocked nodes) -> usable nodes
+    usable_of: dict[tuple, frozenset] = {}  # (partition, usable bit set) -> usable nodes
+    part_mask: dict[str, int] = {}
     shape_of, shapes = _shapes(pol)
 
     def timeline_of() -> NodeTimeline:
@@ -584,94 +429,95 @@ def run(cy, records) -> None:
         per_user[req.user] = per_user.get(req.user, 0) + 1
         tl = pol.plan_limit(job, info)
         pname = info.name
+        pmask = part_mask.get(pname)
+        if pmask is None:
+            pmask = 0
+            for n in info.node_set:
+                pmask |= 1 << n
+            part_mask[pname] = pmask
         shape = shape_of.get(job.id)
         if shape is None:
             shape = shape_of[job.id] = shapes.setdefault(job.wl.pod_sets, len(shapes))
         test_only = (s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve) or (
             s.bf_min_age_reserve and now - cy.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
-        start_res = now
-        for _ in range(MAX_TRIES):
-            if start_res > horizon:
+        min_nodes = max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets)
+        later_start = now
+        for _ in range(MAX_TRIES):  # slurmctld's TRY_LATER loop
+            start_res = later_start
+            avail, later_start = space.window(start_res, max(start_res, now) + tl, pmask)
+            if avail.bit_count() < min_nodes:
+                if later_start and not test_only:
+                    continue
                 break
-            blocked = tmap.blocked(start_res, start_res + tl)
-            if blocked:
-                # one set object per (partition, blocked set): memo keys then hash cheaply
-                ukey = (pname, blocked)
+            if avail == pmask:
+                usable = None
+            else:
+                ukey = (pname, avail)
                 usable = usable_of.get(ukey)
                 if usable is None:
-                    usable = usable_of[ukey] = info.node_set - blocked
-            else:
-                usable = None
-            later = tmap.later(start_res)
-            if usable is not None and not usable:
-                est, pl = None, None
-            else:
-                # will_run's raw answer depends on the pod shapes, the partition and the
-                # usable nodes only (free resources and running jobs are fixed until a job
-                # starts; the window start only raises the estimate): a deep queue repeats
-                # the same few shapes, so answers are shared between tries and jobs
-                memo_key = (shape, pname, usable)
-                hit = memo.get(memo_key)
-                if hit is None:
-                    ekey = (pname, usable)
-                    elig = eligible.get(ekey)
-                    if elig is None:
-                        nodes = eligible_nodes(info.nodes, cy.free.nodes, usable)
-                        bits = 0
-                        for n in nodes:
-                            bits |= 1 << n
-                        elig = eligible[ekey] = (nodes, bits)
-                    hit = will_run_raw(job.wl, info.nodes, usable, cy.free, ends, timeline,
-                                       pol.epoch, now, timeline_of, elig)
-                    memo[memo_key] = hit
-                est, pl = hit
-                if est is not None and est < start_res:
-                    est = start_res
+                    usable = usable_of[ukey] = frozenset(n for n in info.node_set if avail >> n & 1)
+            # will_run's raw answer depends on the pod shapes, the partition and the usable
+            # nodes only (free resources and running jobs are fixed until a job starts; the
+            # window start only raises the estimate): a deep queue repeats the same few shapes,
+            # so answers are shared between tries and jobs
+            memo_key = (shape, pname, usable)
+            hit = memo.get(memo_key)
+            if hit is None:
+                ekey = (pname, usable)
+                elig = eligible.get(ekey)
+                if elig is None:
+                    nodes = eligible_nodes(info.nodes, cy.free.nodes, usable)
+                    bits = 0
+                    for n in nodes:
+                        bits |= 1 << n
+                    elig = eligible[ekey] = (nodes, bits)
+                hit = will_run_raw(job.wl, info.nodes, usable, cy.free, ends, timeline,
+                                   pol.epoch, now, timeline_of, elig)
+                memo[memo_key] = hit
+            est, pl = hit
             if est is None:
-                if later is None or test_only:
-                    break
-                start_res = later
-                continue
+                if later_start and not test_only:
+                    continue
+                break
+            if est < start_res:
+                est = start_res
             if est <= now and cy.completing and not cy.completing.isdisjoint(p[0] for p in pl):
                 # it fits now, but on a node still COMPLETING (a replay's holds): a real 22.05
                 # plans it for the next second there instead of starting it
                 est = pol.whole_second(now) + 1.0
+                later_start = 0
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL)
                 timeline = None  # free resources and ends changed
                 memo.clear()
                 started += 1
-                # no time-map entry: a job backfill starts is seen through the free resources
-                # and its limit end, like any running job; a real 22.05 starts several jobs
-                # on one node in one cycle (differential test, docs/differential.md)
+                # no map entry: a job backfill starts is seen through the free resources and
+                # its limit end, like any running job; a real 22.05 starts several jobs on one
+                # node in one cycle (differential test, docs/differential.md)
                 break
-            if later is not None and later < est and later > start_res:
-                # Retry from an earlier reservation end only where the window gains a node;
-                # with no new node the estimate cannot improve (spec §2.3 6f, same result).
-                have = usable if usable is not None else info.node_set
-                nxt = None
-                if tl > 0:
-                    nxt = tmap.first_gain(info.node_set - have, start_res, est, tl)
-                else:
-                    for e in tmap.ends_between(start_res, est):
-                        gained = info.node_set - tmap.blocked(e, e + tl)
-                        if gained - have:
-                            nxt = e
-                            break
-                start_res = nxt if nxt is not None else est
-                continue
+            if test_only:
+                planned[job.id] = est  # a start time, no reservation (bf_min_*_reserve)
+                break
+            if later_start and est > later_start:
+                continue  # slurmctld's "Try later": from the slot that frees a node
+            if est > horizon:
+                planned[job.id] = est  # beyond bf_window: no reservation
+                break
             nodes = frozenset(p[0] for p in pl)
-            if nodes & tmap.blocked(est, est + tl):
-                start_res = est
+            mask = 0
+            for n in nodes:
+                mask |= 1 << n
+            b, e = down(est), down(est + tl)
+            if space.overlaps(mask, b, e):
+                later_start = est  # its nodes are planned for another job meanwhile
                 continue
             planned[job.id] = est
-            if not test_only and est <= horizon:
-                tmap.add(est, tl, nodes, job.id)
+            space.add(b, e, nodes, job.id, res)
             break
     pol.planned = planned
     if pol.record:
         pol.plan_log[now] = dict(planned)
-        pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in tmap.resv]
+        pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
 
 
 def insert_end(ends: list, end: float, seq: int, placement, free_at: float) -> None:
