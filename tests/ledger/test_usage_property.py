@@ -7,12 +7,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupool.ledger import Ledger
-from gpupool.ledger import schema as s
+from gpupool.ledger.store import usage_hours
 from gpupool.ledger.imports.sacct import import_sacct
 from gpupool.ledger.timefmt import format_ts
 
@@ -49,7 +48,7 @@ def _line(r: dict) -> str:
 
 def _usage(ledger: Ledger) -> list[tuple]:
     with ledger.read() as conn:
-        return sorted(tuple(r) for r in conn.execute(sa.select(s.usage)))
+        return sorted(usage_hours(conn))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
