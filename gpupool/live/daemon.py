@@ -492,7 +492,6 @@ class Daemon:
         self._seen = 0
         if len(self.engine.timeline) > 1:
             del self.engine.timeline[:-1]
-        node = self.host.node_name
         for t, kind, job_id, detail in new:
             if job_id < 0:
                 continue

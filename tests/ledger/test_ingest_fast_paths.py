@@ -91,12 +91,18 @@ def test_events_made_by_the_database_equal_the_importers_tuples(tmp_path, monkey
         ledger.close()
 
 
-def test_a_column_none_in_every_row_reads_back_none(tmp_path):
+def _imported(tmp_path, seed: int, n: int) -> Ledger:
+    """A fresh ledger holding one sacct file of ``n - 1`` random records."""
     ledger = Ledger(tmp_path / "l.db")
     path = tmp_path / "sacct.txt"
-    rng = random.Random(1)
-    path.write_text(HEADER + "\n" + "\n".join(_line(rng, j, "c1") for j in range(1, 30)) + "\n")
+    rng = random.Random(seed)
+    path.write_text(HEADER + "\n" + "\n".join(_line(rng, j, "c1") for j in range(1, n)) + "\n")
     import_sacct(ledger, path)
+    return ledger
+
+
+def test_a_column_none_in_every_row_reads_back_none(tmp_path):
+    ledger = _imported(tmp_path, 1, 30)
     with ledger.read() as conn:
         rows = conn.execute(sa.select(s.jobs.c.array_job_id, s.jobs.c.array_task_id, s.jobs.c.job_id_raw)).all()
         allocs = conn.execute(sa.select(s.allocations.c.policy_version, s.allocations.c.as_of,
@@ -108,11 +114,7 @@ def test_a_column_none_in_every_row_reads_back_none(tmp_path):
 
 
 def test_usage_day_rows_hold_null_for_an_hour_without_usage(tmp_path):
-    ledger = Ledger(tmp_path / "l.db")
-    path = tmp_path / "sacct.txt"
-    rng = random.Random(2)
-    path.write_text(HEADER + "\n" + "\n".join(_line(rng, j, "c1") for j in range(1, 80)) + "\n")
-    import_sacct(ledger, path)
+    ledger = _imported(tmp_path, 2, 80)
     with ledger.read() as conn:
         day_rows = conn.execute(sa.select(s.usage)).mappings().all()
         hours = usage_hours(conn)
