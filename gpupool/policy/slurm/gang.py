@@ -256,6 +256,12 @@ def step(state: GangState, parts: Mapping[str, PartSpec], cap: list[int],
     return Outcome(w.freeze(), w.changed)
 
 
+def _kind(oversubscribe: str | None) -> tuple[str, str]:
+    """A partition's OverSubscribe as (NO | YES | FORCE | EXCLUSIVE, count text or "")."""
+    kind, _, count = str(oversubscribe or "NO").upper().partition(":")
+    return kind, count
+
+
 def max_share(oversubscribe: str | None) -> int:
     """Jobs that may be allocated the same CPUs in a partition with gang scheduling on:
     FORCE[:N] and YES[:N] (default N = 4); 1 for NO and EXCLUSIVE.
@@ -265,8 +271,7 @@ def max_share(oversubscribe: str | None) -> int:
     (two jobs without ``-s`` time-sliced in YES:3; a ``-s`` job waited beside a job without
     it; case gang-gp-006). Without gang the jobs would run at once on shared CPUs, which
     gpupool does not model (docs/policies/slurm.md)."""
-    text = str(oversubscribe or "NO").upper()
-    kind, _, count = text.partition(":")
+    kind, count = _kind(oversubscribe)
     if kind not in ("FORCE", "YES"):
         return 1
     return int(count) if count else 4
@@ -274,14 +279,14 @@ def max_share(oversubscribe: str | None) -> int:
 
 def asks_to_share(oversubscribe: str | None) -> bool:
     """OverSubscribe=YES[:N]: the jobs' ``--oversubscribe`` flags matter there."""
-    return str(oversubscribe or "NO").upper().partition(":")[0] == "YES"
+    return _kind(oversubscribe)[0] == "YES"
 
 
 def forced(oversubscribe: str | None) -> bool:
     """OverSubscribe=FORCE[:N], even FORCE:1: the partition's CPUs may be shared through
     preemption (a preempt/qos SUSPEND preemptor is allocated on its victim's CPUs), checked on
     a real 22.05.8 (case preempt-gp-004; with NO the preemptor waits)."""
-    return str(oversubscribe or "NO").upper().partition(":")[0] == "FORCE"
+    return _kind(oversubscribe)[0] == "FORCE"
 
 
 def rows_of(jobs: list[Mapping[int, int]], cap: list[int]) -> list[dict[int, int]]:

@@ -43,6 +43,14 @@ def _suspended_by(x, now: float) -> float:
     return x.suspended_s + (now - x.suspended_at if x.suspended_at is not None else 0.0)
 
 
+def _wake_at_next(at: list[float], now: float, out: list) -> None:
+    """Ask to be called at the first of the sorted instants ``at`` after ``now``: a replay's
+    listed passes fall between events and ticks, which would not reach them otherwise."""
+    k = bisect.bisect_right(at, now)
+    if k < len(at):
+        out.append(WakeAt(at[k]))
+
+
 class Cycle:
     """Working state of one ``decide`` call (discarded afterwards)."""
 
@@ -708,10 +716,7 @@ class SlurmPolicy:
     def _main_now(self, now: float, out: list) -> bool | None:
         """With ``main_at``: whether a main pass runs at ``now`` (None: no pass; else whether it
         is a full one), and a ``WakeAt`` for the next listed pass."""
-        at = self.main_at
-        k = bisect.bisect_right(at, now)
-        if k < len(at):
-            out.append(WakeAt(at[k]))
+        _wake_at_next(self.main_at, now, out)
         return self._main_full.get(now)
 
     def _backfill_now(self, now: float, out: list) -> bool:
@@ -720,9 +725,7 @@ class SlurmPolicy:
         at = self.backfill_at
         if at is None:
             return now > 0 and now % self.s.bf_interval == 0
-        k = bisect.bisect_right(at, now)
-        if k < len(at):
-            out.append(WakeAt(at[k]))
+        _wake_at_next(at, now, out)
         return now in self._bf_set
 
     # ------------------------------------------------------------ gang scheduling
