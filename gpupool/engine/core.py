@@ -157,7 +157,7 @@ class Engine:
         self._arrived: list[Job] = []
         self._poked = -1.0  # the instant for which an extra policy pass is already queued
         self._snapshot = Snapshot(0.0, pool, self.nodes, self.pending, self.active, self.jobs, reserved=self.reserved,
-                                  suspended=self.suspended)
+                                  suspended=self.suspended, grace=self._grace)
 
     # ----------------------------------------------------------------- event plumbing
     def _push(self, time: float, kind: int, a, b) -> None:

@@ -46,6 +46,10 @@ class Snapshot:
     reserved: dict[int, Job] = field(default_factory=dict)
     #: SUSPENDED jobs (also in ``active``: they hold GPUs and memory), id -> job, in suspension order.
     suspended: dict[int, Job] = field(default_factory=dict)
+    #: Jobs in a preemption grace period (signalled, not yet stopped; all in ``active``), id ->
+    #: the ``Preempt`` that signalled them, in signal order. None when whoever made the snapshot
+    #: does not track them: then they are the active jobs whose ``grace_until`` is set.
+    grace: dict | None = None
 
 
 #: A job reached a final state or released resources outside the policy's own decisions

@@ -63,6 +63,97 @@ def build_tree(acct: Accounting, usage: dict[tuple[str, str], float]) -> tuple[A
     return root, users
 
 
+class UsageTree:
+    """The association tree of ``acct`` built once, ranked afresh for each pass's usage.
+
+    Why: the policy ranks fair share at every PriorityCalcPeriod pass (~9k in a month) while
+    the tree's shape never changes within a run. ``fair_tree(usage)`` returns exactly what
+    ``fair_tree(build_tree(acct, usage)[0])`` returns, with the same floating-point operations
+    in the same order, but with what depends on the shape alone (each level's transparent
+    membership and share fractions, the users' keys) computed once, and without filling the
+    sshare columns, which only the views read. ``classic`` refills the tree (``fill``).
+    """
+
+    def __init__(self, acct: Accounting) -> None:
+        self.root, _users = build_tree(acct, {})
+        nodes = [self.root, *walk(self.root)]
+        index = {id(n): i for i, n in enumerate(nodes)}
+        #: every user leaf: (node index, the usage key ``build_tree`` looks it up by)
+        self.leaves = [(index[id(n)], (n.key[0], n.name)) for n in nodes if n.user]
+        self._leaf_nodes = [(n, (n.key[0], n.name)) for n in nodes if n.user]
+        #: accounts with their children's indices, every node after its descendants
+        self.sums = [(index[id(n)], [index[id(c)] for c in n.children]) for n in reversed(nodes) if not n.user]
+        self.n_users = _count_users(self.root)
+        #: per account visited by Fair Tree: (kid index, user?, Fairshare=parent?, share
+        #: fraction, "account/user" for users) for each member of its level (``_level``)
+        self.levels: dict[int, list[tuple]] = {}
+        for n in nodes:
+            if n.user:
+                continue
+            kids = _level(n)
+            level_shares = sum(_shares(c) for c in kids)
+            self.levels[index[id(n)]] = [
+                (index[id(c)], c.user, c.is_parent, _shares(c) / level_shares if level_shares else 0.0,
+                 f"{c.key[0]}/{c.key[1]}" if c.user else None)
+                for c in kids]
+        self._raw: list = [0.0] * len(nodes)
+
+    def fill(self, usage: dict[tuple[str, str], float]) -> AssocNode:
+        """The tree with ``usage`` on its leaves, as ``build_tree(acct, usage)`` gives it."""
+        get = usage.get
+        for leaf, key in self._leaf_nodes:
+            leaf.usage = get(key, 0.0)
+        _sum_usage(self.root)
+        return self.root
+
+    def fair_tree(self, usage: dict[tuple[str, str], float]) -> dict[str, float]:
+        """``fair_tree``'s FairShare by "account/user" for ``usage`` (the columns are not filled)."""
+        raw = self._raw
+        get = usage.get
+        for i, key in self.leaves:
+            raw[i] = get(key, 0.0)
+        for i, children in self.sums:
+            raw[i] = sum([raw[c] for c in children])
+        levels = self.levels
+        n_users = self.n_users
+        out: dict[str, float] = {}
+        rank = rnt = n_users
+
+        def visit(i: int, tied_in: bool) -> None:
+            nonlocal rank, rnt
+            ru = raw[i]
+            scored = []
+            for j, user, parent, s, key in levels[i]:
+                if parent:
+                    lf = INF
+                else:
+                    u = raw[j] / ru if ru else 0.0
+                    lf = 0.0 if s == 0 else (INF if u == 0 else s / u)
+                scored.append((lf, user, j, key))
+            scored.sort(key=_order)
+            prev = None
+            first = True
+            for lf, user, j, key in scored:
+                tied = (not first and lf == prev) or (first and tied_in)
+                if user:
+                    if not tied:
+                        rank = rnt
+                    out[key] = rank / n_users
+                    rnt -= 1
+                else:
+                    visit(j, tied)
+                prev = lf
+                first = False
+
+        visit(0, False)
+        return out
+
+
+def _order(t: tuple) -> tuple:
+    """Fair Tree's order within a level: highest LevelFS first, users before accounts on ties."""
+    return (-t[0], 0 if t[1] else 1)
+
+
 def _sum_usage(node: AssocNode) -> float:
     if node.user:
         node.raw_usage = node.usage

@@ -17,16 +17,22 @@ def run(cy, records, full: bool) -> None:
     usable_of: dict[str, tuple] = {}  # partition -> (usable nodes, their eligible nodes)
     nodes = cy.free.nodes
     depth = 0
+    started = cy.started
+    skip = cy.skip
+    reasons = cy.reasons
+    queue_depth = s.default_queue_depth
     for rec in records:
         job = rec.job
-        if job.id in cy.started or job.id in cy.skip:
+        jid = job.id
+        if jid in started or jid in skip:
             continue
-        if not full and depth >= s.default_queue_depth:
+        if not full and depth >= queue_depth:
             break
         depth += 1
         info = rec.part
         if info.name in failed:
-            cy.reason(job, "Priority", first=True)
+            if jid not in reasons:  # cy.reason(job, "Priority", first=True), inline: most records
+                reasons[jid] = "Priority"
             continue
         lim = cy.limit_reason(job, info)
         if lim is not None:

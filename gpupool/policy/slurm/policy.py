@@ -30,7 +30,7 @@ from gpupool.policy.slurm import (
 )
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.decay import UsageLedger
-from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
+from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, place
@@ -362,7 +362,8 @@ class SlurmPolicy:
         self._prio: dict[tuple, int] = {}
         self._prio_T = None
         self._fs_T = None
-        self._fs: dict[str, float] = {}
+        self._fs_val: dict[str, float] | None = {}  # see ``_fs``
+        self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
         self._bf_sig = None
         self._tl: dict[int, tuple] = {}
@@ -371,6 +372,7 @@ class SlurmPolicy:
         self.running = RunningIndex(self)
         s = self.s
         self.ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
+        self._usage_tree = UsageTree(self.acct) if self.acct is not None else None
         #: jobs per CPU in each partition (OverSubscribe=FORCE:N -> N, else 1)
         self.share = {name: gang.max_share(info.part.oversubscribe) for name, info in self.parts.items()}
         self.gang_parts = {name: gang.PartSpec(name, info.tier, i) for i, (name, info) in enumerate(self.parts.items())}
@@ -616,6 +618,18 @@ class SlurmPolicy:
             self._prio[key] = p
         return p
 
+    def priority_memo(self, now: float) -> dict | None:
+        """The multifactor priorities memoised for ``now``'s PriorityCalcPeriod, keyed as in
+        ``priority`` (None without priority/multifactor): the queue reads it directly."""
+        s = self.s
+        if not s.multifactor:
+            return None
+        T = math.floor(now / s.calc_period) * s.calc_period
+        if T != self._prio_T:
+            self._prio_T = T
+            self._prio = {}
+        return self._prio
+
     def factors(self, job, info, accrue: float, t: float, fs: float | None = None) -> dict:
         s = self.s
         req = self.req(job)
@@ -657,10 +671,27 @@ class SlurmPolicy:
         T = math.floor(snap.now / self.s.calc_period) * self.s.calc_period
         if T != self._fs_T:
             self._fs_T = T
-            usage = self.ledger.at(snap.now, ((k, s, w) for s, k, w in self._segs.values()))
-            root, _users = build_tree(self.acct, usage)
-            self._fs = fair_tree(root) if self.s.fair_tree else classic(root, self.s.dampening)
+            # The decay pass runs now (its folding must follow every pass), the ranking only when
+            # a priority needs it (``_fs``): with the running segments and the count of closed
+            # ones as they are now, it gives what it would give now.
+            self.ledger.pass_at(snap.now)
+            self._fs_due = (list(self._segs.values()), len(self.ledger.recent))
+            self._fs_val = None
             self._prio_T = None  # priorities depend on fair share
+
+    @property
+    def _fs(self) -> dict[str, float]:
+        """FairShare by "account/user" as of the last PriorityCalcPeriod pass, ranked on first
+        use: a queue whose jobs all carry a fixed priority never needs it."""
+        fs = self._fs_val
+        if fs is None:
+            running, n_closed = self._fs_due
+            usage = self.ledger.usage(running, n_closed)
+            tree = self._usage_tree
+            fs = tree.fair_tree(usage) if self.s.fair_tree else classic(tree.fill(usage), self.s.dampening)
+            self._fs_val = fs
+            self._fs_due = None
+        return fs
 
     # ------------------------------------------------------------ the decision
     def decide(self, snap: Snapshot) -> list:

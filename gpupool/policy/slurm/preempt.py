@@ -113,7 +113,13 @@ def _grace_placements(cy) -> list:
     running jobs do not change within it)."""
     out = cy.memo.get("grace")
     if out is None:
-        out = cy.memo["grace"] = [v.placement for v in cy.snap.active.values() if v.grace_until is not None]
+        snap = cy.snap
+        if snap.grace is None:
+            out = [v.placement for v in snap.active.values() if v.grace_until is not None]
+        else:  # the engine's own table (the same jobs; the caller only sums their placements)
+            active = snap.active
+            out = [active[jid].placement for jid in snap.grace]
+        cy.memo["grace"] = out
     return out
 
 
@@ -135,7 +141,13 @@ def _candidates(cy, job, info) -> list[tuple]:
     node_set = info.node_set
     by_qos = pol.s.preempt_type == "preempt/qos"
     found = []
+    # preempt/qos: only jobs of the QOS the preemptor's QOS lists can be victims; that one set
+    # test (``may_preempt``'s first) comes before the rest, which then meets the few left
+    targets = pol.qos[pol.req(job).qos or ""].preempt if by_qos else None  # exists: _may_preempt_anyone
+    req = pol.req
     for v in cy.snap.active.values():
+        if targets is not None and req(v).qos not in targets:
+            continue
         if v.grace_until is not None or v.start is None:
             continue
         if not any(p[0] in node_set for p in v.placement):

@@ -45,21 +45,29 @@ class _Static:
     run: the queue is rebuilt at every scheduler instant and a deep queue holds the same jobs
     for hours. ``parts`` is the partition table it was computed against."""
 
-    __slots__ = ("jobs", "parts")
+    __slots__ = ("jobs", "parts", "recs", "states")
 
     def __init__(self, parts) -> None:
         self.parts = parts
         self.jobs: dict[int, tuple] = {}
+        #: job id -> (eligible, submit, priority period or None, its records, whether its
+        #: priority is fixed): the records a job without dependencies got at the last build,
+        #: valid while its eligibility, submit time, priority period (unless its priority is
+        #: fixed) and the partitions' states (``states``) are unchanged (multifactor priorities
+        #: are fixed within a PriorityCalcPeriod), so a deep queue is not rebuilt record by
+        #: record at each instant
+        self.recs: dict[int, tuple] = {}
+        self.states: tuple = ()
 
 
 _STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # policy -> _Static
 
 
-def _static_of(pol) -> dict[int, tuple]:
+def _static_of(pol) -> _Static:
     st = _STATIC.get(pol)
     if st is None or st.parts is not pol.parts:
         st = _STATIC[pol] = _Static(pol.parts)
-    return st.jobs
+    return st
 
 
 def _job_static(pol, job) -> tuple:
@@ -88,12 +96,38 @@ def build(cy) -> list[Record]:
     pol = cy.pol
     now = cy.now
     jobs = cy.snap.jobs
-    static = _static_of(pol)
+    st_all = _static_of(pol)
+    static = st_all.jobs
+    pending = cy.snap.pending
+    states = tuple(info.state for info in pol.parts.values())
+    cached = st_all.recs
+    if states != st_all.states or len(cached) > 2 * len(pending) + 1024:
+        if states != st_all.states:
+            cached.clear()
+        else:  # drop jobs no longer pending
+            st_all.recs = cached = {jid: c for jid, c in cached.items() if jid in pending}
+        st_all.states = states
     accrue_of = cy.accrue
     priority = pol.priority
+    # the policy's memos read directly (a deep queue asks them for every job at every instant)
+    verdicts = pol._verdict
+    memo = pol.priority_memo(now)
+    period = pol._prio_T if memo is not None else None
     recs: list[Record] = []
-    for job in cy.snap.pending.values():
-        why = pol.submit_verdict(job)
+    extend = recs.extend
+    for job in pending.values():
+        # A job with records at the last build and the same eligibility, submit time and
+        # priority period gets them again: it passed every check below then, and none of them
+        # can have changed (its verdict and workload are fixed, ``now`` only grows, jobs with
+        # dependencies are never kept, and a partition state change clears the cache).
+        c = cached.get(job.id)
+        if c is not None and c[0] == job.eligible and c[1] == job.submit and (c[2] == period or c[4]):
+            accrue_of[job.id] = c[0]
+            extend(c[3])
+            continue
+        why = verdicts.get(job.id, _UNSET)
+        if why is _UNSET:
+            why = pol.submit_verdict(job)
         if why is not None:
             cy.out.append(Reject(job.id, why))
             continue
@@ -136,11 +170,19 @@ def build(cy) -> list[Record]:
         accrue_of[job.id] = accrue
         submit = job.submit
         jid = job.id
+        fixed = wl.priority is not None or memo is None
+        mine = []
         for info in usable_parts:
-            prio = priority(job, info, accrue, now)
-            recs.append(Record((-info.tier, -prio, submit, arr, task, jid), job, info, prio))
+            prio = None if fixed else memo.get((jid, info.name, submit, accrue))
+            if prio is None:
+                prio = priority(job, info, accrue, now)
+            mine.append(Record((-info.tier, -prio, submit, arr, task, jid), job, info, prio))
+        extend(mine)
+        if not wl.dependency:
+            cached[jid] = (accrue, submit, period, mine, wl.priority is not None)
     recs.sort(key=_KEY)
     return recs
 
 
 _KEY = attrgetter("key")
+_UNSET = object()

@@ -42,13 +42,19 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     acct = cfg.accounting
     if not req.parts or any(p not in parts for p in req.parts):
         return limits.MSG_PARTITION
+    memo = fit_memo if fit_memo is not None else {}
     if acct is not None and s.enforce:
         if req.qos is not None and req.qos not in acct.qos:
             return limits.MSG_QOS
-        if "associations" in s.enforce and not any(
-                ua.user == req.user and ua.account == req.account for ua in acct.user_associations):
+        if "associations" in s.enforce and (req.user, req.account) not in _assoc_pairs(acct, memo):
             return limits.MSG_ACCOUNT
-    memo = fit_memo if fit_memo is not None else {}
+    # every node's up and drain states, once per call, stand for "which of the partition's
+    # nodes are up and not drained" in the memo key below (a finer key, so the same answers),
+    # through a token per distinct state: hashed once here, not once per partition
+    state = (tuple(nodes.up), tuple(nodes.drain))
+    node_ok = memo.get(state)
+    if node_ok is None:
+        node_ok = memo[state] = object()
     ok_parts = 0
     time_bad = 0
     for pname in req.parts:
@@ -62,7 +68,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             time_bad += 1
         # whether the shape fits the empty partition depends only on the pod sets, the
         # partition and which of its nodes are up and not drained: memoised on exactly that
-        key = (wl.pod_sets, pname, tuple(nodes.up[i] and not nodes.drain[i] for i in info.nodes))
+        key = (wl.pod_sets, pname, node_ok)
         fits = memo.get(key)
         if fits is None:
             empty = Free.__new__(Free)
@@ -81,6 +87,18 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
         return limits.MSG_TIME
     return None
+
+
+def _assoc_pairs(acct, memo: dict) -> frozenset:
+    """(user, account) of every user association of ``acct``, kept in ``memo`` (a run's jobs
+    are checked one by one against the same accounting data)."""
+    hit = memo.get(_ASSOC)
+    if hit is None or hit[0] is not acct:
+        hit = memo[_ASSOC] = (acct, frozenset((ua.user, ua.account) for ua in acct.user_associations))
+    return hit[1]
+
+
+_ASSOC = ("user associations",)
 
 
 class _PoolView:
