@@ -222,14 +222,17 @@ class ReplayExecutor:
     For such a job it also hands the policy the intervals during which real Slurm's nodes
     stayed COMPLETING after the end (``released``: per node, when the log has it; the policy's
     ``node_holds``): a job killed at its limit keeps its batch host until its processes are
-    gone (up to KillWait), and slurmctld puts no job on a completing node.
+    gone (up to KillWait), and slurmctld puts no job on a completing node. Each interval also
+    says whether its job's release called the main scheduler: on 22.05.8 only the epilog of a
+    job killed at its limit (``killed``) does (docs/differential.md, finding 21).
     """
 
     interval = 30.0
 
     def __init__(self, over_time_limit: float, checks: list[float],
                  real: dict[int, tuple[float, float, str]] | None = None, lockstep: float = 1.5,
-                 released: dict[int, dict[int, float]] | None = None) -> None:
+                 released: dict[int, dict[int, float]] | None = None,
+                 killed: frozenset[int] = frozenset()) -> None:
         self.over_time_limit = over_time_limit
         self.checks = sorted(checks)
         #: job id -> (real start, real end, real state), run-relative
@@ -237,9 +240,12 @@ class ReplayExecutor:
         self.lockstep = lockstep
         #: job id -> {node index: when real Slurm's node took new jobs again}, run-relative
         self.released = released or {}
-        #: (node, from, until, job released) COMPLETING intervals of the jobs ended as in real
-        #: Slurm; the replay hands this very list to the policy (``SlurmPolicy.node_holds``)
-        self.node_holds: list[tuple[int, float, float, float]] = []
+        #: jobs real Slurm killed at their time limit ("Time limit exhausted")
+        self.killed = killed
+        #: (node, from, until, job released, release calls the main scheduler) COMPLETING
+        #: intervals of the jobs ended as in real Slurm; the replay hands this very list to the
+        #: policy (``SlurmPolicy.node_holds``)
+        self.node_holds: list[tuple[int, float, float, float, bool]] = []
 
     def next_check(self, due: float) -> float:
         """The first check at or after ``due``: an observed one within 30 s, else the grid."""
@@ -263,9 +269,10 @@ class ReplayExecutor:
             end = max(now, rec[1])
             nodes = self.released.get(job.id, {})
             last = max(nodes.values(), default=end)
+            calls = job.id in self.killed
             for node, free in nodes.items():
                 if last > end:
-                    self.node_holds.append((node, end, max(free, end), last))
+                    self.node_holds.append((node, end, max(free, end), last, calls))
             return end, rec[2]
         limit = job.time_limit
         remaining = job.remaining
@@ -318,7 +325,8 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
             if r.start is not None and r.end is not None}
     index = {n: i for i, n in enumerate(pool.nodes)}
     released = {jid: {index[n]: t - t0 for n, t in r.node_released().items()} for jid, r in real.items()}
-    executor = ReplayExecutor(policy.over_time_limit, checks, ends, released=released)
+    killed = frozenset(jid for jid, r in real.items() if r.time_limit_hit is not None)
+    executor = ReplayExecutor(policy.over_time_limit, checks, ends, released=released, killed=killed)
     policy.node_holds = executor.node_holds
     if lockstep is None:
         out = Engine(pool, wls, policy, check=True, executor=executor).run()

@@ -8,6 +8,7 @@ indices from each job's own ``scontrol -d show job`` output, and, with slurmdbd,
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -141,13 +142,37 @@ def main_passes(log_text: str) -> list[tuple[float, bool]]:
     (``SlurmctldDebug=debug`` logs one line per pass; none at ``verbose``: then []).
 
     slurmctld runs its main scheduler from a background loop about once a second (the full
-    pass every ``sched_interval``, a quick one for queued requests) and shortly after each
-    epilog-complete message; a submission or a job end does not run it at once (one pass after
-    an epilog came 0.3 fake s later in a run at x10). The instants depend on slurmctld's threads,
-    so a replay runs its main passes where the log shows them (the policy's ``main_at``).
+    pass every ``sched_interval``, a quick one for queued requests) and right after the last
+    epilog-complete message of a job killed at its time limit; a submission, a job end or the
+    epilog of a job that ended by itself does not run it (docs/differential.md, finding 21).
+    The instants depend on slurmctld's threads, so a replay runs its main passes where the log
+    shows them (the policy's ``main_at``).
     """
     return [(datetime.fromisoformat(m.group(1)).timestamp(), m.group(2) == "full queue")
             for m in _MAIN_PASS.finditer(log_text)]
+
+
+_MAIN_ALLOCATE = re.compile(r"^\[(\S+)\] sched: Allocate JobId=", re.MULTILINE)
+#: Allocate lines closer than this (s) come from one main pass
+_SAME_PASS = 0.1
+#: how long before its first Allocate line a pass is taken to have begun (s): before the
+#: job's logged start, which a lockstep replay adopts at that very instant
+_PASS_LEAD = 0.0005
+
+
+def main_passes_seen(log_text: str) -> list[float]:
+    """Instants (epoch s) at which a main pass is known to have run in a log written at
+    ``verbose``, which has no line per pass: just before the first of each burst of
+    "sched: Allocate" lines (a pass that started jobs). The other passes stay unknown."""
+    seen: list[float] = []
+    last = -math.inf
+    for m in _MAIN_ALLOCATE.finditer(log_text):
+        t = datetime.fromisoformat(m.group(1)).timestamp()
+        if t - last > _SAME_PASS:
+            seen.append(t - _PASS_LEAD)
+        last = t
+    return seen
+
 
 
 _BF_LINE = re.compile(r"^\[(\S+)\] sched/backfill: (.*)$", re.MULTILINE)
@@ -213,6 +238,8 @@ class RealTiming:
     #: each main scheduler pass's beginning and whether it was a full one (``main_passes``;
     #: empty for a log written at ``verbose``)
     main_at: list[tuple[float, bool]]
+    #: in a log without ``main_at``: the passes that started jobs (``main_passes_seen``)
+    main_seen: list[float]
 
     def options(self, t0: float) -> dict:
         """The Slurm policy's replay options, run-relative to ``t0`` (passes before it dropped)."""
@@ -224,11 +251,15 @@ class RealTiming:
             out["backfill_cut"] = {t - t0: cut for t, cut in self.backfill_cut.items() if t >= t0}
         if self.main_at:
             out["main_at"] = [(t - t0, full) for t, full in self.main_at if t >= t0]
+        else:  # a log without a line per pass: what it does show of them
+            out["main_seen"] = [t - t0 for t in self.main_seen if t >= t0]
         return out
 
 
 def real_timing(log_text: str) -> RealTiming:
-    return RealTiming(backfill_cycles(log_text), backfill_cuts(log_text), main_passes(log_text))
+    main = main_passes(log_text)
+    return RealTiming(backfill_cycles(log_text), backfill_cuts(log_text), main,
+                      [] if main else main_passes_seen(log_text))
 
 
 def refine_from_log(records: dict[int, RealRecord], log_text: str) -> None:

@@ -80,8 +80,9 @@ def test_differential_busy_pool_reports_every_disagreement(tmp_path):
         assert (d.name in listed) == bool(d.problems)
     assert rep.gpus_agree <= rep.nodes_agree  # same GPU indices imply the same nodes
     # the lockstep replay judges each decision from real Slurm's state: complete, consistent,
-    # and (measured 91-99 % over 12 seeds of 100 jobs, docs/differential.md) mostly agreeing
+    # and (measured 98-100 % per seed over 15 seeds of 100 jobs, docs/differential.md) agreeing
+    # but for at most two decisions here
     ls = rep.lockstep
     assert ls is not None and ls.mode == "lockstep" and len(ls.per_job) == 25
     assert {d.name for d in ls.disagreements} == {d.name for d in ls.per_job if d.problems}
-    assert ls.start_within_interval >= 0.7 and ls.gpus_agree >= 0.7, "\n".join(ls.summary_lines())
+    assert ls.start_within_interval >= 0.92 and ls.gpus_agree >= 0.92, "\n".join(ls.summary_lines())

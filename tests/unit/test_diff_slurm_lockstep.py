@@ -168,19 +168,20 @@ def test_a_completing_node_takes_no_job_until_released():
     node_of_1 = plain[1].placement[0][0]
     assert {p[0] for p in plain[4].placement} == {node_of_1}  # the only node with free GPUs
     assert plain[4].first_start == 61.0
-    held = run([(node_of_1, 60.0, 80.0, 80.0)])
+    held = run([(node_of_1, 60.0, 80.0, 80.0, True)])
     assert held[1].end == 60.0
     assert held[4].first_start == 80.0 and {names[p[0]] for p in held[4].placement} == {names[node_of_1]}
     # a hold on another node changes nothing for this job
-    other = run([((node_of_1 + 1) % len(names), 60.0, 80.0, 80.0)])
+    other = run([((node_of_1 + 1) % len(names), 60.0, 80.0, 80.0, True)])
     assert other[4].first_start == 61.0
 
 
 def test_a_job_end_alone_runs_no_main_pass_while_its_node_completes():
-    """slurmctld's main scheduler is called by the epilog-complete message that releases a
-    job's nodes, not by the job's end: a job that the end freed from its account's GrpTRES
-    limit starts at the release (t=80), not at the end (t=61.5) on another node; in a
-    simulation (no holds) end and release coincide and it starts at 61.5 (no tick there)."""
+    """slurmctld's main scheduler is called by the epilog-complete message that releases the
+    nodes of a job killed at its limit, not by the job's end: a job that the end freed from its
+    account's GrpTRES limit starts at the release (t=80), not at the end (t=61.5) on another
+    node; in a simulation (no holds) end and release coincide and it starts at 61.5 (no tick
+    there). The release of a job that ended by itself calls no pass at all."""
     from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from gpupool.model.workload import PodSet, Workload
@@ -200,15 +201,19 @@ def test_a_job_end_alone_runs_no_main_pass_while_its_node_completes():
     plain = run([])
     assert plain[3].first_start == 61.5
     node_of_1 = plain[1].placement[0][0]
-    held = run([(node_of_1, 61.5, 80.0, 80.0)])
+    held = run([(node_of_1, 61.5, 80.0, 80.0, True)])
     assert held[1].end == 61.5 and held[3].first_start == 80.0
+    # a release that does not call the main scheduler (the job was not killed at its limit):
+    # job 3 waits for the next pass, at the next 30-s tick
+    quiet = run([(node_of_1, 61.5, 80.0, 80.0, False)])
+    assert quiet[3].first_start == 90.0
 
 
-def test_a_main_pass_that_selects_a_completing_node_fails_instead_of_going_elsewhere():
-    """slurmctld's node selection does not leave a COMPLETING node out: when the node it picks
-    is one, the job fails like one that does not fit, although another node is free. Job 4
-    arrives at 61 s: without holds it takes the first free node (the one job 1 left at 60.5 s);
-    with that node COMPLETING until 80 s it waits for it rather than taking the empty one."""
+def test_a_main_pass_leaves_completing_nodes_out_of_its_selection():
+    """A main pass puts no job on a COMPLETING node and chooses among the others (the replays
+    of docs/differential.md, finding 21). Job 4 arrives at 61 s: without holds it takes the
+    first free node (the one job 1 left at 60.5 s); with that node COMPLETING until 80 s it
+    starts at once on the node nobody used."""
     from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from gpupool.model.workload import PodSet, Workload
@@ -228,5 +233,7 @@ def test_a_main_pass_that_selects_a_completing_node_fails_instead_of_going_elsew
     plain = run([])
     node_of_1 = plain[1].placement[0][0]
     assert plain[4].first_start == 61.0 and plain[4].placement[0][0] == node_of_1
-    held = run([(node_of_1, 60.5, 80.0, 80.0)])
-    assert held[4].first_start == 80.0 and held[4].placement[0][0] == node_of_1
+    held = run([(node_of_1, 60.5, 80.0, 80.0, True)])
+    used = {plain[j].placement[0][0] for j in (1, 2, 3)}
+    (empty,) = set(range(len(pool.nodes))) - used
+    assert held[4].first_start == 61.0 and held[4].placement[0][0] == empty

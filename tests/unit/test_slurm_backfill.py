@@ -53,6 +53,25 @@ def test_will_run_frees_running_jobs_in_batches_like_cons_tres():
     assert est == 160.0 and sorted(p[0] for p in pl) == [0, 2]
 
 
+def test_will_run_sweeps_a_later_job_past_one_with_no_usable_node():
+    """cons_tres's will-run skips a running job with no usable node without closing the batch:
+    jobs 98 (n2) and 99 (n1, not usable) both end at 1529 s, 98 first (ties go by job id), and
+    job 53 (n3, ends 1771 s) joins the batch, so a whole-node job is planned at 1771 s, not at
+    1529 s on n2 (a real 22.05.8, docs/differential.md, finding 23). With 99 ahead of 98 the
+    batch closes after 98 and the plan is 1529 s."""
+    nodes = NodeTable(_pool(n=3, gpus=8))
+    free = Free(nodes)
+    p98, p99, p53 = (1, 0b11, 1000, 0), (0, 0xFF, 1000, 0), (2, 0xFF, 1000, 0)
+    free.take([p98, p99, p53])
+    whole = _wl(gpus=8)
+    ends = [(1529.0, 98, (p98,), 1529.0), (1529.0, 99, (p99,), 1529.0), (1771.0, 53 + 1000, (p53,), 1771.0)]
+    est, pl = will_run(whole, (0, 1, 2), frozenset({1, 2}), free, sorted(ends), 1503.0, epoch=-1.0)
+    assert est == 1771.0 and pl[0][0] in (1, 2)
+    swapped = [(1529.0, 97, (p99,), 1529.0), (1529.0, 98, (p98,), 1529.0), (1771.0, 1053, (p53,), 1771.0)]
+    est, pl = will_run(whole, (0, 1, 2), frozenset({1, 2}), free, swapped, 1503.0, epoch=-1.0)
+    assert est == 1529.0 and pl[0][0] == 1
+
+
 def test_will_run_guesses_the_end_of_a_job_past_its_limit():
     """A job already past its limit is freed in the first batch; the plan is its limit end +
     KillWait + OverTimeLimit (the ``free_at`` entry), at least now + 1."""

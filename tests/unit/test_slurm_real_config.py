@@ -165,11 +165,12 @@ def test_replay_executor_reports_completing_nodes():
     from gpupool.conformance.diff_slurm import ReplayExecutor
 
     ex = ReplayExecutor(0.0, [], {1: (10.0, 70.0, "TIMEOUT"), 2: (10.0, 40.0, "COMPLETED")},
-                        released={1: {0: 91.0, 1: 70.05}, 2: {3: 40.0}})
+                        released={1: {0: 91.0, 1: 70.05}, 2: {3: 40.0}}, killed=frozenset({1}))
     job = lambda jid: SimpleNamespace(id=jid, time_limit=60.0, remaining=100.0, wl=SimpleNamespace(outcome="COMPLETED"))
     assert ex.launch(job(1), 10.4) == (70.0, "TIMEOUT")
     assert ex.launch(job(2), 10.4) == (40.0, "COMPLETED")
-    assert ex.node_holds == [(0, 70.0, 91.0, 91.0), (1, 70.0, 70.05, 91.0)]
+    # job 1 was killed at its limit: its release calls the main scheduler
+    assert ex.node_holds == [(0, 70.0, 91.0, 91.0, True), (1, 70.0, 70.05, 91.0, True)]
     assert ex.launch(job(1), 30.0) == (90.0, "TIMEOUT")  # 30 s off: its own kill, no holds
     assert len(ex.node_holds) == 2
 
@@ -319,3 +320,66 @@ def test_with_main_at_the_main_scheduler_runs_only_at_the_listed_passes():
 
     assert first_start({}) == 10.0
     assert first_start({"main_at": [(5.0, True), (12.5, False)]}) == 12.5
+
+
+def test_a_verbose_log_shows_the_main_passes_that_started_jobs():
+    """At ``verbose`` slurmctld logs no line per main pass, but a pass that starts jobs logs one
+    "sched: Allocate" line each: a burst is one pass, taken to begin just before its first line;
+    the replay gets them as ``main_seen`` (empty, not absent, when none started anything)."""
+    from datetime import datetime
+
+    from gpupool.conformance.diff_slurm_real import main_passes_seen, real_timing
+
+    log = "\n".join([
+        "[2026-12-01T22:00:00.500] sched: Allocate JobId=1 NodeList=gpu01 #CPUs=2 Partition=train",
+        "[2026-12-01T22:00:00.520] sched: Allocate JobId=2 NodeList=gpu02 #CPUs=2 Partition=train",
+        "[2026-12-01T22:00:03.000] sched: Allocate JobId=3 NodeList=gpu01 #CPUs=2 Partition=train",
+    ])
+    t = datetime.fromisoformat("2026-12-01T22:00:00.500").timestamp()
+    assert [round(x - t, 4) for x in main_passes_seen(log)] == [-0.0005, 2.4995]
+    opts = real_timing(log).options(t)
+    assert "main_at" not in opts and [round(x, 4) for x in opts["main_seen"]] == [2.4995]
+    quiet = "[2026-12-01T22:00:01.300] sched/backfill: _attempt_backfill: beginning"
+    assert real_timing(quiet).options(t)["main_seen"] == []
+
+
+def test_a_replay_of_a_verbose_log_runs_main_passes_on_the_ticks_and_where_the_log_shows_one():
+    """slurmctld 22.05.8 runs no main pass at a submission: a replay with ``main_seen`` starts a
+    job submitted at 10.4 s at the next tick (its stand-in for the background loop; 30 s in the
+    seed pool, 1 s in the harness's), or at a pass the log shows before that; a simulation
+    starts it at its submission."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.model.workload import PodSet, Workload
+
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    jobs = [Workload(1, "j1", (PodSet(count=1, gpus=1),), submit_time=10.4, runtime=20.0, time_limit=600.0,
+                     account="ml-platform", user="dave")]
+
+    def first_start(options):
+        out = Engine(pool, jobs, make_policy("slurm", pool, options), check=True).run().jobs[0]
+        return out.first_start, out.via
+
+    assert first_start({}) == (10.4, "SchedMain")
+    assert first_start({"main_seen": []}) == (30.0, "SchedMain")
+    assert first_start({"main_seen": [10.7]}) == (10.7, "SchedMain")
+
+
+def test_fair_share_usage_counts_from_the_whole_second_of_the_start(monkeypatch):
+    """slurmctld's start_time is a whole epoch second, and fair-share usage accrues from it: a
+    job started at 10.4 s with t=0 at epoch ...0.25 s is charged from 9.75 s, to its end."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.model.workload import PodSet, Workload
+
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    jobs = [Workload(i, f"j{i}", (PodSet(count=1, gpus=1),), submit_time=at, runtime=50.0, time_limit=600.0,
+                     account="ml-platform", user="dave") for i, at in ((1, 10.4), (2, 100.0))]
+    from gpupool.policy.slurm.decay import UsageLedger
+
+    closed = []
+    close = UsageLedger.close
+    monkeypatch.setattr(UsageLedger, "close", lambda self, key, s, e, w: (closed.append((s, e)), close(self, key, s, e, w)))
+    policy = make_policy("slurm", pool, {"epoch": 1_800_000_000.25})
+    job = Engine(pool, jobs, policy, check=True).run().jobs[0]
+    assert job.first_start == 10.4 and closed[0] == (9.75, 60.4)  # closed at the next call (100 s)

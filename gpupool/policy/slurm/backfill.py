@@ -222,7 +222,7 @@ def will_run(wl, cand, usable, free, ends, start_res: float, timeline=None, epoc
              now: float | None = None, timeline_of=None):
     """Earliest start ≥ ``start_res`` on ``usable`` nodes, freeing running jobs by limit end.
 
-    ``ends`` is a sorted list of (limit end, seq, placement, expected free time). Returns
+    ``ends`` is a sorted list of (limit end, job id, placement, expected free time). Returns
     (estimate, placement) or (None, None).
 
     As slurmctld 22.05 does it (checked against a real 22.05.8 by the differential test,
@@ -520,6 +520,6 @@ def run(cy, records) -> None:
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
 
 
-def insert_end(ends: list, end: float, seq: int, placement, free_at: float) -> None:
-    # seq is unique and increasing: plain tuple order is (end, seq) order
-    bisect.insort(ends, (end, seq, placement, free_at))
+def insert_end(ends: list, end: float, job_id: int, placement, free_at: float) -> None:
+    # job ids are unique among running jobs: plain tuple order is (end, job id) order
+    bisect.insort(ends, (end, job_id, placement, free_at))

@@ -54,15 +54,16 @@ def run(cy, records, full: bool) -> None:
             usable = None
             if withheld:
                 usable = info.node_set - withheld
+            if cy.completing:
+                # no job starts on a node still COMPLETING (a replay's holds): the pass
+                # chooses among the others (22.05.8, docs/differential.md, finding 21)
+                usable = (info.node_set if usable is None else usable) - cy.completing
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable))
         usable, eligible = got
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
-        if placement is not None and not (cy.completing and not cy.completing.isdisjoint(p[0] for p in placement)):
+        if placement is not None:
             cy.start(job, placement, info, VIA_MAIN)
             continue
-        # A node still COMPLETING (a replay's holds) is not left out of the selection: slurmctld
-        # picks it as a free node and then finds it busy, so the job fails as one that does not
-        # fit (and blocks its partition) rather than going elsewhere (22.05.8, docs/differential.md)
         if cy.try_gang(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE co-allocation (gang)
             continue
         if s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable):

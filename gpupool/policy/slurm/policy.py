@@ -17,7 +17,7 @@ import math
 from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend, WakeAt
 from gpupool.engine.job import RUNNING, SUSPENDED
 from gpupool.engine.policy_api import check_options, register
-from gpupool.engine.snapshot import CHANGED_ENDED, Snapshot
+from gpupool.engine.snapshot import CHANGED_ENDED, CHANGED_TICK, Snapshot
 from gpupool.model.pool import Pool
 from gpupool.policy.slurm import (
     backfill,
@@ -35,7 +35,7 @@ from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, place
 
-_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at"}
+_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen"}
 
 
 def _suspended_by(x, now: float) -> float:
@@ -68,7 +68,6 @@ class Cycle:
         self.accrue: dict[int, float] = {}
         #: per-pass memos of other modules (e.g. preemption candidates per QOS and partition)
         self.memo: dict = {}
-        self._seq = 0
         self.ends: list = []
         self.usage: dict = {}
         self.arrays: dict[int, int] = {}
@@ -76,11 +75,14 @@ class Cycle:
         # a private copy: a pass inserts the jobs it starts
         self.ends = list(running.update(snap.active, self.now, snap.suspended))
         self.arrays = dict(running.arrays)
-        self._seq = running.seq
         if pol.s.limits_enforced:
             self.usage = limits.copy_usage(running.usage)
         #: nodes still COMPLETING (a replay's ``node_holds``): nothing starts on them now
         self.completing: frozenset[int] = frozenset()
+        #: a replay's job was released now and its epilog-complete message calls the main
+        #: scheduler (a kill at the time limit, on 22.05.8), or does not (every other end)
+        self.loud_release = False
+        self.quiet_release = False
         #: gang co-allocation rows per OverSubscribe=FORCE partition (built when first needed)
         self.rows: dict[str, list[dict[int, int]]] = {}
         #: nodes of the jobs this pass started without ``--oversubscribe`` (``unshared_nodes``)
@@ -96,12 +98,17 @@ class Cycle:
         pass leaves them out, a backfill job that would start on one now is planned for the
         next second), while plans see their resources as free. The policy asks to be called
         when the first of their jobs is released on its last node: slurmctld schedules when
-        a job's last epilog-complete message arrives, not at each node's."""
+        the last epilog-complete message of a job killed at its time limit arrives, not at each
+        node's, and not at all at the release of a job that ended by itself (``quiet_release``;
+        the hold's fifth field says which)."""
         pol = self.pol
         now = self.now
         holds = pol.node_holds
         live = [h for h in holds if h[3] > now]
         if len(live) != len(holds):
+            released = [h for h in holds if h[3] == now]
+            self.loud_release = any(h[4] for h in released)
+            self.quiet_release = bool(released) and not self.loud_release
             holds[:] = live  # released for good: never looked at again
         active = [h for h in live if h[1] <= now]
         if active:
@@ -249,9 +256,8 @@ class Cycle:
         self.reasons.pop(job.id, None)
         pol.run_part[job.id] = info.name
         pol.run_limit[job.id] = pol.time_limit(job, info)
-        self._seq += 1
         end = pol.whole_second(self.now) + pol.plan_limit(job, info)
-        backfill.insert_end(self.ends, end, self._seq, placement, end)
+        backfill.insert_end(self.ends, end, job.id, placement, end)
         pol.track_start(job, placement, self.now)
         if pol.s.limits_enforced:
             req = pol.req(job)
@@ -296,6 +302,12 @@ class SlurmPolicy:
         main = options.get("main_at")
         self.main_at: list[float] | None = None if main is None else sorted(float(t) for t, _f in main)
         self._main_full = {float(t): bool(f) for t, f in main or ()}
+        #: A replay of a log without a line per main pass: the run-relative instants at which
+        #: the replayed slurmctld is known to have run one (a pass that started jobs). Its
+        #: other passes are taken to be the background loop's, on the ticks. None: no replay.
+        seen = options.get("main_seen")
+        self.main_seen: list[float] | None = None if seen is None else sorted(float(t) for t in seen)
+        self._main_seen_set = frozenset(self.main_seen or ())
         self.backfill_cut: dict[float, tuple[frozenset[int], int | None, bool]] = {
             float(t): (frozenset(int(j) for j in jobs), int(jobs[-1]) if jobs else None, bool(tested))
             for t, (jobs, tested) in (options.get("backfill_cut") or {}).items()}
@@ -649,11 +661,13 @@ class SlurmPolicy:
 
     # ------------------------------------------------------------ usage and fair share
     def track_start(self, job, placement, now: float) -> None:
+        """Open the job's fair-share usage segment at its start_time, which slurmctld takes in
+        whole epoch seconds (docs/differential.md, finding 24)."""
         if self.use_fs:
             req = self.req(job)
             q = self.qos.get(req.qos or "")
             w = self.billing(job, placement) * (q.usage_factor if q is not None else 1.0)
-            self._segs[job.id] = (now, req.assoc, w)
+            self._segs[job.id] = (self.whole_second(now), req.assoc, w)
 
     def _update_usage(self, snap: Snapshot) -> None:
         active = snap.active
@@ -707,10 +721,7 @@ class SlurmPolicy:
             full = self._main_now(now, cy.out)
             if full is not None:
                 main_sched.run(cy, records, full)
-        elif not (cy.completing and snap.changed == CHANGED_ENDED):
-            # A job end alone does not call slurmctld's main scheduler: the epilog-complete
-            # message that releases the job's nodes does (seen on 22.05.8, docs/differential.md).
-            # In a simulation both come at once; a replay's holds keep them apart.
+        elif self._main_now_unlisted(snap, cy):
             main_sched.run(cy, records, now % s.sched_interval == 0)
         if s.backfill and self._backfill_now(now, cy.out):
             # A cycle is skipped when no job, node or partition changed since the last one (a
@@ -743,6 +754,25 @@ class SlurmPolicy:
             return records
         reached, last, tested = cut
         return [rec for rec in records if rec.job.id in reached and (tested or rec.job.id != last)]
+
+    def _main_now_unlisted(self, snap: Snapshot, cy: Cycle) -> bool:
+        """Without ``main_at``: whether a main pass runs now.
+
+        slurmctld 22.05.8 runs its main scheduler from its background loop (about once a second
+        at ``sched_interval=1``) and right after the last epilog-complete message of a job
+        killed at its time limit; not at a submission, a job end, or the epilog of a job that
+        ended by itself (docs/differential.md, finding 21). A replay of a log that lists no
+        passes (``main_seen``) runs them on the ticks, where the log shows one, and at those
+        releases (``loud_release``). A simulation keeps the spec's idealised model, a pass at
+        every event, except a job end alone while its nodes are still COMPLETING and the quiet
+        release of such nodes (holds only a replay has)."""
+        now = cy.now
+        if self.main_seen is not None:
+            _wake_at_next(self.main_seen, now, cy.out)
+            return snap.trigger == "tick" or now in self._main_seen_set or cy.loud_release
+        if cy.completing and snap.changed == CHANGED_ENDED:
+            return False
+        return not (cy.quiet_release and snap.changed == CHANGED_TICK and snap.trigger != "tick")
 
     def _main_now(self, now: float, out: list) -> bool | None:
         """With ``main_at``: whether a main pass runs at ``now`` (None: no pass; else whether it

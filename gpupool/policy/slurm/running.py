@@ -16,34 +16,28 @@ from gpupool.policy.slurm import limits
 
 
 class RunningIndex:
-    """``(limit end, seq, placement, expected free time)`` of every running job, sorted.
+    """``(limit end, job id, placement, expected free time)`` of every running job, sorted.
 
-    ``seq`` numbers jobs in the order they joined the index, which is the order of the
-    snapshot's running-jobs table (jobs join it when they start), so ties on the limit end
-    break as a full rebuild breaks them. Array-task counts per array job ride along, since
+    Ties on the limit end break by job id: slurmctld's will-run sorts its running jobs by end
+    time alone, stably, from its job list, where jobs stand in the order they were created
+    (a real 22.05.8 swept a later-ending job into a batch that way, docs/differential.md,
+    finding 22). Array-task counts per array job ride along, since
     they change at the same moments, and so do the limit usage aggregates (jobs and TRES per
     QOS/user, association and account chain) when the pool enforces limits.
     """
 
-    __slots__ = ("_counted", "_entries", "_jid", "_key", "_moving", "_pol", "_seq", "arrays", "usage")
+    __slots__ = ("_counted", "_entries", "_key", "_moving", "_pol", "arrays", "usage")
 
     def __init__(self, pol) -> None:
         self._pol = pol
-        self._entries: list[tuple] = []  # sorted (limit end, seq, placement, free_at)
-        self._key: dict[int, tuple] = {}  # job id -> (start, placement, seq, array job id, limit end)
-        self._jid: dict[int, int] = {}  # seq -> job id
-        self._seq = 0
+        self._entries: list[tuple] = []  # sorted (limit end, job id, placement, free_at)
+        self._key: dict[int, tuple] = {}  # job id -> (start, placement, array job id, limit end)
         self.arrays: dict[int, int] = {}  # array job id -> running tasks
         self.usage: dict = {}  # limits.add_usage aggregates of the running jobs
         self._counted: dict[int, tuple] = {}  # job id -> (req, alloc, account chain) counted in usage
         #: jobs suspended at some point of their present run: a suspension moves their limit
         #: end on (spec §10), so their entries are recomputed at every call
         self._moving: set[int] = set()
-
-    @property
-    def seq(self) -> int:
-        """The last sequence number given out: a pass numbers jobs it starts after it."""
-        return self._seq
 
     def update(self, active: dict, now: float, suspended: dict | None = None) -> list[tuple]:
         """Bring the index up to the snapshot's running jobs at ``now`` (``suspended``: those of
@@ -54,18 +48,8 @@ class RunningIndex:
         if key.keys() != active.keys():
             for jid in key.keys() - active.keys():
                 self._drop(jid)
-            new = active.keys() - key.keys()
-            if new:
-                # Jobs join the running table when they start, so the new ones are its last
-                # entries; they are numbered in table order, as a full rebuild numbers them.
-                fresh = []
-                for jid in reversed(active):
-                    if jid in new:
-                        fresh.append(jid)
-                        if len(fresh) == len(new):
-                            break
-                for jid in reversed(fresh):
-                    self._add(active[jid], now)
+            for jid in active.keys() - key.keys():
+                self._add(active[jid], now)
         moving = self._moving
         if suspended:
             moving.update(suspended.keys())
@@ -74,24 +58,20 @@ class RunningIndex:
         # Jobs past their limit end form a prefix of the list: their resources are expected
         # back a fixed time after ``now`` (KillWait + OverTimeLimit), so only they move.
         expected_end = self._pol.expected_end
-        jid_of = self._jid
         for i, entry in enumerate(entries):
             if entry[0] >= now:
                 break
-            free_at = expected_end(active[jid_of[entry[1]]], now)
+            free_at = expected_end(active[entry[1]], now)
             if free_at != entry[3]:
                 entries[i] = (entry[0], entry[1], entry[2], free_at)
         return entries
 
     def _add(self, job, now: float) -> None:
         pol = self._pol
-        self._seq += 1
-        seq = self._seq
         lend = pol.limit_end(job, now)
-        bisect.insort(self._entries, (lend, seq, job.placement, pol.expected_end(job, now)))
+        bisect.insort(self._entries, (lend, job.id, job.placement, pol.expected_end(job, now)))
         aid = job.wl.array_job_id
-        self._key[job.id] = (job.start, job.placement, seq, aid, lend)
-        self._jid[seq] = job.id
+        self._key[job.id] = (job.start, job.placement, aid, lend)
         if aid is not None:
             self.arrays[aid] = self.arrays.get(aid, 0) + 1
         if pol.s.limits_enforced:
@@ -104,19 +84,18 @@ class RunningIndex:
     def _refresh(self, job, now: float) -> None:
         """Recompute a suspended (or once suspended) job's entry, keeping its place in ties."""
         pol = self._pol
-        start, placement, seq, aid, lend = self._key[job.id]
+        start, placement, aid, lend = self._key[job.id]
         entries = self._entries
-        del entries[bisect.bisect_left(entries, (lend, seq))]
+        del entries[bisect.bisect_left(entries, (lend, job.id))]
         lend = pol.limit_end(job, now)
-        bisect.insort(entries, (lend, seq, placement, pol.expected_end(job, now)))
-        self._key[job.id] = (start, placement, seq, aid, lend)
+        bisect.insort(entries, (lend, job.id, placement, pol.expected_end(job, now)))
+        self._key[job.id] = (start, placement, aid, lend)
 
     def _drop(self, jid: int) -> None:
-        _start, _placement, seq, aid, lend = self._key.pop(jid)
+        _start, _placement, aid, lend = self._key.pop(jid)
         self._moving.discard(jid)
-        del self._jid[seq]
-        # (limit end, seq) is unique and sorts just before the entry that starts with it
-        del self._entries[bisect.bisect_left(self._entries, (lend, seq))]
+        # (limit end, job id) is unique and sorts just before the entry that starts with it
+        del self._entries[bisect.bisect_left(self._entries, (lend, jid))]
         counted = self._counted.pop(jid, None)
         if counted is not None:
             limits.add_usage(self.usage, counted[0], counted[1], -1)
