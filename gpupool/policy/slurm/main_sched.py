@@ -56,7 +56,7 @@ def run(cy, records, full: bool) -> None:
                 usable = info.node_set - withheld
             if cy.completing:
                 # no job starts on a node still COMPLETING (a replay's holds): the pass
-                # chooses among the others (22.05.8, docs/differential.md, finding 21)
+                # chooses among the others (22.05.8, docs/differential.md, finding 22)
                 usable = (info.node_set if usable is None else usable) - cy.completing
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable))
         usable, eligible = got
