@@ -262,16 +262,12 @@ def write_usage(conn: Connection, delta: rollup.Delta) -> None:
     row: a million jobs' import upserts ~24 times fewer rows than it did hour by hour."""
     if not delta:
         return
-    days, ranks, values = delta.days()
-    origin = delta.origin
-    keys = [(k[_DELTA_TRES],) + _DELTA_KEY(k) for k in delta.keys]  # (tres, account, gpu_type, user, qos, queue)
     if conn.dialect.name == "sqlite":  # a NaN hour is bound as NULL (``Delta.days``)
-        rows = [(origin, keys[r][0], d) + keys[r][1:] + tuple(v) for d, r, v in zip(days, ranks, values)]
         head, tail = _USAGE_SQLITE
-        sqlite_insert_values(conn.connection.driver_connection, head, len(USAGE_COLUMNS), rows, tail)
+        sqlite_insert_values(conn.connection.driver_connection, head, len(USAGE_COLUMNS), usage_day_rows(delta), tail)
         return
-    rows = [(origin, keys[r][0], d) + keys[r][1:] + tuple(None if x != x else x for x in v)
-            for d, r, v in zip(days, ranks, values)]
+    rows = [r[:len(USAGE_KEY)] + tuple(None if x != x else x for x in r[len(USAGE_KEY):])
+            for r in usage_day_rows(delta)]
     stmt = _insert(conn, s.usage)
     u = s.usage.c
 
@@ -283,6 +279,24 @@ def write_usage(conn: Connection, delta: rollup.Delta) -> None:
     stmt = stmt.on_conflict_do_update(index_elements=list(USAGE_KEY), set_={h: added(h) for h in s.USAGE_HOURS})
     for part in chunks(rows):
         conn.execute(stmt, [dict(zip(USAGE_COLUMNS, r)) for r in part])
+
+
+def usage_day_rows(delta: rollup.Delta) -> list[tuple]:
+    """A delta's rows as the usage table stores them (``USAGE_COLUMNS`` tuples, one per UTC
+    day and key, in (day, key) order; NaN for an hour without usage, which SQLite stores as
+    NULL when bound)."""
+    days, ranks, values = delta.days()
+    origin = delta.origin
+    keys = [(k[_DELTA_TRES],) + _DELTA_KEY(k) for k in delta.keys]  # (tres, account, gpu_type, user, qos, queue)
+    return [(origin, keys[r][0], d) + keys[r][1:] + tuple(v) for d, r, v in zip(days, ranks, values)]
+
+
+def upsert_usage_sql(source: str) -> str:
+    """SQLite: ``write_usage``'s upsert for the day rows of ``source`` (a table or subquery
+    with ``USAGE_COLUMNS``), taken in its rowid order."""
+    head, tail = _USAGE_SQLITE
+    cols = ", ".join(f's."{c}"' for c in USAGE_COLUMNS)
+    return f"{head.replace(' VALUES ', ' ')}SELECT {cols} FROM {source} AS s WHERE true ORDER BY s.rowid{tail}"
 
 
 def clear_usage_hours(conn: Connection, origin: str, lo: float, hi: float) -> None:
@@ -587,8 +601,17 @@ class Ledger:
                     stats.fresh_allocations.setdefault(origin, []).append(r)
                 else:
                     stats.touch(origin, r[A_TIME_FROM], r[A_TIME_TO], r[A_AS_OF])
+        self.update_open_allocations(conn, rows, open_keys, stats)
+
+    def update_open_allocations(self, conn: Connection, rows: Iterable[tuple], open_keys: set,
+                                stats: WriteStats) -> None:
+        """After the allocation rows were inserted: each row whose key is in ``open_keys`` (an
+        allocation open before this write, or inserted open by it) closes the stored one (a
+        ``time_to``) or moves its ``as_of`` on, and marks its hours for the roll-up."""
         if not open_keys:
             return
+        a = s.allocations.c
+        key = ALLOCATION_KEY
         for r in rows:
             k = _alloc_key(r)
             if k not in open_keys:
@@ -697,7 +720,7 @@ FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NOD
                 "BOOT_FAIL", "DEADLINE", "REVOKED")
 
 
-def _new_job_events_sql(versioned: bool) -> str:
+def _new_job_events_sql(versioned: bool, numbers: str | None = None) -> str:
     time = 'CASE k.n WHEN 0 THEN j.submit WHEN 1 THEN j.start ELSE j."end" END'
     version = "NULL"
     if versioned:  # as ``Ledger.version_in_force``: the newest committed at or before the event
@@ -707,22 +730,28 @@ def _new_job_events_sql(versioned: bool) -> str:
     final = ", ".join(f"'{x}'" for x in FINAL_STATES)
     cols = ", ".join(EVENT_COLUMNS)
     # CROSS JOIN keeps the jobs the outer loop (by rowid, from ``after`` on); each job's events
-    # in the order submitted, started, finished, as the importer lists them
+    # in the order submitted, started, finished, as the importer lists them. ``numbers``: a
+    # table of n = 0, 1, 2 as its INTEGER PRIMARY KEY, whose scan SQLite knows is in order,
+    # so the ORDER BY needs no sort of each job's three rows (a third of the statement's
+    # time); ``+k.n`` keeps the planner from looking k up by n instead
+    k = f"{numbers} AS k" if numbers else "(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2) AS k"
+    n = "+k.n" if numbers else "k.n"
     return (f"INSERT INTO events ({cols}) SELECT j.origin, j.job_id, {time}, "
             "CASE k.n WHEN 0 THEN 'submitted' WHEN 1 THEN 'started' ELSE 'finished' END, "
             "CASE k.n WHEN 0 THEN '' WHEN 1 THEN j.node_list ELSE j.state END, "
-            f"{version}, j.source FROM jobs AS j CROSS JOIN (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2) AS k "
+            f"{version}, j.source FROM main.jobs AS j CROSS JOIN {k} "
             "WHERE j.rowid > ? AND +j.origin = ? AND ("
-            "(k.n = 0 AND j.submit IS NOT NULL) "
-            "OR (k.n = 1 AND j.start IS NOT NULL AND j.node_list NOT IN ('', '(null)')) "
-            f"OR (k.n = 2 AND j.\"end\" IS NOT NULL AND {first_word} IN ({final}))) "
+            f"({n} = 0 AND j.submit IS NOT NULL) "
+            f"OR ({n} = 1 AND j.start IS NOT NULL AND j.node_list NOT IN ('', '(null)')) "
+            f"OR ({n} = 2 AND j.\"end\" IS NOT NULL AND {first_word} IN ({final}))) "
             "ORDER BY j.rowid, k.n ON CONFLICT DO NOTHING")
 
 
-_NEW_JOB_EVENTS = {False: _new_job_events_sql(False), True: _new_job_events_sql(True)}
+_NEW_JOB_EVENTS = {(v, None): _new_job_events_sql(v) for v in (False, True)}  # and others as used
 
 
-def insert_new_job_events(conn: Connection, origin: str, after: int, pool: str | None) -> int:
+def insert_new_job_events(conn: Connection, origin: str, after: int, pool: str | None,
+                          numbers: str | None = None) -> int:
     """SQLite: add the sacct events of the jobs of ``origin`` stored with a rowid above
     ``after`` (the jobs a write has just inserted, each from one record), made by the database
     from the stored rows instead of bound value by value (binding seven values for each of
@@ -730,11 +759,14 @@ def insert_new_job_events(conn: Connection, origin: str, after: int, pool: str |
     at Start with the node list when the job ran (a start and nodes); ``finished`` at End with
     the state when the state is final. The same rows, in the same order, as the sacct
     importer's event tuples; ``pool``: the policy versions in force, by event time (None: no
-    versions). Returns how many were added (an event stored before is skipped)."""
+    versions); ``numbers``: see ``_new_job_events_sql``. Returns how many were added (an
+    event stored before is skipped)."""
     driver = conn.connection.driver_connection
     before = driver.total_changes
     params = ((pool,) if pool is not None else ()) + (after, origin)
-    driver.execute(_NEW_JOB_EVENTS[pool is not None], params)
+    key = (pool is not None, numbers)
+    sql = _NEW_JOB_EVENTS.get(key) or _NEW_JOB_EVENTS.setdefault(key, _new_job_events_sql(*key))
+    driver.execute(sql, params)
     return driver.total_changes - before
 
 
@@ -743,15 +775,20 @@ def fresh_usage_rows(origin: str, jobs: dict[str, tuple], allocations: Iterable[
     their allocations (``ALLOCATION_COLUMNS`` tuples, each key once: the first row given),
     handed to the roll-up as columns (no tuple is made per job or allocation)."""
     rows = list(jobs.values())
+    return fresh_usage_of_columns(origin, jobs, list(zip(*rows)) if rows else None, allocations)
+
+
+def fresh_usage_of_columns(origin: str, ids: Iterable[str], cols, allocations: Iterable[tuple]) -> rollup.Delta:
+    """``fresh_usage_rows`` for the jobs given as their ids (each once) and their columns
+    (indexed as ``JOB_COLUMNS``; None for no jobs): the sacct importer has them as columns."""
     allocations = list(allocations)
     job_cols: tuple = ()
     alloc_cols: tuple = ()
-    if rows:
-        cols = list(zip(*rows))
+    if cols is not None:
         job_cols = tuple(cols[i] for i in (J_START, J_ELAPSED, J_NCPUS, J_ACCOUNT, J_USER, J_QOS, J_QUEUE, J_BILLING))
         if allocations:
             a = list(zip(*allocations))
-            position = {job_id: i for i, job_id in enumerate(jobs)}
+            position = {job_id: i for i, job_id in enumerate(ids)}
             at = list(map(position.__getitem__, a[1]))  # each allocation's job (KeyError: not given)
             get = operator.itemgetter(*at)
             of_job = (lambda col: get(col)) if len(at) > 1 else (lambda col: (get(col),))

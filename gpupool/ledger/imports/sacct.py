@@ -196,11 +196,18 @@ def _plain_ints(values) -> bool:
 _NO_NODES = ("", "None assigned", "(null)")
 
 
+#: Job columns the sacct importer sets to the same value for every job (``JOB_COLUMNS`` names).
+JOB_CONSTANTS = {"kind": "batch", "namespace": "", "gpu_indices": "", "requeues": 0, "preemptions": 0,
+                 "gpu_seconds_lost": 0.0, "gpu_seconds_idle": 0.0}
+
+
 def _origin_rows(rows: list, col: dict[str, int], origin: str, source: str, extra_names: list[str], at):
-    """One origin's records (rows of cells, in file order) -> (job tuples by job id, a function
-    giving the event tuples, allocation tuples), built column by column: each field is converted for the
-    whole column at once (memoised where few values repeat) and the job tuples are zipped
-    from the columns, instead of a dict being made per record."""
+    """One origin's records (rows of cells, in file order) -> (job ids, job columns, a function
+    giving the event tuples, allocation tuples), built column by column: each field is
+    converted for the whole column at once (memoised where few values repeat), instead of a
+    dict being made per record. The job columns are in ``store.JOB_COLUMNS`` order, one value
+    per record (an iterator repeating it for ``JOB_CONSTANTS``, ``origin`` and ``source``);
+    ``job_rows`` zips them into job tuples."""
     n = len(rows)
     cols = list(zip(*rows))
     empty = ("",) * n
@@ -268,14 +275,15 @@ def _origin_rows(rows: list, col: dict[str, int], origin: str, source: str, extr
     node_list = ["" if x == "None assigned" else x for x in nodes_text]
     billing = [b if b is not None else float(k) for b, k in zip(billing, ncpus)]
     gpu_seconds = [g * (el or 0.0) for g, el in zip(gpus, elapsed)]
+    k = JOB_CONSTANTS
     # in ``store.JOB_COLUMNS`` order
-    job_rows = zip(
-        repeat(origin), ids, raw_ids, array_job, array_task, c("JobName"), repeat("batch"), c("User"), c("Account"),
-        c("QOS"), partition, repeat(""), partition, submit, eligible, start, end, elapsed, timelimit, state_text,
-        reason, exit_code, priority, nnodes, ncpus, node_list, c("ReqTRES"), c("AllocTRES"), gpus, gpu_type,
-        repeat(""), billing, repeat(0), repeat(0), gpu_seconds, repeat(0.0), repeat(0.0), c("Flags"), extra,
+    job_cols = (
+        repeat(origin), ids, raw_ids, array_job, array_task, c("JobName"), repeat(k["kind"]), c("User"),
+        c("Account"), c("QOS"), partition, repeat(k["namespace"]), partition, submit, eligible, start, end, elapsed,
+        timelimit, state_text, reason, exit_code, priority, nnodes, ncpus, node_list, c("ReqTRES"), c("AllocTRES"),
+        gpus, gpu_type, repeat(k["gpu_indices"]), billing, repeat(k["requeues"]), repeat(k["preemptions"]),
+        gpu_seconds, repeat(k["gpu_seconds_lost"]), repeat(k["gpu_seconds_idle"]), c("Flags"), extra,
         repeat(source))
-    jobs = dict(zip(ids, job_rows))  # a later record of the same job replaces it (in its first place)
 
     def events() -> list[tuple]:
         """The records' event tuples, in file order (``store.insert_new_job_events`` makes the
@@ -316,7 +324,19 @@ def _origin_rows(rows: list, col: dict[str, int], origin: str, source: str, extr
                 add((origin, job_id, host, -1, per_node, kind, t0, to, as_of, None))
         else:
             add((origin, job_id, "", -1, count, kind, t0, to, as_of, None))
-    return jobs, events, allocs
+    return ids, job_cols, events, allocs
+
+
+def job_rows(ids, job_cols) -> dict[str, tuple]:
+    """Job tuples by job id from ``_origin_rows``' columns: a later record of the same job
+    replaces it (in its first place)."""
+    return dict(zip(ids, zip(*job_cols)))
+
+
+def _rows_entry(o: str, ids, job_cols, events, allocs, records: int) -> tuple:
+    """``Prepared.by_origin``'s entry for one origin's columns."""
+    jobs = job_rows(ids, job_cols)
+    return jobs, events, allocs, records, fresh_usage_rows(o, jobs, first_by_key(allocs))
 
 
 def parse_parsable(text: str, source: str) -> list[dict]:
@@ -393,9 +413,11 @@ def _prepare(kind: str, data: bytes, records: list[dict], origin: str | None, so
 
 
 def _prepare_table(kind: str, data: bytes, header: list[str], rows: list[list], lines: Sequence[int] | None,
-                   origin: str | None, source: str) -> Prepared:
+                   origin: str | None, source: str, entry: Callable = _rows_entry) -> Prepared:
     """Records (``header`` + rows of cells) -> ledger rows per origin. ``lines``: each
-    record's line, for errors (None for JSON records, then named by position)."""
+    record's line, for errors (None for JSON records, then named by position). ``entry``
+    makes each origin's ``by_origin`` value from ``_origin_rows``' output and the origin's
+    record count (``sacct_staged`` stages the columns instead)."""
     col = {name: i for i, name in enumerate(header)}  # a repeated name: the last one, as dict(zip()) had it
 
     def at(origin_rows: list[int] | None):
@@ -427,8 +449,7 @@ def _prepare_table(kind: str, data: bytes, header: list[str], rows: list[list], 
             recs = rows if idx is None else [rows[i] for i in idx]
             if not recs:
                 continue
-            jobs, events, allocs = _origin_rows(recs, col, o, source, extra_names, at(idx))
-            by_origin[o] = (jobs, events, allocs, len(recs), fresh_usage_rows(o, jobs, first_by_key(allocs)))
+            by_origin[o] = entry(o, *_origin_rows(recs, col, o, source, extra_names, at(idx)), len(recs))
     return Prepared(kind, hashlib.sha256(data).hexdigest(), source, len(rows), by_origin)
 
 
@@ -436,37 +457,54 @@ def _store(ledger: Ledger, prep: Prepared, policy_pool: str | None) -> dict:
     """Write one prepared file in one transaction: all of it lands, or none."""
     stats = WriteStats()
     with ledger.transaction() as conn:
-        for o, (jobs, events, allocs, n_recs, usage_rows) in prep.by_origin.items():
-            stats.prepared[o] = (jobs.keys(), usage_rows)
-            version_at = ledger.versions_in_force(conn, policy_pool or o)  # read once per import
-            if version_at:  # else every row keeps policy_version None
-                allocs = [r[:A_POLICY_VERSION] + (version_at(r[A_TIME_FROM]),) + r[A_POLICY_VERSION + 1:]
-                          for r in allocs]
-            rows = list(jobs.values())
-            added = stats.jobs_added
-            after = ledger.last_job_rowid(conn)
-            ledger.write_job_rows(conn, rows, stats)
-            if after is not None and stats.jobs_added - added == len(rows) == n_recs:
-                # every job new and each record its own job (the usual daily export): the events
-                # are made by the database from the rows just stored, the same rows the tuples
-                # below give (tests/ledger/test_sacct_columns.py checks the two agree)
-                stats.events_added += insert_new_job_events(conn, o, after, (policy_pool or o) if version_at else None)
-            else:
-                ev = events()
-                if version_at:  # else every row keeps policy_version None
-                    ev = [r[:E_POLICY_VERSION] + (version_at(r[E_TIME]),) + r[E_POLICY_VERSION + 1:] for r in ev]
-                ledger.write_event_rows(conn, ev, stats)
-            ledger.write_allocation_rows(conn, allocs, stats)
-            if stats.changed:
-                ledger.update_usage(conn, o, stats)  # the hours this import touched
-            ledger.record_import(conn, prep.kind, prep.sha, o, prep.source, n_recs)
+        for o, entry in prep.by_origin.items():
+            store_origin(ledger, conn, prep, o, entry, policy_pool, stats)
+    return result_of(prep, stats)
+
+
+def result_of(prep, stats: WriteStats) -> dict:
+    """What an import of one file reports (``prep``: a ``Prepared`` or anything with its
+    ``source``, ``records`` and ``by_origin``)."""
     return {"source": prep.source, "records": prep.records, "clusters": sorted(prep.by_origin), **stats.as_dict()}
 
 
+def store_origin(ledger: Ledger, conn, prep: Prepared, o: str, entry: tuple, policy_pool: str | None,
+                 stats: WriteStats) -> None:
+    """Write one origin's rows of a prepared file inside the caller's transaction."""
+    jobs, events, allocs, n_recs, usage_rows = entry
+    stats.prepared[o] = (jobs.keys(), usage_rows)
+    version_at = ledger.versions_in_force(conn, policy_pool or o)  # read once per import
+    if version_at:  # else every row keeps policy_version None
+        allocs = [r[:A_POLICY_VERSION] + (version_at(r[A_TIME_FROM]),) + r[A_POLICY_VERSION + 1:]
+                  for r in allocs]
+    rows = list(jobs.values())
+    added = stats.jobs_added
+    after = ledger.last_job_rowid(conn)
+    ledger.write_job_rows(conn, rows, stats)
+    if after is not None and stats.jobs_added - added == len(rows) == n_recs:
+        # every job new and each record its own job (the usual daily export): the events
+        # are made by the database from the rows just stored, the same rows the tuples
+        # below give (tests/ledger/test_sacct_columns.py checks the two agree)
+        stats.events_added += insert_new_job_events(conn, o, after, (policy_pool or o) if version_at else None)
+    else:
+        ev = events()
+        if version_at:  # else every row keeps policy_version None
+            ev = [r[:E_POLICY_VERSION] + (version_at(r[E_TIME]),) + r[E_POLICY_VERSION + 1:] for r in ev]
+        ledger.write_event_rows(conn, ev, stats)
+    ledger.write_allocation_rows(conn, allocs, stats)
+    if stats.changed:
+        ledger.update_usage(conn, o, stats)  # the hours this import touched
+    ledger.record_import(conn, prep.kind, prep.sha, o, prep.source, n_recs)
+
+
 def _read_parsable(path: str | Path, cluster: str | None) -> Prepared:
-    data = Path(path).read_bytes()
-    header, rows, lines = parse_parsable_table(data.decode("utf-8", errors="replace"), str(path))
-    return _prepare_table("sacct", data, header, rows, lines, cluster, str(path))
+    return parse_bytes(Path(path).read_bytes(), cluster, str(path))
+
+
+def parse_bytes(data: bytes, cluster: str | None, source: str, entry: Callable = _rows_entry) -> Prepared:
+    """A file's bytes (``sacct --parsable2`` text) -> its ledger rows; errors name ``source``."""
+    header, rows, lines = parse_parsable_table(data.decode("utf-8", errors="replace"), source)
+    return _prepare_table("sacct", data, header, rows, lines, cluster, source, entry)
 
 
 def import_sacct(db, path: str | Path, *, cluster: str | None = None, pool: str | None = None) -> dict:
@@ -475,11 +513,30 @@ def import_sacct(db, path: str | Path, *, cluster: str | None = None, pool: str 
         return _store(as_ledger(db), _read_parsable(path, cluster), pool)
 
 
-def import_sacct_files(db, paths, *, cluster: str | None = None, pool: str | None = None) -> list[dict]:
-    """``import_sacct`` for many files (one transaction each, in order), reading and parsing
-    the next file in a second thread while the current one is written."""
+def import_sacct_files(db, paths, *, cluster: str | None = None, pool: str | None = None,
+                       processes: bool | None = None) -> list[dict]:
+    """``import_sacct`` for many files (one transaction each, in order), parsing the next
+    files while the current one is written: in a child process for a SQLite ledger
+    (``sacct_staged``; ``processes=None``: when there are at least two files of
+    ``PROCESS_MIN_BYTES`` in all), else in a second thread. Either way every file stores
+    what ``import_sacct`` stores, and a file that cannot be read or parsed stops the run
+    with the parser's error after the files before it were committed."""
+    from gpupool.ledger.imports import sacct_staged
+
     ledger = as_ledger(db)
     paths = list(paths)
+    if processes is None:
+        processes = len(paths) > 1 and sacct_staged.total_bytes(paths) >= sacct_staged.PROCESS_MIN_BYTES
+    if processes and sacct_staged.supported(ledger):
+        with gc_paused():
+            results = sacct_staged.import_files(ledger, paths, cluster, pool)
+        if results is not None:  # None: no child process could be made
+            return results
+    return _import_files_threaded(ledger, paths, cluster, pool)
+
+
+def _import_files_threaded(ledger: Ledger, paths: list, cluster: str | None, pool: str | None) -> list[dict]:
+    """The next file read and parsed in a second thread while the current one is written."""
     results: list[dict] = []
     if not paths:
         return results
