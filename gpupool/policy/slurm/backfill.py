@@ -16,6 +16,7 @@ import bisect
 import math
 import weakref
 
+from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, place
@@ -411,6 +412,11 @@ def run(cy, records) -> None:
         if timeline is None:
             timeline = NodeTimeline(cy.free, ends)
         return timeline
+    #: preemptors' will-run states (``preempt.without_preemptable``) per (QOS, partition), and
+    #: answers per state; both cleared whenever a job starts, like ``memo``
+    pre_states: dict[tuple, tuple | None] = {}
+    pre_memo: dict[tuple, tuple] = {}
+    preemption = s.preemption
     for rec in records:
         job = rec.job
         if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
@@ -475,6 +481,27 @@ def run(cy, records) -> None:
                                    pol.epoch, now, timeline_of, elig)
                 memo[memo_key] = hit
             est, pl = hit
+            by_preempting = False
+            if preemption and est != -math.inf:
+                # a job that may preempt: will-run removes the jobs it may preempt first
+                # (spec §2.4.3); "fits once they are gone" reads as now, and backfill starts
+                # the preemption
+                skey = (pol.req(job).qos, pname)
+                if skey not in pre_states:
+                    pre_states[skey] = preempt.without_preemptable(cy, job, info, ends)
+                pre = pre_states[skey]
+                if pre is not None:
+                    pkey = (pre[0], shape, pname, usable)
+                    phit = pre_memo.get(pkey)
+                    if phit is None:
+                        tkey = ("timeline", pre[0])
+                        if tkey not in pre_memo:  # one timeline per set of victims
+                            pre_memo[tkey] = NodeTimeline(pre[1], pre[2])
+                        phit = pre_memo[pkey] = will_run_raw(
+                            job.wl, info.nodes, usable, pre[1], pre[2], pre_memo[tkey], pol.epoch, now,
+                            None, eligible.get((pname, usable)))
+                    est, pl = phit
+                    by_preempting = est == -math.inf
             if est is None:
                 if later_start and not test_only:
                     continue
@@ -486,10 +513,29 @@ def run(cy, records) -> None:
                 # plans it for the next second there instead of starting it
                 est = pol.whole_second(now) + 1.0
                 later_start = 0
+            if est <= now and by_preempting:
+                # slurmctld's _start_job: select_nodes preempts (a SUSPEND preemptor may start
+                # at once); with victims signalled it fails ("nodes busy") and the cycle reserves
+                # the will-run nodes for the preemptor from now (a real 22.05.8,
+                # docs/differential.md, finding 25)
+                if preempt.try_preempt(cy, job, info, usable, VIA_BACKFILL):
+                    cy.preempting.add(job.id)
+                    pre_states.clear()  # the victims chosen are no candidates any more
+                    pre_memo.clear()
+                    if job.id in cy.started:
+                        timeline = None
+                        memo.clear()
+                        started += 1
+                        break
+                planned[job.id] = now
+                space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
+                break
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL)
                 timeline = None  # free resources and ends changed
                 memo.clear()
+                pre_states.clear()
+                pre_memo.clear()
                 started += 1
                 # no map entry: a job backfill starts is seen through the free resources and
                 # its limit end, like any running job; a real 22.05 starts several jobs on one

@@ -378,6 +378,9 @@ class SlurmPolicy:
         self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
         self._bf_sig = None
+        #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
+        #: bf_interval, never again in a later pass at the same instant (after a preemption)
+        self._bf_ran_at: float | None = None
         self._tl: dict[int, tuple] = {}
         self._alloc: dict[int, tuple] = {}
         self._fit_empty: dict[tuple, bool] = {}
@@ -723,7 +726,7 @@ class SlurmPolicy:
                 main_sched.run(cy, records, full)
         elif self._main_now_unlisted(snap, cy):
             main_sched.run(cy, records, now % s.sched_interval == 0)
-        if s.backfill and self._backfill_now(now, cy.out):
+        if s.backfill and self._bf_ran_at != now and self._backfill_now(now, cy.out):
             # A cycle is skipped when no job, node or partition changed since the last one (a
             # node that left COMPLETING counts), and no fair-share pass reordered the queue (a
             # real 22.05 starts jobs right after one). A replay's listed instants are cycles the
@@ -732,6 +735,7 @@ class SlurmPolicy:
                    tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started), self._fs_T, cy.completing)
             if sig != self._bf_sig or cy.started or self.backfill_at is not None:
                 backfill.run(cy, self._bf_records(now, records))
+                self._bf_ran_at = now
             self._bf_sig = sig
         if self.gang_active:
             self._gang_pass(cy, records)

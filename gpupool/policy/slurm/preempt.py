@@ -170,9 +170,9 @@ def _candidates(cy, job, info) -> list[tuple]:
     return out
 
 
-def try_preempt(cy, job, info, usable) -> bool:
+def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
     """Choose and signal victims so that ``job`` fits; True when some were chosen (with SUSPEND
-    victims only: ``job`` was started at once)."""
+    victims only: ``job`` was started at once, with sacct Flags ``via``)."""
     pol = cy.pol
     scratch = cy.free.copy()
     going = False
@@ -227,10 +227,10 @@ def try_preempt(cy, job, info, usable) -> bool:
         placement = place(job.wl, info.nodes, scratch, usable)
         if pol.s.preempt_type == "preempt/qos":
             # on the victims' CPUs, in a row of their partition; gang suspends it at once
-            cy.start_in_row(job, placement, info, VIA_MAIN)
+            cy.start_in_row(job, placement, info, via)
         else:
             # SUSPEND,GANG: the preemptor starts now; gang suspends what its shadow covers
-            cy.start(job, placement, info, VIA_MAIN)
+            cy.start(job, placement, info, via)
         return True
     for v in chosen:
         if modes[v.id] == SUSPEND:
@@ -238,3 +238,25 @@ def try_preempt(cy, job, info, usable) -> bool:
         cy.victims.add(v.id)
         cy.preempt(v, modes[v.id], job.id, _grace(pol, v))
     return True
+
+
+def without_preemptable(cy, job, info, ends: list):
+    """The state select/cons_tres's will-run test sees for a job that may preempt (spec §2.4.3):
+    every job it may preempt is gone, its resources free (a SUSPEND victim's CPUs only: it keeps
+    its memory and GPUs) and out of the running jobs that end, so the estimate is "now" when the
+    job fits once they are gone (backfill then starts the preemption) and later ones are
+    planned as if they were never there. ``(key, free, ends)`` where ``key`` names the victims
+    (jobs already chosen as victims in this pass are not candidates again), or None when the
+    job may preempt nobody."""
+    if not cy.pol.s.preemption:
+        return None
+    pairs = [(v, m) for v, m in _candidates(cy, job, info) if v.id not in cy.victims]
+    if not pairs:
+        return None
+    key = tuple(sorted(v.id for v, _m in pairs))
+    free = cy.free.copy()
+    gone = set()
+    for v, mode in pairs:
+        free.give(_cpus_only(v.placement) if mode == SUSPEND else v.placement)
+        gone.add(v.id)
+    return key, free, [e for e in ends if e[1] not in gone]

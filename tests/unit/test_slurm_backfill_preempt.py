@@ -1,0 +1,64 @@
+"""Backfill plans preemptions (spec §2.4.3, §9; docs/differential.md, finding 25).
+
+The scenario is case ``preempt-gp-005``: H heads the queue and blocks every main pass, P (QOS
+high, may preempt L's QOS low) sits behind it. Only the backfill cycle can preempt for P.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from gpupool.conformance.slurm_cases import _apply_overrides, build_pool, build_workloads, load_case
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+
+CASE = Path(__file__).resolve().parents[1] / "conformance" / "slurm" / "preempt-gp-005-backfill-preempts.yaml"
+
+
+def _run(overrides: dict | None = None):
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    case = load_case(CASE)
+    if overrides:
+        case = _apply_overrides(copy.deepcopy(case), overrides)
+    pool, _ = build_pool(case)
+    wls, ids = build_workloads(case)
+    pol = make_policy("slurm", pool, {"record": True})
+    out = Engine(pool, wls, pol, check=True).run()
+    return pol, {j.wl.name: j for j in out.jobs}, ids
+
+
+def test_the_cycle_preempts_reserves_the_victims_node_and_a_later_cycle_starts_the_job():
+    pol, jobs, ids = _run()
+    p = ids["P"]
+    # the cycle at 30: P planned now, its will-run node (L's, n1 = index 0) reserved from now
+    # for its 10-minute limit (ends rounded down to bf_resolution)
+    assert pol.plan_log[30.0][p] == 30.0
+    resv = {jid: (nodes, b, e) for jid, nodes, b, e in pol.resv_log[30.0]}
+    assert resv[p] == ([0], 0.0, 600.0)
+    assert jobs["L"].end == 30.0 and jobs["L"].final_state == "PREEMPTED"
+    # the extra pass at 30 after the preemption is a main pass only: it stops at H again
+    assert jobs["P"].start == 60.0 and jobs["P"].via == "SchedBackfill"
+    assert jobs["P"].placement[0][0] == 0
+    # H is planned behind L's limit end while L runs, at N's end once L is gone
+    assert pol.plan_log[30.0][ids["H"]] == 1800.0
+    assert pol.plan_log[60.0][ids["H"]] == 1200.0
+    assert jobs["H"].start == 1200.0
+
+
+def test_a_job_that_may_preempt_nobody_is_planned_as_before():
+    pol, jobs, ids = _run({"jobs": {"P": {"qos": "normal"}}})
+    assert jobs["L"].final_state == "TIMEOUT" and jobs["L"].preemptions == 0
+    # planned from N's limit end on N's node, no preemption and no reservation from now
+    assert pol.plan_log[30.0][ids["P"]] == 1200.0
+    resv = {jid: (nodes, b, e) for jid, nodes, b, e in pol.resv_log[30.0]}
+    assert resv[ids["P"]] == ([1], 1200.0, 1800.0)
+    assert jobs["P"].start == jobs["H"].end
+
+
+def test_victims_chosen_by_the_main_pass_are_not_offered_twice():
+    """With H gone, P heads the queue: the main pass at its submission preempts L (SchedMain
+    path) and backfill, which skips jobs already preempting, adds nothing."""
+    pol, jobs, _ids = _run({"jobs": {"H": {"submit": 100000}}})
+    assert jobs["L"].end == 20.0 and jobs["L"].preemptions == 1
+    assert jobs["P"].start == 20.0 and jobs["P"].via == "SchedMain"
