@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from hypothesis import given, settings, strategies as st
+
 from gpupool.conformance.slurm_cases import _apply_overrides, build_pool, build_workloads, load_case
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
@@ -62,3 +64,45 @@ def test_victims_chosen_by_the_main_pass_are_not_offered_twice():
     pol, jobs, _ids = _run({"jobs": {"H": {"submit": 100000}}})
     assert jobs["L"].end == 20.0 and jobs["L"].preemptions == 1
     assert jobs["P"].start == 20.0 and jobs["P"].via == "SchedMain"
+
+
+_jobs_st = st.lists(
+    st.tuples(st.integers(0, 300), st.integers(1, 2), st.integers(1, 4), st.integers(30, 900),
+              st.integers(1, 15), st.sampled_from(["low", "normal", "high"]), st.integers(1, 3000),
+              st.booleans()),
+    min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_jobs_st, st.sampled_from(["CANCEL", "REQUEUE"]), st.sampled_from([1, 3]))
+def test_property_preemption_by_main_and_backfill(specs, mode, queue_depth):
+    """Random jobs of three QOS (high may preempt low) under both schedulers, with a shallow
+    main queue so that backfill often meets preemptors first: the engine's invariants hold
+    (no GPU given twice, usage accounted; ``check=True``), every job ends exactly once, and
+    only low-QOS jobs are ever preempted."""
+    case = {
+        "id": "prop",
+        "config": {"PreemptType": "preempt/qos", "PreemptMode": mode, "PriorityType": "fixed",
+                   "SchedulerParameters": {"bf_interval": 30, "default_queue_depth": queue_depth}},
+        "cluster": {"nodes": [{"name": "n[1-3]", "cpus": 8, "gpus": 4}],
+                    "partitions": [{"name": "p", "nodes": "n[1-3]"}],
+                    "qos": [{"name": "normal", "priority": 0, "preempt": []},
+                            {"name": "low", "priority": 0, "preempt": []},
+                            {"name": "high", "priority": 100, "preempt": ["low"]}]},
+        "jobs": [{"id": i + 1, "submit": s, "nodes": n, "cpus": n, "gpus_per_node": g, "run_s": r,
+                  "time_limit_min": tl, "qos": q, "priority": pr, "requeue": rq}
+                 for i, (s, n, g, r, tl, q, pr, rq) in enumerate(specs)],
+    }
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    out = Engine(pool, wls, make_policy("slurm", pool, {}), check=True).run()
+    qos = {w.id: case["jobs"][k]["qos"] for k, w in enumerate(wls)}
+    finished: dict[int, int] = {}
+    for _t, what, jid, detail in out.events:
+        if what == "preempted":
+            assert qos[jid] == "low", (jid, detail)
+        if what == "finished":  # a requeued run is "preempted" then "requeued", not finished
+            finished[jid] = finished.get(jid, 0) + 1
+    for job in out.jobs:
+        assert finished.get(job.id) == 1, (job.id, finished.get(job.id))
+        assert job.final_state in ("COMPLETED", "TIMEOUT", "PREEMPTED")
