@@ -106,3 +106,43 @@ def test_property_preemption_by_main_and_backfill(specs, mode, queue_depth):
     for job in out.jobs:
         assert finished.get(job.id) == 1, (job.id, finished.get(job.id))
         assert job.final_state in ("COMPLETED", "TIMEOUT", "PREEMPTED")
+
+
+_tier_jobs_st = st.lists(
+    st.tuples(st.integers(0, 300), st.integers(1, 4), st.integers(0, 1), st.integers(10, 400),
+              st.sampled_from([3, 10]), st.integers(1, 2), st.booleans(), st.integers(1, 3000)),
+    min_size=1, max_size=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_tier_jobs_st, st.sampled_from([("SUSPEND,GANG", "NO"), ("SUSPEND,GANG", "FORCE:2"), ("REQUEUE", "NO")]))
+def test_property_partition_prio_preemption_with_a_shallow_main_queue(specs, mode_share):
+    """preempt/partition_prio with one record per main pass: backfill meets most preemptors, and
+    with SUSPEND,GANG starts them at once (their victims suspended by gang). Invariants hold and
+    every job ends once, in a final state."""
+    mode, share = mode_share
+    case = {
+        "id": "prop",
+        "config": {"PreemptType": "preempt/partition_prio", "PreemptMode": mode, "PriorityType": "fixed",
+                   "SchedulerParameters": {"bf_interval": 30, "default_queue_depth": 1}},
+        "cluster": {"nodes": [{"name": "n[1-3]", "cpus": 4, "gpus": 1, "mem_mb": 10000}],
+                    "partitions": [{"name": "low", "nodes": "n[1-3]", "priority_tier": 1, "oversubscribe": share},
+                                   {"name": "high", "nodes": "n[1-3]", "priority_tier": 2}]},
+        "jobs": [{"id": i + 1, "submit": s, "cpus": c * n, "nodes": n, "gpus_per_node": g, "run_s": r,
+                  "mem_mb": 3000, "time_limit_min": tl, "partition": "high" if hi else "low", "priority": pr,
+                  "requeue": True}
+                 for i, (s, c, g, r, tl, n, hi, pr) in enumerate(specs)],
+    }
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    out = Engine(pool, wls, make_policy("slurm", pool, {}), check=True).run()
+    part = {w.id: case["jobs"][k]["partition"] for k, w in enumerate(wls)}
+    finished: dict[int, int] = {}
+    for _t, what, jid, _detail in out.events:
+        if what in ("preempted", "suspended"):  # only the low tier is preempted or time-sliced
+            assert part[jid] == "low", (what, jid)
+        if what == "finished":
+            finished[jid] = finished.get(jid, 0) + 1
+    for job in out.jobs:
+        assert finished.get(job.id) == 1, (job.id, finished.get(job.id))
+        assert job.final_state in ("COMPLETED", "TIMEOUT", "PREEMPTED")
