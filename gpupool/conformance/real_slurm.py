@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gpupool.errors import GpupoolError
+from gpupool.formats.gres_conf import format_core_list
 from gpupool.formats.slurm_conf import render_slurm_conf
 from gpupool.model.pool import Gpu, Node, Pool
 from gpupool.model.slurm import Accounting, Partition, SlurmConfig
@@ -559,9 +560,16 @@ class RealSlurm:
         return "\n".join(site + head + over + self._extra + tail) + "\n"
 
     def render_gres_conf(self) -> str:
-        """gres.conf: each node's GPUs as fake device files ``DIR/dev/gpuK``, typed as in the pool."""
+        """gres.conf: each node's GPUs as fake device files ``DIR/dev/gpuK``, typed as in the pool;
+        GPUs bound to cores (the pool's ``Cores=``) get a line each with their ``Cores=``."""
         out = []
         for n in self._nodes:
+            if any(g.cores for g in n.gpus):
+                for i, gpu in enumerate(n.gpus):
+                    typ = f" Type={gpu.type}" if gpu.type else ""
+                    cores = f" Cores={format_core_list(gpu.cores)}" if gpu.cores else ""
+                    out.append(f"NodeName={n.name} Name=gpu{typ} File={self.dir / 'dev' / f'gpu{i}'}{cores}")
+                continue
             by_type: dict[str | None, list[int]] = {}
             for i, gpu in enumerate(n.gpus):
                 by_type.setdefault(gpu.type, []).append(i)

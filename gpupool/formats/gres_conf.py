@@ -52,6 +52,21 @@ def parse_core_list(text: str) -> tuple[int, ...]:
     return tuple(cores)
 
 
+def format_core_list(cores) -> str:
+    """Core ids as gres.conf writes them, in ranges (``0-7,16-23``); the inverse of
+    ``parse_core_list``."""
+    ids = sorted(set(cores))
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
 def _expand_files(text: str) -> list[str]:
     return expand_hostlist(text)
 

@@ -1024,9 +1024,27 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         name="main", count=shape.count, cpu_m=shape.cpus * 1000,
         memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
         extra=extra, min_count=shape.min_count, one_per_node=shape.one_per_node,
-        exclusive=job.exclusive,
+        exclusive=job.exclusive, slurm_tasks=_slurm_tasks(job, shape),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
+
+
+def _slurm_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:
+    """What select/cons_tres's ``_select_cores`` takes as a node's least and most tasks (0: no
+    maximum) and the CPUs per task, for a per-node GPU request with a node count (the requests
+    whose cores and GPUs follow gres.conf ``Cores=``, policy/slurm/affinity.py); else None."""
+    per_node = job.gpus_per_node is not None or _gres_gpus(job) is not None
+    if not shape.one_per_node or not shape.gpus or not per_node or job.exclusive:
+        return None
+    cpt = job.cpus_per_task or 1
+    max_nodes = job.max_nodes if job.nodes is not None else shape.count
+    if job.ntasks_per_node:
+        return (job.ntasks_per_node, job.ntasks_per_node, cpt)
+    if max_nodes == 1:
+        return (job.ntasks, job.ntasks, cpt) if job.ntasks else (1, 0, cpt)
+    if job.ntasks == 1 or (job.ntasks is not None and job.ntasks == (job.min_nodes or 1) == max_nodes):
+        return (1, 1, cpt)
+    return (1, 0, cpt)
 
 
 def _extra_gres(job: SbatchJob) -> dict[str, int]:

@@ -52,6 +52,11 @@ class PodSet:
     topology_slice_size: int | None = None
     #: Kueue ``podset-group-name``: pod sets sharing it get one flavor and one topology domain.
     topology_group: str | None = None
+    #: Slurm, a per-node GPU request (``--gres=gpu:N``/``--gpus-per-node``) with a node count:
+    #: (least tasks, most tasks or 0 for no maximum, CPUs per task) on each node, as
+    #: select/cons_tres counts them when it steers cores and GPUs by gres.conf ``Cores=``
+    #: (policy/slurm/affinity.py). None: GPUs by lowest free index.
+    slurm_tasks: tuple[int, int, int] | None = None
 
     @property
     def total_gpus(self) -> int:

@@ -29,6 +29,7 @@ from gpupool.policy.slurm import (
     submit_check,
 )
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
+from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger
 from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import job_req
@@ -245,6 +246,9 @@ class Cycle:
         """Start ``job`` on ``placement``; ``take``: what it removes from the free resources when
         that is not the placement itself (a gang co-allocation shares CPUs)."""
         pol = self.pol
+        if pol.cores is not None and take is None:
+            # gres.conf Cores=: the cores slurmctld gives the job decide its GPUs (affinity.py)
+            placement = pol.cores.steer(job, placement, self.free.mask)
         self.free.take(placement if take is None else take)
         if take is None and self.rows:
             rows = self.rows.get(info.name)
@@ -283,6 +287,7 @@ class SlurmPolicy:
         check_options("slurm", options, _OPTIONS)
         self.pool = pool
         self.record = bool(options.get("record", False))
+        self.cores: CoreBook | None = None  # set up with the nodes (``_setup``)
         #: Epoch seconds of the run's t=0. Slurm aligns its will-run time windows on epoch
         #: multiples of 30 s; a replay of a real cluster passes its start here (default 0).
         self.epoch = float(options.get("epoch", 0.0))
@@ -359,6 +364,10 @@ class SlurmPolicy:
     def _setup(self, snap: Snapshot) -> None:
         nodes = snap.nodes
         self._nodes = nodes
+        #: cores per running job where GPUs name ``Cores=`` (None: no such node, GPUs by index)
+        self.cores = CoreBook.for_nodes([self.pool.nodes[name] for name in nodes.names])
+        if self.cores is not None and self.record:
+            self.cores.log = {}
         self.parts = partition_infos(self.cfg, nodes, self.pool)
         default = self.cfg.default_partition()
         self.default_part = default.name if default is not None else None
@@ -716,6 +725,8 @@ class SlurmPolicy:
             self._setup(snap)
         if self.use_fs:
             self._update_usage(snap)
+        if self.cores is not None:
+            self.cores.forget_inactive(snap.active)
         cy = Cycle(self, snap)
         now = cy.now
         s = self.s

@@ -1,0 +1,60 @@
+"""GPU choice with gres.conf ``Cores=``, on a real Slurm 22.05 and in gpupool, side by side.
+
+One node, 2 sockets × 8 cores, 8 GPUs bound half to each socket (or partly to no socket). Jobs
+are submitted 10 s apart and left running, so each one's cores and GPUs depend on what the
+earlier ones took; both systems must give every job the same cores and GPU indices
+(``gpupool.conformance.affinity_probe``; the model is ``policy/slurm/affinity.py``). Skipped
+where Slurm is not installed. Run alone with
+``python -m pytest tests/differential/test_real_slurm_gpu_affinity.py -o addopts=""``.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpupool.conformance.affinity_probe import run_real, simulate, write_pool
+from gpupool.conformance.real_slurm import RealSlurm, RealSlurmUnavailable, missing_packages
+from gpupool.formats.pool_dir import load_pool
+
+pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
+
+HALVES = {(0, 3): "0-7", (4, 7): "8-15"}
+SOME_UNBOUND = {(0, 1): "0-7", (4, 5): "8-15"}
+SEQUENCES = {
+    "halves": [
+        ["-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:1", "-N1 -n4 --gres=gpu:2", "-N1 -n1 -c6 --gres=gpu:3",
+         "-N1 -n2 --gres=gpu:1"],
+        ["-N1 -n4", "-N1 -n1 --gres=gpu:1", "-N1 -n1 -c10 --gres=gpu:1", "-N1 -n1 --gres=gpu:2"],
+        ["-N1 -n2 -c3 --gres=gpu:2", "-N1 --gres=gpu:1", "-N1 -n5 --gres=gpu:4", "-N1 -n1 -c2 --gres=gpu:1"],
+        ["-N1 -n1 --gres=gpu:1 @15", "-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:3", "-N1 -n2 --gres=gpu:2",
+         "-N1 --ntasks-per-node=3 --gres=gpu:1"],
+    ],
+    "some_unbound": [
+        ["-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:2", "-N1 -n3 --gres=gpu:1", "-N1 -n1 --gres=gpu:3"],
+    ],
+}
+LAYOUTS = {"halves": HALVES, "some_unbound": SOME_UNBOUND}
+
+
+@pytest.mark.parametrize("layout", sorted(SEQUENCES))
+def test_cores_and_gpus_follow_socket_affinity_as_on_real_slurm(tmp_path, layout):
+    missing = missing_packages("none", speedup=10)
+    if missing:
+        pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
+    if os.geteuid() != 0:
+        pytest.skip("real Slurm on one host needs root")
+    pool_dir = write_pool(tmp_path / "pool", LAYOUTS[layout])
+    rs = RealSlurm(tmp_path / "rs", load_pool(pool_dir), speedup=10,
+                   scheduler_parameters="bf_interval=30,sched_interval=60")
+    try:
+        rs.start()
+    except RealSlurmUnavailable as exc:  # pragma: no cover - checked above
+        pytest.skip(str(exc))
+    try:
+        real = [run_real(rs, seq) for seq in SEQUENCES[layout]]
+    finally:
+        rs.stop()
+    for seq, got in zip(SEQUENCES[layout], real, strict=True):
+        assert all(cores for cores, _gpus in got), (seq, got)  # every job ran
+        assert simulate(pool_dir, seq) == got, seq
