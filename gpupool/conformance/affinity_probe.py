@@ -17,27 +17,28 @@ from gpupool.formats.pool_dir import load_pool
 GAP_S = 10.0
 LONG_S = 2000.0
 
-#: a 2-socket node of 8 cores each, 8 GPUs; ``layout``: GPU range -> core range
+#: 2-socket nodes of 8 cores each and 8 GPUs (``threads`` per core)
 SLURM_CONF = """ClusterName=affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 GresTypes=gpu
-NodeName=gpu01 CPUs=16 Sockets=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8
-PartitionName=train Nodes=gpu01 Default=YES MaxTime=60 State=UP
+NodeName=gpu[01-{last:02d}] CPUs={cpus} Sockets=2 CoresPerSocket=8 ThreadsPerCore={threads} RealMemory=64000 Gres=gpu:8
+PartitionName=train Nodes=gpu[01-{last:02d}] Default=YES MaxTime=60 State=UP
 """
 
 
-def write_pool(directory: Path, layout: dict[tuple[int, int], str]) -> Path:
-    """A pool folder (slurm.conf, gres.conf) with GPUs ``lo..hi`` bound to the given cores."""
+def write_pool(directory: Path, layout: dict[tuple[int, int], str], *, threads: int = 1, nodes: int = 1) -> Path:
+    """A pool folder (slurm.conf, gres.conf) of ``nodes`` nodes, each with GPUs ``lo..hi``
+    bound to the given cores (``layout``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "slurm.conf").write_text(SLURM_CONF)
+    (directory / "slurm.conf").write_text(SLURM_CONF.format(last=nodes, cpus=16 * threads, threads=threads))
     cores = {}
     for (lo, hi), text in layout.items():
         for g in range(lo, hi + 1):
             cores[g] = text
-    lines = [f"NodeName=gpu01 Name=gpu File=/dev/nvidia{g}" + (f" Cores={cores[g]}" if g in cores else "")
-             for g in range(8)]
+    lines = [f"NodeName=gpu{n:02d} Name=gpu File=/dev/nvidia{g}" + (f" Cores={cores[g]}" if g in cores else "")
+             for n in range(1, nodes + 1) for g in range(8)]
     (directory / "gres.conf").write_text("\n".join(lines) + "\n")
     return directory
 
@@ -50,11 +51,12 @@ def split(entry: str) -> tuple[list[str], float]:
     return args, LONG_S
 
 
-def parse_alloc(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(cores, GPU indices) from ``scontrol -d show job``'s per-node line."""
+def parse_alloc(text: str, threads: int = 1) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(cores, GPU indices) from ``scontrol -d show job``'s first per-node line (its CPU ids
+    are threads: core ``c`` holds CPUs ``c·threads …``)."""
     cpu = re.search(r"CPU_IDs=(\S+)", text)
     gres = re.search(r"GRES=\S*?\(IDX:([^)]*)\)", text)
-    cores = parse_core_list(cpu.group(1)) if cpu else ()
+    cores = sorted({c // threads for c in parse_core_list(cpu.group(1))}) if cpu else ()
     gpus = parse_core_list(gres.group(1)) if gres and gres.group(1) else ()
     return tuple(cores), tuple(gpus)
 
@@ -86,7 +88,7 @@ def simulate(pool_dir: Path, sequence: list[str]) -> list[tuple[tuple[int, ...],
     return result
 
 
-def run_real(rs, sequence: list[str]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+def run_real(rs, sequence: list[str], threads: int = 1) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(cores, GPUs) per job of ``sequence`` on the started real cluster ``rs``
     (``gpupool.conformance.real_slurm.RealSlurm`` of a ``write_pool`` folder), read with
     ``scontrol -d show job`` a few seconds after each submission; the jobs are cancelled at the
@@ -98,7 +100,7 @@ def run_real(rs, sequence: list[str]) -> list[tuple[tuple[int, ...], tuple[int, 
         ids.append(rs.sbatch(["-o", str(rs.out_dir / "%j.out"), *args, "--wrap", f"sleep {int(run_s)}"]))
         rs.sleep(GAP_S * 0.8)
         text = rs.run(["scontrol", "-d", "show", "job", str(ids[-1])]).stdout
-        out.append(parse_alloc(text))
+        out.append(parse_alloc(text, threads))
         rs.sleep(GAP_S * 0.2)
     rs.run(["scancel", *(str(i) for i in ids)], check=False)
     rs.wait_idle(timeout=120)

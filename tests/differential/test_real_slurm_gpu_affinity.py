@@ -1,8 +1,9 @@
 """GPU choice with gres.conf ``Cores=``, on a real Slurm 22.05 and in gpupool, side by side.
 
-One node, 2 sockets × 8 cores, 8 GPUs bound half to each socket (or partly to no socket). Jobs
-are submitted 10 s apart and left running, so each one's cores and GPUs depend on what the
-earlier ones took; both systems must give every job the same cores and GPU indices
+Nodes of 2 sockets × 8 cores (1 or 2 threads each), 8 GPUs bound half to each socket (or partly
+to no socket). Jobs are submitted 10 s apart and left running, so each one's cores and GPUs
+depend on what the earlier ones took; both systems must give every job the same cores and GPU
+indices on its first node
 (``gpupool.conformance.affinity_probe``; the model is ``policy/slurm/affinity.py``). Skipped
 where Slurm is not installed. Run alone with
 ``python -m pytest tests/differential/test_real_slurm_gpu_affinity.py -o addopts=""``.
@@ -33,8 +34,18 @@ SEQUENCES = {
     "some_unbound": [
         ["-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:2", "-N1 -n3 --gres=gpu:1", "-N1 -n1 --gres=gpu:3"],
     ],
+    "two_threads": [
+        ["-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:1", "-N1 -n4 --gres=gpu:2", "-N1 -n1 -c6 --gres=gpu:3",
+         "-N1 -n2 --gres=gpu:1"],
+        ["-N1 -n3", "-N1 -n1 -c4 --gres=gpu:2", "-N1 -n1 -c9 --gres=gpu:1"],
+    ],
+    "two_nodes": [
+        ["-N2 --gres=gpu:1", "-N1 -n1 --gres=gpu:1", "-N2 --ntasks-per-node=2 --gres=gpu:2"],
+    ],
 }
-LAYOUTS = {"halves": HALVES, "some_unbound": SOME_UNBOUND}
+#: (GPU binding, ThreadsPerCore, nodes) per scenario
+LAYOUTS = {"halves": (HALVES, 1, 1), "some_unbound": (SOME_UNBOUND, 1, 1), "two_threads": (HALVES, 2, 1),
+           "two_nodes": (HALVES, 1, 2)}
 
 
 @pytest.mark.parametrize("layout", sorted(SEQUENCES))
@@ -44,7 +55,8 @@ def test_cores_and_gpus_follow_socket_affinity_as_on_real_slurm(tmp_path, layout
         pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
     if os.geteuid() != 0:
         pytest.skip("real Slurm on one host needs root")
-    pool_dir = write_pool(tmp_path / "pool", LAYOUTS[layout])
+    binding, threads, nodes = LAYOUTS[layout]
+    pool_dir = write_pool(tmp_path / "pool", binding, threads=threads, nodes=nodes)
     rs = RealSlurm(tmp_path / "rs", load_pool(pool_dir), speedup=10,
                    scheduler_parameters="bf_interval=30,sched_interval=60")
     try:
@@ -52,7 +64,7 @@ def test_cores_and_gpus_follow_socket_affinity_as_on_real_slurm(tmp_path, layout
     except RealSlurmUnavailable as exc:  # pragma: no cover - checked above
         pytest.skip(str(exc))
     try:
-        real = [run_real(rs, seq) for seq in SEQUENCES[layout]]
+        real = [run_real(rs, seq, threads) for seq in SEQUENCES[layout]]
     finally:
         rs.stop()
     for seq, got in zip(SEQUENCES[layout], real, strict=True):

@@ -34,6 +34,16 @@ REAL_SOME_UNBOUND = [
 ]
 
 
+#: the same node with ThreadsPerCore=2 (cores, not CPU ids)
+REAL_TWO_THREADS = [
+    [("-N1 -n1 --gres=gpu:1", "0", "0"), ("-N1 -n1 --gres=gpu:1", "8", "4"),
+     ("-N1 -n4 --gres=gpu:2", "1-2", "1-2"), ("-N1 -n1 -c6 --gres=gpu:3", "9-11", "5-7"),
+     ("-N1 -n2 --gres=gpu:1", "3", "3")],
+    [("-N1 -n3", "0,8", ""), ("-N1 -n1 -c4 --gres=gpu:2", "1-2", "0-1"),
+     ("-N1 -n1 -c9 --gres=gpu:1", "9-13", "4")],
+]
+
+
 def _ids(text: str) -> tuple[int, ...]:
     out: list[int] = []
     for part in filter(None, text.split(",")):
@@ -42,8 +52,8 @@ def _ids(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _check(tmp_path: Path, layout: dict, runs: list) -> None:
-    pool_dir = write_pool(tmp_path / "pool", layout)
+def _check(tmp_path: Path, layout: dict, runs: list, threads: int = 1) -> None:
+    pool_dir = write_pool(tmp_path / "pool", layout, threads=threads)
     for run in runs:
         got = simulate(pool_dir, [args for args, _c, _g in run])
         assert got == [(_ids(c), _ids(g)) for _a, c, g in run], run
@@ -51,6 +61,10 @@ def _check(tmp_path: Path, layout: dict, runs: list) -> None:
 
 def test_halves_as_real_slurm(tmp_path):
     _check(tmp_path, HALVES, REAL_HALVES)
+
+
+def test_two_threads_per_core_as_real_slurm(tmp_path):
+    _check(tmp_path, HALVES, REAL_TWO_THREADS, threads=2)
 
 
 def test_unbound_gpus_first_as_real_slurm(tmp_path):
