@@ -434,6 +434,15 @@ def run(cy, records) -> None:
         tested += 1
         per_user[req.user] = per_user.get(req.user, 0) + 1
         tl = pol.plan_limit(job, info)
+        # --time-min: planned with it, and a job started now gets it as its limit (22.05.8:
+        # comp_time_limit is time_min, and _reset_job_time_limit only lowers it, to no less)
+        short = job.wl.time_min
+        if short is not None:
+            short = float(math.ceil(short / 60) * 60)  # whole minutes, as --time
+            if short < tl:
+                tl = short
+            else:
+                short = None
         pname = info.name
         pmask = part_mask.get(pname)
         if pmask is None:
@@ -531,7 +540,7 @@ def run(cy, records) -> None:
                 space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
                 break
             if est <= now:
-                cy.start(job, pl, info, VIA_BACKFILL)
+                cy.start(job, pl, info, VIA_BACKFILL, limit=short)
                 timeline = None  # free resources and ends changed
                 memo.clear()
                 pre_states.clear()

@@ -242,10 +242,16 @@ class Cycle:
         return not (s.bf_min_age_reserve
                     and self.now - self.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
 
-    def start(self, job, placement, info, via: str, take=None) -> None:
+    def start(self, job, placement, info, via: str, take=None, limit: float | None = None) -> None:
         """Start ``job`` on ``placement``; ``take``: what it removes from the free resources when
-        that is not the placement itself (a gang co-allocation shares CPUs)."""
+        that is not the placement itself (a gang co-allocation shares CPUs); ``limit``: the time
+        limit backfill gives a job with ``--time-min`` (seconds), instead of its own."""
         pol = self.pol
+        if limit is not None:
+            pol.short_limit[job.id] = limit
+            pol._tl.pop(job.id, None)
+        elif pol.short_limit.pop(job.id, None) is not None:
+            pol._tl.pop(job.id, None)
         if pol.cores is not None and take is None:
             # gres.conf Cores=: the cores slurmctld gives the job decide its GPUs (affinity.py)
             placement = pol.cores.steer(job, placement, self.free.mask)
@@ -259,8 +265,8 @@ class Cycle:
             self.unshared_started.update(p[0] for p in placement)
         self.reasons.pop(job.id, None)
         pol.run_part[job.id] = info.name
-        pol.run_limit[job.id] = pol.time_limit(job, info)
-        end = pol.whole_second(self.now) + pol.plan_limit(job, info)
+        pol.run_limit[job.id] = pol.time_limit(job, info) if limit is None else limit
+        end = pol.whole_second(self.now) + (pol.plan_limit(job, info) if limit is None else limit)
         backfill.insert_end(self.ends, end, job.id, placement, end)
         pol.track_start(job, placement, self.now)
         if pol.s.limits_enforced:
@@ -270,7 +276,8 @@ class Cycle:
             limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
         if job.wl.array_job_id is not None:
             self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
-        self.out.append(Start(job.id, placement, via=via, time_limit=pol.effective_limit(job, info),
+        self.out.append(Start(job.id, placement, via=via,
+                              time_limit=pol.effective_limit(job, info) if limit is None else limit,
                               partition=info.name))
 
     def preempt(self, victim, mode: str, by: int, grace: float = 0.0) -> None:
@@ -379,6 +386,8 @@ class SlurmPolicy:
         self._verdict: dict[int, str | None] = {}
         self.run_part: dict[int, str] = {}
         self.run_limit: dict[int, float | None] = {}
+        #: jobs backfill started with their ``--time-min`` as the limit (22.05.8, see backfill)
+        self.short_limit: dict[int, float] = {}
         self._segs: dict[int, tuple] = {}
         self._prio: dict[tuple, int] = {}
         self._prio_T = None
@@ -525,6 +534,9 @@ class SlurmPolicy:
         return float(ONE_YEAR if tl is None else tl)
 
     def _job_plan_limit(self, job) -> float:
+        short = self.short_limit.get(job.id)
+        if short is not None:
+            return short
         info = self.parts.get(self.run_part.get(job.id, ""))
         if info is None:
             r = self.req(job)
