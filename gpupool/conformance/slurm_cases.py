@@ -209,7 +209,7 @@ def _build_accounting(case: dict, cluster: dict) -> Accounting | None:
     for q in cluster.get("qos") or []:
         qos = Qos(q["name"], priority=int(q.get("priority") or 0), preempt=tuple(q.get("preempt") or ()),
                   preempt_mode=q.get("preempt_mode"), usage_factor=float(q.get("usage_factor") or 1.0),
-                  grace_time=int(q.get("grace_time_s") or 0))
+                  grace_time=int(q.get("grace_time_s") or 0), flags=tuple(q.get("flags") or ()))
         for key, value in (q.get("limits") or {}).items():
             tres = parse_tres(value) if isinstance(value, str) else {str(k): int(v) for k, v in value.items()}
             k = key.lower()

@@ -417,6 +417,8 @@ def run(cy, records) -> None:
     pre_states: dict[tuple, tuple | None] = {}
     pre_memo: dict[tuple, tuple] = {}
     preemption = s.preemption
+    no_reserve_on = s.preempt_mode.upper() != "OFF" and any(
+        "noreserve" in (f.lower() for f in q.flags) for q in pol.qos.values())
     for rec in records:
         job = rec.job
         if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
@@ -443,6 +445,11 @@ def run(cy, records) -> None:
                 tl = short
             else:
                 short = None
+        # QOS flag NoReserve with preemption on: planned with one minute, started with its own
+        # limit, never given a reservation (its jobs are to be preempted when they are in the way)
+        no_reserve = no_reserve_on and _no_reserve(pol, job)
+        if no_reserve:
+            tl, short = 60.0, None
         pname = info.name
         pmask = part_mask.get(pname)
         if pmask is None:
@@ -537,7 +544,8 @@ def run(cy, records) -> None:
                         started += 1
                         break
                 planned[job.id] = now
-                space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
+                if not no_reserve:
+                    space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
                 break
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
@@ -567,12 +575,20 @@ def run(cy, records) -> None:
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
             planned[job.id] = est
+            if no_reserve:
+                break
             space.add(b, e, nodes, job.id, res)
             break
     pol.planned = planned
     if pol.record:
         pol.plan_log[now] = dict(planned)
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
+
+
+def _no_reserve(pol, job) -> bool:
+    """Whether the job's QOS carries the flag NoReserve."""
+    q = pol.qos.get(pol.req(job).qos or "")
+    return q is not None and any(f.lower() == "noreserve" for f in q.flags)
 
 
 def insert_end(ends: list, end: float, job_id: int, placement, free_at: float) -> None:
