@@ -11,13 +11,15 @@ from gpupool.policy.slurm.affinity import Topology
 
 
 class CoreBook:
-    __slots__ = ("held", "log", "topo")
+    __slots__ = ("by_node", "held", "log", "topo")
 
     def __init__(self, topo: dict[int, Topology]) -> None:
         #: node index -> topology, for the nodes with ``Cores=``
         self.topo = topo
         #: job id -> {node index: bit set of the cores it holds there}
         self.held: dict[int, dict[int, int]] = {}
+        #: node index -> the cores all recorded jobs hold there (running jobs' cores never overlap)
+        self.by_node: dict[int, int] = {}
         #: with the policy's ``record`` option: job id -> {node: core ids} of its last start
         self.log: dict[int, dict[int, tuple[int, ...]]] | None = None
 
@@ -31,14 +33,13 @@ class CoreBook:
     def forget_inactive(self, active) -> None:
         """Drop the jobs that ended or were requeued (``active``: the snapshot's running and
         suspended jobs)."""
+        by_node = self.by_node
         for jid in [j for j in self.held if j not in active]:
-            del self.held[jid]
+            for node, cores in self.held.pop(jid).items():
+                by_node[node] &= ~cores
 
     def free_cores(self, node: int) -> int:
-        held = 0
-        for cores in self.held.values():
-            held |= cores.get(node, 0)
-        return self.topo[node].all_cores & ~held
+        return self.topo[node].all_cores & ~self.by_node.get(node, 0)
 
     def steer(self, job, placement: tuple, free_mask: list[int]) -> tuple:
         """``placement`` with, on each node that has a topology, the GPUs slurmctld would take
@@ -72,7 +73,13 @@ class CoreBook:
                 changed = True
             out.append((node, gpus, cpu, mem))
         if mine:
+            old = self.held.get(job.id)
+            if old:  # started again before it was forgotten (a requeue within one instant)
+                for node, cores in old.items():
+                    self.by_node[node] &= ~cores
             self.held[job.id] = mine
+            for node, cores in mine.items():
+                self.by_node[node] = self.by_node.get(node, 0) | cores
             if self.log is not None:
                 self.log[job.id] = {n: tuple(i for i in range(c.bit_length()) if c >> i & 1) for n, c in mine.items()}
         return tuple(out) if changed else placement
