@@ -64,3 +64,17 @@ def test_running_jobs_are_planned_around_with_their_short_limit():
     pol, jobs, ids = run({"C": 300.0})
     assert pol.short_limit == {jobs["C"].id: 300.0}
     assert pol.plan_log[60.0][ids["B"]] == 600.0
+
+
+def test_the_main_scheduler_starts_a_time_min_job_with_its_full_limit():
+    """On an idle node the main pass starts it at submission with --time (a real 22.05.8 showed
+    TimeLimit=00:30:00 for three such jobs, ``sched: Allocate``)."""
+    import gpupool.policy.slurm  # noqa: F401
+
+    case = {**CASE, "jobs": [{"id": "C", "submit": 0, "gpus_per_node": 2, "time_limit_min": 30, "run_s": 60}]}
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    wls = [dataclasses.replace(w, time_min=300.0) for w in wls]
+    out = Engine(pool, wls, make_policy("slurm", pool), check=True).run()
+    (job,) = out.jobs
+    assert (job.start, job.via, job.time_limit) == (0.0, "SchedMain", 1800.0)
