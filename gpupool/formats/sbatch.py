@@ -1031,13 +1031,17 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 
 def _slurm_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:
     """What select/cons_tres's ``_select_cores`` takes as a node's least and most tasks (0: no
-    maximum) and the CPUs per task, for a per-node GPU request with a node count (the requests
-    whose cores and GPUs follow gres.conf ``Cores=``, policy/slurm/affinity.py); else None."""
-    per_node = job.gpus_per_node is not None or _gres_gpus(job) is not None
+    maximum) and the CPUs per task, for a per-node GPU request with a node count, or any GPU
+    request on one node (the requests whose cores and GPUs follow gres.conf ``Cores=``,
+    policy/slurm/affinity.py); else None."""
+    max_nodes = job.max_nodes if job.nodes is not None else shape.count
+    # on one node --gpus and --gpus-per-task are picked as a per-node count is (a real 22.05.8
+    # gave them the same cores and GPUs as --gres; tests/differential/test_real_slurm_gpu_affinity.py)
+    per_node = (job.gpus_per_node is not None or _gres_gpus(job) is not None
+                or (max_nodes == 1 and (job.gpus is not None or job.gpus_per_task is not None)))
     if not shape.one_per_node or not shape.gpus or not per_node or job.exclusive:
         return None
     cpt = job.cpus_per_task or 1
-    max_nodes = job.max_nodes if job.nodes is not None else shape.count
     if job.ntasks_per_node:
         return (job.ntasks_per_node, job.ntasks_per_node, cpt)
     if max_nodes == 1:

@@ -30,6 +30,8 @@ SEQUENCES = {
         ["-N1 -n2 -c3 --gres=gpu:2", "-N1 --gres=gpu:1", "-N1 -n5 --gres=gpu:4", "-N1 -n1 -c2 --gres=gpu:1"],
         ["-N1 -n1 --gres=gpu:1 @15", "-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:3", "-N1 -n2 --gres=gpu:2",
          "-N1 --ntasks-per-node=3 --gres=gpu:1"],
+        ["-N1 -n1 --gpus=1", "-N1 -n1 --gpus=1", "-N1 -n4 --gpus=2", "-N1 -n1 -c6 --gpus=3"],
+        ["-N1 -n1 --gres=gpu:1", "-N1 -n2 --gpus-per-task=1", "-N1 -n1 --gpus=2"],
     ],
     "some_unbound": [
         ["-N1 -n1 --gres=gpu:1", "-N1 -n1 --gres=gpu:2", "-N1 -n3 --gres=gpu:1", "-N1 -n1 --gres=gpu:3"],

@@ -44,6 +44,15 @@ REAL_TWO_THREADS = [
 ]
 
 
+#: ``--gpus`` and ``--gpus-per-task`` with one node (the halves layout)
+REAL_ONE_NODE_PER_JOB = [
+    [("-N1 -n1 --gpus=1", "0", "0"), ("-N1 -n1 --gpus=1", "8", "4"), ("-N1 -n4 --gpus=2", "1-4", "1-2"),
+     ("-N1 -n1 -c6 --gpus=3", "9-14", "5-7")],
+    [("-N1 -n1 --gres=gpu:1", "0", "0"), ("-N1 -n2 --gpus-per-task=1", "8-9", "4-5"),
+     ("-N1 -n1 --gpus=2", "1", "1-2")],
+]
+
+
 def _ids(text: str) -> tuple[int, ...]:
     out: list[int] = []
     for part in filter(None, text.split(",")):
@@ -87,11 +96,20 @@ def test_pools_without_cores_keep_lowest_index(tmp_path):
     assert [g for _c, g in got] == [(0,), (1,)]
 
 
-def test_per_job_gpu_requests_are_not_steered(tmp_path):
-    """``--gpus=N`` (a per-job count) keeps the lowest free indices (not modelled)."""
-    pool_dir = write_pool(tmp_path / "pool", HALVES)
-    got = simulate(pool_dir, ["-N1 -n1 --gres=gpu:1", "-N1 -n1 --gpus=1"])
-    assert got[1][1] == (1,)
+def test_one_node_gpus_and_gpus_per_task_are_picked_as_per_node_counts(tmp_path):
+    """On one node ``--gpus`` and ``--gpus-per-task`` got what ``--gres`` gets (real 22.05.8)."""
+    _check(tmp_path, HALVES, REAL_ONE_NODE_PER_JOB)
+
+
+def test_gpus_over_several_nodes_are_not_steered(tmp_path):
+    """``--gpus`` spread over several nodes keeps the lowest free indices (not modelled)."""
+    from gpupool.formats.sbatch import job_pod_set, parse_sbatch
+
+    path = tmp_path / "j.sh"
+    path.write_text("#!/bin/bash\n#SBATCH -N2\n#SBATCH --gpus=4\nsleep 1\n")
+    assert job_pod_set(parse_sbatch(path))[0].slurm_tasks is None
+    path.write_text("#!/bin/bash\n#SBATCH -N2\n#SBATCH --gpus-per-node=2\nsleep 1\n")
+    assert job_pod_set(parse_sbatch(path))[0].slurm_tasks == (1, 0, 1)
 
 
 _seq_st = st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(0, 4), st.integers(5, 60)),
