@@ -2,6 +2,8 @@
 
     python benchmarks/bench_engine.py                  # 100k jobs, fifo and first-fit
     python benchmarks/bench_engine.py --jobs 20000 --json
+    python benchmarks/bench_engine.py --spec 'synthetic:month?seed=3&median=80' --submitted-before 16h \
+        --policy slurm --cpu --no-memory      # the month's first busy stretch: a deep Slurm queue
 
 Each policy's run is timed on its own (no tracer), then repeated under ``tracemalloc`` for the
 peak of Python allocations during the run. Wall-clock figures depend on the machine, so every
@@ -66,6 +68,20 @@ def baseline_replay(workloads: list[Workload]) -> int:
     return popped
 
 
+def parse_duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``30m``, ``16h`` or ``2d`` (``--submitted-before``)."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    t = text.strip().lower()
+    scale = units.get(t[-1:], None)
+    try:
+        value = float(t[:-1] if scale else t) * (scale or 1.0)
+    except ValueError:
+        raise ValueError(f"--submitted-before: expected seconds or a number with s/m/h/d, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"--submitted-before: must be positive, got {text!r}")
+    return value
+
+
 def _timed(fn, repeat: int, clock=time.perf_counter) -> float:
     """Best of ``repeat`` times on ``clock`` (the least disturbed by other load), with GC
     settled. ``time.process_time`` (``--cpu``) counts this process's CPU seconds only, which
@@ -91,6 +107,7 @@ def run_benchmark(
     memory: bool = True,
     caps: dict[str, int] | None = None,
     cpu: bool = False,
+    submitted_before: float | None = None,
 ) -> dict:
     """Generate ``jobs`` synthetic jobs, replay them under each policy, return the report.
 
@@ -98,7 +115,10 @@ def run_benchmark(
     event log. ``memory`` adds a second, traced run per policy for the tracemalloc peak.
     ``caps`` (default ``DEFAULT_CAPS``) holds a policy to fewer jobs; each result row names
     its own workload and carries the baseline measured on exactly those jobs. ``cpu`` times
-    replays in process CPU seconds instead of wall seconds.
+    replays in process CPU seconds instead of wall seconds. ``submitted_before`` keeps only the
+    jobs submitted before that many seconds: a slice of a longer workload that keeps its busy
+    stretch as it is (the synthetic spec's ``duration`` draws a different, shorter workload);
+    the slice runs until its last job ends.
     """
     clock = time.process_time if cpu else time.perf_counter
     pool = load_pool(pool_dir)
@@ -110,6 +130,10 @@ def run_benchmark(
             text = spec or f"synthetic:month?jobs={size}&seed={seed}"
             t0 = time.perf_counter()
             wls = generate(pool, parse_synthetic_spec(text))
+            if submitted_before is not None:
+                # dependencies point at earlier submissions, so none is cut off
+                wls = [w for w in wls if w.submit_time < submitted_before]
+                text += f" (submitted before {submitted_before:g} s)"
             gen_s = time.perf_counter() - t0
             base_s = _timed(lambda: baseline_replay(wls), repeat, clock)
             workloads_by_size[size] = (text, wls, gen_s, base_s)
@@ -204,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"run every policy on --jobs (default caps: {DEFAULT_CAPS})")
     parser.add_argument("--spec", help="a synthetic workload spec instead of month?jobs=N (no caps), e.g. the "
                         "Helios-like month 'synthetic:month?seed=3&median=80' (README)")
+    parser.add_argument("--submitted-before", type=parse_duration, metavar="TIME",
+                        help="keep only the jobs submitted before TIME (seconds, or 30m, 16h, 2d): e.g. "
+                        "the Helios-like month's first 16 h, where the Slurm queue is thousands deep")
     parser.add_argument("--cpu", action="store_true",
                         help="time in process CPU seconds instead of wall seconds (a shared machine)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -212,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         args.jobs, seed=args.seed, pool_dir=args.pool, policies=tuple(args.policies or DEFAULT_POLICIES),
         record_events=args.record_events, repeat=args.repeat, memory=not args.no_memory,
         caps={} if args.no_cap else None, spec=args.spec, cpu=args.cpu,
+        submitted_before=args.submitted_before,
     )
     if args.json:
         print(json.dumps(report, indent=2))

@@ -19,6 +19,7 @@ import weakref
 from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.node_space import NodeSpace
+from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, place
 
 VIA_BACKFILL = "SchedBackfill"
@@ -417,6 +418,20 @@ def run(cy, records) -> None:
     pre_states: dict[tuple, tuple | None] = {}
     pre_memo: dict[tuple, tuple] = {}
     preemption = s.preemption
+    #: record kind -> what the TRY_LATER loop gave the last record of that kind when it changed
+    #: nothing (no start, reservation or preemption): no plan (None) or a planned start
+    #: without a reservation. Such a loop reads only the map, the free resources, the running
+    #: jobs, the victims chosen so far and the cycle's fixed settings, so the next record of
+    #: the same kind gets the same answer until one of them changes (a deep queue repeats a
+    #: few kinds many times between two reservations).
+    outcome: dict[tuple, float | None] = {}
+    #: record kind -> its last TRY_LATER walk: (``len(space.touched)`` when it began,
+    #: ``later_start`` at the start of each try, the furthest slot end the tries before each
+    #: one read). A try depends only on its ``later_start``, the map and what ``outcome``
+    #: depends on, so the next record of the kind takes the walk up at the last try before
+    #: which every try read only slots no reservation has changed since
+    #: (``NodeSpace.stable_since``); a start or a preemption forgets every walk.
+    walks: dict[tuple, tuple] = {}
     no_reserve_on = s.preempt_mode.upper() != "OFF" and any(
         "noreserve" in (f.lower() for f in q.flags) for q in pol.qos.values())
     for rec in records:
@@ -462,11 +477,32 @@ def run(cy, records) -> None:
             shape = shape_of[job.id] = shapes.setdefault(job.wl.pod_sets, len(shapes))
         test_only = (s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve) or (
             s.bf_min_age_reserve and now - cy.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
+        # the kind: everything the loop reads of the record (``short`` only matters to a start)
+        okey = (shape, pname, tl, bool(test_only), bool(no_reserve), req.qos if preemption else None)
+        if okey in outcome:
+            kept = outcome[okey]
+            if kept is not None:
+                planned[job.id] = kept
+            continue
+        kept = None
+        mark = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         min_nodes = max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets)
-        later_start = now
-        for _ in range(MAX_TRIES):  # slurmctld's TRY_LATER loop
+        version = len(space.touched)
+        walk = walks.get(okey)
+        if walk is None:
+            first, later_start, read, states, reads = 0, now, -math.inf, [], []
+        else:
+            states, reads = walk[1], walk[2]
+            first = bisect.bisect_left(reads, space.stable_since(walk[0])) - 1
+            later_start, read = states[first], reads[first]
+            del states[first:], reads[first:]
+        for _ in range(first, MAX_TRIES):  # slurmctld's TRY_LATER loop
+            states.append(later_start)
+            reads.append(read)
             start_res = later_start
-            avail, later_start = space.window(start_res, max(start_res, now) + tl, pmask)
+            avail, later_start = space.window(start_res, (start_res if start_res > now else now) + tl, pmask)
+            if space.reach > read:
+                read = space.reach
             if avail.bit_count() < min_nodes:
                 if later_start and not test_only:
                     continue
@@ -477,7 +513,7 @@ def run(cy, records) -> None:
                 ukey = (pname, avail)
                 usable = usable_of.get(ukey)
                 if usable is None:
-                    usable = usable_of[ukey] = frozenset(n for n in info.node_set if avail >> n & 1)
+                    usable = usable_of[ukey] = frozenset(mask_nodes(avail))  # avail lies within pmask
             # will_run's raw answer depends on the pod shapes, the partition and the usable
             # nodes only (free resources and running jobs are fixed until a job starts; the
             # window start only raises the estimate): a deep queue repeats the same few shapes,
@@ -502,7 +538,7 @@ def run(cy, records) -> None:
                 # a job that may preempt: will-run removes the jobs it may preempt first
                 # (spec §2.4.3); "fits once they are gone" reads as now, and backfill starts
                 # the preemption
-                skey = (pol.req(job).qos, pname)
+                skey = (req.qos, pname)
                 if skey not in pre_states:
                     pre_states[skey] = preempt.without_preemptable(cy, job, info, ends)
                 pre = pre_states[skey]
@@ -543,7 +579,7 @@ def run(cy, records) -> None:
                         memo.clear()
                         started += 1
                         break
-                planned[job.id] = now
+                planned[job.id] = kept = now
                 if not no_reserve:
                     space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
                 break
@@ -559,12 +595,12 @@ def run(cy, records) -> None:
                 # node in one cycle (differential test, docs/differential.md)
                 break
             if test_only:
-                planned[job.id] = est  # a start time, no reservation (bf_min_*_reserve)
+                planned[job.id] = kept = est  # a start time, no reservation (bf_min_*_reserve)
                 break
             if later_start and est > later_start:
                 continue  # slurmctld's "Try later": from the slot that frees a node
             if est > horizon:
-                planned[job.id] = est  # beyond bf_window: no reservation
+                planned[job.id] = kept = est  # beyond bf_window: no reservation
                 break
             nodes = frozenset(p[0] for p in pl)
             mask = 0
@@ -572,13 +608,24 @@ def run(cy, records) -> None:
                 mask |= 1 << n
             b, e = down(est), down(est + tl)
             if space.overlaps(mask, b, e):
+                if space.reach > read:
+                    read = space.reach
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
-            planned[job.id] = est
+            planned[job.id] = kept = est
             if no_reserve:
                 break
             space.add(b, e, nodes, job.id, res)
             break
+        after = (len(space.resv), started, len(cy.preempting), len(cy.victims))
+        if after == mark:
+            outcome[okey] = kept
+        else:
+            outcome.clear()
+        if after[1:] != mark[1:]:
+            walks.clear()  # free resources, running jobs or victims changed
+        else:
+            walks[okey] = (version, states, reads)
     pol.planned = planned
     if pol.record:
         pol.plan_log[now] = dict(planned)
