@@ -11,8 +11,9 @@ import pytest
 from gpupool.conformance.real_slurm import (
     RealSlurm,
     RealSlurmUnavailable,
-    missing_packages,
 )
+
+from tests.differential.real_cluster import need
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -20,13 +21,7 @@ SEED_POOL = Path(__file__).resolve().parents[2] / "examples" / "seed-pool"
 
 
 def _need(accounting: str) -> None:
-    import os
-
-    missing = missing_packages(accounting, speedup=10)
-    if missing:
-        pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
-    if os.geteuid() != 0:
-        pytest.skip("real Slurm on one host needs root")
+    need(accounting)
 
 
 def test_plain_cluster_runs_a_gpu_job_and_stops_cleanly(tmp_path):

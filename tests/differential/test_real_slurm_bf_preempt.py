@@ -12,15 +12,16 @@ not installed. Run alone with
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm, RealSlurmUnavailable, missing_packages
+from gpupool.conformance.real_slurm import RealSlurm
 from gpupool.conformance.slurm_cases import build_pool, build_workloads, load_case
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
+from tests.differential.real_cluster import epoch as _epoch
+from tests.differential.real_cluster import need, sacctmgr, started
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -43,32 +44,17 @@ def _sacct(rs: RealSlurm, ids: dict[str, int]) -> dict[str, dict[str, str]]:
     return rows
 
 
-def _epoch(stamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(stamp).timestamp()
-
-
 def test_backfill_preempts_for_a_job_no_main_pass_reaches(tmp_path):
-    missing = missing_packages("dbd", speedup=10)
-    if missing:
-        pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
-    if os.geteuid() != 0:
-        pytest.skip("real Slurm on one host needs root")
-    rs = RealSlurm(tmp_path / "rs", nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000,
-                   accounting="dbd", speedup=10,
-                   overrides={"PreemptType": "preempt/qos", "PreemptMode": "CANCEL",
-                              "SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100"},
-                   scheduler_parameters="bf_interval=30,sched_interval=60")
+    need("dbd")
+    rs = started(RealSlurm(tmp_path / "rs", nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000,
+                           accounting="dbd", speedup=10,
+                           overrides={"PreemptType": "preempt/qos", "PreemptMode": "CANCEL",
+                                      "SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100"},
+                           scheduler_parameters="bf_interval=30,sched_interval=60"))
     try:
-        rs.start()
-    except RealSlurmUnavailable as exc:  # pragma: no cover - checked above
-        pytest.skip(str(exc))
-    try:
-        for args in (["add", "qos", "low"], ["add", "qos", "high"],
-                     ["modify", "qos", "high", "set", "Priority=100", "Preempt=low"],
-                     ["modify", "user", "root", "set", "QOS+=low,high"]):
-            rs.run(["sacctmgr", "-i", *args])
+        sacctmgr(rs, ["add", "qos", "low"], ["add", "qos", "high"],
+                 ["modify", "qos", "high", "set", "Priority=100", "Preempt=low"],
+                 ["modify", "user", "root", "set", "QOS+=low,high"])
         common = ["-o", str(rs.out_dir / "%j.out"), "-A", "teamA", "-N1", "-n1", "--gres=gpu:8"]
         ids = {"L": rs.sbatch([*common, "--qos=low", "-t", "30", "--wrap", "sleep 3000"]),
                "N": rs.sbatch([*common, "--qos=normal", "-t", "20", "--wrap", "sleep 3000"])}

@@ -10,13 +10,12 @@ where Slurm is not installed. Run alone with
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from gpupool.conformance.affinity_probe import run_real, simulate, write_pool
-from gpupool.conformance.real_slurm import RealSlurm, RealSlurmUnavailable, missing_packages
+from gpupool.conformance.real_slurm import RealSlurm
 from gpupool.formats.pool_dir import load_pool
+from tests.differential.real_cluster import need, started
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -52,19 +51,11 @@ LAYOUTS = {"halves": (HALVES, 1, 1), "some_unbound": (SOME_UNBOUND, 1, 1), "two_
 
 @pytest.mark.parametrize("layout", sorted(SEQUENCES))
 def test_cores_and_gpus_follow_socket_affinity_as_on_real_slurm(tmp_path, layout):
-    missing = missing_packages("none", speedup=10)
-    if missing:
-        pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
-    if os.geteuid() != 0:
-        pytest.skip("real Slurm on one host needs root")
+    need("none")
     binding, threads, nodes = LAYOUTS[layout]
     pool_dir = write_pool(tmp_path / "pool", binding, threads=threads, nodes=nodes)
-    rs = RealSlurm(tmp_path / "rs", load_pool(pool_dir), speedup=10,
-                   scheduler_parameters="bf_interval=30,sched_interval=60")
-    try:
-        rs.start()
-    except RealSlurmUnavailable as exc:  # pragma: no cover - checked above
-        pytest.skip(str(exc))
+    rs = started(RealSlurm(tmp_path / "rs", load_pool(pool_dir), speedup=10,
+                           scheduler_parameters="bf_interval=30,sched_interval=60"))
     try:
         real = [run_real(rs, seq, threads) for seq in SEQUENCES[layout]]
     finally:

@@ -9,44 +9,28 @@ alone with ``python -m pytest tests/differential/test_real_slurm_no_reserve.py -
 """
 from __future__ import annotations
 
-import os
-import re
-from datetime import datetime
-
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm, RealSlurmUnavailable, missing_packages
+from gpupool.conformance.real_slurm import RealSlurm
+from tests.differential.real_cluster import epoch as _epoch
+from tests.differential.real_cluster import need, sacctmgr, show_job, started
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
 
 def _show(rs: RealSlurm, jid: int) -> dict[str, str]:
-    text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
-    return dict(re.findall(r"(JobState|TimeLimit|StartTime|EndTime)=(\S+)", text))
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp).timestamp()
+    return show_job(rs, jid, ("JobState", "TimeLimit", "StartTime", "EndTime"))
 
 
 def test_no_reserve_jobs_fill_gaps_and_are_preempted(tmp_path):
-    missing = missing_packages("dbd", speedup=10)
-    if missing:
-        pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
-    if os.geteuid() != 0:
-        pytest.skip("real Slurm on one host needs root")
-    rs = RealSlurm(tmp_path / "rs", nodes=1, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   accounting="dbd", overrides={"PreemptType": "preempt/qos", "PreemptMode": "CANCEL"},
-                   scheduler_parameters="bf_interval=30,sched_interval=60")
+    need("dbd")
+    rs = started(RealSlurm(tmp_path / "rs", nodes=1, gpus_per_node=8, cpus_per_node=16, memory_mb=64000,
+                           speedup=10, accounting="dbd",
+                           overrides={"PreemptType": "preempt/qos", "PreemptMode": "CANCEL"},
+                           scheduler_parameters="bf_interval=30,sched_interval=60"))
     try:
-        rs.start()
-    except RealSlurmUnavailable as exc:  # pragma: no cover - checked above
-        pytest.skip(str(exc))
-    try:
-        for args in (["add", "qos", "scav"], ["modify", "qos", "scav", "set", "Flags=NoReserve"],
-                     ["modify", "qos", "normal", "set", "Preempt=scav"],
-                     ["modify", "user", "root", "set", "QOS+=scav"]):
-            rs.run(["sacctmgr", "-i", *args])
+        sacctmgr(rs, ["add", "qos", "scav"], ["modify", "qos", "scav", "set", "Flags=NoReserve"],
+                 ["modify", "qos", "normal", "set", "Preempt=scav"], ["modify", "user", "root", "set", "QOS+=scav"])
         o = ["-o", str(rs.out_dir / "%j.out"), "-N1", "-n1", "-A", "teamA"]
         a = rs.sbatch([*o, "--gres=gpu:4", "-t", "2", "--wrap", "sleep 3000"])
         rs.sleep(5)

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm, RealSlurmUnavailable, missing_packages
+from gpupool.conformance.real_slurm import RealSlurm, RealSlurmUnavailable
 from gpupool.conformance.slurm_cases import _apply_overrides, build_pool, build_workloads, load_case, variants_of
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
+
+from tests.differential.real_cluster import need
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -29,13 +31,7 @@ WATCH_S = 100.0
 
 
 def _cluster(tmp_path: Path, name: str, oversubscribe: str, accounting: str, overrides: dict) -> RealSlurm:
-    import os
-
-    missing = missing_packages(accounting, speedup=10)
-    if missing:
-        pytest.skip(f"real Slurm not installed (missing Debian packages: {' '.join(missing)})")
-    if os.geteuid() != 0:
-        pytest.skip("real Slurm on one host needs root")
+    need(accounting)
     over = {"SchedulerTimeSlice": "30", "SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100", **overrides}
     rs = RealSlurm(tmp_path / name, nodes=1, gpus_per_node=8, cpus_per_node=16, memory_mb=64000,
                    accounting=accounting, speedup=10, overrides=over,

@@ -76,6 +76,19 @@ def _drop_highest(avail: int, topo: Topology, s: int) -> int | None:
     return part.bit_length() - 1 if part else None
 
 
+def _drop_down_to(avail: int, topo: Topology, s: int, per_sock: list[int], total: int, floor: int) -> tuple[int, int]:
+    """Drop socket ``s``'s cores, highest first, while ``total`` exceeds ``floor`` (the filter's
+    way of giving up cores it will not need); (cores left, new total), ``per_sock`` updated."""
+    while total > floor:
+        c = _drop_highest(avail, topo, s)
+        if c is None:
+            break
+        avail &= ~(1 << c)
+        per_sock[s] -= 1
+        total -= 1
+    return avail, total
+
+
 def filter_cores(topo: Topology, free_cores: int, free_gpus: int, ngpus: int, min_tasks: int, max_tasks: int,
                  cpus_per_task: int, first_pass: bool) -> int | None:
     """Cores the job may use on the node after ``gres_select_filter_sock_core`` (see the module
@@ -104,13 +117,7 @@ def filter_cores(topo: Topology, free_cores: int, free_gpus: int, ngpus: int, mi
     avail_tot = 0
     for s in order:
         if any_free + by_sock[s] == 0 and first_pass and tot > min_cores:
-            while tot > min_cores:
-                c = _drop_highest(avail, topo, s)
-                if c is None:
-                    break
-                avail &= ~(1 << c)
-                per_sock[s] -= 1
-                tot -= 1
+            avail, tot = _drop_down_to(avail, topo, s, per_sock, tot, min_cores)
         avail_tot += per_sock[s]
         if first_pass and per_sock[s] == 0:
             continue
@@ -147,13 +154,7 @@ def filter_cores(topo: Topology, free_cores: int, free_gpus: int, ngpus: int, mi
                 break
             if required[s]:
                 continue
-            while avail_tot > req:
-                c = _drop_highest(avail, topo, s)
-                if c is None:
-                    break
-                avail &= ~(1 << c)
-                per_sock[s] -= 1
-                avail_tot -= 1
+            avail, avail_tot = _drop_down_to(avail, topo, s, per_sock, avail_tot, req)
     while avail_tot > req:
         full = -1
         for s in range(topo.sockets):
@@ -208,46 +209,27 @@ def pick_cores(topo: Topology, core_map: int, cpus: int, cpus_per_task: int) -> 
 def pick_gpus(topo: Topology, cores: int, free_gpus: int, ngpus: int) -> int:
     """The GPUs ``_set_node_bits`` takes for a job holding ``cores`` (see the module docstring)."""
     used = [bool(cores & topo.socket_mask(s)) for s in range(topo.sockets)]
-    n = len(topo.gpu_sockets)
-
-    def eligible(g: int, s: int) -> bool:
-        sk = topo.gpu_sockets[g]
-        return (not sk) if s < 0 else bool(sk >> s & 1)
-
+    near = [-1] + [s for s in range(topo.sockets) if used[s]]  # -1: GPUs bound to no socket
+    far = [s for s in range(topo.sockets) if not used[s]]
     chosen = 0
     count = 0
-    for s in range(-1, topo.sockets):  # one GPU per group first
-        if count >= ngpus:
-            break
-        if s >= 0 and not used[s]:
-            continue
-        for g in range(n):
-            if eligible(g, s) and free_gpus >> g & 1 and not chosen >> g & 1:
-                chosen |= 1 << g
-                count += 1
-                break
-    for s in range(-1, topo.sockets):  # then fill from the same groups
-        if count >= ngpus:
-            break
-        if s >= 0 and not used[s]:
-            continue
-        for g in range(n):
-            if count >= ngpus:
-                break
-            if eligible(g, s) and free_gpus >> g & 1 and not chosen >> g & 1:
-                chosen |= 1 << g
-                count += 1
-    for s in range(topo.sockets):  # then the other sockets
-        if count >= ngpus:
-            break
-        if used[s]:
-            continue
-        for g in range(n):
-            if count >= ngpus:
-                break
-            if eligible(g, s) and free_gpus >> g & 1 and not chosen >> g & 1:
-                chosen |= 1 << g
-                count += 1
+
+    def take(groups: list[int], per_group: int | None) -> None:
+        """Lowest free GPUs of each group in turn, at most ``per_group`` from one (None: any)."""
+        nonlocal chosen, count
+        for s in groups:
+            got = 0
+            for g, sk in enumerate(topo.gpu_sockets):
+                if count >= ngpus or (per_group is not None and got >= per_group):
+                    break
+                if (not sk if s < 0 else sk >> s & 1) and free_gpus >> g & 1 and not chosen >> g & 1:
+                    chosen |= 1 << g
+                    count += 1
+                    got += 1
+
+    take(near, 1)  # one GPU per group first
+    take(near, None)  # then fill from the same groups
+    take(far, None)  # then the other sockets
     return chosen
 
 
