@@ -1,7 +1,7 @@
 """QOS flag NoReserve under the Slurm policy's backfill (spec §2.3 steps 4 and 6f; 22.05.8).
 
 The scenario of ``tests/differential/test_real_slurm_no_reserve.py``: one 8-GPU node, A (4 GPUs,
-2 min) running, B (8 GPUs, 5 min) waiting for it, N (4 GPUs, 10 min, QOS ``scav`` with
+5 min) running, B (8 GPUs, 5 min) waiting for it, N (4 GPUs, 10 min, QOS ``scav`` with
 Flags=NoReserve, which QOS normal may preempt) behind B."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ CASE = {
     "cluster": {"nodes": [{"name": "n1", "cpus": 16, "gpus": 8}], "partitions": [{"name": "p", "nodes": ["n1"]}],
                 "qos": [{"name": "normal", "priority": 0, "preempt": ["scav"]},
                         {"name": "scav", "priority": 0, "flags": ["NoReserve"]}]},
-    "jobs": [{"id": "A", "submit": 0, "gpus_per_node": 4, "time_limit_min": 2, "run_s": 3000, "qos": "normal"},
+    "jobs": [{"id": "A", "submit": 0, "gpus_per_node": 4, "time_limit_min": 5, "run_s": 3000, "qos": "normal"},
              {"id": "B", "submit": 5, "gpus_per_node": 8, "time_limit_min": 5, "run_s": 3000, "qos": "normal"},
              {"id": "N", "submit": 10, "gpus_per_node": 4, "time_limit_min": 10, "run_s": 3000, "qos": "scav"}],
 }
@@ -38,11 +38,12 @@ def run(overrides: dict | None = None):
 def test_a_no_reserve_job_is_planned_with_one_minute_and_runs_with_its_own_limit():
     pol, jobs, ids = run()
     n = jobs["N"]
-    # one minute fits before B's reservation at 120: started by the first cycle, limit 10 min
+    # one minute fits before B's reservation at 300 (ten would not): started by the first
+    # cycle, with its own 10-minute limit
     assert (n.start, n.via, n.time_limit) == (30.0, "SchedBackfill", 600.0)
     # B preempts it at A's limit end
-    assert (n.end, n.final_state) == (120.0, "PREEMPTED")
-    assert jobs["B"].start == 120.0
+    assert (n.end, n.final_state) == (300.0, "PREEMPTED")
+    assert jobs["B"].start == 300.0
     # never a reservation of its own
     assert all(jid != ids["N"] for cycle in pol.resv_log.values() for jid, *_ in cycle)
 
