@@ -32,6 +32,7 @@ if str(REPO) not in sys.path:  # runnable as a plain script from a checkout
 
 from gpupool.engine.core import Engine  # noqa: E402
 from gpupool.engine.policy_api import make_policy  # noqa: E402
+from gpupool.formats.kube_services import parse_seconds  # noqa: E402
 from gpupool.formats.pool_dir import load_pool  # noqa: E402
 from gpupool.model.workload import Workload  # noqa: E402
 from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E402
@@ -69,14 +70,9 @@ def baseline_replay(workloads: list[Workload]) -> int:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``30m``, ``16h`` or ``2d`` (``--submitted-before``)."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    t = text.strip().lower()
-    scale = units.get(t[-1:], None)
-    try:
-        value = float(t[:-1] if scale else t) * (scale or 1.0)
-    except ValueError:
-        raise ValueError(f"--submitted-before: expected seconds or a number with s/m/h/d, got {text!r}") from None
+    """Seconds from ``90``, ``90s``, ``30m``, ``16h``, ``2d`` or ``HH:MM:SS`` (``--submitted-before``),
+    read as the project reads durations elsewhere (``kube_services.parse_seconds``)."""
+    value = parse_seconds(text, "--submitted-before")
     if value <= 0:
         raise ValueError(f"--submitted-before: must be positive, got {text!r}")
     return value

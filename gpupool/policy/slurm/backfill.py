@@ -417,6 +417,7 @@ def run(cy, records) -> None:
     #: answers per state; both cleared whenever a job starts, like ``memo``
     pre_states: dict[tuple, tuple | None] = {}
     pre_memo: dict[tuple, tuple] = {}
+    pre_timelines: dict[tuple, NodeTimeline] = {}  # one per set of victims
     preemption = s.preemption
     #: record kind -> what the TRY_LATER loop gave the last record of that kind when it changed
     #: nothing (no start, reservation or preemption): no plan (None) or a planned start
@@ -432,8 +433,9 @@ def run(cy, records) -> None:
     #: which every try read only slots no reservation has changed since
     #: (``NodeSpace.stable_since``); a start or a preemption forgets every walk.
     walks: dict[tuple, tuple] = {}
-    no_reserve_on = s.preempt_mode.upper() != "OFF" and any(
-        "noreserve" in (f.lower() for f in q.flags) for q in pol.qos.values())
+    #: QOS with the flag NoReserve, which counts only with a PreemptMode (slurmctld's preempt_mode)
+    no_reserve_qos = frozenset(name for name, q in pol.qos.items() if any(f.lower() == "noreserve" for f in q.flags)
+                               ) if s.preempt_mode.upper() != "OFF" else frozenset()
     for rec in records:
         job = rec.job
         if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
@@ -462,7 +464,7 @@ def run(cy, records) -> None:
                 short = None
         # QOS flag NoReserve with preemption on: planned with one minute, started with its own
         # limit, never given a reservation (its jobs are to be preempted when they are in the way)
-        no_reserve = no_reserve_on and _no_reserve(pol, job)
+        no_reserve = req.qos in no_reserve_qos
         if no_reserve:
             tl, short = 60.0, None
         pname = info.name
@@ -546,11 +548,11 @@ def run(cy, records) -> None:
                     pkey = (pre[0], shape, pname, usable)
                     phit = pre_memo.get(pkey)
                     if phit is None:
-                        tkey = ("timeline", pre[0])
-                        if tkey not in pre_memo:  # one timeline per set of victims
-                            pre_memo[tkey] = NodeTimeline(pre[1], pre[2])
+                        tl_pre = pre_timelines.get(pre[0])
+                        if tl_pre is None:
+                            tl_pre = pre_timelines[pre[0]] = NodeTimeline(pre[1], pre[2])
                         phit = pre_memo[pkey] = will_run_raw(
-                            job.wl, info.nodes, usable, pre[1], pre[2], pre_memo[tkey], pol.epoch, now,
+                            job.wl, info.nodes, usable, pre[1], pre[2], tl_pre, pol.epoch, now,
                             None, eligible.get((pname, usable)))
                     est, pl = phit
                     by_preempting = est == -math.inf
@@ -574,6 +576,7 @@ def run(cy, records) -> None:
                     cy.preempting.add(job.id)
                     pre_states.clear()  # the victims chosen are no candidates any more
                     pre_memo.clear()
+                    pre_timelines.clear()
                     if job.id in cy.started:
                         timeline = None
                         memo.clear()
@@ -589,6 +592,7 @@ def run(cy, records) -> None:
                 memo.clear()
                 pre_states.clear()
                 pre_memo.clear()
+                pre_timelines.clear()
                 started += 1
                 # no map entry: a job backfill starts is seen through the free resources and
                 # its limit end, like any running job; a real 22.05 starts several jobs on one
@@ -630,12 +634,6 @@ def run(cy, records) -> None:
     if pol.record:
         pol.plan_log[now] = dict(planned)
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
-
-
-def _no_reserve(pol, job) -> bool:
-    """Whether the job's QOS carries the flag NoReserve."""
-    q = pol.qos.get(pol.req(job).qos or "")
-    return q is not None and any(f.lower() == "noreserve" for f in q.flags)
 
 
 def insert_end(ends: list, end: float, job_id: int, placement, free_at: float) -> None:
