@@ -110,7 +110,12 @@ def make_app(daemon: Daemon, tokens: dict[str, str] | None = None) -> FastAPI:
         return {"ready": daemon.ready.is_set(), "pool": daemon.host.pool.name, "node": daemon.host.node_name,
                 "gpus": [{"index": d.index, "visible": d.visible, "type": d.type, "fake": d.fake}
                          for d in daemon.host.devices],
-                "policy": daemon.policy_name, "origin": daemon.origin, "recovered": daemon.recovered}
+                "policy": daemon.policy_name, "origin": daemon.origin, "recovered": daemon.recovered,
+                "fairshare": daemon.usage_restore}
+
+    @app.get("/v1/share", summary="Fair share and pending priorities as the policy sees them (sshare -l, sprio)")
+    async def share(who: Caller = Depends(caller)) -> dict:
+        return await run(lambda b, now: daemon.share())
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     async def metrics() -> str:

@@ -77,5 +77,10 @@ class Client:
     def health(self) -> dict:
         return self._request("GET", "/v1/health").json()
 
+    def share(self) -> dict:
+        """The policy's fair share: ``associations`` (sshare -l rows, usage as of ``as_of``,
+        the last decay pass) and ``jobs`` (sprio: each pending job's priority and factors)."""
+        return self._request("GET", "/v1/share").json()
+
     def metrics(self) -> str:
         return self._request("GET", "/metrics").text

@@ -20,6 +20,7 @@ import os
 import pwd
 import select
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -36,7 +37,7 @@ from gpupool.errors import GpupoolError
 from gpupool.formats.pool_dir import load_pool
 from gpupool.formats.sbatch import SbatchJob, parse_sbatch_text, sbatch_to_workload
 from gpupool.ledger.store import Ledger
-from gpupool.live import proc
+from gpupool.live import fairshare, proc
 from gpupool.live.adopt import adopt_running
 from gpupool.live.autoscale import ServiceScaler, metric_source, scale_down_order
 from gpupool.live.executor import LiveExecutor, Submission
@@ -143,6 +144,11 @@ class Daemon:
         self.submit_latency: deque = deque(maxlen=10000)  # (submit wall, start wall) per job, for benchmarks
         self._submit_wall: dict[int, float] = {}
         self.scalers: dict[int, ServiceScaler] = {}  # first replica's job id -> autoscaled service
+        #: the Slurm policy's fair-share usage, followed each turn and saved with it (None: the
+        #: policy keeps none); see ``gpupool/live/fairshare.py``
+        self.journal: fairshare.UsageJournal | None = None
+        #: what the last start did with the saved usage (health's ``fairshare``)
+        self.usage_restore: dict = {}
 
     # ------------------------------------------------------------------ time
     def clock(self) -> float:
@@ -237,6 +243,9 @@ class Daemon:
         if items or scaled or (nxt is not None and nxt <= now) or self.engine.events:
             self.engine.run_until(now)
         self._record(batch, now)
+        if self.journal is not None and self.journal.observe(fairshare.open_segments(self.policy), self.engine.active,
+                                                              self.engine.jobs, now):
+            batch.meta[fairshare.META_KEY] = self.journal.saved().to_json()
         self.store.commit(batch)
         for fut, res, exc in results:
             fut.set_exception(exc) if exc is not None else fut.set_result(res)
@@ -450,6 +459,7 @@ class Daemon:
             "start": None if job.first_start is None else self.wall(job.first_start),
             "end": None if job.end is None else self.wall(job.end), "exit_code": self._exit_codes.get(job_id, ""),
             "pid": run.pid.pid if run else None, "requeues": job.requeues, "reason": job.reason,
+            "submit": self.wall(job.submit), "eligible": self.wall(job.eligible),
             "gpus": [i for p in job.placement for i in mask_indices(p[1])],
         }
 
@@ -563,7 +573,11 @@ class Daemon:
         """
         meta = self.store.meta()
         self.next_id = int(meta.get("next_job_id", "1"))
+        slurm = fairshare.is_slurm(self.policy)
+        if slurm:  # before any job is back: see ``fairshare.prime``
+            fairshare.prime(self.policy, self.engine)
         rows = self.store.unfinished()
+        queued_times = self.store.queued_times()
         wrappers = scan_wrappers(self.spool)
         known = {r["job_id"] for r in rows}
         for jid, pid in wrappers.items():
@@ -620,19 +634,75 @@ class Daemon:
             self.executor.adopt(row["job_id"], pid, started - self.epoch,
                                 self.spool / str(row["job_id"]) / f"rc.{int(row['requeues'] or 0)}")
             self._open[row["job_id"]] = (started, [i for p in placement for i in mask_indices(p[1])])
-            adopt_running(self.engine, wl, placement, started=started - self.epoch, submitted=row["submit"] - self.epoch,
-                          time_limit=row["time_limit"], partition=row["partition"] or None,
-                          requeues=int(row["requeues"] or 0))
+            job = adopt_running(self.engine, wl, placement, started=started - self.epoch,
+                                submitted=row["submit"] - self.epoch, time_limit=row["time_limit"],
+                                partition=row["partition"] or None, requeues=int(row["requeues"] or 0))
+            if slurm:
+                fairshare.adopt(self.policy, job, placement, started - self.epoch)
             counts["adopted"] += 1
         for row, wl in queue:
             job = self.engine.submit(wl, at=t0)
             job.submit = row["submit"] - self.epoch  # keeps its age (priority) across the restart
             job.requeues = int(row["requeues"] or 0)
+            if row["state"] == PENDING:
+                # Queued when the daemon stopped: its submit and eligible times are the engine's
+                # as the accounting row last recorded them (a requeue resets both), so the age
+                # factor (now - eligible) goes on from where it was. A job requeued just now, its
+                # process gone, becomes eligible now, as any requeue does.
+                submit, eligible = queued_times.get(row["job_id"], (None, None))
+                if submit is not None:
+                    job.submit = submit - self.epoch
+                job.eligible = max(job.submit, (eligible - self.epoch) if eligible is not None else job.submit)
             counts["queued"] += 1
+        if slurm:
+            self._restore_usage(meta, batch)
         self._recover_scalers(rows, meta, t0)
         batch.meta["next_job_id"] = str(self.next_id)
         self.store.commit(batch)
         self.recovered = counts
+
+    def _restore_usage(self, meta: dict[str, str], batch: Batch) -> None:
+        """Give the (primed) Slurm policy the fair-share usage the last daemon saved, decayed
+        and charged up to this start as slurmctld's first decay pass does, and start following
+        it; the restored figure is saved at once, so a crash right after loses nothing."""
+        pol = self.policy
+        if not pol.use_fs:  # nothing is accumulated; a saved usage stays for a later start
+            self.usage_restore = {"restored": False, "reason": "fair share is not in the priority "
+                                  "(priority/multifactor, PriorityWeightFairshare > 0, an account tree)"}
+            return
+        s = pol.s
+        usage: dict = {}
+        text = meta.get(fairshare.META_KEY)
+        if text is None:  # a first start, or a ledger written before gpupool saved the usage
+            records = self.store.usage_records()
+            usage = fairshare.usage_from_records(records, pol.acct, self.epoch, s.calc_period, s.half_life,
+                                                 s.limits_enforced)
+            self.usage_restore = ({"restored": True, "from": "job records", "jobs": len(records),
+                                   "associations": len(usage)} if records
+                                  else {"restored": False, "reason": "first start: no usage saved, no job run"})
+        else:
+            try:
+                saved = fairshare.SavedUsage.from_json(text, f"{self.ledger.url} live_meta {fairshare.META_KEY}")
+            except GpupoolError as exc:  # usage starts from zero; the daemon still serves its jobs
+                self.usage_restore = {"restored": False, "reason": str(exc)}
+                print(f"gpupool serve: fair-share usage not restored: {exc}", file=sys.stderr, flush=True)
+            else:
+                usage = fairshare.restart_usage(saved, self.epoch, s.half_life, s.reset_period)
+                self.usage_restore = {"restored": True, "from": "saved usage", "saved_pass": saved.epoch + saved.t_ref,
+                                      "down_s": max(0.0, self.epoch - saved.epoch - saved.t_ref),
+                                      "associations": len(usage), "running_then": len(saved.running)}
+        fairshare.seed(pol, usage)
+        self.journal = fairshare.UsageJournal(s.calc_period, s.half_life, s.reset_period, s.limits_enforced,
+                                              epoch=self.epoch, seed=usage, running=fairshare.open_segments(pol))
+        batch.meta[fairshare.META_KEY] = self.journal.saved().to_json()
+
+    def share(self) -> dict:
+        """sshare and sprio of this daemon's policy (``GET /v1/share``)."""
+        if self.journal is None:
+            raise Refused(f"pool {self.host.pool.name} keeps no fair-share usage: it needs --policy slurm with "
+                          "PriorityType=priority/multifactor, PriorityWeightFairshare > 0 and an account tree", 404)
+        jobs = [j for j in self.engine.pending.values() if j.state == PENDING]
+        return fairshare.share_view(self.policy, self.journal, jobs, self.engine.now, self.wall)
 
     def _recover_scalers(self, rows: list[dict], meta: dict[str, str], now: float) -> None:
         """Autoscaled services whose replicas survived the restart get their autoscaler back

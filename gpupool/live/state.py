@@ -61,6 +61,28 @@ class LiveStore:
                                 .order_by(c.job_id)).mappings()
             return [dict(r) for r in rows]
 
+    def queued_times(self) -> dict[int, tuple[float | None, float | None]]:
+        """Job id -> (submit, eligible), epoch seconds, of this daemon's queued jobs as their
+        accounting rows last recorded them: the engine's own times (a requeue resets both),
+        which ``live_jobs`` does not follow."""
+        j = s.jobs.c
+        with self.ledger.read() as conn:
+            rows = conn.execute(sa.select(j.job_id_raw, j.submit, j.eligible)
+                                .where(j.origin == self.origin, j.state == "PENDING", j.job_id_raw.is_not(None)))
+            return {int(r[0]): (r[1], r[2]) for r in rows}
+
+    def usage_records(self) -> list[tuple]:
+        """(account, user, qos, start, end, billing) of the last run of every job of this
+        daemon that ran (``end`` None: running when the daemon stopped): what fair-share usage
+        can be rebuilt from when none was saved. The run is ``live_jobs``'s (an accounting
+        row's start is the first run's), the association and billing the accounting row's."""
+        j, lj = s.jobs.c, s.live_jobs.c
+        with self.ledger.read() as conn:
+            return [tuple(r) for r in conn.execute(
+                sa.select(j.account, j.user, j.qos, lj.start, lj.end, j.billing)
+                .select_from(s.live_jobs.join(s.jobs, sa.and_(j.origin == lj.daemon, j.job_id_raw == lj.job_id)))
+                .where(lj.daemon == self.origin, lj.start.is_not(None)).order_by(lj.start))]
+
     def job(self, job_id: int) -> dict | None:
         c = s.live_jobs.c
         with self.ledger.read() as conn:
