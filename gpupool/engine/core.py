@@ -604,7 +604,16 @@ class Engine:
         if d.suspended:
             if d.partial or placed < job.pods_needed:
                 raise InvariantViolation(f"job {job.id}: a suspended start must place the whole job")
+            if d.cpu_share > 1:
+                raise InvariantViolation(f"job {job.id}: a start sharing CPUs cannot be suspended")
             nodes.allocate_held(placement)
+        elif d.cpu_share > 1:
+            x = job._extras()
+            group = d.partition or ""
+            if x.cpu_share is not None and x.cpu_share[0] != group:
+                raise InvariantViolation(f"job {job.id}: pods placed in two CPU-sharing groups")
+            x.cpu_share = (group, d.cpu_share)
+            nodes.allocate_shared(placement, group, d.cpu_share)
         else:
             nodes.allocate(placement)
         if job.state == PLACING:  # idle holding accrues per segment, at what was held then
@@ -681,7 +690,11 @@ class Engine:
         """Free the job's resources; return the seconds it ran in this run segment (suspended
         time excluded)."""
         state = job.state
-        if state == SUSPENDED:
+        x = job._x
+        if x is not None and x.cpu_share is not None:  # CPUs shared: never given back on suspension
+            self.nodes.release_shared(job.placement, x.cpu_share[0])
+            x.cpu_share = None
+        elif state == SUSPENDED:
             self.nodes.release_held(job.placement)
         else:
             self.nodes.release(job.placement)
@@ -780,7 +793,7 @@ class Engine:
         fn = getattr(self.executor, "suspend", None)
         if fn is None:
             raise GpupoolError(f"executor {type(self.executor).__name__} cannot suspend jobs (job {job.id})")
-        if took_cpu:
+        if took_cpu and (job._x is None or job._x.cpu_share is None):  # shared CPUs stay held
             self.nodes.give_cpu(job.placement)
         x = job._extras()
         x.suspended_at = t
@@ -803,7 +816,8 @@ class Engine:
         fn = getattr(self.executor, "resume", None)
         if fn is None:
             raise GpupoolError(f"executor {type(self.executor).__name__} cannot resume jobs (job {job.id})")
-        self.nodes.take_cpu(job.placement)
+        if job._x.cpu_share is None:
+            self.nodes.take_cpu(job.placement)
         self._end_suspension(job, t)
         job.state = RUNNING
         self._running += 1

@@ -36,13 +36,19 @@ class Start:
     #: co-allocated on CPUs that a running job of its partition uses). It takes its GPUs and
     #: memory now and CPUs only when a ``Resume`` lets it run.
     suspended: bool = False
+    #: Jobs that may hold the same CPUs, this one included (Slurm OverSubscribe=FORCE:N or
+    #: YES:N without gang scheduling: co-allocated jobs run at once on shared CPUs). Above 1
+    #: the engine takes the job's GPUs and memory but leaves its CPUs to the policy's
+    #: co-allocation rows, keyed by ``partition``; it still proves that no node's CPUs are
+    #: shared more than N ways. GPUs and memory are never shared.
+    cpu_share: int = 1
 
     # Written out (same signature and semantics as the generated one): a frozen dataclass's
     # generated __init__ looks ``object.__setattr__`` up per field, and Start is built once per
     # job start on the hot path.
     def __init__(self, job_id: int, placement: tuple[PodPlacement, ...], partial: bool = False,
                  via: str = "", time_limit: float | None = None, partition: str | None = None,
-                 suspended: bool = False) -> None:
+                 suspended: bool = False, cpu_share: int = 1) -> None:
         _set = _oset
         _set(self, "job_id", job_id)
         _set(self, "placement", placement)
@@ -51,6 +57,7 @@ class Start:
         _set(self, "time_limit", time_limit)
         _set(self, "partition", partition)
         _set(self, "suspended", suspended)
+        _set(self, "cpu_share", cpu_share)
 
 
 @dataclass(slots=True, frozen=True)

@@ -142,8 +142,8 @@ class Job:
 class _Extras:
     """Per-job state that most jobs never use (kept off the hot ``Job`` slots)."""
 
-    __slots__ = ("evictions", "grace_until", "partition", "reserve_info", "reserved_since", "suspended_at",
-                 "suspended_s", "suspensions")
+    __slots__ = ("cpu_share", "evictions", "grace_until", "partition", "reserve_info", "reserved_since",
+                 "suspended_at", "suspended_s", "suspensions")
 
     def __init__(self) -> None:
         self.suspended_s = 0.0
@@ -154,6 +154,8 @@ class _Extras:
         self.reserve_info = ""
         self.grace_until: float | None = None
         self.evictions: dict[str, int] = {}
+        #: ``(group, N)`` while the job holds CPUs shared N ways (``Start.cpu_share``), else None
+        self.cpu_share: tuple[str, int] | None = None
 
 
 def _pods_needed(wl: Workload) -> int:

@@ -15,7 +15,7 @@ class NodeTable:
     __slots__ = (
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
-        "check", "owner",
+        "check", "owner", "shared_cpu", "share_n",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -39,6 +39,12 @@ class NodeTable:
         #: of a shared pool a node currently serves ("slurm", "fleet"); None = not assigned.
         self.owner: list[str | None] = [None] * len(nodes)
         self.check = check
+        #: CPUs (millicores) per node held by jobs that share CPUs (``allocate_shared``), per
+        #: sharing group (a Slurm partition); they are not counted in ``free_cpu``, whose
+        #: policy works out the overlap itself. Empty dicts while nothing shares.
+        self.shared_cpu: list[dict[str, int]] = [{} for _ in nodes]
+        #: sharing group -> how many jobs may hold one CPU there (OverSubscribe's N)
+        self.share_n: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -105,18 +111,63 @@ class NodeTable:
         for node, _mask, cpu, _mem in placement:
             free_cpu[node] += cpu
 
+    def allocate_shared(self, placement, group: str, n: int) -> None:
+        """Take GPUs and memory, and count the CPUs as shared up to ``n`` ways within ``group``
+        (jobs running at once on the same CPUs). Which CPUs overlap is the policy's business;
+        with ``check`` on, prove the weakest bound any overlap must meet: per group at least
+        1/n of its CPUs are held, and together with unshared jobs that fits the node."""
+        free_mask, free_gpus, free_mem, shared = self.free_mask, self.free_gpus, self.free_mem, self.shared_cpu
+        self.share_n[group] = n
+        for node, mask, cpu, mem in placement:
+            if self.check:
+                self._check_take(node, mask, 0, mem)
+            free_mask[node] &= ~mask
+            free_gpus[node] -= mask.bit_count()
+            free_mem[node] -= mem
+            sums = shared[node]
+            sums[group] = sums.get(group, 0) + cpu
+            if self.check and self.shared_floor(node) > self.free_cpu[node]:
+                raise InvariantViolation(f"node {self.names[node]}: CPUs shared more than {n} ways "
+                                         f"({sums[group]}m in {group!r}, {self.free_cpu[node]}m not held "
+                                         f"by unshared jobs)")
+
+    def release_shared(self, placement, group: str) -> None:
+        """Give back what ``allocate_shared`` took."""
+        free_mask, free_gpus, free_mem, shared = self.free_mask, self.free_gpus, self.free_mem, self.shared_cpu
+        for node, mask, cpu, mem in placement:
+            if self.check and free_mask[node] & mask:
+                raise InvariantViolation(f"node {self.names[node]}: released GPUs {mask:#x} were not allocated")
+            free_mask[node] |= mask
+            free_gpus[node] += mask.bit_count()
+            free_mem[node] += mem
+            sums = shared[node]
+            left = sums[group] - cpu
+            if left:
+                sums[group] = left
+            else:
+                del sums[group]
+
+    def shared_floor(self, node: int) -> int:
+        """The fewest CPUs (millicores) the sharing jobs on ``node`` can hold: per group, its
+        CPUs spread evenly over its N ways."""
+        sums = self.shared_cpu[node]
+        if not sums:
+            return 0
+        share_n = self.share_n
+        return sum(-(-c // share_n[g]) for g, c in sums.items())
+
     def _check_take(self, node: int, mask: int, cpu: int, mem: int) -> None:
         name = self.names[node]
         if mask & ~self.full_mask[node]:
             raise InvariantViolation(f"node {name}: GPU mask {mask:#x} names devices the node does not have")
         if mask & ~self.free_mask[node]:
             raise InvariantViolation(f"node {name}: GPUs {mask & ~self.free_mask[node]:#x} allocated twice")
-        if cpu > self.free_cpu[node] or mem > self.free_mem[node]:
+        if cpu > self.free_cpu[node] - self.shared_floor(node) or mem > self.free_mem[node]:
             raise InvariantViolation(f"node {name}: allocation exceeds capacity (cpu {cpu}m, memory {mem}MiB)")
 
     def all_free(self) -> bool:
         return (self.free_mask == self.full_mask and self.free_cpu == self.cpu_total
-                and self.free_mem == self.mem_total)
+                and self.free_mem == self.mem_total and not any(self.shared_cpu))
 
 
 def _mask_of(gpus) -> int:

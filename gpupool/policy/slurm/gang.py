@@ -263,14 +263,14 @@ def _kind(oversubscribe: str | None) -> tuple[str, str]:
 
 
 def max_share(oversubscribe: str | None) -> int:
-    """Jobs that may be allocated the same CPUs in a partition with gang scheduling on:
+    """Jobs that may be allocated the same CPUs in a partition:
     FORCE[:N] and YES[:N] (default N = 4); 1 for NO and EXCLUSIVE.
 
     YES shares under gang whatever the jobs ask, except that a job asking ``--oversubscribe``
-    is not put on a node holding a job that did not (``Cycle.try_gang``): so a real 22.05.8 did
+    is not put on a node holding a job that did not (``Cycle.try_coallocate``): so a real 22.05.8 did
     (two jobs without ``-s`` time-sliced in YES:3; a ``-s`` job waited beside a job without
-    it; case gang-gp-006). Without gang the jobs would run at once on shared CPUs, which
-    gpupool does not model (docs/policies/slurm.md)."""
+    it; case gang-gp-006). Without gang the co-allocated jobs run at once on the shared CPUs,
+    and in YES only jobs that ask ``--oversubscribe`` share (``Cycle.try_coallocate``)."""
     kind, count = _kind(oversubscribe)
     if kind not in ("FORCE", "YES"):
         return 1
@@ -299,9 +299,9 @@ def rows_of(jobs: list[Mapping[int, int]], cap: list[int]) -> list[dict[int, int
     return rows
 
 
-def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[int]) -> None:
+def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[int]) -> dict[int, int]:
     """Put one job's CPUs per node into the first row where they fit on every node (a new row
-    when none has room)."""
+    when none has room); returns that row."""
     for row in rows:
         if all(row.get(n, 0) + c <= cap[n] for n, c in cpus.items()):
             break
@@ -310,6 +310,34 @@ def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[i
         rows.append(row)
     for n, c in cpus.items():
         row[n] = row.get(n, 0) + c
+    return row
+
+
+def releases_in_end_order(jobs: list[tuple[int, Mapping[int, int]]], ends: list[int],
+                          cap: list[int]) -> dict[int, dict[int, int]]:
+    """CPUs per node each job of one sharing partition gives back to the idle pool when it
+    ends, for jobs ending in the order ``ends``: the rows are built from ``jobs`` (id, CPUs
+    per node; running first) as ``rows_of`` does, each ending job leaves its row (the others
+    stay where they are, as cons_tres's will-run test removes a job from its row), and a
+    node's CPUs come back as its fullest row shrinks. Jobs the order does not name are taken
+    to outlive the others."""
+    rows: list[dict[int, int]] = []
+    row_of: dict[int, dict[int, int]] = {}
+    for jid, cpus in jobs:
+        row_of[jid] = add_to_rows(rows, cpus, cap)
+    cpus_of = dict(jobs)
+    held = row_max(rows)
+    out: dict[int, dict[int, int]] = {}
+    for jid in ends:
+        row = row_of.get(jid)
+        if row is None:
+            continue
+        for n, c in cpus_of[jid].items():
+            row[n] -= c
+        after = row_max(rows)
+        out[jid] = {n: held.get(n, 0) - after.get(n, 0) for n in cpus_of[jid]}
+        held = after
+    return out
 
 
 def row_max(rows: list[dict[int, int]]) -> dict[int, int]:

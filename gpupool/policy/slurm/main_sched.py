@@ -64,7 +64,7 @@ def run(cy, records, full: bool) -> None:
         if placement is not None:
             cy.start(job, placement, info, VIA_MAIN)
             continue
-        if cy.try_gang(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE co-allocation (gang)
+        if cy.try_coallocate(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE/YES co-allocation
             continue
         if s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable):
             cy.preempting.add(job.id)

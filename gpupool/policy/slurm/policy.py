@@ -90,6 +90,8 @@ class Cycle:
         self.unshared_started: set[int] = set()
         if pol.gang_on and snap.suspended:
             self._hold_suspended_cpus()
+        if pol.cpu_share_parts and snap.active:
+            self._hold_shared_cpus()
         if pol.node_holds:
             self._hold_completing_nodes()
 
@@ -141,6 +143,29 @@ class Cycle:
             for node, c in held.items():
                 cpu[node] -= max(0, c - running.get(node, 0))
 
+    def _hold_shared_cpus(self) -> None:
+        """Jobs that share CPUs without gang (``SlurmPolicy.cpu_share_parts``) hold no CPUs in
+        the engine's count: their partition's co-allocation rows overlap, so the partition
+        holds as many CPUs per node as its fullest row. Backfill's future sees those CPUs come
+        back as the fullest row shrinks, not as each job ends: their entries in ``ends`` are
+        replaced by ones that give back only that (``gang.releases_in_end_order``)."""
+        cpu = self.free.cpu
+        pol = self.pol
+        parts = {pol.part_of(j) for j in self.snap.active.values()} & pol.cpu_share_parts
+        if not parts:
+            return
+        order = [e[1] for e in self.ends]
+        given: dict[int, dict[int, int]] = {}
+        for part in parts:
+            for node, c in gang.row_max(self.part_rows(part)).items():
+                cpu[node] -= c
+            jobs = [j for j in self.snap.active.values() if pol.part_of(j) == part]
+            jobs.sort(key=lambda j: j.state != RUNNING)
+            given.update(gang.releases_in_end_order([(j.id, pol.gang_cpu(j.placement)) for j in jobs], order,
+                                                    self.row_cap(part)))
+        self.ends = [e if e[1] not in given else (e[0], e[1], _with_cpus(e[2], given[e[1]]), e[3])
+                     for e in self.ends]
+
     def part_rows(self, part: str) -> list[dict[int, int]]:
         """Co-allocation rows of ``part`` now: its running jobs, its suspended jobs, then what
         this pass started there (``gang.rows_of``)."""
@@ -151,17 +176,31 @@ class Cycle:
             jobs.sort(key=lambda j: j.state != RUNNING)
             maps = [pol.gang_cpu(j.placement) for j in jobs]
             maps += [pol.gang_cpu(pl) for pl, pname, _via in self.started.values() if pname == part]
-            rows = self.rows[part] = gang.rows_of(maps, self.snap.nodes.cpu_total)
+            rows = self.rows[part] = gang.rows_of(maps, self.row_cap(part))
         return rows
 
-    def try_gang(self, job, info, usable, via: str) -> bool:
-        """Co-allocate ``job`` in an OverSubscribe=FORCE:N partition (cons_tres: a job that does
-        not fit on idle CPUs goes into a row of the partition where its CPUs are free, up to N
-        rows). GPUs and memory must be free as for any start: they are never shared. True when
-        it was started (gang then decides whether it runs or waits suspended)."""
+    def row_cap(self, part: str) -> list[int]:
+        """CPUs per node a co-allocation row of ``part`` may fill. Without gang it is what jobs
+        of other partitions leave (cons_tres puts a job into a row only on cores no other
+        partition's job uses): the engine's free CPUs, which sharing jobs do not reduce. Jobs of
+        a second sharing partition on the same nodes are not subtracted (an approximation).
+        With gang every row may fill the node (suspended jobs give their CPUs back)."""
+        if part in self.pol.cpu_share_parts:
+            return self.snap.nodes.free_cpu
+        return self.snap.nodes.cpu_total
+
+    def try_coallocate(self, job, info, usable, via: str) -> bool:
+        """Co-allocate ``job`` in an OverSubscribe=FORCE:N or YES:N partition (cons_tres: a job
+        that does not fit on idle CPUs goes into a row of the partition where its CPUs are free,
+        up to N rows). GPUs and memory must be free as for any start: they are never shared.
+        True when it was started. With gang scheduling, gang then decides whether it runs or
+        waits suspended; without, it runs at once on the shared CPUs, and in a YES partition
+        only a job asking ``--oversubscribe`` is co-allocated (a real 22.05.8 did so)."""
         pol = self.pol
         n_max = pol.share.get(info.name, 1)
-        if n_max <= 1 or not pol.gang_on:
+        if n_max <= 1 or info.name not in pol.row_parts:
+            return False
+        if not pol.gang_on and not job.wl.oversubscribe and info.name in pol.yes_parts:
             return False
         if job.wl.oversubscribe and info.name in pol.yes_parts:
             # not beside a job that did not ask to share (OverSubscribe=YES, gang.max_share)
@@ -190,7 +229,8 @@ class Cycle:
             out = self.memo["unshared"] = frozenset(hit)
         return out | self.unshared_started if self.unshared_started else out
 
-    def start_in_row(self, job, placement, info, via: str, row: dict[int, int] | None = None) -> None:
+    def start_in_row(self, job, placement, info, via: str, row: dict[int, int] | None = None,
+                     limit: float | None = None) -> None:
         """Start ``job`` on CPUs other jobs of its partition hold too: its CPUs go into ``row``
         (default: the first row of ``info``'s rows where they fit, else a new one), and it takes
         from the free CPUs only what makes the partition's fullest row grow. GPUs and memory are
@@ -200,7 +240,7 @@ class Cycle:
         held = gang.row_max(rows)
         cpus = pol.gang_cpu(placement)
         if row is None:
-            total = self.snap.nodes.cpu_total
+            total = self.row_cap(info.name)
             row = next((r for r in rows if all(r.get(n, 0) + c <= total[n] for n, c in cpus.items())), {})
         if not row:
             rows.append(row)
@@ -213,7 +253,7 @@ class Cycle:
             grow = 0 if n in seen else after.get(n, 0) - held.get(n, 0)
             seen.add(n)
             take.append((n, mask, grow, mem))
-        self.start(job, placement, info, via, take=tuple(take))
+        self.start(job, placement, info, via, take=tuple(take), limit=limit)
 
     def reason(self, job, why: str, first: bool = False) -> None:
         if first and job.id in self.reasons:
@@ -252,6 +292,10 @@ class Cycle:
             pol._tl.pop(job.id, None)
         elif pol.short_limit.pop(job.id, None) is not None:
             pol._tl.pop(job.id, None)
+        if take is None and info.name in pol.cpu_share_parts:
+            # no gang: every job of the partition is in its rows, even one on idle CPUs
+            self.start_in_row(job, placement, info, via, limit=limit)
+            return
         if pol.cores is not None and take is None:
             # gres.conf Cores=: the cores slurmctld gives the job decide its GPUs (affinity.py)
             placement = pol.cores.steer(job, placement, self.free.mask)
@@ -267,7 +311,9 @@ class Cycle:
         pol.run_part[job.id] = info.name
         pol.run_limit[job.id] = pol.time_limit(job, info) if limit is None else limit
         end = pol.whole_second(self.now) + (pol.plan_limit(job, info) if limit is None else limit)
-        backfill.insert_end(self.ends, end, job.id, placement, end)
+        # a job sharing CPUs gives back at its end what it took from the idle ones
+        backfill.insert_end(self.ends, end, job.id,
+                            placement if take is None or info.name not in pol.cpu_share_parts else take, end)
         pol.track_start(job, placement, self.now)
         if pol.s.limits_enforced:
             req = pol.req(job)
@@ -278,11 +324,23 @@ class Cycle:
             self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
         self.out.append(Start(job.id, placement, via=via,
                               time_limit=pol.effective_limit(job, info) if limit is None else limit,
-                              partition=info.name))
+                              partition=info.name,
+                              cpu_share=pol.share[info.name] if info.name in pol.cpu_share_parts else 1))
 
     def preempt(self, victim, mode: str, by: int, grace: float = 0.0) -> None:
         delay = self.pol.s.requeue_delay if mode == "REQUEUE" else 0.0
         self.out.append(Preempt(victim.id, mode, reason="Preempted", by_job=by, requeue_delay=delay, grace=grace))
+
+
+def _with_cpus(placement, cpus: dict[int, int]) -> tuple:
+    """``placement`` with each node's CPUs replaced by ``cpus[node]`` (on the node's first pod;
+    its other pods there get none)."""
+    out = []
+    seen: set[int] = set()
+    for node, mask, _c, mem in placement:
+        out.append((node, mask, 0 if node in seen else cpus.get(node, 0), mem))
+        seen.add(node)
+    return tuple(out)
 
 
 class SlurmPolicy:
@@ -429,6 +487,10 @@ class SlurmPolicy:
         self.yes_parts = frozenset(name for name, info in self.parts.items()
                                    if gang.asks_to_share(info.part.oversubscribe))
         self.gang_active = self.gang_on and (suspend or bool(self.row_parts))
+        #: partitions whose jobs share CPUs *without* gang: co-allocated jobs run at once on the
+        #: same CPUs (``Start.cpu_share``), checked on a real 22.05.8 (OverSubscribe=FORCE:N,
+        #: and YES:N between jobs that both ask ``--oversubscribe``)
+        self.cpu_share_parts = frozenset() if self.gang_on else self.row_parts
         self.use_fs = s.multifactor and self.acct is not None and s.weights.get("fairshare", 0) > 0
 
     def part_of(self, job) -> str | None:
@@ -684,6 +746,12 @@ class SlurmPolicy:
         return priority.combine(f, self.s.weights, self.s.tres_weights, job.wl.nice)
 
     # ------------------------------------------------------------ usage and fair share
+    def open_usage_segments(self) -> dict:
+        """Job id -> (start, (account, user), billing × UsageFactor): the fair-share usage
+        segments this policy has open, to be read, not changed. A live daemon follows them to
+        save the usage across a restart (``gpupool/live/fairshare.py``)."""
+        return self._segs
+
     def track_start(self, job, placement, now: float) -> None:
         """Open the job's fair-share usage segment at its start_time, which slurmctld takes in
         whole epoch seconds (docs/differential.md, finding 24)."""
@@ -820,7 +888,7 @@ class SlurmPolicy:
     def _gang_pass(self, cy: Cycle, records) -> None:
         """Co-allocation in OverSubscribe=FORCE partitions, in queue order, after the main pass
         and backfill: a job that fits neither idle CPUs nor its main-pass place goes into a row
-        of its partition (``Cycle.try_gang``); a partition stops at its first job that fits nowhere."""
+        of its partition (``Cycle.try_coallocate``); a partition stops at its first job that fits nowhere."""
         failed: set[str] = set()
         for rec in records:
             job = rec.job
@@ -835,7 +903,7 @@ class SlurmPolicy:
             if placement is not None:
                 cy.start(job, placement, info, main_sched.VIA_MAIN)
                 continue
-            if cy.try_gang(job, info, None, main_sched.VIA_MAIN):
+            if cy.try_coallocate(job, info, None, main_sched.VIA_MAIN):
                 continue
             cy.reason(job, "Resources", first=True)
             if cy.may_block(job, rec.prio):
