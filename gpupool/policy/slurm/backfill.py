@@ -51,12 +51,16 @@ class NodeTimeline:
     lives only as long as the free resources and running jobs it was built from.
     """
 
-    __slots__ = ("_by_shape", "_states", "base", "cpu", "emask", "gpus", "ks", "mask", "mem", "orr",
-                 "vals")
+    __slots__ = ("_by_id", "_by_shape", "_states", "base", "cpu", "emask", "gpus", "ks", "mask", "mem",
+                 "orr", "vals")
 
     def __init__(self, free, ends) -> None:
         self.base = free
         self._by_shape: dict = {}  # pod shape -> first_fit of every node (memo)
+        #: id of a pod shape object -> (that object, its ``_by_shape`` entry): a shape's hash
+        #: is computed in Python from its fields, and will-run asks for the same objects again
+        #: and again (the object is held, so its id is not reused meanwhile)
+        self._by_id: dict[int, tuple] = {}
         self._states: dict[int, tuple] = {}  # count -> free lists after it (memo)
         self.ks: dict[int, list[int]] = {}
         self.cpu: dict[int, list[int]] = {}
@@ -130,6 +134,9 @@ class NodeTimeline:
     def first_fits(self, ps) -> list[tuple[int, int]]:
         """``(first_fit, node)`` of every node where a pod of shape ``ps`` ever fits, least
         count first (memoised per shape)."""
+        got = self._by_id.get(id(ps))
+        if got is not None and got[0] is ps:
+            return got[1]
         out = self._by_shape.get(ps)
         if out is None:
             out = []
@@ -153,6 +160,7 @@ class NodeTimeline:
                         out.append((ks[j], n))
             out.sort()
             self._by_shape[ps] = out
+        self._by_id[id(ps)] = (ps, out)
         return out
 
     def kmin(self, pod_sets, umask: int, cached_only: bool = False) -> int | None:
@@ -163,9 +171,10 @@ class NodeTimeline:
         ``first_fit`` on. With ``cached_only``, -1 unless every shape's ``first_fits`` is
         already known."""
         if cached_only:
-            memo = self._by_shape
+            memo, by_id = self._by_shape, self._by_id
             for ps in pod_sets:
-                if ps not in memo:
+                got = by_id.get(id(ps))
+                if (got is None or got[0] is not ps) and ps not in memo:
                     return -1
         bound = 0
         for ps in pod_sets:
@@ -383,6 +392,103 @@ def _shapes(pol) -> tuple[dict[int, int], dict]:
     return got
 
 
+class _Carry:
+    """What one backfill cycle leaves to the next of the same policy.
+
+    ``usable_of`` (a bit set of nodes -> their frozenset) is a pure function. The will-run
+    answers (``memo``), the node timeline and the eligible nodes per usable set are pure
+    functions of the free resources, the running jobs' entries, the nodes' up/drain states and
+    the partitions (``will_run_raw`` reads ``now`` only where a batch's last job is past its
+    limit end); between two cycles of a deep queue often nothing starts or ends (a submission
+    alone changes the queue, not them: a fifth of the deep slice's cycles, benchmarks/README.md),
+    so a cycle that finds them as the last one left them and no running job at or past its
+    limit end takes them over instead of asking again.
+    ``state`` is that fingerprint: (node table, partitions, up, drain, free CPU, GPUs, GPU
+    masks, memory, running entries), copies taken when the last cycle ended."""
+
+    __slots__ = ("eligible", "memo", "state", "timeline", "usable_of")
+
+    def __init__(self) -> None:
+        self.usable_of: dict[int, frozenset] = {}
+        self.state: tuple | None = None
+        self.memo: dict[tuple, tuple] = {}
+        self.timeline: NodeTimeline | None = None
+        self.eligible: dict[tuple, tuple] = {}
+
+
+_CARRY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # policy -> _Carry
+#: entries kept in ``_Carry.usable_of`` before it is cleared (a bound on memory, not on speed)
+_USABLE_KEEP = 50_000
+
+
+def _state_of(cy) -> tuple:
+    """The fingerprint ``_Carry.state`` compares (see there)."""
+    free, nodes = cy.free, cy.free.nodes
+    return (nodes, cy.pol.parts, list(nodes.up), list(nodes.drain), list(free.cpu), list(free.gpus),
+            list(free.mask), list(free.mem), list(cy.ends))
+
+
+def _same_state(state: tuple | None, cy) -> bool:
+    """Whether ``cy`` starts from the fingerprinted ``state`` (identity of the node table and
+    partitions, then equal lists; cheapest tests first)."""
+    if state is None:
+        return False
+    free, nodes = cy.free, cy.free.nodes
+    return (state[0] is nodes and state[1] is cy.pol.parts and state[8] == cy.ends and state[4] == free.cpu
+            and state[5] == free.gpus and state[6] == free.mask and state[7] == free.mem
+            and state[2] == nodes.up and state[3] == nodes.drain)
+
+
+def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int], shape_of: dict[int, int],
+                  shapes: dict) -> tuple:
+    """What the cycle reads of a queue record that depends only on its job, its partition and
+    the policy's fixed settings, computed once per record: the queue hands the same record
+    objects to cycle after cycle while a job waits (``queue.build``'s cache), and a deep queue
+    re-reads thousands of them every ``bf_interval``.
+
+    (user, (QOS, partition name), planning limit, the ``--time-min`` limit a backfill start gets or None,
+    NoReserve, partition name, its node bit set, shape number, fewest nodes, whether the
+    record's priority is below bf_min_prio_reserve, its kind when not test-only, its kind when
+    test-only)."""
+    s = pol.s
+    job = rec.job
+    info = rec.part
+    req = pol.req(job)
+    tl = pol.plan_limit(job, info)
+    # --time-min: planned with it, and a job started now gets it as its limit (22.05.8:
+    # comp_time_limit is time_min, and _reset_job_time_limit only lowers it, to no less)
+    short = job.wl.time_min
+    if short is not None:
+        short = float(math.ceil(short / 60) * 60)  # whole minutes, as --time
+        if short < tl:
+            tl = short
+        else:
+            short = None
+    # QOS flag NoReserve with preemption on: planned with one minute, started with its own
+    # limit, never given a reservation (its jobs are to be preempted when they are in the way)
+    no_reserve = req.qos in no_reserve_qos
+    if no_reserve:
+        tl, short = 60.0, None
+    pname = info.name
+    pmask = part_mask.get(pname)
+    if pmask is None:
+        pmask = 0
+        for n in info.node_set:
+            pmask |= 1 << n
+        part_mask[pname] = pmask
+    shape = shape_of.get(job.id)
+    if shape is None:
+        shape = shape_of[job.id] = shapes.setdefault(job.wl.pod_sets, len(shapes))
+    min_nodes = max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets)
+    low_prio = bool(s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve)
+    # the kind: everything the TRY_LATER loop reads of the record (``short`` only matters to a start)
+    qos_key = req.qos if s.preemption else None
+    kind = (shape, pname, tl, False, no_reserve, qos_key)
+    kind_test = (shape, pname, tl, True, no_reserve, qos_key)
+    return (req.user, (req.qos, pname), tl, short, no_reserve, pname, pmask, shape, min_nodes, low_prio, kind,
+            kind_test)
+
+
 def run(cy, records) -> None:
     pol = cy.pol
     s = pol.s
@@ -399,14 +505,33 @@ def run(cy, records) -> None:
     started = 0
     per_user: dict[str, int] = {}
     horizon = now + s.bf_window
-    timeline = None
-    memo: dict[tuple, tuple] = {}
-    #: (partition, usable nodes) -> their eligible nodes and bit set (nodes' up/drain states
-    #: do not change within a cycle)
-    eligible: dict[tuple, tuple] = {}
-    usable_of: dict[tuple, frozenset] = {}  # (partition, usable bit set) -> usable nodes
+    carry = _CARRY.get(pol)
+    if carry is None:
+        carry = _CARRY[pol] = _Carry()
+    #: will-run answers per (shape, partition, usable bit set), the node timeline (built when
+    #: first needed) and (partition, usable bit set) -> eligible nodes and their bit set: all
+    #: valid until a job starts, and taken over from the last cycle when nothing they read
+    #: changed since it ended (see ``_Carry``)
+    if carry.state is not None and (not ends or ends[0][0] > now) and _same_state(carry.state, cy):
+        memo = carry.memo
+        timeline = carry.timeline
+        if timeline is not None:
+            timeline.base = cy.free  # equal lists; the last cycle's object is not this one
+        eligible = carry.eligible
+    else:
+        memo = {}
+        timeline = None
+        eligible = {}
+    carry.state = None
+    usable_of = carry.usable_of  # usable bit set -> usable nodes
+    if len(usable_of) > _USABLE_KEEP:
+        usable_of.clear()
     part_mask: dict[str, int] = {}
+    ok_masks: dict[str, tuple[int, bool]] = {}  # see ``_eligible``
     shape_of, shapes = _shapes(pol)
+    neg_inf = -math.inf
+    max_test, max_start, max_user = s.bf_max_job_test, s.bf_max_job_start, s.bf_max_job_user
+    min_age = s.bf_min_age_reserve
 
     def timeline_of() -> NodeTimeline:
         nonlocal timeline
@@ -433,62 +558,49 @@ def run(cy, records) -> None:
     #: which every try read only slots no reservation has changed since
     #: (``NodeSpace.stable_since``); a start or a preemption forgets every walk.
     walks: dict[tuple, tuple] = {}
+    #: id of a will-run placement -> (the placement, its nodes, their bit set): the same answer
+    #: is tried against the map by record after record (the placement is held, so its id is
+    #: not reused within the cycle)
+    pl_nodes: dict[int, tuple] = {}
     #: QOS with the flag NoReserve, which counts only with a PreemptMode (slurmctld's preempt_mode)
     no_reserve_qos = frozenset(name for name, q in pol.qos.items() if any(f.lower() == "noreserve" for f in q.flags)
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
+    unset = _UNSET
+    in_started, in_skip, in_preempting = cy.started, cy.skip, cy.preempting
+    limit_reason, array_limit = cy.limit_reason, cy.array_limit
     for rec in records:
         job = rec.job
-        if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
+        jid = job.id
+        if jid in in_started or jid in in_skip or jid in in_preempting:
             continue
-        if s.bf_max_job_test and tested >= s.bf_max_job_test:
+        if max_test and tested >= max_test:
             break
-        if s.bf_max_job_start and started >= s.bf_max_job_start:
+        if max_start and started >= max_start:
             break
+        fixed = rec.bf
+        if fixed is None:
+            fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
+        user, skey, tl, short, no_reserve, pname, pmask, shape, min_nodes, test_only, okey, okey_test = fixed
+        if max_user and per_user.get(user, 0) >= max_user:
+            continue
         info = rec.part
-        req = pol.req(job)
-        if s.bf_max_job_user and per_user.get(req.user, 0) >= s.bf_max_job_user:
-            continue
-        if cy.limit_reason(job, info) is not None or cy.array_limit(job) is not None:
+        if limit_reason(job, info) is not None or array_limit(job) is not None:
             continue
         tested += 1
-        per_user[req.user] = per_user.get(req.user, 0) + 1
-        tl = pol.plan_limit(job, info)
-        # --time-min: planned with it, and a job started now gets it as its limit (22.05.8:
-        # comp_time_limit is time_min, and _reset_job_time_limit only lowers it, to no less)
-        short = job.wl.time_min
-        if short is not None:
-            short = float(math.ceil(short / 60) * 60)  # whole minutes, as --time
-            if short < tl:
-                tl = short
-            else:
-                short = None
-        # QOS flag NoReserve with preemption on: planned with one minute, started with its own
-        # limit, never given a reservation (its jobs are to be preempted when they are in the way)
-        no_reserve = req.qos in no_reserve_qos
-        if no_reserve:
-            tl, short = 60.0, None
-        pname = info.name
-        pmask = part_mask.get(pname)
-        if pmask is None:
-            pmask = 0
-            for n in info.node_set:
-                pmask |= 1 << n
-            part_mask[pname] = pmask
-        shape = shape_of.get(job.id)
-        if shape is None:
-            shape = shape_of[job.id] = shapes.setdefault(job.wl.pod_sets, len(shapes))
-        test_only = (s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve) or (
-            s.bf_min_age_reserve and now - cy.accrue.get(job.id, job.eligible) < s.bf_min_age_reserve)
-        # the kind: everything the loop reads of the record (``short`` only matters to a start)
-        okey = (shape, pname, tl, bool(test_only), bool(no_reserve), req.qos if preemption else None)
-        if okey in outcome:
-            kept = outcome[okey]
+        if max_user:  # only read for bf_max_job_user
+            per_user[user] = per_user.get(user, 0) + 1
+        if test_only:
+            okey = okey_test
+        elif min_age and now - cy.accrue.get(jid, job.eligible) < min_age:
+            test_only = True
+            okey = okey_test
+        kept = outcome.get(okey, unset)
+        if kept is not unset:
             if kept is not None:
-                planned[job.id] = kept
+                planned[jid] = kept
             continue
         kept = None
         mark = (len(space.resv), started, len(cy.preempting), len(cy.victims))
-        min_nodes = max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets)
         version = len(space.touched)
         walk = walks.get(okey)
         if walk is None:
@@ -509,53 +621,47 @@ def run(cy, records) -> None:
                 if later_start and not test_only:
                     continue
                 break
-            if avail == pmask:
-                usable = None
-            else:
-                ukey = (pname, avail)
-                usable = usable_of.get(ukey)
-                if usable is None:
-                    usable = usable_of[ukey] = frozenset(mask_nodes(avail))  # avail lies within pmask
+            # the usable nodes: ``avail`` (within the partition's nodes), None when all of them;
+            # as a set only where will-run or a preemption needs one
+            usable = unset
             # will_run's raw answer depends on the pod shapes, the partition and the usable
             # nodes only (free resources and running jobs are fixed until a job starts; the
             # window start only raises the estimate): a deep queue repeats the same few shapes,
             # so answers are shared between tries and jobs
-            memo_key = (shape, pname, usable)
+            memo_key = (shape, pname, avail)
             hit = memo.get(memo_key)
             if hit is None:
-                ekey = (pname, usable)
+                usable = _usable(avail, pmask, usable_of)
+                ekey = (pname, avail)
                 elig = eligible.get(ekey)
                 if elig is None:
-                    nodes = eligible_nodes(info.nodes, cy.free.nodes, usable)
-                    bits = 0
-                    for n in nodes:
-                        bits |= 1 << n
-                    elig = eligible[ekey] = (nodes, bits)
+                    elig = eligible[ekey] = _eligible(info, cy.free.nodes, usable, avail, ok_masks)
                 hit = will_run_raw(job.wl, info.nodes, usable, cy.free, ends, timeline,
                                    pol.epoch, now, timeline_of, elig)
                 memo[memo_key] = hit
             est, pl = hit
             by_preempting = False
-            if preemption and est != -math.inf:
+            if preemption and est != neg_inf:
                 # a job that may preempt: will-run removes the jobs it may preempt first
                 # (spec §2.4.3); "fits once they are gone" reads as now, and backfill starts
                 # the preemption
-                skey = (req.qos, pname)
-                if skey not in pre_states:
-                    pre_states[skey] = preempt.without_preemptable(cy, job, info, ends)
-                pre = pre_states[skey]
+                pre = pre_states.get(skey, unset)
+                if pre is unset:
+                    pre = pre_states[skey] = preempt.without_preemptable(cy, job, info, ends)
                 if pre is not None:
-                    pkey = (pre[0], shape, pname, usable)
+                    pkey = (pre[0], shape, pname, avail)
                     phit = pre_memo.get(pkey)
                     if phit is None:
+                        if usable is unset:
+                            usable = _usable(avail, pmask, usable_of)
                         tl_pre = pre_timelines.get(pre[0])
                         if tl_pre is None:
                             tl_pre = pre_timelines[pre[0]] = NodeTimeline(pre[1], pre[2])
                         phit = pre_memo[pkey] = will_run_raw(
                             job.wl, info.nodes, usable, pre[1], pre[2], tl_pre, pol.epoch, now,
-                            None, eligible.get((pname, usable)))
+                            None, eligible.get((pname, avail)))
                     est, pl = phit
-                    by_preempting = est == -math.inf
+                    by_preempting = est == neg_inf
             if est is None:
                 if later_start and not test_only:
                     continue
@@ -572,6 +678,8 @@ def run(cy, records) -> None:
                 # at once); with victims signalled it fails ("nodes busy") and the cycle reserves
                 # the will-run nodes for the preemptor from now (a real 22.05.8,
                 # docs/differential.md, finding 25)
+                if usable is unset:
+                    usable = _usable(avail, pmask, usable_of)
                 if preempt.try_preempt(cy, job, info, usable, VIA_BACKFILL):
                     cy.preempting.add(job.id)
                     pre_states.clear()  # the victims chosen are no candidates any more
@@ -606,10 +714,14 @@ def run(cy, records) -> None:
             if est > horizon:
                 planned[job.id] = kept = est  # beyond bf_window: no reservation
                 break
-            nodes = frozenset(p[0] for p in pl)
-            mask = 0
-            for n in nodes:
-                mask |= 1 << n
+            got = pl_nodes.get(id(pl))
+            if got is None or got[0] is not pl:
+                nodes = frozenset(p[0] for p in pl)
+                mask = 0
+                for n in nodes:
+                    mask |= 1 << n
+                got = pl_nodes[id(pl)] = (pl, nodes, mask)
+            nodes, mask = got[1], got[2]
             b, e = down(est), down(est + tl)
             if space.overlaps(mask, b, e):
                 if space.reach > read:
@@ -631,9 +743,49 @@ def run(cy, records) -> None:
         else:
             walks[okey] = (version, states, reads)
     pol.planned = planned
+    # Every change to the free resources or the running entries in this cycle went through
+    # ``cy.start``, after which ``memo`` and ``timeline`` were dropped: they describe the state
+    # the cycle ends with, which the next cycle may find again.
+    carry.memo, carry.timeline, carry.eligible = memo, timeline, eligible
+    carry.state = _state_of(cy)
     if pol.record:
         pol.plan_log[now] = dict(planned)
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
+
+
+def _usable(avail: int, pmask: int, usable_of: dict[int, frozenset]) -> frozenset | None:
+    """The usable nodes of a window as will-run takes them: None for all the partition's nodes
+    (``pmask``), else the set of ``avail``'s nodes (memoised: ``usable_of``)."""
+    if avail == pmask:
+        return None
+    usable = usable_of.get(avail)
+    if usable is None:
+        usable = usable_of[avail] = frozenset(mask_nodes(avail))
+    return usable
+
+
+def _eligible(info, nodes, usable: frozenset | None, avail: int, ok_masks: dict) -> tuple[list[int], int]:
+    """``eligible_nodes`` of the partition's nodes within ``usable`` (``avail``: its bit set,
+    a subset of the partition's nodes; ``usable`` None: all of them), and their bit set.
+
+    ``ok_masks`` (partition name -> (bit set of its up, undrained nodes, whether its node
+    list is in index order), per cycle) turns each call into an AND and a table lookup: a
+    cycle asks for many usable sets of one partition."""
+    got = ok_masks.get(info.name)
+    if got is None:
+        bits = 0
+        for n in eligible_nodes(info.nodes, nodes, None):
+            bits |= 1 << n
+        cand = info.nodes
+        got = ok_masks[info.name] = (bits, all(cand[k] < cand[k + 1] for k in range(len(cand) - 1)))
+    ok, ordered = got
+    bits = ok if usable is None else ok & avail
+    if ordered:
+        return mask_nodes(bits), bits
+    return [i for i in info.nodes if bits >> i & 1], bits
+
+
+_UNSET = object()
 
 
 def insert_end(ends: list, end: float, job_id: int, placement, free_at: float) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import bisect
 import math
+from functools import reduce
+from operator import and_
 
 
 #: per byte position and byte value: the node indices of its set bits (``bits``), for the first
@@ -132,18 +134,35 @@ class NodeSpace:
         begins, ends, avail = self.begins, self.ends, self.avail
         last = len(ends) - 1
         acc = nodes
-        later = 0.0
-        k = last
-        for k in range(bisect.bisect_right(ends, start_res), last + 1):
+        k = bisect.bisect_right(ends, start_res)
+        if k > last:  # the window starts after the map: nothing read but the last slot
+            self.reach = ends[last]
+            return acc, 0.0
+        # Until ``later`` is found each slot also tests its successor; from there on the
+        # slots up to the first one beginning after ``end_time`` only narrow ``acc``.
+        while k < last:
             a = avail[k]
-            if not later and k < last and (nodes & avail[k + 1]) & ~(acc & a):
+            if (nodes & avail[k + 1]) & ~(acc & a):
+                if begins[k] > end_time:
+                    self.reach = ends[k + 1]
+                    return acc, ends[k]
                 later = ends[k]
+                acc &= a
+                stop = bisect.bisect_right(begins, end_time, k + 1)  # first begin after end_time
+                acc = reduce(and_, avail[k + 1:stop], acc)  # slots k+1 .. stop-1 (≤ last)
+                # the last slot read: the one that stopped the walk, else the map's last
+                self.reach = ends[stop + 1] if stop < last else ends[last]
+                return acc, later
             if begins[k] > end_time:
-                break
+                self.reach = ends[k + 1]
+                return acc, 0.0
             acc &= a
-        # read up to slot k and (``later``'s test) its successor
-        self.reach = ends[k + 1 if k < last else k]
-        return acc, later
+            k += 1
+        # the last slot: no successor to free a node
+        if begins[k] <= end_time:
+            acc &= avail[k]
+        self.reach = ends[k]
+        return acc, 0.0
 
     def overlaps(self, nodes: int, start: float, end: float) -> bool:
         """Whether a slot overlapping ``(start, end)`` holds one of ``nodes``."""

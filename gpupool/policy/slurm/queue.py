@@ -2,6 +2,7 @@
 PriorityTier, priority, submit time, then job id (array job id, task id)."""
 from __future__ import annotations
 
+import bisect
 import weakref
 from operator import attrgetter
 
@@ -15,13 +16,18 @@ from gpupool.policy.dependencies import (
 
 
 class Record:
-    __slots__ = ("job", "key", "part", "prio")
+    """One (job, partition) entry of the queue. A job's records are handed out again at every
+    build while it waits (see ``_Static.recs``), so what a pass derives from a record alone
+    may ride on it: ``bf`` is the backfill cycle's (``backfill._record_fixed``)."""
+
+    __slots__ = ("bf", "job", "key", "part", "prio")
 
     def __init__(self, key, job, part, prio) -> None:
         self.key = key
         self.job = job
         self.part = part
         self.prio = prio
+        self.bf: tuple | None = None
 
 
 def dependency_time(job, jobs) -> float:
@@ -45,7 +51,7 @@ class _Static:
     run: the queue is rebuilt at every scheduler instant and a deep queue holds the same jobs
     for hours. ``parts`` is the partition table it was computed against."""
 
-    __slots__ = ("jobs", "parts", "recs", "states")
+    __slots__ = ("jobs", "last", "last_ids", "parts", "recs", "states")
 
     def __init__(self, parts) -> None:
         self.parts = parts
@@ -58,6 +64,11 @@ class _Static:
         #: record at each instant
         self.recs: dict[int, tuple] = {}
         self.states: tuple = ()
+        #: the last build's records in queue order, and the ids of their jobs: a build keeps
+        #: that order for the jobs whose records it takes over and inserts the others, instead
+        #: of sorting thousands of records at every instant (see ``_order``)
+        self.last: list[Record] = []
+        self.last_ids: set[int] = set()
 
 
 _STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # policy -> _Static
@@ -104,6 +115,7 @@ def build(cy) -> list[Record]:
     if states != st_all.states or len(cached) > 2 * len(pending) + 1024:
         if states != st_all.states:
             cached.clear()
+            st_all.last, st_all.last_ids = [], set()
         else:  # drop jobs no longer pending
             st_all.recs = cached = {jid: c for jid, c in cached.items() if jid in pending}
         st_all.states = states
@@ -113,17 +125,18 @@ def build(cy) -> list[Record]:
     verdicts = pol._verdict
     memo = pol.priority_memo(now)
     period = pol._prio_T if memo is not None else None
-    recs: list[Record] = []
-    extend = recs.extend
-    for job in pending.values():
+    fresh: list[Record] = []  # records made now
+    extend = fresh.extend
+    fresh_ids: list[int] = []
+    kept: dict[int, float] = {}  # job id -> accrue time, of every job with records now
+    for jid, job in pending.items():
         # A job with records at the last build and the same eligibility, submit time and
         # priority period gets them again: it passed every check below then, and none of them
         # can have changed (its verdict and workload are fixed, ``now`` only grows, jobs with
         # dependencies are never kept, and a partition state change clears the cache).
-        c = cached.get(job.id)
+        c = cached.get(jid)
         if c is not None and c[0] == job.eligible and c[1] == job.submit and (c[2] == period or c[4]):
-            accrue_of[job.id] = c[0]
-            extend(c[3])
+            kept[jid] = c[0]
             continue
         why = verdicts.get(job.id, _UNSET)
         if why is _UNSET:
@@ -167,9 +180,9 @@ def build(cy) -> list[Record]:
         if not usable_parts:
             cy.reason(job, bad or "PartitionConfig")
             continue
-        accrue_of[job.id] = accrue
+        kept[jid] = accrue
+        fresh_ids.append(jid)
         submit = job.submit
-        jid = job.id
         fixed = wl.priority is not None or memo is None
         mine = []
         for info in usable_parts:
@@ -180,8 +193,51 @@ def build(cy) -> list[Record]:
         extend(mine)
         if not wl.dependency:
             cached[jid] = (accrue, submit, period, mine, wl.priority is not None)
-    recs.sort(key=_KEY)
-    return recs
+    accrue_of.update(kept)
+    return _order(st_all, kept, fresh_ids, fresh)
+
+
+#: fewest new records for which a build sorts instead of inserting them one by one
+_SORT_FROM = 16
+
+
+def _order(st: _Static, kept: dict[int, float], fresh_ids: list[int], fresh: list[Record]) -> list[Record]:
+    """The queue in order: every record of the jobs in ``kept`` sorted by key, ties (records of
+    one job, in its partitions' order) in the order they were made, as one stable sort of all
+    of them gives.
+
+    A job whose records were taken over from the cache (in ``kept``, not in ``fresh_ids``) had
+    the same record objects at the last build, so when every such job was in the last build
+    its records stand there in order already: the last order minus the jobs gone, with the
+    new records (``fresh``) inserted, is the whole order. Keys are unique but within a job,
+    whose records are all new or all taken over, so no tie crosses the two groups."""
+    last, last_ids = st.last, st.last_ids
+    carried = kept.keys() - fresh_ids if fresh_ids else kept.keys()
+    if len(carried) == len(last_ids) and carried == last_ids:
+        recs = list(last)  # the common instant: no job left, none taken over anew
+    elif carried <= last_ids:
+        gone = last_ids - carried
+        recs = [r for r in last if r.job.id not in gone]
+        last_ids -= gone
+    else:
+        # a job taken over that the last build did not list (it left the queue and came back
+        # with its old submit and eligible times): sort the whole queue
+        recs = [r for jid in carried for r in st.recs[jid][3]]
+        recs.extend(fresh)
+        recs.sort(key=_KEY)
+        st.last, st.last_ids = recs, set(kept)
+        return list(recs)
+    if fresh:
+        if len(fresh) < _SORT_FROM:
+            insort = bisect.insort
+            for r in sorted(fresh, key=_KEY):  # stable: a job's records keep their order
+                insort(recs, r, key=_KEY)  # after any equal key, as a stable sort puts it
+        else:
+            recs.extend(fresh)
+            recs.sort(key=_KEY)  # a sorted run and a few more: a merge
+    last_ids.update(fresh_ids)  # now the jobs of ``kept``
+    st.last = recs
+    return list(recs)
 
 
 _KEY = attrgetter("key")
