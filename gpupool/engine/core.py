@@ -925,8 +925,11 @@ class Engine:
             ps = shapes[offset + k]
             if not ps.exclusive and mask.bit_count() != ps.gpus:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {mask.bit_count()} GPUs, asked {ps.gpus}")
-            if ps.gpu_type and self.nodes.gpu_type[node] not in (ps.gpu_type,):
-                raise InvariantViolation(f"job {job.id}: pod placed on GPU type {self.nodes.gpu_type[node]}, asked {ps.gpu_type}")
+            if ps.gpu_type and self.nodes.gpu_type[node] != ps.gpu_type:
+                typed = self.nodes.typed_mask(node, ps.gpu_type)
+                if typed is None or (mask & ~typed and not ps.exclusive):  # exclusive: every device
+                    raise InvariantViolation(f"job {job.id}: pod given GPUs {mask:#x} on {self.nodes.names[node]}, "
+                                             f"not all of the type it asked ({ps.gpu_type})")
         # One pod per node holds within each pod set; pods of different pod sets may share a node.
         allp = job.placement + tuple(placement)
         k = 0

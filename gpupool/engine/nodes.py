@@ -15,7 +15,7 @@ class NodeTable:
     __slots__ = (
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
-        "check", "owner", "shared_cpu", "share_n",
+        "check", "owner", "shared_cpu", "share_n", "type_mask",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -27,6 +27,9 @@ class NodeTable:
         self.mem_total = [n.memory_mib for n in nodes]
         self.full_mask = [_mask_of(n.gpus) for n in nodes]
         self.gpu_type = [n.gpu_type for n in nodes]
+        #: Devices per GPU type on nodes whose devices are of several types (whole GPUs beside
+        #: MIG slices, two models): type -> mask. Empty where ``gpu_type`` says it all.
+        self.type_mask: list[dict[str, int]] = [_type_masks(n.gpus) if n.gpu_type is None else {} for n in nodes]
         self.labels = [n.labels for n in nodes]
         self.weight = [n.weight for n in nodes]
         self.free_mask = list(self.full_mask)
@@ -48,6 +51,12 @@ class NodeTable:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def typed_mask(self, i: int, gpu_type: str) -> int | None:
+        """The devices of type ``gpu_type`` on node ``i`` (a mask), or None when it has none."""
+        if self.gpu_type[i] == gpu_type:
+            return self.full_mask[i]
+        return self.type_mask[i].get(gpu_type)
 
     def schedulable(self, i: int) -> bool:
         return self.up[i] and not self.drain[i]
@@ -168,6 +177,14 @@ class NodeTable:
     def all_free(self) -> bool:
         return (self.free_mask == self.full_mask and self.free_cpu == self.cpu_total
                 and self.free_mem == self.mem_total and not any(self.shared_cpu))
+
+
+def _type_masks(gpus) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for gpu in gpus:
+        if gpu.type:
+            out[gpu.type] = out.get(gpu.type, 0) | 1 << gpu.index
+    return out
 
 
 def _mask_of(gpus) -> int:

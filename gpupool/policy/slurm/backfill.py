@@ -197,7 +197,11 @@ class NodeTimeline:
         free = self.base
         nodes = free.nodes
         if ps.gpu_type and nodes.gpu_type[n] != ps.gpu_type:
-            return None
+            typed = nodes.typed_mask(n, ps.gpu_type)
+            if typed is None:
+                return None
+            if not ps.exclusive:
+                return self._first_typed_fit(n, ps, typed)
         cpu0, mem0 = free.cpu[n], free.mem[n]
         need_mem = ps.memory_mib
         if ps.exclusive:
@@ -222,6 +226,24 @@ class NodeTimeline:
             return ks[first_true(0, len(ks) - 1, at)]
         j = _first_enough(self.gpus[n], cpu, mem, g, cm, need_mem)
         return None if j is None else ks[j]
+
+    def _first_typed_fit(self, n: int, ps, typed: int) -> int | None:
+        """``first_fit`` for a request naming a GPU type on a node of several types: the free
+        devices of that type are counted in the node's free masks."""
+        free = self.base
+        g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_mib
+        if (free.mask[n] & typed).bit_count() >= g and free.cpu[n] >= cm and free.mem[n] >= need_mem:
+            return 0
+        ks = self.ks.get(n)
+        if not ks:
+            return None
+        cpu, mem, mask = self.cpu[n], self.mem[n], self.mask[n]
+
+        def at(j):
+            return (mask[j] & typed).bit_count() >= g and cpu[j] >= cm and mem[j] >= need_mem
+        if not at(len(ks) - 1):
+            return None
+        return ks[first_true(0, len(ks) - 1, at)]
 
 
 #: select/cons_tres will-run (22.05 ``_will_run_test``): running jobs are freed in batches
@@ -531,6 +553,7 @@ def run(cy, records) -> None:
     shape_of, shapes = _shapes(pol)
     neg_inf = -math.inf
     max_test, max_start, max_user = s.bf_max_job_test, s.bf_max_job_start, s.bf_max_job_user
+    max_array_resv = s.bf_max_job_array_resv
     min_age = s.bf_min_age_reserve
 
     def timeline_of() -> NodeTimeline:
@@ -563,6 +586,14 @@ def run(cy, records) -> None:
     #: not reused within the cycle)
     pl_nodes: dict[int, tuple] = {}
     #: QOS with the flag NoReserve, which counts only with a PreemptMode (slurmctld's preempt_mode)
+    #: partitions whose jobs share CPUs without gang (``SlurmPolicy.cpu_share_parts``)
+    share_parts = pol.cpu_share_parts
+    #: array job id -> its tasks given a reservation in this cycle (bf_max_job_array_resv: a
+    #: pending array is one queue record, and 22.05 tests its next task only while fewer
+    #: than that many got one)
+    array_resv: dict[int, int] = {}
+    map_full = False  # the map reached bf_node_space_size records: the cycle ends
+    map_size = s.bf_node_space_size
     no_reserve_qos = frozenset(name for name, q in pol.qos.items() if any(f.lower() == "noreserve" for f in q.flags)
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
     unset = _UNSET
@@ -573,9 +604,13 @@ def run(cy, records) -> None:
         jid = job.id
         if jid in in_started or jid in in_skip or jid in in_preempting:
             continue
-        if max_test and tested >= max_test:
+        if map_full or (max_test and tested >= max_test):
             break
         if max_start and started >= max_start:
+            break
+        arr = job.wl.array_job_id
+        if arr is not None and array_resv.get(arr, 0) >= max_array_resv:
+            continue
             break
         fixed = rec.bf
         if fixed is None:
@@ -662,6 +697,20 @@ def run(cy, records) -> None:
                             None, eligible.get((pname, avail)))
                     est, pl = phit
                     by_preempting = est == neg_inf
+            if (est is None or est > now) and start_res <= now and pname in share_parts:
+                # OverSubscribe without gang: will-run may also place the job in a
+                # co-allocation row of its partition, on nodes no reservation claims for its
+                # whole limit; it then starts at once beside the jobs holding those CPUs
+                if usable is unset:
+                    usable = _usable(avail, pmask, usable_of)
+                if cy.try_coallocate(job, info, usable, VIA_BACKFILL):
+                    timeline = None
+                    memo.clear()
+                    pre_states.clear()
+                    pre_memo.clear()
+                    pre_timelines.clear()
+                    started += 1
+                    break
             if est is None:
                 if later_start and not test_only:
                     continue
@@ -692,7 +741,12 @@ def run(cy, records) -> None:
                         break
                 planned[job.id] = kept = now
                 if not no_reserve:
+                    if space.records >= map_size:
+                        map_full = True
+                        break
                     space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
+                    if arr is not None:
+                        array_resv[arr] = array_resv.get(arr, 0) + 1
                 break
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
@@ -731,7 +785,13 @@ def run(cy, records) -> None:
             planned[job.id] = kept = est
             if no_reserve:
                 break
+            if space.records >= map_size:
+                # slurmctld's "table size limit reached": the job keeps its plan, the cycle ends
+                map_full = True
+                break
             space.add(b, e, nodes, job.id, res)
+            if arr is not None:
+                array_resv[arr] = array_resv.get(arr, 0) + 1
             break
         after = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         if after == mark:
@@ -749,6 +809,8 @@ def run(cy, records) -> None:
     carry.memo, carry.timeline, carry.eligible = memo, timeline, eligible
     carry.state = _state_of(cy)
     if pol.record:
+        if map_full:
+            pol.bf_full_log[now] = True
         pol.plan_log[now] = dict(planned)
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
 

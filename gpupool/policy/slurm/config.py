@@ -25,6 +25,15 @@ def _int(value, default: int) -> int:
         raise GpupoolError(f"SchedulerParameters: expected a whole number, got {value!r}") from None
 
 
+def _bounded(sp: dict, key: str, default: int, low: int, high: int) -> int:
+    """An integer SchedulerParameters value within slurmctld's accepted range (slurmctld logs
+    "Invalid SchedulerParameters" and falls back to the default; gpupool says so)."""
+    value = _int(sp.get(key), default)
+    if not low <= value <= high:
+        raise GpupoolError(f"SchedulerParameters {key}={value}: expected {low} to {high}")
+    return value
+
+
 @dataclass(slots=True)
 class PartInfo:
     """One partition as the scheduler sees it (node indices in NodeTable order)."""
@@ -59,6 +68,9 @@ class Settings:
     bf_window: int = 1440 * 60
     bf_resolution: int = 60
     bf_max_job_test: int = 500
+    #: records the backfill map may hold (slurmctld 22.05: bf_max_job_test unless set)
+    bf_node_space_size: int = 500
+    bf_max_job_array_resv: int = 20
     bf_max_job_user: int = 0
     bf_max_job_start: int = 0
     bf_continue: bool = False
@@ -121,6 +133,8 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.bf_window = _int(sp.get("bf_window"), 1440) * 60
     s.bf_resolution = max(1, _int(sp.get("bf_resolution"), 60))
     s.bf_max_job_test = _int(sp.get("bf_max_job_test"), 500)
+    s.bf_node_space_size = _bounded(sp, "bf_node_space_size", s.bf_max_job_test, 2, 2_000_000)
+    s.bf_max_job_array_resv = _bounded(sp, "bf_max_job_array_resv", 20, 0, 1000)
     s.bf_max_job_user = _int(sp.get("bf_max_job_user"), 0)
     s.bf_max_job_start = _int(sp.get("bf_max_job_start"), 0)
     s.bf_continue = bool(sp.get("bf_continue", False))

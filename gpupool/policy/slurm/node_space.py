@@ -55,7 +55,7 @@ def bits(mask: int) -> list[int]:
 
 
 class NodeSpace:
-    __slots__ = ("avail", "begins", "ends", "reach", "resv", "touched")
+    __slots__ = ("avail", "begins", "ends", "reach", "records", "resv", "touched")
 
     def __init__(self, begin: float, end: float, nodes: int) -> None:
         self.begins: list[float] = [begin]
@@ -63,6 +63,9 @@ class NodeSpace:
         self.avail: list[int] = [nodes]
         #: (begin, end, nodes, job id) of every reservation, for records and reports
         self.resv: list[tuple[float, float, frozenset, int]] = []
+        #: records slurmctld's map has used: one to start with, one more per split; a merge
+        #: does not give one back (bf_node_space_size counts these)
+        self.records = 1
         #: per ``add``, in order: the begin of the first slot it may have changed (inf: none)
         self.touched: list[float] = []
         #: the end of the last slot the latest ``window`` or ``overlaps`` call read
@@ -76,6 +79,7 @@ class NodeSpace:
 
     def _split(self, k: int, at: float) -> None:
         """Slot ``k`` ends at ``at``; a copy of it takes over from there."""
+        self.records += 1
         self.begins.insert(k + 1, at)
         self.ends.insert(k + 1, self.ends[k])
         self.avail.insert(k + 1, self.avail[k])

@@ -413,6 +413,8 @@ class SlurmPolicy:
         self.planned: dict[int, float] = {}
         self.plan_log: dict[float, dict] = {}
         self.resv_log: dict[float, list] = {}
+        #: backfill cycles (instant -> True) that stopped at bf_node_space_size map records
+        self.bf_full_log: dict[float, bool] = {}
         self.reason_log: list[tuple[float, int, str]] = []
         #: Start times reported from outside for jobs the engine started a moment later (a
         #: replay adopting real Slurm's decisions, ``adopt_start``): slurmctld counts a job's

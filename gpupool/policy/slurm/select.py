@@ -4,7 +4,7 @@ Node choice: nodes grouped by Weight (lowest first); a one-node request takes th
 the fewest available CPUs that still fits (ties: lowest index) inside the tightest run of
 consecutive fitting nodes; a multi-node request takes
 runs of consecutive usable nodes, the tightest sufficient run first. GPUs: the lowest free
-device indices. ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
+device indices (of the type asked, when a request names one; any type otherwise). ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
 GRES are never shared.
 """
 from __future__ import annotations
@@ -48,11 +48,25 @@ class Free:
             self.mem[node] += mem
 
 
+def typed_free(free: Free, i: int, gpu_type: str) -> int | None:
+    """The free devices of type ``gpu_type`` on node ``i`` (a mask), or None when the node has
+    no such device. A request naming a type gets only devices of that type, lowest free index
+    first; one naming none takes any type (a real 22.05.8 on a node of two types)."""
+    typed = free.nodes.typed_mask(i, gpu_type)
+    return None if typed is None else free.mask[i] & typed
+
+
 def pod_fits(free: Free, i: int, ps) -> tuple | None:
     """The pod placement of pod shape ``ps`` on node ``i`` now, or None."""
     nodes = free.nodes
     if ps.gpu_type and nodes.gpu_type[i] != ps.gpu_type:
-        return None
+        avail = typed_free(free, i, ps.gpu_type)
+        if avail is None:
+            return None
+        if not ps.exclusive:
+            if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
+                return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
+            return None
     if ps.exclusive:
         if free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib:
             return (i, free.mask[i], free.cpu[i], ps.memory_mib)
@@ -131,7 +145,11 @@ def fits_now(free: Free, i: int, ps) -> bool:
     """Whether one pod of ``ps`` fits on node ``i`` now (``pod_fits`` without building it)."""
     nodes = free.nodes
     if ps.gpu_type and nodes.gpu_type[i] != ps.gpu_type:
-        return False
+        avail = typed_free(free, i, ps.gpu_type)
+        if avail is None:
+            return False
+        if not ps.exclusive:
+            return avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
     if ps.exclusive:
         return free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib
     return free.gpus[i] >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
@@ -149,11 +167,15 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
     if ps.exclusive:
         ct, fm, fmask = nodes.cpu_total, nodes.full_mask, free.mask
         return [i for i in pool
-                if (not gt or ntype[i] == gt) and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem]
+                if (not gt or ntype[i] == gt or gt in nodes.type_mask[i])
+                and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
-    return [i for i in pool if ntype[i] == gt and fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
+    tmask, fmask = nodes.type_mask, free.mask
+    return [i for i in pool
+            if (fg[i] >= g if ntype[i] == gt else (fmask[i] & tmask[i].get(gt, 0)).bit_count() >= g)
+            and fcpu[i] >= cm and fmem[i] >= need_mem]
 
 
 def _runs(indices) -> list[list[int]]:
