@@ -125,14 +125,10 @@ class NodeTable:
         (jobs running at once on the same CPUs). Which CPUs overlap is the policy's business;
         with ``check`` on, prove the weakest bound any overlap must meet: per group at least
         1/n of its CPUs are held, and together with unshared jobs that fits the node."""
-        free_mask, free_gpus, free_mem, shared = self.free_mask, self.free_gpus, self.free_mem, self.shared_cpu
+        self.allocate_held(placement)
         self.share_n[group] = n
-        for node, mask, cpu, mem in placement:
-            if self.check:
-                self._check_take(node, mask, 0, mem)
-            free_mask[node] &= ~mask
-            free_gpus[node] -= mask.bit_count()
-            free_mem[node] -= mem
+        shared = self.shared_cpu
+        for node, _mask, cpu, _mem in placement:
             sums = shared[node]
             sums[group] = sums.get(group, 0) + cpu
             if self.check and self.shared_floor(node) > self.free_cpu[node]:
@@ -142,13 +138,9 @@ class NodeTable:
 
     def release_shared(self, placement, group: str) -> None:
         """Give back what ``allocate_shared`` took."""
-        free_mask, free_gpus, free_mem, shared = self.free_mask, self.free_gpus, self.free_mem, self.shared_cpu
-        for node, mask, cpu, mem in placement:
-            if self.check and free_mask[node] & mask:
-                raise InvariantViolation(f"node {self.names[node]}: released GPUs {mask:#x} were not allocated")
-            free_mask[node] |= mask
-            free_gpus[node] += mask.bit_count()
-            free_mem[node] += mem
+        self.release_held(placement)
+        shared = self.shared_cpu
+        for node, _mask, cpu, _mem in placement:
             sums = shared[node]
             left = sums[group] - cpu
             if left:

@@ -28,14 +28,9 @@ from gpupool.policy.slurm import backfill, queue
 from gpupool.policy.slurm.node_space import NodeSpace, bits
 from gpupool.workload.sources import load_workload
 
-ROOT = Path(__file__).resolve().parents[2]
-NODES = 6
-ALL = (1 << NODES) - 1
-RES = 60.0
-END = 20_000.0
+from tests.unit.test_slurm_speed_nodespace import ALL, END, RES, _resv  # the same maps
 
-_resv = st.tuples(st.integers(-600, 21_000).map(float), st.integers(1, 8_000).map(float),
-                  st.integers(1, ALL))
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _window_by_slot(space: NodeSpace, start_res: float, end_time: float, nodes: int) -> tuple[int, float, float]:

@@ -566,6 +566,29 @@ def run(cy, records) -> None:
     pre_states: dict[tuple, tuple | None] = {}
     pre_memo: dict[tuple, tuple] = {}
     pre_timelines: dict[tuple, NodeTimeline] = {}  # one per set of victims
+
+    def forget_answers() -> None:
+        """A job started: the free resources and the running entries changed, so will-run
+        answers, the timeline and the preemptors' states are stale."""
+        nonlocal timeline
+        timeline = None
+        memo.clear()
+        pre_states.clear()
+        pre_memo.clear()
+        pre_timelines.clear()
+
+    def reserve(b: float, e: float, nodes: frozenset, jid: int, arr: int | None) -> bool:
+        """Reserve ``nodes`` over ``[b, e)`` for job ``jid`` (of array ``arr``); False, and the
+        cycle ends, when the map already holds bf_node_space_size records (slurmctld's "table
+        size limit reached": the job keeps its plan without the reservation)."""
+        nonlocal map_full
+        if space.records >= map_size:
+            map_full = True
+            return False
+        space.add(b, e, nodes, jid, res)
+        if arr is not None:
+            array_resv[arr] = array_resv.get(arr, 0) + 1
+        return True
     preemption = s.preemption
     #: record kind -> what the TRY_LATER loop gave the last record of that kind when it changed
     #: nothing (no start, reservation or preemption): no plan (None) or a planned start
@@ -704,11 +727,7 @@ def run(cy, records) -> None:
                 if usable is unset:
                     usable = _usable(avail, pmask, usable_of)
                 if cy.try_coallocate(job, info, usable, VIA_BACKFILL):
-                    timeline = None
-                    memo.clear()
-                    pre_states.clear()
-                    pre_memo.clear()
-                    pre_timelines.clear()
+                    forget_answers()
                     started += 1
                     break
             if est is None:
@@ -741,20 +760,11 @@ def run(cy, records) -> None:
                         break
                 planned[job.id] = kept = now
                 if not no_reserve:
-                    if space.records >= map_size:
-                        map_full = True
-                        break
-                    space.add(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, res)
-                    if arr is not None:
-                        array_resv[arr] = array_resv.get(arr, 0) + 1
+                    reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                 break
             if est <= now:
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
-                timeline = None  # free resources and ends changed
-                memo.clear()
-                pre_states.clear()
-                pre_memo.clear()
-                pre_timelines.clear()
+                forget_answers()
                 started += 1
                 # no map entry: a job backfill starts is seen through the free resources and
                 # its limit end, like any running job; a real 22.05 starts several jobs on one
@@ -783,15 +793,8 @@ def run(cy, records) -> None:
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
             planned[job.id] = kept = est
-            if no_reserve:
-                break
-            if space.records >= map_size:
-                # slurmctld's "table size limit reached": the job keeps its plan, the cycle ends
-                map_full = True
-                break
-            space.add(b, e, nodes, job.id, res)
-            if arr is not None:
-                array_resv[arr] = array_resv.get(arr, 0) + 1
+            if not no_reserve:
+                reserve(b, e, nodes, job.id, arr)
             break
         after = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         if after == mark:
