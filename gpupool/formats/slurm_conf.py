@@ -73,6 +73,16 @@ _ENUMS: dict[str, set[str]] = {
     "PriorityUsageResetPeriod": {"NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY"},
 }
 
+#: SchedulerParameters options the Slurm policy acts on (``policy/slurm/config.load_settings``);
+#: any other option is kept and listed as not modelled (``SchedulerParameters=OPTION``), as
+#: slurmctld itself does not refuse options it does not know.
+MODELLED_SCHEDULER_PARAMETERS = frozenset({
+    "sched_interval", "default_queue_depth", "assoc_limit_stop", "kill_invalid_depend",
+    "bf_interval", "bf_window", "bf_resolution", "bf_max_job_test", "bf_node_space_size",
+    "bf_max_job_array_resv", "bf_max_job_user", "bf_max_job_start", "bf_continue",
+    "bf_min_prio_reserve", "bf_min_age_reserve",
+})
+
 #: Global keys gpupool acts on, with their kind (see the module docstring for the typing).
 MODELLED_KEYS: dict[str, str] = {
     "ClusterName": "str",
@@ -652,6 +662,9 @@ class _Loader:
             self.gres_types_line = line
         elif canon == "SchedulerParameters":
             self.config.scheduler_parameters = dict(typed)  # type: ignore[call-overload]
+            for option in typed:  # type: ignore[union-attr]
+                if option.lower() not in MODELLED_SCHEDULER_PARAMETERS:
+                    self.note(line, f"SchedulerParameters={option}")
 
     # -- records without a model object ---------------------------------------------------
     def record_line(self, line: _Line, pairs: list[tuple[str, str]], kind: str, allowed: tuple[str, ...]) -> None:

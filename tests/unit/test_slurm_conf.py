@@ -455,3 +455,24 @@ def test_parse_render_parse_is_stable(text: str) -> None:
         second = load_slurm_conf(write(Path(tmp), rendered, "b.conf"))
         assert model_of(second) == model_of(first)
         assert render_slurm_conf(second.config, second.nodes) == rendered
+
+
+def test_scheduler_parameters_not_modelled_are_listed(tmp_path: Path) -> None:
+    """Options the Slurm policy does not act on are kept and named (``validate`` lists them),
+    never dropped in silence; the ones it reads are not."""
+    result = load_text(tmp_path, "SchedulerParameters=bf_window=4320,bf_busy_nodes,batch_sched_delay=3,"
+                                 "bf_max_job_array_resv=5\n")
+    assert result.config.scheduler_parameters["bf_busy_nodes"] is True
+    assert sorted(key for _, key in result.not_modelled) == [
+        "SchedulerParameters=batch_sched_delay", "SchedulerParameters=bf_busy_nodes"]
+
+
+def test_every_scheduler_parameter_the_policy_reads_is_listed_as_modelled() -> None:
+    import re
+
+    from gpupool.formats.slurm_conf import MODELLED_SCHEDULER_PARAMETERS
+    from gpupool.policy.slurm import config
+
+    source = Path(config.__file__).read_text()
+    read = set(re.findall(r'sp\.get\("(\w+)"', source)) | set(re.findall(r'_bounded\(sp, "(\w+)"', source))
+    assert read and read == set(MODELLED_SCHEDULER_PARAMETERS)
