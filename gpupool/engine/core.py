@@ -389,11 +389,13 @@ class Engine:
         return job
 
     def adopt(self, wl: Workload, placement: tuple, *, started: float, submitted: float,
-              time_limit: float | None = None, partition: str | None = None, requeues: int = 0) -> Job:
+              time_limit: float | None = None, partition: str | None = None, requeues: int = 0,
+              cpu_share: int = 1) -> Job:
         """Register ``wl`` as already running on ``placement`` since ``started`` (a live daemon
         restarting finds its processes still alive). The placement is taken at once, before any
         policy pass, so nobody else can be given those devices; the executor's ``launch`` is
-        called as for any start and must re-attach to the process, not spawn one."""
+        called as for any start and must re-attach to the process, not spawn one. ``cpu_share``:
+        as ``Start.cpu_share`` (the policy's ``cpu_share_of`` for a job sharing CPUs)."""
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
         job = Job(wl)
@@ -402,7 +404,8 @@ class Engine:
         job.requeues = requeues
         self.jobs[wl.id] = job
         self.pending[wl.id] = job
-        self._start(Start(wl.id, placement, time_limit=time_limit, partition=partition, via="adopted"), self.now)
+        self._start(Start(wl.id, placement, time_limit=time_limit, partition=partition, via="adopted",
+                          cpu_share=cpu_share), self.now)
         # The process began before this engine existed: its run segment starts then.
         job.start = job.first_start = job.admitted_at = started
         return job

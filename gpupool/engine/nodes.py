@@ -109,9 +109,10 @@ class NodeTable:
         never used by two running jobs at once)."""
         free_cpu = self.free_cpu
         for node, _mask, cpu, _mem in placement:
-            if self.check and cpu > free_cpu[node]:
+            if self.check and cpu > free_cpu[node] - self.shared_floor(node):
                 raise InvariantViolation(
-                    f"node {self.names[node]}: resumed job needs {cpu}m CPU, only {free_cpu[node]}m free")
+                    f"node {self.names[node]}: resumed job needs {cpu}m CPU, only "
+                    f"{free_cpu[node] - self.shared_floor(node)}m free")
             free_cpu[node] -= cpu
 
     def give_cpu(self, placement) -> None:
@@ -126,6 +127,8 @@ class NodeTable:
         with ``check`` on, prove the weakest bound any overlap must meet: per group at least
         1/n of its CPUs are held, and together with unshared jobs that fits the node."""
         self.allocate_held(placement)
+        if self.check and self.share_n.get(group, n) != n:
+            raise InvariantViolation(f"CPU-sharing group {group!r}: {n} ways now, {self.share_n[group]} before")
         self.share_n[group] = n
         shared = self.shared_cpu
         for node, _mask, cpu, _mem in placement:

@@ -634,9 +634,11 @@ class Daemon:
             self.executor.adopt(row["job_id"], pid, started - self.epoch,
                                 self.spool / str(row["job_id"]) / f"rc.{int(row['requeues'] or 0)}")
             self._open[row["job_id"]] = (started, [i for p in placement for i in mask_indices(p[1])])
+            part = row["partition"] or None
+            share = self.policy.cpu_share_of(wl, part) if slurm else 1  # co-allocated CPUs stay shared
             job = adopt_running(self.engine, wl, placement, started=started - self.epoch,
                                 submitted=row["submit"] - self.epoch, time_limit=row["time_limit"],
-                                partition=row["partition"] or None, requeues=int(row["requeues"] or 0))
+                                partition=part, requeues=int(row["requeues"] or 0), cpu_share=share)
             if slurm:
                 fairshare.adopt(self.policy, job, placement, started - self.epoch)
             counts["adopted"] += 1

@@ -96,3 +96,23 @@ def test_a_full_map_still_plans_the_job_that_found_it_full(tmp_path):
     assert plans[ids["B"]] == 1200.0 and plans[ids["C"]] == 1800.0
     assert ids["D"] not in plans
     assert [r[0] for r in pol.resv_log[30.0]] == [ids["A"], ids["B"]]
+
+
+def test_settings_follow_slurmctld_reading_of_the_options():
+    """The map size defaults to bf_max_job_test unchecked (slurmctld derives it so, even from
+    bf_max_job_test=1); options are found whatever their case; a value given out of range is
+    refused with the range."""
+    from gpupool.errors import GpupoolError
+    from gpupool.model.slurm import SlurmConfig
+    from gpupool.policy.slurm.config import load_settings
+
+    def settings(**sp):
+        cfg = SlurmConfig(cluster_name="c")
+        cfg.scheduler_parameters = dict(sp)
+        return load_settings(cfg)
+
+    assert settings(bf_max_job_test="1").bf_node_space_size == 1
+    assert settings(BF_INTERVAL="60", Bf_Max_Job_Array_Resv="3").bf_interval == 60
+    assert settings(BF_INTERVAL="60", Bf_Max_Job_Array_Resv="3").bf_max_job_array_resv == 3
+    with pytest.raises(GpupoolError, match="bf_node_space_size=1: expected 2 to 2000000"):
+        settings(bf_node_space_size="1")

@@ -11,7 +11,7 @@ from gpupool.conformance.slurm_cases import build_pool, build_workloads
 from gpupool.engine.core import Engine
 from gpupool.engine.decisions import Resume, Start, Suspend
 from gpupool.errors import InvariantViolation
-from gpupool.policy.slurm import gang
+from gpupool.policy.slurm import gang, sharing
 
 from tests.unit.test_engine_suspend import Script, make_pool, wl
 
@@ -67,9 +67,50 @@ def test_a_sharing_job_keeps_its_cpus_while_suspended_and_releases_everything_at
 
 def test_releases_follow_the_fullest_row():
     # rows: [1: 8, 3: 8] and [2: 16] on one 16-CPU node; ending 1, then 2, then 3
-    jobs = [(1, {0: 8}), (2, {0: 16}), (3, {0: 8})]
-    assert gang.releases_in_end_order(jobs, [1, 2, 3], [16]) == {1: {0: 0}, 2: {0: 8}, 3: {0: 8}}
-    assert gang.releases_in_end_order(jobs, [2, 1, 3], [16]) == {2: {0: 0}, 1: {0: 8}, 3: {0: 8}}
+    rows = [{0: 16}, {0: 16}]
+    jobs = {1: ({0: 8}, {0: 0}), 2: ({0: 16}, {0: 1}), 3: ({0: 8}, {0: 0})}
+    assert sharing.releases_in_end_order(rows, jobs, [1, 2, 3]) == {1: {0: 0}, 2: {0: 8}, 3: {0: 8}}
+    assert sharing.releases_in_end_order(rows, jobs, [2, 1, 3]) == {2: {0: 0}, 1: {0: 8}, 3: {0: 8}}
+    assert rows == [{0: 16}, {0: 16}]  # the caller's rows are left as they were
+
+
+def _two_partitions(share: str, jobs: list[tuple], nodes: str = "n1") -> dict:
+    """Jobs (id, CPUs, partition s|x|t, submit, run_s, asks --oversubscribe) on 8-CPU nodes; s
+    shares (``share``), t shares FORCE:2 too, x does not. Returns id -> (start, end)."""
+    case = {"id": "r", "config": {"PriorityType": "fixed", "SchedulerParameters": {"bf_interval": 30}},
+            "cluster": {"nodes": [{"name": nodes, "cpus": 8, "gpus": 4}],
+                        "partitions": [{"name": "s", "nodes": nodes, "oversubscribe": share},
+                                       {"name": "t", "nodes": nodes, "oversubscribe": "FORCE:2"},
+                                       {"name": "x", "nodes": nodes}]},
+            "jobs": [{"id": i, "submit": at, "cpus": c, "nodes": 1, "run_s": run, "time_limit_min": 20,
+                      "partition": part, "oversubscribe": ask, "priority": 1000 - i}
+                     for i, c, part, at, run, ask in jobs]}
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    out = Engine(pool, wls, make_slurm(pool), check=True).run()
+    return {j.id: (j.start, j.end) for j in out.jobs}
+
+
+def test_rows_are_kept_so_idle_cpus_stay_idle():
+    """Jobs 1 and 3 share CPUs; when job 2 (another partition) ends, its CPUs are idle again:
+    job 4 starts on them at once (packing the rows again by count would put 1 and 3 into one
+    row and hold their CPUs twice)."""
+    got = _two_partitions("FORCE:2", [(1, 4, "s", 0, 600, False), (2, 4, "x", 0, 50, False),
+                                      (3, 4, "s", 0, 600, False), (4, 4, "x", 100, 600, False)])
+    assert got[4][0] == 100.0
+    # the same with the other side sharing too (two sharing partitions on one node)
+    got = _two_partitions("FORCE:2", [(1, 4, "s", 0, 600, False), (2, 4, "t", 0, 600, False),
+                                      (3, 4, "s", 0, 600, False), (4, 4, "t", 100, 600, False)])
+    assert got[4][0] == 100.0
+
+
+@pytest.mark.parametrize("share,ask", [("FORCE:2", False), ("YES:2", True)])
+def test_a_job_on_idle_cpus_takes_them_all(share, ask):
+    """4 and 6 CPUs share the node's first 6; job 3 takes the 2 idle ones (in YES it did not
+    ask, so they are its own), and job 4 of the unshared partition waits for the node."""
+    got = _two_partitions(share, [(1, 4, "s", 0, 600, ask), (2, 6, "s", 0, 600, ask), (3, 2, "s", 0, 600, False),
+                                  (4, 2, "x", 0, 600, False)])
+    assert got[3][0] == 0.0 and got[4][0] == 600.0
 
 
 _jobs_st = st.lists(
@@ -129,3 +170,42 @@ def make_slurm(pool):
     from gpupool.engine.policy_api import make_policy
 
     return make_policy("slurm", pool, {})
+
+
+def test_adopted_jobs_keep_sharing_their_cpus():
+    """A live daemon restarting (or a replay) re-adopts two jobs co-allocated on all 8 CPUs of a
+    FORCE:2 node: with the policy's ``cpu_share_of`` they share again; counted whole they would
+    not fit."""
+    case = {"id": "r", "config": {"PriorityType": "fixed"},
+            "cluster": {"nodes": [{"name": "n1", "cpus": 8, "gpus": 4}],
+                        "partitions": [{"name": "s", "nodes": "n1", "oversubscribe": "FORCE:2"},
+                                       {"name": "y", "nodes": "n1", "oversubscribe": "YES:2"}]},
+            "jobs": [{"id": i, "submit": 0, "cpus": 8, "nodes": 1, "run_s": 600, "time_limit_min": 20,
+                      "partition": "s"} for i in (1, 2)]}
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    eng = Engine(pool, [], make_slurm(pool), check=True)
+    for wl in wls:  # FORCE:2: cpu_share_of gives 2 (next test)
+        eng.adopt(wl, ((0, 0, 8000, 100),), started=0.0, submitted=0.0, partition="s", cpu_share=2)
+    assert eng.nodes.shared_cpu[0] == {"s": 16000} and eng.nodes.free_cpu[0] == 8000
+    with pytest.raises(InvariantViolation, match="exceeds capacity"):
+        Engine(pool, [], make_slurm(pool), check=True).adopt(wls[0], ((0, 0, 9000, 100),), started=0.0,
+                                                            submitted=0.0, partition="s")
+
+
+def test_cpu_share_of_follows_the_partition_and_the_flag():
+    """FORCE:N shares every job; YES:N only one that asks; another partition none."""
+    case = {"id": "r", "config": {"PriorityType": "fixed"},
+            "cluster": {"nodes": [{"name": "n1", "cpus": 8, "gpus": 4}],
+                        "partitions": [{"name": "s", "nodes": "n1", "oversubscribe": "FORCE:3"},
+                                       {"name": "y", "nodes": "n1", "oversubscribe": "YES:2"},
+                                       {"name": "x", "nodes": "n1"}]},
+            "jobs": [{"id": 1, "submit": 0, "cpus": 1, "run_s": 60, "partition": "s"},
+                     {"id": 2, "submit": 0, "cpus": 1, "run_s": 60, "partition": "y", "oversubscribe": True}]}
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    pol = make_slurm(pool)
+    Engine(pool, wls, pol, check=True).run()  # sets the policy up on the pool's nodes
+    asks, plain = wls[1], wls[0]
+    assert pol.cpu_share_of(plain, "s") == 3 and pol.cpu_share_of(plain, "x") == 1
+    assert pol.cpu_share_of(asks, "y") == 2 and pol.cpu_share_of(plain, "y") == 1

@@ -553,7 +553,7 @@ def run(cy, records) -> None:
     shape_of, shapes = _shapes(pol)
     neg_inf = -math.inf
     max_test, max_start, max_user = s.bf_max_job_test, s.bf_max_job_start, s.bf_max_job_user
-    max_array_resv = s.bf_max_job_array_resv
+    max_array_resv = max(1, s.bf_max_job_array_resv)  # an array's first task is always tested
     min_age = s.bf_min_age_reserve
 
     def timeline_of() -> NodeTimeline:
@@ -634,7 +634,6 @@ def run(cy, records) -> None:
         arr = job.wl.array_job_id
         if arr is not None and array_resv.get(arr, 0) >= max_array_resv:
             continue
-            break
         fixed = rec.bf
         if fixed is None:
             fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
@@ -726,7 +725,10 @@ def run(cy, records) -> None:
                 # whole limit; it then starts at once beside the jobs holding those CPUs
                 if usable is unset:
                     usable = _usable(avail, pmask, usable_of)
-                if cy.try_coallocate(job, info, usable, VIA_BACKFILL):
+                where = usable
+                if cy.completing:  # nothing starts on a node still COMPLETING (a replay's holds)
+                    where = (info.node_set if usable is None else usable) - cy.completing
+                if cy.try_coallocate(job, info, where, VIA_BACKFILL, limit=short):
                     forget_answers()
                     started += 1
                     break

@@ -26,8 +26,12 @@ def _int(value, default: int) -> int:
 
 
 def _bounded(sp: dict, key: str, default: int, low: int, high: int) -> int:
-    """An integer SchedulerParameters value within slurmctld's accepted range (slurmctld logs
-    "Invalid SchedulerParameters" and falls back to the default; gpupool says so)."""
+    """An integer SchedulerParameters value given within slurmctld's accepted range, else
+    ``default`` (taken as is: slurmctld derives bf_node_space_size from bf_max_job_test
+    unchecked). slurmctld logs "Invalid SchedulerParameters" for a value out of range and uses
+    the default; gpupool refuses it, naming the range, so the mistake is not lost in a log."""
+    if sp.get(key) is None:
+        return default
     value = _int(sp.get(key), default)
     if not low <= value <= high:
         raise GpupoolError(f"SchedulerParameters {key}={value}: expected {low} to {high}")
@@ -121,7 +125,8 @@ class Settings:
 
 def load_settings(cfg: SlurmConfig) -> Settings:
     p = cfg.params
-    sp = cfg.scheduler_parameters
+    # slurmctld finds its options case-insensitively (xstrcasestr)
+    sp = {str(k).lower(): v for k, v in cfg.scheduler_parameters.items()}
     s = Settings()
     s.scheduler_type = str(p.get("SchedulerType") or s.scheduler_type)
     s.priority_type = str(p.get("PriorityType") or s.priority_type)

@@ -299,9 +299,9 @@ def rows_of(jobs: list[Mapping[int, int]], cap: list[int]) -> list[dict[int, int
     return rows
 
 
-def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[int]) -> dict[int, int]:
+def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[int]) -> None:
     """Put one job's CPUs per node into the first row where they fit on every node (a new row
-    when none has room); returns that row."""
+    when none has room)."""
     for row in rows:
         if all(row.get(n, 0) + c <= cap[n] for n, c in cpus.items()):
             break
@@ -310,34 +310,6 @@ def add_to_rows(rows: list[dict[int, int]], cpus: Mapping[int, int], cap: list[i
         rows.append(row)
     for n, c in cpus.items():
         row[n] = row.get(n, 0) + c
-    return row
-
-
-def releases_in_end_order(jobs: list[tuple[int, Mapping[int, int]]], ends: list[int],
-                          cap: list[int]) -> dict[int, dict[int, int]]:
-    """CPUs per node each job of one sharing partition gives back to the idle pool when it
-    ends, for jobs ending in the order ``ends``: the rows are built from ``jobs`` (id, CPUs
-    per node; running first) as ``rows_of`` does, each ending job leaves its row (the others
-    stay where they are, as cons_tres's will-run test removes a job from its row), and a
-    node's CPUs come back as its fullest row shrinks. Jobs the order does not name are taken
-    to outlive the others."""
-    rows: list[dict[int, int]] = []
-    row_of: dict[int, dict[int, int]] = {}
-    for jid, cpus in jobs:
-        row_of[jid] = add_to_rows(rows, cpus, cap)
-    cpus_of = dict(jobs)
-    held = row_max(rows)
-    out: dict[int, dict[int, int]] = {}
-    for jid in ends:
-        row = row_of.get(jid)
-        if row is None:
-            continue
-        for n, c in cpus_of[jid].items():
-            row[n] -= c
-        after = row_max(rows)
-        out[jid] = {n: held.get(n, 0) - after.get(n, 0) for n in cpus_of[jid]}
-        held = after
-    return out
 
 
 def row_max(rows: list[dict[int, int]]) -> dict[int, int]:

@@ -26,6 +26,7 @@ from gpupool.policy.slurm import (
     main_sched,
     priority,
     queue,
+    sharing,
     submit_check,
 )
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
@@ -144,25 +145,28 @@ class Cycle:
                 cpu[node] -= max(0, c - running.get(node, 0))
 
     def _hold_shared_cpus(self) -> None:
-        """Jobs that share CPUs without gang (``SlurmPolicy.cpu_share_parts``) hold no CPUs in
-        the engine's count: their partition's co-allocation rows overlap, so the partition
-        holds as many CPUs per node as its fullest row. Backfill's future sees those CPUs come
-        back as the fullest row shrinks, not as each job ends: their entries in ``ends`` are
-        replaced by ones that give back only that (``gang.releases_in_end_order``)."""
+        """Jobs that share CPUs without gang (``SlurmPolicy.shares_cpus``) hold no CPUs in the
+        engine's count: their partition holds, per node, its fullest co-allocation row's CPUs
+        (``sharing``). Backfill's future sees those CPUs come back as the fullest row shrinks,
+        not as each job ends: their entries in ``ends`` are replaced by ones that give back only
+        that (``sharing.releases_in_end_order``)."""
         cpu = self.free.cpu
         pol = self.pol
-        parts = {pol.part_of(j) for j in self.snap.active.values()} & pol.cpu_share_parts
+        active = self.snap.active
+        pol.share_rows.forget(active)
+        parts = {pol.part_of(j) for j in active.values()} & pol.cpu_share_parts
         if not parts:
             return
         order = [e[1] for e in self.ends]
         given: dict[int, dict[int, int]] = {}
+        row_of = pol.share_rows.row_of
         for part in parts:
-            for node, c in gang.row_max(self.part_rows(part)).items():
+            rows = self.part_rows(part)
+            for node, c in gang.row_max(rows).items():
                 cpu[node] -= c
-            jobs = [j for j in self.snap.active.values() if pol.part_of(j) == part]
-            jobs.sort(key=lambda j: j.state != RUNNING)
-            given.update(gang.releases_in_end_order([(j.id, pol.gang_cpu(j.placement)) for j in jobs], order,
-                                                    self.row_cap(part)))
+            jobs = {j.id: (pol.gang_cpu(j.placement), row_of[j.id]) for j in active.values()
+                    if pol.part_of(j) == part and pol.shares_cpus(j, part)}
+            given.update(sharing.releases_in_end_order(rows, jobs, order))
         self.ends = [e if e[1] not in given else (e[0], e[1], _with_cpus(e[2], given[e[1]]), e[3])
                      for e in self.ends]
 
@@ -173,23 +177,18 @@ class Cycle:
         if rows is None:
             pol = self.pol
             jobs = [j for j in self.snap.active.values() if pol.part_of(j) == part]
-            jobs.sort(key=lambda j: j.state != RUNNING)
-            maps = [pol.gang_cpu(j.placement) for j in jobs]
-            maps += [pol.gang_cpu(pl) for pl, pname, _via in self.started.values() if pname == part]
-            rows = self.rows[part] = gang.rows_of(maps, self.row_cap(part))
+            if part in pol.cpu_share_parts:  # no gang: each job keeps the rows it got (sharing)
+                rows = pol.share_rows.rows((j.id, pol.gang_cpu(j.placement)) for j in jobs
+                                           if pol.shares_cpus(j, part))
+            else:
+                jobs.sort(key=lambda j: j.state != RUNNING)
+                maps = [pol.gang_cpu(j.placement) for j in jobs]
+                maps += [pol.gang_cpu(pl) for pl, pname, _via in self.started.values() if pname == part]
+                rows = gang.rows_of(maps, self.snap.nodes.cpu_total)
+            self.rows[part] = rows
         return rows
 
-    def row_cap(self, part: str) -> list[int]:
-        """CPUs per node a co-allocation row of ``part`` may fill. Without gang it is what jobs
-        of other partitions leave (cons_tres puts a job into a row only on cores no other
-        partition's job uses): the engine's free CPUs, which sharing jobs do not reduce. Jobs of
-        a second sharing partition on the same nodes are not subtracted (an approximation).
-        With gang every row may fill the node (suspended jobs give their CPUs back)."""
-        if part in self.pol.cpu_share_parts:
-            return self.snap.nodes.free_cpu
-        return self.snap.nodes.cpu_total
-
-    def try_coallocate(self, job, info, usable, via: str) -> bool:
+    def try_coallocate(self, job, info, usable, via: str, limit: float | None = None) -> bool:
         """Co-allocate ``job`` in an OverSubscribe=FORCE:N or YES:N partition (cons_tres: a job
         that does not fit on idle CPUs goes into a row of the partition where its CPUs are free,
         up to N rows). GPUs and memory must be free as for any start: they are never shared.
@@ -209,14 +208,14 @@ class Cycle:
         held = gang.row_max(rows)
         base = self.free
         cands = rows[:n_max] + ([{}] if len(rows) < n_max else [])
-        for row in cands:
+        for index, row in enumerate(cands):
             f = base.copy()
             for n in info.nodes:
                 f.cpu[n] = base.cpu[n] + held.get(n, 0) - row.get(n, 0)
             placement = place(job.wl, info.nodes, f, usable)
             if placement is None:
                 continue
-            self.start_in_row(job, placement, info, via, row)
+            self.start_in_row(job, placement, info, via, index, limit)
             return True
         return False
 
@@ -229,23 +228,33 @@ class Cycle:
             out = self.memo["unshared"] = frozenset(hit)
         return out | self.unshared_started if self.unshared_started else out
 
-    def start_in_row(self, job, placement, info, via: str, row: dict[int, int] | None = None,
+    def start_in_row(self, job, placement, info, via: str, row: int | None = None,
                      limit: float | None = None) -> None:
-        """Start ``job`` on CPUs other jobs of its partition hold too: its CPUs go into ``row``
-        (default: the first row of ``info``'s rows where they fit, else a new one), and it takes
-        from the free CPUs only what makes the partition's fullest row grow. GPUs and memory are
-        taken as for any start: they are never shared."""
+        """Start ``job`` on CPUs other jobs of its partition may hold too: its CPUs go into row
+        ``row`` of ``info``'s rows (a new one when it is past them). With no row given (a job on
+        idle CPUs): without gang, on each node the row fullest there, so it takes all its CPUs
+        (``sharing``); with gang, the first row where they fit. It takes from the free CPUs only
+        what makes the partition's fullest row grow. GPUs and memory are taken as for any
+        start: they are never shared."""
         pol = self.pol
         rows = self.part_rows(info.name)
         held = gang.row_max(rows)
         cpus = pol.gang_cpu(placement)
-        if row is None:
-            total = self.row_cap(info.name)
-            row = next((r for r in rows if all(r.get(n, 0) + c <= total[n] for n, c in cpus.items())), {})
-        if not row:
-            rows.append(row)
-        for n, c in cpus.items():
-            row[n] = row.get(n, 0) + c
+        if info.name in pol.cpu_share_parts:
+            where = sharing.fullest_rows(rows, cpus) if row is None else dict.fromkeys(cpus, row)
+            pol.share_rows.row_of[job.id] = where
+            sharing.add(rows, cpus, where)
+        else:
+            if row is None:
+                total = self.snap.nodes.cpu_total
+                row = next((k for k, r in enumerate(rows) if all(r.get(n, 0) + c <= total[n] for n, c in cpus.items())),
+                           len(rows))
+            gang_row = rows[row] if row < len(rows) else None
+            if gang_row is None:
+                gang_row = {}
+                rows.append(gang_row)
+            for n, c in cpus.items():
+                gang_row[n] = gang_row.get(n, 0) + c
         after = gang.row_max(rows)
         take = []
         seen: set[int] = set()
@@ -292,13 +301,20 @@ class Cycle:
             pol._tl.pop(job.id, None)
         elif pol.short_limit.pop(job.id, None) is not None:
             pol._tl.pop(job.id, None)
-        if take is None and info.name in pol.cpu_share_parts:
-            # no gang: every job of the partition is in its rows, even one on idle CPUs
+        shared = info.name in pol.cpu_share_parts and pol.shares_cpus(job, info.name)
+        if take is None and shared:
+            # no gang: every sharing job of the partition is in its rows, even one on idle CPUs
             self.start_in_row(job, placement, info, via, limit=limit)
             return
         if pol.cores is not None and take is None:
-            # gres.conf Cores=: the cores slurmctld gives the job decide its GPUs (affinity.py)
-            placement = pol.cores.steer(job, placement, self.free.mask)
+            # gres.conf Cores=: the cores slurmctld gives the job decide its GPUs (affinity.py),
+            # among the devices of the type it asked for when it named one
+            fmask = self.free.mask
+            gtype = next((ps.gpu_type for ps in job.wl.pod_sets if ps.gpu_type), None)
+            if gtype:
+                nodes = self.snap.nodes
+                fmask = [m & (nodes.typed_mask(i, gtype) or 0) for i, m in enumerate(fmask)]
+            placement = pol.cores.steer(job, placement, fmask)
         self.free.take(placement if take is None else take)
         if take is None and self.rows:
             rows = self.rows.get(info.name)
@@ -313,7 +329,7 @@ class Cycle:
         end = pol.whole_second(self.now) + (pol.plan_limit(job, info) if limit is None else limit)
         # a job sharing CPUs gives back at its end what it took from the idle ones
         backfill.insert_end(self.ends, end, job.id,
-                            placement if take is None or info.name not in pol.cpu_share_parts else take, end)
+                            placement if take is None or not shared else take, end)
         pol.track_start(job, placement, self.now)
         if pol.s.limits_enforced:
             req = pol.req(job)
@@ -325,7 +341,7 @@ class Cycle:
         self.out.append(Start(job.id, placement, via=via,
                               time_limit=pol.effective_limit(job, info) if limit is None else limit,
                               partition=info.name,
-                              cpu_share=pol.share[info.name] if info.name in pol.cpu_share_parts else 1))
+                              cpu_share=pol.share[info.name] if shared else 1))
 
     def preempt(self, victim, mode: str, by: int, grace: float = 0.0) -> None:
         delay = self.pol.s.requeue_delay if mode == "REQUEUE" else 0.0
@@ -493,11 +509,27 @@ class SlurmPolicy:
         #: same CPUs (``Start.cpu_share``), checked on a real 22.05.8 (OverSubscribe=FORCE:N,
         #: and YES:N between jobs that both ask ``--oversubscribe``)
         self.cpu_share_parts = frozenset() if self.gang_on else self.row_parts
+        #: each sharing job's co-allocation row per node, from its start to its end
+        self.share_rows = sharing.ShareRows()
         self.use_fs = s.multifactor and self.acct is not None and s.weights.get("fairshare", 0) > 0
 
     def part_of(self, job) -> str | None:
         """The partition a running or suspended job runs in."""
         return self.run_part.get(job.id) or job.partition
+
+    def shares_cpus(self, job, part: str | None) -> bool:
+        """Whether ``job`` in ``part`` holds CPUs others may hold too without gang: any job of an
+        OverSubscribe=FORCE partition, a job asking ``--oversubscribe`` in a YES one (a job that
+        did not ask has its CPUs to itself, as any unshared job)."""
+        return self.cpu_share_of(job.wl, part) > 1
+
+    def cpu_share_of(self, wl, part: str | None) -> int:
+        """``Start.cpu_share`` for workload ``wl`` running in ``part``: how many jobs may hold
+        its CPUs (1: they are its own). Also for a job started outside the policy's decisions
+        (a replay's adopted start, a live daemon re-adopting its jobs after a restart)."""
+        if part in self.cpu_share_parts and (part not in self.yes_parts or wl.oversubscribe):
+            return self.share[part]
+        return 1
 
     def gang_cpu(self, placement) -> dict[int, int]:
         """CPUs (millicores) per node that gang counts for ``placement``: whole nodes with
@@ -666,7 +698,7 @@ class SlurmPolicy:
         self.reported_start[job.id] = started
         self.track_start(job, placement, started)
         return Start(job.id, placement, via="adopted", time_limit=self.effective_limit(job, info),
-                     partition=info.name)
+                     partition=info.name, cpu_share=self.cpu_share_of(job.wl, info.name))
 
     def set_reported_start(self, jid: int, started: float) -> None:
         """Count a job this policy started from ``started`` instead of its own instant: a
