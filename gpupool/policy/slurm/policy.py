@@ -171,8 +171,9 @@ class Cycle:
                      for e in self.ends]
 
     def part_rows(self, part: str) -> list[dict[int, int]]:
-        """Co-allocation rows of ``part`` now: its running jobs, its suspended jobs, then what
-        this pass started there (``gang.rows_of``)."""
+        """Co-allocation rows of ``part`` now. Without gang, the rows its sharing jobs kept from
+        their starts (``sharing.ShareRows``); with gang, its running jobs, its suspended jobs,
+        then what this pass started there, packed first-fit (``gang.rows_of``)."""
         rows = self.rows.get(part)
         if rows is None:
             pol = self.pol
