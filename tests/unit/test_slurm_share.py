@@ -209,3 +209,27 @@ def test_cpu_share_of_follows_the_partition_and_the_flag():
     asks, plain = wls[1], wls[0]
     assert pol.cpu_share_of(plain, "s") == 3 and pol.cpu_share_of(plain, "x") == 1
     assert pol.cpu_share_of(asks, "y") == 2 and pol.cpu_share_of(plain, "y") == 1
+
+
+def test_an_exclusive_job_in_a_force_partition_is_co_allocated_with_the_whole_node():
+    """A real 22.05.8 (FORCE:2, PreemptMode OFF, 8-CPU 4-GPU nodes, probe of 2026-12-02): an
+    ``--exclusive -n2`` job beside a job holding all 8 CPUs ran at once on CPU_IDs 0-7 with GPUs
+    0-3; ``--exclusive -n2 --gres=gpu:1`` beside a job holding GPU 0 waited (Resources), as
+    GPUs are never shared."""
+    case = {"id": "x", "config": {"PriorityType": "fixed", "SchedulerParameters": {"bf_interval": 30}},
+            "cluster": {"nodes": [{"name": "n[1-2]", "cpus": 8, "gpus": 4}],
+                        "partitions": [{"name": "f", "nodes": "n1", "oversubscribe": "FORCE:2"},
+                                       {"name": "g", "nodes": "n2", "oversubscribe": "FORCE:2"}]},
+            "jobs": [{"id": 1, "submit": 0, "cpus": 8, "run_s": 3000, "time_limit_min": 30, "partition": "f"},
+                     {"id": 2, "submit": 0, "cpus": 2, "gpus_per_node": 1, "run_s": 3000, "time_limit_min": 30,
+                      "partition": "g"},
+                     {"id": 3, "submit": 5, "cpus": 2, "exclusive": True, "run_s": 3000, "time_limit_min": 30,
+                      "partition": "f"},
+                     {"id": 4, "submit": 5, "cpus": 2, "exclusive": True, "gpus_per_node": 1, "run_s": 3000,
+                      "time_limit_min": 30, "partition": "g"}]}
+    pool, _ = build_pool(case)
+    wls, _ids = build_workloads(case)
+    out = Engine(pool, wls, make_slurm(pool), check=True, until=50.0).run()
+    jobs = {j.id: j for j in out.jobs}
+    assert jobs[3].state == "RUNNING" and jobs[3].placement == ((0, 0b1111, 8000, 0),)
+    assert (jobs[4].state, jobs[4].reason) == ("PENDING", "Resources")
