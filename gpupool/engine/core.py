@@ -613,9 +613,9 @@ class Engine:
         elif d.cpu_share > 1:
             x = job._extras()
             group = d.partition or ""
-            if x.cpu_share is not None and x.cpu_share[0] != group:
+            if x.cpu_share is not None and x.cpu_share != group:
                 raise InvariantViolation(f"job {job.id}: pods placed in two CPU-sharing groups")
-            x.cpu_share = (group, d.cpu_share)
+            x.cpu_share = group
             nodes.allocate_shared(placement, group, d.cpu_share)
         else:
             nodes.allocate(placement)
@@ -695,7 +695,7 @@ class Engine:
         state = job.state
         x = job._x
         if x is not None and x.cpu_share is not None:  # CPUs shared: never given back on suspension
-            self.nodes.release_shared(job.placement, x.cpu_share[0])
+            self.nodes.release_shared(job.placement, x.cpu_share)
             x.cpu_share = None
         elif state == SUSPENDED:
             self.nodes.release_held(job.placement)

@@ -154,8 +154,9 @@ class _Extras:
         self.reserve_info = ""
         self.grace_until: float | None = None
         self.evictions: dict[str, int] = {}
-        #: ``(group, N)`` while the job holds CPUs shared N ways (``Start.cpu_share``), else None
-        self.cpu_share: tuple[str, int] | None = None
+        #: the sharing group while the job holds shared CPUs (``Start.cpu_share`` > 1; its N is
+        #: ``NodeTable.share_n``), else None
+        self.cpu_share: str | None = None
 
 
 def _pods_needed(wl: Workload) -> int:

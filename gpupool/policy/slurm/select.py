@@ -48,10 +48,14 @@ class Free:
             self.mem[node] += mem
 
 
-def typed_free(free: Free, i: int, gpu_type: str) -> int | None:
-    """The free devices of type ``gpu_type`` on node ``i`` (a mask), or None when the node has
-    no such device. A request naming a type gets only devices of that type, lowest free index
-    first; one naming none takes any type (a real 22.05.8 on a node of two types)."""
+def gpus_for(free: Free, i: int, ps) -> int | None:
+    """The free devices a pod of ``ps`` may take on node ``i`` (a mask), or None when the node
+    has no device of the type it names. A request naming a type gets only devices of that type,
+    lowest free index first; one naming none takes any type (a real 22.05.8 on a node of two
+    types)."""
+    gpu_type = ps.gpu_type
+    if not gpu_type:
+        return free.mask[i]
     typed = free.nodes.typed_mask(i, gpu_type)
     return None if typed is None else free.mask[i] & typed
 
@@ -59,20 +63,15 @@ def typed_free(free: Free, i: int, gpu_type: str) -> int | None:
 def pod_fits(free: Free, i: int, ps) -> tuple | None:
     """The pod placement of pod shape ``ps`` on node ``i`` now, or None."""
     nodes = free.nodes
-    if ps.gpu_type and nodes.gpu_type[i] != ps.gpu_type:
-        avail = typed_free(free, i, ps.gpu_type)
-        if avail is None:
-            return None
-        if not ps.exclusive:
-            if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
-                return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
-            return None
+    avail = gpus_for(free, i, ps)
+    if avail is None:
+        return None
     if ps.exclusive:
         if free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib:
             return (i, free.mask[i], free.cpu[i], ps.memory_mib)
         return None
-    if free.gpus[i] >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
-        return (i, lowest_bits(free.mask[i], ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
+    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
+        return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
     return None
 
 
@@ -144,15 +143,12 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
 def fits_now(free: Free, i: int, ps) -> bool:
     """Whether one pod of ``ps`` fits on node ``i`` now (``pod_fits`` without building it)."""
     nodes = free.nodes
-    if ps.gpu_type and nodes.gpu_type[i] != ps.gpu_type:
-        avail = typed_free(free, i, ps.gpu_type)
-        if avail is None:
-            return False
-        if not ps.exclusive:
-            return avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
+    avail = gpus_for(free, i, ps)
+    if avail is None:
+        return False
     if ps.exclusive:
         return free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib
-    return free.gpus[i] >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
+    return avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
 
 
 def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
