@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
-from gpupool.conformance.diff_slurm_real import RealRecord, RealTiming, play, real_timing, sacct_records
+from gpupool.conformance.diff_slurm_real import (RealRecord, RealTiming, parse_jobcomp, play, real_timing,
+                                                 sacct_records)
 from gpupool.conformance.diff_slurm_workload import DiffJob, generate, sbatch_script
 from gpupool.conformance.real_slurm import DEFAULT_SCHEDULER_PARAMETERS, RealSlurm
 from gpupool.engine.core import Engine
@@ -130,7 +131,7 @@ class DiffReport:
 
 
 def _same_record(acc: RealRecord, rec: RealRecord) -> bool:
-    """sacct's whole seconds against the log's milliseconds: same second, same nodes, same state."""
+    """sacct against jobcomp (both whole seconds of one job record): same times, nodes and state."""
     def sec(a: float | None, b: float | None) -> bool:
         return (a is None) == (b is None) and (a is None or math.floor(a) == math.floor(b))
     return sec(acc.start, rec.start) and sec(acc.end, rec.end) and acc.nodes == rec.nodes and acc.state == rec.state
@@ -464,8 +465,12 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
             passes = math.floor((rs.now() - t0) / calc) + 1
             real, ids = play(rs, workload, not_before=t0 + passes * calc + 2.0)
             if accounting == "dbd":
+                # jobcomp's whole seconds, not the log-refined milliseconds: both come from
+                # the same slurmctld job record, whereas a "Started" log line can be printed a
+                # (simulated) second after the start_time sacct stores
                 acc = sacct_records(rs, list(ids.values()))
-                same = sum(1 for jid, r in real.items() if jid in acc and _same_record(acc[jid], r))
+                comp = parse_jobcomp((rs.log_dir / "jobcomp.txt").read_text())
+                same = sum(1 for jid, r in comp.items() if jid in real and jid in acc and _same_record(acc[jid], r))
                 report.sacct_agree = same / max(1, len(real))
             gp_pool = replay_pool(rs)
         report.real_wall_s = time.monotonic() - wall
