@@ -34,6 +34,7 @@ from gpupool.policy.bridge.mapping import (
 )
 from gpupool.policy.bridge.view import JobsView, NodeView, sub_snapshot
 from gpupool.policy.slurm.policy import SlurmPolicy
+from gpupool.policy.slurm.priority import basic_priority
 from gpupool.policy.slurm.select import Free, place
 
 _OPTIONS = {"record", "partition", "exclusive", "kubernetes"}
@@ -93,7 +94,7 @@ class BridgePolicy:
             return found[1]
         out = None
         if is_kubernetes(job.wl, self.rule):
-            fifo = None if self.slurm.s.multifactor else max(1, 100_000_000 - job.id)
+            fifo = None if self.slurm.s.multifactor else basic_priority(job.id, job.wl.nice)
             out = translate(job.wl, default_partition=self.partition, exclusive_default=self.exclusive,
                             fifo_priority=fifo)
             for b in out:

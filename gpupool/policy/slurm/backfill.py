@@ -554,6 +554,7 @@ def run(cy, records) -> None:
     neg_inf = -math.inf
     max_test, max_start, max_user = s.bf_max_job_test, s.bf_max_job_start, s.bf_max_job_user
     max_array_resv = max(1, s.bf_max_job_array_resv)  # an array's first task is always tested
+    one_resv = s.bf_one_resv_per_job
     min_age = s.bf_min_age_reserve
 
     def timeline_of() -> NodeTimeline:
@@ -621,6 +622,15 @@ def run(cy, records) -> None:
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
     unset = _UNSET
     in_started, in_skip, in_preempting = cy.started, cy.skip, cy.preempting
+
+    def plan(jid: int, t: float) -> None:
+        """A planned start for ``jid``; a job in several partitions keeps its earliest one
+        (slurmctld restores the start time an earlier record gave when a later one is later;
+        a real 22.05.8 showed a two-partition job the earlier of its two plans)."""
+        prev = planned.get(jid)
+        if prev is None or t < prev:
+            planned[jid] = t
+
     limit_reason, array_limit = cy.limit_reason, cy.array_limit
     for rec in records:
         job = rec.job
@@ -651,10 +661,15 @@ def run(cy, records) -> None:
         elif min_age and now - cy.accrue.get(jid, job.eligible) < min_age:
             test_only = True
             okey = okey_test
+        elif one_resv and jid in planned:
+            # bf_one_resv_per_job: an earlier record of this job (another partition) has a
+            # start time in this cycle, so this one is only tested to start now
+            test_only = True
+            okey = okey_test
         kept = outcome.get(okey, unset)
         if kept is not unset:
             if kept is not None:
-                planned[jid] = kept
+                plan(jid, kept)
             continue
         kept = None
         mark = (len(space.resv), started, len(cy.preempting), len(cy.victims))
@@ -738,11 +753,13 @@ def run(cy, records) -> None:
                 break
             if est < start_res:
                 est = start_res
+            held = False  # fits now but waits a second for a COMPLETING node
             if est <= now and cy.completing and not cy.completing.isdisjoint(p[0] for p in pl):
                 # it fits now, but on a node still COMPLETING (a replay's holds): a real 22.05
                 # plans it for the next second there instead of starting it
                 est = pol.whole_second(now) + 1.0
                 later_start = 0
+                held = True
             if est <= now and by_preempting:
                 # slurmctld's _start_job: select_nodes preempts (a SUSPEND preemptor may start
                 # at once); with victims signalled it fails ("nodes busy") and the cycle reserves
@@ -760,7 +777,8 @@ def run(cy, records) -> None:
                         memo.clear()
                         started += 1
                         break
-                planned[job.id] = kept = now
+                plan(jid, now)
+                kept = now
                 if not no_reserve:
                     reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                 break
@@ -773,12 +791,19 @@ def run(cy, records) -> None:
                 # node in one cycle (differential test, docs/differential.md)
                 break
             if test_only:
-                planned[job.id] = kept = est  # a start time, no reservation (bf_min_*_reserve)
+                # tested to start now only (bf_min_prio_reserve, bf_min_age_reserve,
+                # bf_one_resv_per_job): select's will-run does not look past now, so the job
+                # gets no start time (a real 22.05.8 showed StartTime=Unknown) unless it fits
+                # now and only waits for a COMPLETING node
+                if held:
+                    plan(jid, est)
+                    kept = est
                 break
             if later_start and est > later_start:
                 continue  # slurmctld's "Try later": from the slot that frees a node
             if est > horizon:
-                planned[job.id] = kept = est  # beyond bf_window: no reservation
+                plan(jid, est)  # beyond bf_window: no reservation
+                kept = est
                 break
             got = pl_nodes.get(id(pl))
             if got is None or got[0] is not pl:
@@ -794,7 +819,8 @@ def run(cy, records) -> None:
                     read = space.reach
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
-            planned[job.id] = kept = est
+            plan(jid, est)
+            kept = est
             if not no_reserve:
                 reserve(b, e, nodes, job.id, arr)
             break

@@ -80,6 +80,9 @@ class Settings:
     bf_continue: bool = False
     bf_min_prio_reserve: int = 0
     bf_min_age_reserve: int = 0
+    #: a job in several partitions gets at most one reservation per cycle: its later
+    #: (job, partition) records are only tested to start now
+    bf_one_resv_per_job: bool = False
     # priority/multifactor
     weights: dict[str, int] = field(default_factory=dict)
     tres_weights: dict[str, float] = field(default_factory=dict)
@@ -145,6 +148,7 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.bf_continue = bool(sp.get("bf_continue", False))
     s.bf_min_prio_reserve = _int(sp.get("bf_min_prio_reserve"), 0)
     s.bf_min_age_reserve = _int(sp.get("bf_min_age_reserve"), 0)
+    s.bf_one_resv_per_job = bool(sp.get("bf_one_resv_per_job", False))
     s.weights = {
         "age": int(p.get("PriorityWeightAge") or 0),
         "assoc": int(p.get("PriorityWeightAssoc") or 0),

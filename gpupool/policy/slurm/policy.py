@@ -739,7 +739,7 @@ class SlurmPolicy:
             return int(wl.priority)
         s = self.s
         if not s.multifactor:
-            return max(1, 100_000_000 - job.id)
+            return priority.basic_priority(job.id, wl.nice)
         T = math.floor(now / s.calc_period) * s.calc_period
         if T != self._prio_T:
             self._prio_T = T

@@ -54,3 +54,16 @@ def combine(f: dict, weights: dict[str, int], tres_weights: dict[str, float], ni
     if value < 1:
         return 1
     return min(UINT32_MAX, int(value))
+
+
+#: priority/basic's first priority (slurmctld's TOP_PRIORITY, 0xffff0000); each submission
+#: since a fresh start gets one less
+BASIC_TOP = 0xFFFF0000
+
+
+def basic_priority(job_id: int, nice: int = 0) -> int:
+    """priority/basic: each job one below the job submitted before it, less its nice, at least
+    1. Job ids count submissions from 1 here, as on a freshly started slurmctld, so the values
+    are the ones ``squeue -o %Q`` shows there (a real 22.05.8 gave its third job 4294901757);
+    thresholds such as bf_min_prio_reserve then read the same in both."""
+    return max(1, BASIC_TOP - job_id - nice)
