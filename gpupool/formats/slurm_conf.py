@@ -80,7 +80,7 @@ MODELLED_SCHEDULER_PARAMETERS = frozenset({
     "sched_interval", "default_queue_depth", "assoc_limit_stop", "kill_invalid_depend",
     "bf_interval", "bf_window", "bf_resolution", "bf_max_job_test", "bf_node_space_size",
     "bf_max_job_array_resv", "bf_max_job_user", "bf_max_job_start", "bf_continue",
-    "bf_min_prio_reserve", "bf_min_age_reserve", "bf_one_resv_per_job",
+    "bf_min_prio_reserve", "bf_min_age_reserve", "bf_one_resv_per_job", "bf_busy_nodes",
 })
 
 #: Global keys gpupool acts on, with their kind (see the module docstring for the typing).

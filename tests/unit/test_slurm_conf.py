@@ -461,10 +461,10 @@ def test_scheduler_parameters_not_modelled_are_listed(tmp_path: Path) -> None:
     """Options the Slurm policy does not act on are kept and named (``validate`` lists them),
     never dropped in silence; the ones it reads are not."""
     result = load_text(tmp_path, "SchedulerParameters=bf_window=4320,bf_busy_nodes,batch_sched_delay=3,"
-                                 "bf_max_job_array_resv=5\n")
+                                 "bf_hetjob_prio=min,bf_max_job_array_resv=5\n")
     assert result.config.scheduler_parameters["bf_busy_nodes"] is True
     assert sorted(key for _, key in result.not_modelled) == [
-        "SchedulerParameters=batch_sched_delay", "SchedulerParameters=bf_busy_nodes"]
+        "SchedulerParameters=batch_sched_delay", "SchedulerParameters=bf_hetjob_prio"]
 
 
 def test_every_scheduler_parameter_the_policy_reads_is_listed_as_modelled() -> None:

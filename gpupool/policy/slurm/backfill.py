@@ -283,7 +283,7 @@ def will_run(wl, cand, usable, free, ends, start_res: float, timeline=None, epoc
 
 
 def will_run_raw(wl, cand, usable, free, ends, timeline=None, epoch: float = 0.0, now: float = 0.0,
-                 timeline_of=None, eligible=None):
+                 timeline_of=None, eligible=None, busy: int | None = None):
     """``will_run`` without the window start: (-inf, placement) when the job fits at once,
     (batch estimate, placement) when it fits after a batch of running jobs, else (None, None).
 
@@ -296,6 +296,9 @@ def will_run_raw(wl, cand, usable, free, ends, timeline=None, epoch: float = 0.0
     barrier + window; the successors past that time form a suffix of ``ends``); after a
     failed ``place`` only nodes given back since then can change the answer, so ``place`` is
     skipped while none of them fits a pod of ``wl``.
+
+    ``busy`` (bf_busy_nodes: the nodes busy now, as a bit set) orders the nodes of a later
+    start busy-first (``select.place``); a start now is placed as usual, as cons_tres does.
     """
     if eligible is None:
         usable_nodes = eligible_nodes(cand, free.nodes, usable)
@@ -372,7 +375,7 @@ def will_run_raw(wl, cand, usable, free, ends, timeline=None, epoch: float = 0.0
                         touched |= emask[k]
             given = i
             if _may_fit(scratch, touched & umask, pod_sets):
-                pl = place(wl, cand, scratch, usable, usable_nodes)
+                pl = place(wl, cand, scratch, usable, usable_nodes, busy)
                 if pl is not None:
                     est = last_end if last_end > now else (last_free if last_free > now else now + 1)
                     return est, pl
@@ -428,7 +431,7 @@ class _Carry:
     ``state`` is that fingerprint: (node table, partitions, up, drain, free CPU, GPUs, GPU
     masks, memory, running entries), copies taken when the last cycle ended."""
 
-    __slots__ = ("eligible", "memo", "state", "timeline", "usable_of")
+    __slots__ = ("busy", "eligible", "memo", "state", "timeline", "usable_of")
 
     def __init__(self) -> None:
         self.usable_of: dict[int, frozenset] = {}
@@ -436,11 +439,29 @@ class _Carry:
         self.memo: dict[tuple, tuple] = {}
         self.timeline: NodeTimeline | None = None
         self.eligible: dict[tuple, tuple] = {}
+        #: the nodes busy at the end of the last cycle (bf_busy_nodes only; else None): the
+        #: will-run answers kept depend on it
+        self.busy: int | None = None
 
 
 _CARRY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # policy -> _Carry
 #: entries kept in ``_Carry.usable_of`` before it is cleared (a bound on memory, not on speed)
 _USABLE_KEEP = 50_000
+
+
+def _busy_nodes(cy) -> int:
+    """The nodes not idle now, as a bit set: any CPU, GPU or memory held, or still COMPLETING
+    (slurmctld's idle_node_bitmap, which bf_busy_nodes reads, holds nodes without running or
+    completing jobs)."""
+    free, nodes = cy.free, cy.free.nodes
+    busy = 0
+    for i, (c, ct, m, fm, g, mt) in enumerate(zip(free.cpu, nodes.cpu_total, free.mask, nodes.full_mask,
+                                                 free.mem, nodes.mem_total)):
+        if c < ct or m != fm or g < mt:
+            busy |= 1 << i
+    for i in cy.completing:
+        busy |= 1 << i
+    return busy
 
 
 def _state_of(cy) -> tuple:
@@ -534,7 +555,9 @@ def run(cy, records) -> None:
     #: first needed) and (partition, usable bit set) -> eligible nodes and their bit set: all
     #: valid until a job starts, and taken over from the last cycle when nothing they read
     #: changed since it ended (see ``_Carry``)
-    if carry.state is not None and (not ends or ends[0][0] > now) and _same_state(carry.state, cy):
+    busy = _busy_nodes(cy) if s.bf_busy_nodes else None
+    if (carry.state is not None and (not ends or ends[0][0] > now) and _same_state(carry.state, cy)
+            and carry.busy == busy):
         memo = carry.memo
         timeline = carry.timeline
         if timeline is not None:
@@ -570,9 +593,12 @@ def run(cy, records) -> None:
 
     def forget_answers() -> None:
         """A job started: the free resources and the running entries changed, so will-run
-        answers, the timeline and the preemptors' states are stale."""
-        nonlocal timeline
+        answers, the timeline and the preemptors' states are stale (and, with bf_busy_nodes,
+        which nodes are busy)."""
+        nonlocal timeline, busy
         timeline = None
+        if busy is not None:
+            busy = _busy_nodes(cy)
         memo.clear()
         pre_states.clear()
         pre_memo.clear()
@@ -709,7 +735,7 @@ def run(cy, records) -> None:
                 if elig is None:
                     elig = eligible[ekey] = _eligible(info, cy.free.nodes, usable, avail, ok_masks)
                 hit = will_run_raw(job.wl, info.nodes, usable, cy.free, ends, timeline,
-                                   pol.epoch, now, timeline_of, elig)
+                                   pol.epoch, now, timeline_of, elig, busy)
                 memo[memo_key] = hit
             est, pl = hit
             by_preempting = False
@@ -731,7 +757,7 @@ def run(cy, records) -> None:
                             tl_pre = pre_timelines[pre[0]] = NodeTimeline(pre[1], pre[2])
                         phit = pre_memo[pkey] = will_run_raw(
                             job.wl, info.nodes, usable, pre[1], pre[2], tl_pre, pol.epoch, now,
-                            None, eligible.get((pname, avail)))
+                            None, eligible.get((pname, avail)), busy)
                     est, pl = phit
                     by_preempting = est == neg_inf
             if (est is None or est > now) and start_res <= now and pname in share_parts:
@@ -775,6 +801,8 @@ def run(cy, records) -> None:
                     if job.id in cy.started:
                         timeline = None
                         memo.clear()
+                        if busy is not None:
+                            busy = _busy_nodes(cy)
                         started += 1
                         break
                 plan(jid, now)
@@ -839,6 +867,7 @@ def run(cy, records) -> None:
     # the cycle ends with, which the next cycle may find again.
     carry.memo, carry.timeline, carry.eligible = memo, timeline, eligible
     carry.state = _state_of(cy)
+    carry.busy = busy
     if pol.record:
         if map_full:
             pol.bf_full_log[now] = True

@@ -83,6 +83,8 @@ class Settings:
     #: a job in several partitions gets at most one reservation per cycle: its later
     #: (job, partition) records are only tested to start now
     bf_one_resv_per_job: bool = False
+    #: a job planned for later takes nodes busy now before idle ones (select's will-run)
+    bf_busy_nodes: bool = False
     # priority/multifactor
     weights: dict[str, int] = field(default_factory=dict)
     tres_weights: dict[str, float] = field(default_factory=dict)
@@ -149,6 +151,7 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.bf_min_prio_reserve = _int(sp.get("bf_min_prio_reserve"), 0)
     s.bf_min_age_reserve = _int(sp.get("bf_min_age_reserve"), 0)
     s.bf_one_resv_per_job = bool(sp.get("bf_one_resv_per_job", False))
+    s.bf_busy_nodes = bool(sp.get("bf_busy_nodes", False))
     s.weights = {
         "age": int(p.get("PriorityWeightAge") or 0),
         "assoc": int(p.get("PriorityWeightAssoc") or 0),

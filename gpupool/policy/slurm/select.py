@@ -81,13 +81,19 @@ def eligible_nodes(cand, nodes: NodeTable, usable=None) -> list[int]:
     return [i for i in cand if up[i] and not drain[i] and (usable is None or i in usable)]
 
 
-def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int] | None = None):
+def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int] | None = None,
+          busy: int | None = None):
     """Place every pod of ``wl`` on nodes of ``cand`` (restricted to ``usable`` when given).
 
     ``eligible`` is ``eligible_nodes(cand, free.nodes, usable)`` when the caller has it (the
     will-run test places one job many times on the same nodes). Returns a placement tuple or
     None; ``free`` is left unchanged (pods are taken from it only while later pod sets still
     have to be placed, and given back at the end).
+
+    ``busy`` (a bit set of the nodes that run or complete a job now) selects the order
+    cons_tres uses for a later start under SchedulerParameters=bf_busy_nodes: within each
+    weight, the fitting nodes busy now in index order, then the idle ones in index order, with
+    no best fit (``_busy_first``).
     """
     weight = free.nodes.weight
     placement: list = []
@@ -97,6 +103,16 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     pod_sets = wl.pod_sets
     last = len(pod_sets) - 1
     for k, ps in enumerate(pod_sets):
+        if busy is not None:
+            chosen = _busy_first(ps, pool, free, weight, busy)
+            if chosen is None:
+                ok = False
+                break
+            placement.extend(chosen)
+            if k < last:
+                free.take(chosen)
+                taken.extend(chosen)
+            continue
         if ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, pool, free, weight)
             if chosen is None:
@@ -247,6 +263,35 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
             runs.remove(run)
         if not need:
             return out
+    return None if need else out
+
+
+def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | None:
+    """All pods of ``ps`` as cons_tres's busy-first pick takes nodes (``_eval_nodes_busy``,
+    used for a later start with bf_busy_nodes): lowest weight first; within a weight the
+    fitting nodes busy now, then the idle ones, each in index order; a node takes as many of
+    the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
+    nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
+    order = sorted(fitting_nodes(ps, pool, free), key=lambda i: (weight[i], not (busy >> i) & 1, i))
+    need = ps.count
+    if ps.one_per_node:
+        if len(order) < need:
+            return None
+        return [pod_fits(free, i, ps) for i in order[:need]]
+    out: list = []
+    taken: list = []
+    for i in order:
+        while need:
+            pod = pod_fits(free, i, ps)
+            if pod is None:
+                break
+            out.append(pod)
+            free.take((pod,))
+            taken.append(pod)
+            need -= 1
+        if not need:
+            break
+    free.give(taken)
     return None if need else out
 
 
