@@ -15,7 +15,7 @@ class NodeTable:
     __slots__ = (
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
-        "check", "owner", "shared_cpu", "share_n", "type_mask",
+        "check", "owner", "shared_cpu", "share_n", "type_mask", "features",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -32,6 +32,8 @@ class NodeTable:
         self.type_mask: list[dict[str, int]] = [_type_masks(n.gpus) if n.gpu_type is None else {} for n in nodes]
         self.labels = [n.labels for n in nodes]
         self.weight = [n.weight for n in nodes]
+        #: slurm.conf Features= of each node (``--constraint``)
+        self.features = [frozenset(n.features) for n in nodes]
         self.free_mask = list(self.full_mask)
         self.free_gpus = list(self.gpu_total)
         self.free_cpu = list(self.cpu_total)

@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 
 from gpupool.errors import InputError
 from gpupool.formats.quantity import QuantityError, slurm_memory_mib
+from gpupool.formats.slurm_features import check_sbatch_limits
 from gpupool.formats.slurm_time import (
     SlurmTimeError,
     format_duration,
@@ -1019,6 +1020,9 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         shape = _node_shape(job, nodes, nodes)
     else:
         shape = _task_shape(job)
+    line = max((job.lines[f] for f in ("nodelist", "constraint") if f in job.lines), default=None)
+    check_sbatch_limits(job.source, line, job.nodelist, job.constraint,
+                        job.max_nodes if job.nodes is not None else shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
     pod_set = PodSet(
         name="main", count=shape.count, cpu_m=shape.cpus * 1000,

@@ -114,6 +114,7 @@ def test_busy_first_order_within_weights_and_for_task_pods():
     free = Free(nodes)
 
     class WL:
+        nodelist = exclude = constraint = None
         pod_sets = (PodSet(name="m", count=2, cpu_m=1000, memory_mib=10, gpus=2, one_per_node=True),)
 
     busy = 1 << 0 | 1 << 3  # n0 and n3 busy; n0 weighs more
@@ -121,6 +122,7 @@ def test_busy_first_order_within_weights_and_for_task_pods():
     assert [p[0] for p in got] == [3, 1]
 
     class Tasks:
+        nodelist = exclude = constraint = None
         pod_sets = (PodSet(name="t", count=3, cpu_m=1000, memory_mib=10, gpus=1, one_per_node=False),)
 
     got = place(Tasks, (0, 1, 2, 3), free, None, None, busy)

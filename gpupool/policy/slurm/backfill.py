@@ -18,6 +18,7 @@ import weakref
 
 from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.bisection import first_true
+from gpupool.policy.slurm.node_filter import limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, place
@@ -521,7 +522,8 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
         part_mask[pname] = pmask
     shape = shape_of.get(job.id)
     if shape is None:
-        shape = shape_of[job.id] = shapes.setdefault(job.wl.pod_sets, len(shapes))
+        # a job's own node limits (--nodelist/--exclude/--constraint) are part of its shape
+        shape = shape_of[job.id] = shapes.setdefault((job.wl.pod_sets, limits_key(job.wl)), len(shapes))
     min_nodes = max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets)
     low_prio = bool(s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve)
     # the kind: everything the TRY_LATER loop reads of the record (``short`` only matters to a start)

@@ -4,6 +4,7 @@ lower record for the rest of the pass)."""
 from __future__ import annotations
 
 from gpupool.policy.slurm import preempt
+from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
 
 VIA_MAIN = "SchedMain"
@@ -71,8 +72,29 @@ def run(cy, records, full: bool) -> None:
             if job.id in cy.started:  # SUSPEND,GANG: the preemptor started at once
                 continue
         cy.reason(job, "Resources", first=True)
+        lim = job_nodes(job.wl, nodes)
+        if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
+            # required nodes (--nodelist) covering the job's node count: slurmctld withholds
+            # only them from lower jobs and goes on with the partition (a real 22.05.8 started
+            # lower jobs at once on other nodes)
+            req = lim.required
+            while req:
+                low = req & -req
+                req ^= low
+                withheld.add(low.bit_length() - 1)
+            usable_of.clear()
+            continue
         if not cy.may_block(job, rec.prio):
             continue
         failed.add(info.name)
         withheld |= info.node_set
         usable_of.clear()
+
+
+def _min_nodes(wl, required: int) -> int:
+    """slurmctld's min_nodes of a job: its (least) node count with ``--nodes``, else the count
+    of its required nodes (sbatch raises the node count to the ``--nodelist``)."""
+    ps = wl.pod_sets[0]
+    if ps.one_per_node:
+        return ps.min_count or ps.count
+    return required

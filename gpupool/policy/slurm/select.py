@@ -9,7 +9,10 @@ GRES are never shared.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
+from gpupool.policy.slurm.node_filter import job_nodes
 
 
 class Free:
@@ -101,8 +104,30 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     ok = True
     pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
     pod_sets = wl.pod_sets
+    lim = job_nodes(wl, free.nodes)
+    required: list[int] = []
+    if lim.allowed is not None or lim.required:
+        # --exclude/--constraint narrow the nodes; --nodelist names nodes the job must hold,
+        # each of them eligible here (up, not draining, usable) or no placement at all
+        allowed = lim.allowed
+        if allowed is not None:
+            pool = [i for i in pool if allowed >> i & 1]
+        if lim.required:
+            required = [i for i in pool if lim.required >> i & 1]
+            if len(required) != lim.required_count:
+                return None
     last = len(pod_sets) - 1
     for k, ps in enumerate(pod_sets):
+        if required:
+            chosen = _with_required(ps, pool, free, weight, required, busy)
+            if chosen is None:
+                ok = False
+                break
+            placement.extend(chosen)
+            if k < last:
+                free.take(chosen)
+                taken.extend(chosen)
+            continue
         if busy is not None:
             chosen = _busy_first(ps, pool, free, weight, busy)
             if chosen is None:
@@ -264,6 +289,58 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
         if not need:
             return out
     return None if need else out
+
+
+def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None) -> list | None:
+    """The pods of ``ps`` on a job with required nodes (``--nodelist``): one pod on each of
+    them first; the rest, for one pod per node, on other nodes chosen as usual; task pods
+    go to the required nodes while they fit, then to others (a real 22.05.8 ran ``-N3 -w
+    gpu02`` on gpu01-03 and ``-n3 -w gpu01,gpu02`` on those two nodes alone)."""
+    out: list = []
+    taken: list = []
+    for i in required:
+        pod = pod_fits(free, i, ps)
+        if pod is None:
+            free.give(taken)
+            return None
+        out.append(pod)
+        free.take((pod,))
+        taken.append(pod)
+    rest = ps.count - len(required)
+    if rest > 0:
+        if ps.one_per_node:
+            others = [i for i in pool if i not in required]
+            sub = replace(ps, count=rest, min_count=None)
+            if busy is not None:
+                more = _busy_first(sub, others, free, weight, busy)
+            elif rest == 1:
+                pod = _one_node(sub, others, free, weight)
+                more = None if pod is None else [pod]
+            else:
+                more = _multi_node(sub, others, free, weight)
+        else:
+            more = []
+            for _ in range(rest):
+                best, best_key = None, None
+                for i in pool:
+                    pod = pod_fits(free, i, ps)
+                    if pod is None:
+                        continue
+                    key = (i not in required, weight[i], free.cpu[i], i)
+                    if best_key is None or key < best_key:
+                        best, best_key = pod, key
+                if best is None:
+                    more = None
+                    break
+                more.append(best)
+                free.take((best,))
+                taken.append(best)
+        if more is None:
+            free.give(taken)
+            return None
+        out.extend(more)
+    free.give(taken)
+    return out
 
 
 def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | None:

@@ -24,6 +24,7 @@ from gpupool.policy.slurm.config import (
     partition_infos,
 )
 from gpupool.policy.slurm.jobinfo import JobReq, job_req
+from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import Free, place
 
 
@@ -55,8 +56,12 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     node_ok = memo.get(state)
     if node_ok is None:
         node_ok = memo[state] = object()
+    lim = job_nodes(wl, nodes)
+    if lim.problem is not None:
+        return lim.problem  # a node or feature the cluster lacks (sbatch's own wording)
     ok_parts = 0
     time_bad = 0
+    outside = 0  # partitions lacking a node the job requires
     for pname in req.parts:
         info = parts[pname]
         part = info.part
@@ -64,11 +69,14 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             continue
         if req.account in part.deny_accounts:
             continue
+        if lim.required and any(lim.required >> i & 1 for i in range(len(nodes.names)) if i not in info.node_set):
+            outside += 1
+            continue
         if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
             time_bad += 1
         # whether the shape fits the empty partition depends only on the pod sets, the
         # partition and which of its nodes are up and not drained: memoised on exactly that
-        key = (wl.pod_sets, pname, node_ok)
+        key = (wl.pod_sets, limits_key(wl), pname, node_ok)
         fits = memo.get(key)
         if fits is None:
             empty = Free.__new__(Free)
@@ -82,7 +90,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         if fits:
             ok_parts += 1
     if not ok_parts:
-        return limits.MSG_NODES
+        return MSG_NOT_IN_PARTITION if outside else limits.MSG_NODES
     epl = s.enforce_part_limits
     if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
         return limits.MSG_TIME

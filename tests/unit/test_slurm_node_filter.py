@@ -1,0 +1,183 @@
+"""--nodelist (required nodes), --exclude and --constraint in the Slurm policy, against what a
+real 22.05.8 did (``tests/differential/test_real_slurm_node_filter.py`` runs the same on both
+systems).
+
+Cluster: partition p on n1-n3, partition small on n4, 8 GPUs and 16 CPUs each; n1 has the
+feature ib, n2 ib and a100, n3 a100. What the real runs showed:
+
+* blocking: R holds n1's GPUs; J (``-w n1``) waits (Resources) but does not block p: L (any
+  node) starts at once on n2 and X (``-x n2``) on n3;
+* shapes: ``-N3 -w n2`` runs on n1-n3 (the listed node plus two chosen as usual);
+  ``-n3 -w n1,n3`` runs its three tasks on n1 and n3 only; ``-C ib&a100`` runs on n2 and
+  ``-N2 -C a100`` on n2-n3;
+* refusals at submit: an unknown node ("Invalid node name specified"), a node outside the
+  partition ("Requested nodes not in this partition") and a feature no node has ("Invalid
+  feature specification").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import InputError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+from gpupool.policy.slurm.submit_check import submit_rejection
+
+SLURM_CONF = """\
+ClusterName=limits
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30,sched_interval=60
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+PriorityType=priority/basic
+GresTypes=gpu
+NodeName=gpu01 CPUs=16 RealMemory=64000 Gres=gpu:8 Features=ib
+NodeName=gpu02 CPUs=16 RealMemory=64000 Gres=gpu:8 Features=ib,a100
+NodeName=gpu03 CPUs=16 RealMemory=64000 Gres=gpu:8 Features=a100
+NodeName=gpu04 CPUs=16 RealMemory=64000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-03] Default=YES MaxTime=60
+PartitionName=small Nodes=gpu04 MaxTime=60
+"""
+#: each node's features, in node order (the differential test gives the real nodes the same)
+FEATURES = [("ib",), ("ib", "a100"), ("a100",), ()]
+
+#: scenario -> (job, submit time, sbatch options)
+SCENARIOS = {
+    "blocking": [
+        ("R", 0.0, "-w gpu01 --gres=gpu:8 -t 10"),
+        ("J", 3.0, "-w gpu01 --gres=gpu:8 -t 10"),
+        ("L", 3.0, "--gres=gpu:8 -t 30"),
+        ("X", 3.0, "-x gpu02 --gres=gpu:8 -t 30"),
+    ],
+    "shapes": [
+        ("A", 0.0, "-N3 -n3 -w gpu02 --gres=gpu:1 -t 10"),
+        ("B", 1.0, "-n3 -w gpu01,gpu03 --gpus-per-task=1 -t 10"),
+        ("C", 2.0, "-C ib&a100 --gres=gpu:1 -t 10"),
+        ("D", 3.0, "-N2 -n2 -C a100 --gres=gpu:1 -t 10"),
+    ],
+}
+#: submissions sbatch refuses, and with what
+REFUSED = {
+    "unknown node": "-w gpu09",
+    "unknown feature": "-C nosuch",
+    "node outside the partition": "-p small -w gpu01",
+}
+
+
+def _workload(name: str, opts: str, at: float, jid: int):
+    text = "#!/bin/bash\n" + "".join(f"#SBATCH {o}\n" for o in _split(opts)) + "sleep 3000\n"
+    (wl,) = sbatch_to_workload(parse_sbatch_text(text, f"{name}.sbatch"), id=jid, submit_time=at, runtime=3000.0)
+    return wl
+
+
+def scenario(tmp_path: Path, name: str, conf: Path | None = None, until: float = 11.0):
+    """A scenario in gpupool: its jobs by name at ``until``."""
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    if conf is None:
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+        conf = tmp_path
+    pool = load_pool(conf)
+    wls = [_workload(job, opts, at, k) for k, (job, at, opts) in enumerate(SCENARIOS[name], start=1)]
+    out = Engine(pool, wls, make_policy("slurm", pool), check=True, until=until).run()
+    by_id = {j.id: j for j in out.jobs}
+    return {job: by_id[k] for k, (job, _at, _o) in enumerate(SCENARIOS[name], start=1)}
+
+
+def refusal(conf: Path, opts: str) -> str | None:
+    """gpupool's submit-time message for a job with ``opts`` on the pool at ``conf``."""
+    return submit_rejection(load_pool(conf), _workload("refused", opts + " -t 5", 0.0, 1))
+
+
+def _split(opts: str) -> list[str]:
+    out, cur = [], []
+    for tok in opts.split():
+        if tok.startswith("-") and cur:
+            out.append(" ".join(cur))
+            cur = []
+        cur.append(tok)
+    return out + [" ".join(cur)]
+
+
+def _nodes(job) -> list[int]:
+    return sorted({p[0] for p in job.placement})
+
+
+def test_a_job_waiting_for_its_required_node_does_not_block_the_partition(tmp_path):
+    jobs = scenario(tmp_path, "blocking")
+    assert jobs["R"].state == "RUNNING" and _nodes(jobs["R"]) == [0]
+    assert jobs["J"].state == "PENDING" and jobs["J"].reason == "Resources"
+    assert jobs["L"].state == "RUNNING" and _nodes(jobs["L"]) == [1] and jobs["L"].start == 3.0
+    assert jobs["X"].state == "RUNNING" and _nodes(jobs["X"]) == [2]
+
+
+def test_required_excluded_and_featured_nodes_shape_placements(tmp_path):
+    jobs = scenario(tmp_path, "shapes")
+    assert _nodes(jobs["A"]) == [0, 1, 2]
+    assert _nodes(jobs["B"]) == [0, 2] and len(jobs["B"].placement) == 3
+    assert _nodes(jobs["C"]) == [1]
+    assert _nodes(jobs["D"]) == [1, 2]
+    assert all(j.state == "RUNNING" for j in jobs.values())
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED))
+def test_sbatch_refusals_use_slurms_wording(tmp_path, key):
+    (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+    want = {"unknown node": "Invalid node name specified", "unknown feature": "Invalid feature specification",
+            "node outside the partition": "Requested nodes not in this partition"}[key]
+    assert refusal(tmp_path, REFUSED[key]) == want
+
+
+def test_a_blocking_job_whose_list_covers_fewer_nodes_than_asked_blocks_as_usual(tmp_path):
+    """``-N2 -w gpu01`` needs gpu01 and one more node: slurmctld withholds only required nodes
+    when they cover the job's node count, so this one blocks the partition."""
+    import gpupool.policy.slurm  # noqa: F401
+
+    (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+    pool = load_pool(tmp_path)
+    wls = [_workload("R", "-w gpu01 --gres=gpu:8 -t 10", 0.0, 1),
+           _workload("J", "-N2 -n2 -w gpu01 --gres=gpu:8 -t 10", 3.0, 2),
+           _workload("L", "--gres=gpu:8 -t 30", 3.0, 3)]
+    out = Engine(pool, wls, make_policy("slurm", pool), check=True, until=20.0).run()
+    by_id = {j.id: j for j in out.jobs}
+    assert by_id[2].state == "PENDING" and by_id[3].state == "PENDING"
+
+
+@pytest.mark.parametrize("opts,message", [
+    ("-N1 -w gpu[01-02]", "invalid number of nodes (-N 2-1)"),
+    ("-w gpu01,gpu02", "give --nodes or --ntasks"),
+    ("-C a100|ib&x", "& and | in one expression"),
+    ("-C [ib|a100]", "matching OR brackets"),
+    ("-C ib*2", "feature counts"),
+])
+def test_what_gpupool_does_not_model_is_refused_naming_the_line(opts, message):
+    import re
+
+    with pytest.raises(InputError, match=re.escape(message)) as err:
+        _workload("bad", opts, 0.0, 1)
+    # the line of the -w or -C option: line 1 is the shebang, options follow one per line
+    line = 2 + next(k for k, o in enumerate(_split(opts)) if o.startswith(("-w", "-C")))
+    assert f"bad.sbatch:{line}:" in str(err.value)
+
+
+def test_constraint_and_nodelist_expressions():
+    from gpupool.engine.nodes import NodeTable
+    from gpupool.policy.slurm.node_filter import job_nodes
+
+    import tempfile
+
+    d = Path(tempfile.mkdtemp())
+    (d / "slurm.conf").write_text(SLURM_CONF)
+    nodes = NodeTable(load_pool(d))
+    lim = job_nodes(_workload("a", "-C ib|a100 -x gpu03", 0.0, 1), nodes)
+    assert lim.allowed == 0b0011 and lim.required == 0 and lim.problem is None
+    lim = job_nodes(_workload("b", "-C ib&a100", 0.0, 1), nodes)
+    assert lim.allowed == 0b0010
+    lim = job_nodes(_workload("c", "-N2 -w gpu[01,03]", 0.0, 1), nodes)
+    assert lim.allowed is None and lim.required == 0b0101 and lim.required_count == 2
