@@ -1020,8 +1020,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         shape = _node_shape(job, nodes, nodes)
     else:
         shape = _task_shape(job)
-    line = max((job.lines[f] for f in ("nodelist", "constraint") if f in job.lines), default=None)
-    check_sbatch_limits(job.source, line, job.nodelist, job.constraint,
+    check_sbatch_limits(job.source, job.lines, job.nodelist, job.exclude, job.constraint, job.nodes is not None,
                         job.max_nodes if job.nodes is not None else shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
     pod_set = PodSet(

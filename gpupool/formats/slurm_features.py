@@ -26,24 +26,35 @@ def parse_constraint(text: str) -> tuple[str, list[str]]:
     return op, names
 
 
-def check_sbatch_limits(source: str, line: int | None, nodelist: str | None, constraint: str | None,
-                        nodes_max: int | None, one_per_node: bool, pods: int) -> None:
-    """The sbatch-side checks: a hostlist that parses, a constraint gpupool models, and no more
-    required nodes than the job's node count (sbatch's "invalid number of nodes (-N L-N)")."""
+def check_sbatch_limits(source: str, lines: dict[str, int], nodelist: str | None, exclude: str | None,
+                        constraint: str | None, nodes_given: bool, nodes_max: int | None, one_per_node: bool,
+                        pods: int) -> None:
+    """The sbatch-side checks, each error naming the option's line (``lines``: option -> line):
+    hostlists that parse, a constraint gpupool models, and no more required nodes than the
+    job's node count (with ``--nodes``, sbatch's own "invalid number of nodes (-N L-N)")."""
     if constraint:
         try:
             parse_constraint(constraint)
         except ValueError as exc:
-            raise InputError(source, str(exc), line=line) from None
-    if not nodelist:
+            raise InputError(source, str(exc), line=lines.get("constraint")) from None
+    counts = {}
+    for option, text in (("nodelist", nodelist), ("exclude", exclude)):
+        if not text:
+            continue
+        try:
+            counts[option] = len(expand_hostlist(text))
+        except (InputError, ValueError) as exc:
+            raise InputError(source, f"--{option}={text}: {exc}", line=lines.get(option)) from None
+    count = counts.get("nodelist")
+    if count is None:
         return
-    try:
-        count = len(expand_hostlist(nodelist))
-    except (InputError, ValueError) as exc:
-        raise InputError(source, f"--nodelist={nodelist}: {exc}", line=line) from None
+    line = lines.get("nodelist")
     if one_per_node and nodes_max is not None and count > nodes_max:
-        raise InputError(source, f"invalid number of nodes (-N {count}-{nodes_max}): --nodelist names {count} "
-                         f"nodes", line=line)
+        if nodes_given:
+            raise InputError(source, f"invalid number of nodes (-N {count}-{nodes_max}): --nodelist names "
+                             f"{count} nodes", line=line)
+        raise InputError(source, f"--nodelist names {count} nodes but the tasks fill {nodes_max}: give "
+                         f"--nodes={count} (gpupool gives each node the same tasks)", line=line)
     if not one_per_node and count > pods:
         raise InputError(source, f"--nodelist names {count} nodes for {pods} task(s): give --nodes or "
                          "--ntasks of at least that many", line=line)

@@ -181,3 +181,57 @@ def test_constraint_and_nodelist_expressions():
     assert lim.allowed == 0b0010
     lim = job_nodes(_workload("c", "-N2 -w gpu[01,03]", 0.0, 1), nodes)
     assert lim.allowed is None and lim.required == 0b0101 and lim.required_count == 2
+
+
+def _run(tmp_path: Path, plan, until: float, conf: str = SLURM_CONF):
+    import gpupool.policy.slurm  # noqa: F401
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "slurm.conf").write_text(conf)
+    pool = load_pool(tmp_path)
+    wls = [_workload(job, opts, at, k) for k, (job, at, opts) in enumerate(plan, start=1)]
+    pol = make_policy("slurm", pool)
+    out = Engine(pool, wls, pol, check=True, until=until).run()
+    return pol, {job: j for (job, _a, _o), j in zip(plan, sorted(out.jobs, key=lambda j: j.id))}
+
+
+@pytest.mark.parametrize("r2", ["-w gpu02 --gres=gpu:4 -t 2", "-p small -w gpu04 --gres=gpu:8 -t 2"])
+def test_backfill_plans_an_excluding_job_from_the_nodes_it_may_use(tmp_path, r2):
+    """Slurm takes excluded nodes out before will-run, so running jobs there do not delay the
+    plan: J may only use gpu01, which R1 frees at 120 s (R3 on gpu03 ends at 600 s)."""
+    plan = [("R1", 0.0, "-w gpu01 --gres=gpu:8 -t 2"), ("R2", 10.0, r2), ("R3", 0.0, "-w gpu03 --gres=gpu:8 -t 10"),
+            ("J", 20.0, "-x gpu[02-03] --gres=gpu:8 -t 10")]
+    pol, jobs = _run(tmp_path, plan, 100.0)
+    assert jobs["J"].state == "PENDING" and pol.planned[jobs["J"].id] == 120.0
+
+
+def test_a_job_requiring_a_drained_or_down_node_is_accepted_and_waits(tmp_path):
+    for state in ("DRAIN", "DOWN"):
+        conf = SLURM_CONF.replace("Gres=gpu:8 Features=ib\n", f"Gres=gpu:8 Features=ib State={state}\n", 1)
+        (tmp_path / "slurm.conf").write_text(conf)
+        assert refusal(tmp_path, "-w gpu01 --gres=gpu:1") is None
+        pol, jobs = _run(tmp_path / state, [("J", 0.0, "-w gpu01 --gres=gpu:1 -t 5")], 60.0, conf)
+        assert jobs["J"].state == "PENDING"
+
+
+@pytest.mark.parametrize("opts,option", [("-x gpu[01-", "--exclude"), ("-N2 -w gpu[a-b]", "--nodelist")])
+def test_a_malformed_hostlist_is_refused_naming_its_option_and_line(opts, option):
+    with pytest.raises(InputError, match=f"bad.sbatch:\\d+: {option}="):
+        _workload("bad", opts, 0.0, 1)
+
+
+def test_a_pod_set_smaller_than_its_required_nodes_is_not_placed():
+    from gpupool.model.workload import PodSet
+    from gpupool.policy.slurm.select import _with_required, Free
+
+    import tempfile
+
+    d = Path(tempfile.mkdtemp())
+    (d / "slurm.conf").write_text(SLURM_CONF)
+    from gpupool.engine.nodes import NodeTable
+
+    free = Free(NodeTable(load_pool(d)))
+    ps = PodSet(name="t", count=1, cpu_m=1000, memory_mib=10, gpus=1)
+    before = (list(free.cpu), list(free.mask))
+    assert _with_required(ps, [0, 1, 2], free, free.nodes.weight, [0, 1], None) is None
+    assert (free.cpu, free.mask) == before

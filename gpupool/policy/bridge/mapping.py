@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from gpupool.formats.slurm_features import parse_constraint
 from gpupool.model.workload import GANG_ALL, KIND_SERVICE, Workload
 
 #: Slurm job fields a workload may set (bridge docs: docs/workload.md, "Annotations").
@@ -100,6 +101,12 @@ def slurm_fields(wl: Workload) -> SlurmFields:
             minutes = -1.0
         if not minutes > 0 or math.isinf(minutes):
             raise BridgeMappingError(f"{wl.source or wl.name}: {PREFIX}timelimit: expected minutes > 0, got {tl!r}")
+    constraint = vals.get("constraints") or None
+    if constraint is not None:
+        try:
+            parse_constraint(constraint)
+        except ValueError as exc:
+            raise BridgeMappingError(f"{wl.source or wl.name}: {PREFIX}constraints: {exc}") from None
     ex = vals.get("exclusive")
     if ex is not None and ex.lower() not in ("true", "false"):
         raise BridgeMappingError(f"{wl.source or wl.name}: {PREFIX}exclusive: expected \"true\" or \"false\", got {ex!r}")
@@ -109,7 +116,7 @@ def slurm_fields(wl: Workload) -> SlurmFields:
         priority=int(prio) if prio is not None else None,
         time_limit=minutes * 60.0 if minutes is not None else None,
         exclusive=None if ex is None else ex.lower() == "true",
-        constraint=vals.get("constraints") or None, name=vals.get("job-name") or None)
+        constraint=constraint, name=vals.get("job-name") or None)
 
 
 @dataclass(frozen=True, slots=True)

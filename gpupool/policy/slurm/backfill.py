@@ -18,7 +18,7 @@ import weakref
 
 from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.bisection import first_true
-from gpupool.policy.slurm.node_filter import limits_key
+from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, place
@@ -650,6 +650,7 @@ def run(cy, records) -> None:
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
     unset = _UNSET
     in_started, in_skip, in_preempting = cy.started, cy.skip, cy.preempting
+    nodes_table = cy.free.nodes
 
     def plan(jid: int, t: float) -> None:
         """A planned start for ``jid``; a job in several partitions keeps its earliest one
@@ -710,6 +711,9 @@ def run(cy, records) -> None:
             first = bisect.bisect_left(reads, space.stable_since(walk[0])) - 1
             later_start, read = states[first], reads[first]
             del states[first:], reads[first:]
+        # --exclude/--constraint: slurmctld takes such nodes out of the window's nodes before
+        # it counts them and tests the job, so will-run batches only running jobs on the rest
+        allowed = job_nodes(job.wl, nodes_table).allowed
         for _ in range(first, MAX_TRIES):  # slurmctld's TRY_LATER loop
             states.append(later_start)
             reads.append(read)
@@ -717,6 +721,8 @@ def run(cy, records) -> None:
             avail, later_start = space.window(start_res, (start_res if start_res > now else now) + tl, pmask)
             if space.reach > read:
                 read = space.reach
+            if allowed is not None:
+                avail &= allowed
             if avail.bit_count() < min_nodes:
                 if later_start and not test_only:
                     continue

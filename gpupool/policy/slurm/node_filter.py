@@ -18,6 +18,7 @@ preemption and the submit check all see the same limits. What a real 22.05.8 did
 from __future__ import annotations
 
 from gpupool.engine.nodes import NodeTable
+from gpupool.errors import InputError
 from gpupool.formats.hostlist import expand_hostlist
 from gpupool.formats.slurm_features import parse_constraint
 
@@ -61,7 +62,7 @@ def job_nodes(wl, nodes: NodeTable) -> NodeLimits:
     hit = _MEMO.get(memo_key)
     if hit is not None and hit[0] is nodes:
         return hit[1]
-    if len(_MEMO) > 4096:
+    if len(_MEMO) > 256:  # it holds node tables: kept small for long-lived processes
         _MEMO.clear()
     got = _compute(wl.nodelist, wl.exclude, wl.constraint, nodes)
     _MEMO[memo_key] = (nodes, got)
@@ -78,7 +79,12 @@ def _compute(nodelist: str | None, exclude: str | None, constraint: str | None, 
         if not text:
             continue
         mask = 0
-        for name in expand_hostlist(text):
+        try:
+            names = expand_hostlist(text)
+        except (InputError, ValueError):  # a workload not read from sbatch (which checks it)
+            problem = problem or MSG_BAD_NODE
+            continue
+        for name in names:
             i = index.get(name)
             if i is None:
                 problem = problem or MSG_BAD_NODE

@@ -296,6 +296,8 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
     them first; the rest, for one pod per node, on other nodes chosen as usual; task pods
     go to the required nodes while they fit, then to others (a real 22.05.8 ran ``-N3 -w
     gpu02`` on gpu01-03 and ``-n3 -w gpu01,gpu02`` on those two nodes alone)."""
+    if ps.count < len(required):
+        return None  # each required node takes a pod (sbatch refuses such shapes)
     out: list = []
     taken: list = []
     for i in required:

@@ -69,7 +69,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             continue
         if req.account in part.deny_accounts:
             continue
-        if lim.required and any(lim.required >> i & 1 for i in range(len(nodes.names)) if i not in info.node_set):
+        if lim.required & ~_mask_of(info):
             outside += 1
             continue
         if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
@@ -85,7 +85,9 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             empty.gpus = list(nodes.gpu_total)
             empty.cpu = list(nodes.cpu_total)
             empty.mem = list(nodes.mem_total)
-            fits = place(wl, tuple(info.nodes), empty, None) is not None
+            # nodes a job requires count whatever their state: slurmctld accepts a job naming a
+            # DOWN or DRAINED node and leaves it pending
+            fits = place(wl, tuple(info.nodes), empty, None, list(info.nodes) if lim.required else None) is not None
             memo[key] = fits
         if fits:
             ok_parts += 1
@@ -149,3 +151,11 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     acct = view.cfg.accounting
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {})
     return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo)
+
+
+def _mask_of(info: PartInfo) -> int:
+    """The partition's nodes as a bit set."""
+    mask = 0
+    for i in info.nodes:
+        mask |= 1 << i
+    return mask
