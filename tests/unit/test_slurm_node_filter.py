@@ -235,3 +235,15 @@ def test_a_pod_set_smaller_than_its_required_nodes_is_not_placed():
     before = (list(free.cpu), list(free.mask))
     assert _with_required(ps, [0, 1, 2], free, free.nodes.weight, [0, 1], None) is None
     assert (free.cpu, free.mask) == before
+
+
+def test_a_drained_required_node_gives_slurms_reqnodenotavail_reason(tmp_path):
+    """A real 22.05.8 with gpu01 drained: ``-w gpu01`` and ``-N2 -w gpu01,gpu02`` pending with
+    "ReqNodeNotAvail, UnavailableNodes:gpu01", and a later job without limits running at once."""
+    conf = SLURM_CONF.replace("Gres=gpu:8 Features=ib\n", "Gres=gpu:8 Features=ib State=DRAIN\n", 1)
+    plan = [("J", 0.0, "-w gpu01 --gres=gpu:1 -t 5"), ("K", 0.0, "-N2 -w gpu01,gpu02 --gres=gpu:1 -t 5"),
+            ("L", 0.0, "--gres=gpu:1 -t 5")]
+    pol, jobs = _run(tmp_path, plan, 50.0, conf)
+    assert jobs["J"].state == jobs["K"].state == "PENDING"
+    assert jobs["J"].reason == jobs["K"].reason == "ReqNodeNotAvail, UnavailableNodes:gpu01"
+    assert jobs["L"].state == "RUNNING" and jobs["L"].start == 0.0

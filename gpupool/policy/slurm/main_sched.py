@@ -3,6 +3,7 @@ scheduling a partition at its first job that does not fit (withholding its nodes
 lower record for the rest of the pass)."""
 from __future__ import annotations
 
+from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
@@ -71,8 +72,8 @@ def run(cy, records, full: bool) -> None:
             cy.preempting.add(job.id)
             if job.id in cy.started:  # SUSPEND,GANG: the preemptor started at once
                 continue
-        cy.reason(job, "Resources", first=True)
         lim = job_nodes(job.wl, nodes)
+        cy.reason(job, _unavailable(lim.required, nodes) if lim.required else "Resources", first=True)
         if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
             # only them from lower jobs and goes on with the partition (a real 22.05.8 started
@@ -98,3 +99,13 @@ def _min_nodes(wl, required: int) -> int:
     if ps.one_per_node:
         return ps.min_count or ps.count
     return required
+
+
+def _unavailable(required: int, nodes) -> str:
+    """The reason of a job that did not start: slurmctld's "ReqNodeNotAvail, UnavailableNodes:…"
+    when a node it requires is DOWN or DRAINED (a real 22.05.8 showed it for ``-w gpu01`` and
+    ``-N2 -w gpu01,gpu02`` while gpu01 was drained, naming gpu01 only), else Resources."""
+    down = [nodes.names[i] for i in range(len(nodes.names)) if required >> i & 1 and (not nodes.up[i] or nodes.drain[i])]
+    if not down:
+        return "Resources"
+    return f"ReqNodeNotAvail, UnavailableNodes:{compress_hostlist(down)}"
