@@ -44,3 +44,37 @@ def show_job(rs: RealSlurm, jid: int, keys: tuple[str, ...]) -> dict[str, str]:
 def epoch(stamp: str) -> float:
     """A Slurm timestamp (``2026-12-02T05:49:03``) as epoch seconds."""
     return datetime.fromisoformat(stamp).timestamp()
+
+
+def gpu_cluster(directory, nodes: int, scheduler_parameters: str, partitions: dict[str, tuple[int, ...]],
+                features: list[tuple[str, ...]] | None = None) -> RealSlurm:
+    """A started cluster of ``nodes`` nodes with 8 GPUs and 16 cores each (CR_Core_Memory,
+    priority/basic, x10 clock, log at debug), its partitions given as node positions (the
+    first one is the default, MaxTime 60 minutes) and optional node features."""
+    rs = RealSlurm(directory, nodes=nodes, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
+                   overrides={"SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100",
+                              "PriorityType": "priority/basic"},
+                   scheduler_parameters=scheduler_parameters, slurmctld_debug="debug")
+    from gpupool.model.slurm import Partition
+
+    names = rs.node_names
+    for node, feats in zip(rs._nodes, features or []):
+        node.features = feats
+    rs._config.partitions = {
+        part: Partition(name=part, nodes=tuple(names[i] for i in idx), default=(k == 0), max_time=60 * 60)
+        for k, (part, idx) in enumerate(partitions.items())}
+    return started(rs)
+
+
+def submit_plan(rs: RealSlurm, plan) -> tuple[dict[str, int], float]:
+    """Submit ``plan`` ((name, seconds from now, sbatch options) in time order) on ``rs``'s
+    clock, each a ``sleep 3000`` batch job named after it; returns (job id by name, the last
+    submission's time)."""
+    ids: dict[str, int] = {}
+    last = 0.0
+    for name, at, opts in plan:
+        if at > last:
+            rs.sleep(at - last)
+            last = at
+        ids[name] = rs.sbatch(["-o", str(rs.out_dir / "%j.out"), "-J", name, *opts.split(), "--wrap", "sleep 3000"])
+    return ids, last

@@ -13,11 +13,9 @@ import re
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm
 from gpupool.formats.hostlist import expand_hostlist
-from gpupool.model.slurm import Partition
 
-from tests.differential.real_cluster import need, show_job, started
+from tests.differential.real_cluster import gpu_cluster, need, show_job, submit_plan
 from tests.unit.test_slurm_busy_nodes import BASE, PLAN, scenario
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
@@ -26,25 +24,10 @@ SETTLE_S = 45.0  # after the last submission: one backfill cycle (bf_interval=30
 
 
 def _real(tmp_path, params: str):
-    rs = RealSlurm(tmp_path, nodes=5, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   overrides={"SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100",
-                              "PriorityType": "priority/basic"},
-                   scheduler_parameters=params, slurmctld_debug="debug")
+    rs = gpu_cluster(tmp_path, 5, params, {"p": (0, 1, 2, 3, 4), "small": (3, 4)})
     n = rs.node_names
-    rs._config.partitions = {
-        "p": Partition(name="p", nodes=tuple(n), default=True, max_time=60 * 60),
-        "small": Partition(name="small", nodes=(n[3], n[4]), max_time=60 * 60),
-    }
-    started(rs)
-    ids: dict[str, int] = {}
     try:
-        last = 0.0
-        for name, at, opts in PLAN:
-            if at > last:
-                rs.sleep(at - last)
-                last = at
-            ids[name] = rs.sbatch(["-o", str(rs.out_dir / "%j.out"), "-J", name, *opts.split(),
-                                   "--wrap", "sleep 3000"])
+        ids, _last = submit_plan(rs, PLAN)
         rs.sleep(SETTLE_S)
         shown = {name: show_job(rs, jid, ("JobState", "NodeList")) for name, jid in ids.items()}
         log = (rs.log_dir / "slurmctld.log").read_text(errors="replace")

@@ -14,11 +14,9 @@ import re
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm
 from gpupool.formats.hostlist import expand_hostlist
-from gpupool.model.slurm import Partition
 
-from tests.differential.real_cluster import need, show_job, started
+from tests.differential.real_cluster import gpu_cluster, need, show_job, submit_plan
 from tests.unit.test_slurm_node_filter import FEATURES, REFUSED, SCENARIOS, refusal, scenario
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
@@ -26,26 +24,11 @@ pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 SETTLE_S = 8.0  # after the last submission: the main scheduler, no backfill cycle yet
 
 
-def _cluster(tmp_path) -> RealSlurm:
-    rs = RealSlurm(tmp_path, nodes=4, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   overrides={"SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100",
-                              "PriorityType": "priority/basic"},
-                   scheduler_parameters="bf_interval=30,sched_interval=60", slurmctld_debug="debug")
-    n = rs.node_names
-    for node, feats in zip(rs._nodes, FEATURES):
-        node.features = feats
-    rs._config.partitions = {
-        "p": Partition(name="p", nodes=tuple(n[:3]), default=True, max_time=60 * 60),
-        "small": Partition(name="small", nodes=(n[3],), max_time=60 * 60),
-    }
-    return started(rs)
-
-
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_node_limits_match_real_slurm(tmp_path, name):
     need("none")
-    rs = _cluster(tmp_path / "real")
-    ids: dict[str, int] = {}
+    rs = gpu_cluster(tmp_path / "real", 4, "bf_interval=30,sched_interval=60", {"p": (0, 1, 2), "small": (3,)},
+                     FEATURES)
     refused: dict[str, str] = {}
     try:
         if name == sorted(SCENARIOS)[0]:  # sbatch's refusals, once
@@ -53,13 +36,7 @@ def test_node_limits_match_real_slurm(tmp_path, name):
                 r = rs.run(["sbatch", "-t", "5", *opts.split(), "--wrap", "sleep 30"], check=False)
                 m = re.search(r"submission failed: (.+)$", r.stderr.strip())
                 refused[key] = m.group(1) if m else r.stdout.strip()
-        last = 0.0
-        for job, at, opts in SCENARIOS[name]:
-            if at > last:
-                rs.sleep(at - last)
-                last = at
-            ids[job] = rs.sbatch(["-o", str(rs.out_dir / "%j.out"), "-J", job, *opts.split(),
-                                  "--wrap", "sleep 3000"])
+        ids, last = submit_plan(rs, SCENARIOS[name])
         rs.sleep(SETTLE_S)
         shown = {job: show_job(rs, jid, ("JobState", "NodeList")) for job, jid in ids.items()}
         conf = rs.etc

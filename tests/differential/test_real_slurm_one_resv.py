@@ -17,10 +17,8 @@ import re
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm
-from gpupool.model.slurm import Partition
 
-from tests.differential.real_cluster import epoch, need, show_job, started
+from tests.differential.real_cluster import epoch, gpu_cluster, need, show_job, submit_plan
 from tests.unit.test_slurm_one_resv import PLAN, scenario
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
@@ -30,26 +28,11 @@ BASE = "bf_interval=30,sched_interval=60"
 
 
 def _real(tmp_path, params: str):
-    rs = RealSlurm(tmp_path, nodes=4, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   overrides={"SelectTypeParameters": "CR_Core_Memory", "DefMemPerCPU": "100",
-                              "PriorityType": "priority/basic"},
-                   scheduler_parameters=params, slurmctld_debug="debug")
+    rs = gpu_cluster(tmp_path, 4, params, {"pa": (0, 1), "pb": (2, 3)})
     n = rs.node_names
-    rs._config.partitions = {
-        "pa": Partition(name="pa", nodes=(n[0], n[1]), default=True, max_time=60 * 60),
-        "pb": Partition(name="pb", nodes=(n[2], n[3]), max_time=60 * 60),
-    }
-    started(rs)
-    ids: dict[str, int] = {}
     try:
-        last = 0.0
-        for name, at, opts in PLAN:
-            if at > last:
-                rs.sleep(at - last)
-                last = at
-            opts = opts.replace("-w n1", f"-w {n[0]}").replace("-w n3", f"-w {n[2]}")
-            ids[name] = rs.sbatch(["-o", str(rs.out_dir / "%j.out"), "-J", name, *opts.split(),
-                                   "--wrap", "sleep 3000"])
+        ids, _last = submit_plan(rs, [(name, at, opts.replace("-w n1", f"-w {n[0]}").replace("-w n3", f"-w {n[2]}"))
+                                      for name, at, opts in PLAN])
         rs.sleep(SETTLE_S)
         shown = {name: show_job(rs, jid, ("JobState", "StartTime")) for name, jid in ids.items()}
         log = (rs.log_dir / "slurmctld.log").read_text(errors="replace")

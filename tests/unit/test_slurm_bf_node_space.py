@@ -19,7 +19,8 @@ import pytest
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
-from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+
+from tests.unit.sbatch_plans import workloads
 
 SLURM_CONF = """\
 ClusterName=bfspace
@@ -50,24 +51,12 @@ def scenario(tmp_path: Path, params: str, array: bool) -> dict[str, object]:
     wls = []
     names = {}
     for name, at, opts in plan:
-        text = "#!/bin/bash\n" + "".join(f"#SBATCH {o}\n" for o in _split(opts)) + "sleep 3000\n"
-        for wl in sbatch_to_workload(parse_sbatch_text(text, f"{name}.sbatch"), id=len(wls) + 1,
-                                     submit_time=at, runtime=3000.0):
+        for wl in workloads(name, opts, at, len(wls) + 1):
             names[wl.id] = name if wl.array_task_id is None else f"{name}_{wl.array_task_id}"
             wls.append(wl)
     pol = make_policy("slurm", pool, {"record": True})
     out = Engine(pool, wls, pol, check=True, until=60.0).run()
     return {names[j.id]: j for j in out.jobs}, pol, {v: k for k, v in names.items()}
-
-
-def _split(opts: str) -> list[str]:
-    out, cur = [], []
-    for tok in opts.split():
-        if tok.startswith("-") and cur:
-            out.append(" ".join(cur))
-            cur = []
-        cur.append(tok)
-    return out + [" ".join(cur)]
 
 
 @pytest.mark.parametrize("params,array,s_runs", [

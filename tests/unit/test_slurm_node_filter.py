@@ -24,8 +24,9 @@ from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.errors import InputError
 from gpupool.formats.pool_dir import load_pool
-from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
 from gpupool.policy.slurm.submit_check import submit_rejection
+
+from tests.unit.sbatch_plans import split_options, workload
 
 SLURM_CONF = """\
 ClusterName=limits
@@ -69,12 +70,6 @@ REFUSED = {
 }
 
 
-def _workload(name: str, opts: str, at: float, jid: int):
-    text = "#!/bin/bash\n" + "".join(f"#SBATCH {o}\n" for o in _split(opts)) + "sleep 3000\n"
-    (wl,) = sbatch_to_workload(parse_sbatch_text(text, f"{name}.sbatch"), id=jid, submit_time=at, runtime=3000.0)
-    return wl
-
-
 def scenario(tmp_path: Path, name: str, conf: Path | None = None, until: float = 11.0):
     """A scenario in gpupool: its jobs by name at ``until``."""
     import gpupool.policy.slurm  # noqa: F401  (registers the policy)
@@ -84,7 +79,7 @@ def scenario(tmp_path: Path, name: str, conf: Path | None = None, until: float =
         (tmp_path / "slurm.conf").write_text(SLURM_CONF)
         conf = tmp_path
     pool = load_pool(conf)
-    wls = [_workload(job, opts, at, k) for k, (job, at, opts) in enumerate(SCENARIOS[name], start=1)]
+    wls = [workload(job, opts, at, k) for k, (job, at, opts) in enumerate(SCENARIOS[name], start=1)]
     out = Engine(pool, wls, make_policy("slurm", pool), check=True, until=until).run()
     by_id = {j.id: j for j in out.jobs}
     return {job: by_id[k] for k, (job, _at, _o) in enumerate(SCENARIOS[name], start=1)}
@@ -92,17 +87,7 @@ def scenario(tmp_path: Path, name: str, conf: Path | None = None, until: float =
 
 def refusal(conf: Path, opts: str) -> str | None:
     """gpupool's submit-time message for a job with ``opts`` on the pool at ``conf``."""
-    return submit_rejection(load_pool(conf), _workload("refused", opts + " -t 5", 0.0, 1))
-
-
-def _split(opts: str) -> list[str]:
-    out, cur = [], []
-    for tok in opts.split():
-        if tok.startswith("-") and cur:
-            out.append(" ".join(cur))
-            cur = []
-        cur.append(tok)
-    return out + [" ".join(cur)]
+    return submit_rejection(load_pool(conf), workload("refused", opts + " -t 5", 0.0, 1))
 
 
 def _nodes(job) -> list[int]:
@@ -141,9 +126,9 @@ def test_a_blocking_job_whose_list_covers_fewer_nodes_than_asked_blocks_as_usual
 
     (tmp_path / "slurm.conf").write_text(SLURM_CONF)
     pool = load_pool(tmp_path)
-    wls = [_workload("R", "-w gpu01 --gres=gpu:8 -t 10", 0.0, 1),
-           _workload("J", "-N2 -n2 -w gpu01 --gres=gpu:8 -t 10", 3.0, 2),
-           _workload("L", "--gres=gpu:8 -t 30", 3.0, 3)]
+    wls = [workload("R", "-w gpu01 --gres=gpu:8 -t 10", 0.0, 1),
+           workload("J", "-N2 -n2 -w gpu01 --gres=gpu:8 -t 10", 3.0, 2),
+           workload("L", "--gres=gpu:8 -t 30", 3.0, 3)]
     out = Engine(pool, wls, make_policy("slurm", pool), check=True, until=20.0).run()
     by_id = {j.id: j for j in out.jobs}
     assert by_id[2].state == "PENDING" and by_id[3].state == "PENDING"
@@ -160,9 +145,9 @@ def test_what_gpupool_does_not_model_is_refused_naming_the_line(opts, message):
     import re
 
     with pytest.raises(InputError, match=re.escape(message)) as err:
-        _workload("bad", opts, 0.0, 1)
+        workload("bad", opts, 0.0, 1)
     # the line of the -w or -C option: line 1 is the shebang, options follow one per line
-    line = 2 + next(k for k, o in enumerate(_split(opts)) if o.startswith(("-w", "-C")))
+    line = 2 + next(k for k, o in enumerate(split_options(opts)) if o.startswith(("-w", "-C")))
     assert f"bad.sbatch:{line}:" in str(err.value)
 
 
@@ -175,11 +160,11 @@ def test_constraint_and_nodelist_expressions():
     d = Path(tempfile.mkdtemp())
     (d / "slurm.conf").write_text(SLURM_CONF)
     nodes = NodeTable(load_pool(d))
-    lim = job_nodes(_workload("a", "-C ib|a100 -x gpu03", 0.0, 1), nodes)
+    lim = job_nodes(workload("a", "-C ib|a100 -x gpu03", 0.0, 1), nodes)
     assert lim.allowed == 0b0011 and lim.required == 0 and lim.problem is None
-    lim = job_nodes(_workload("b", "-C ib&a100", 0.0, 1), nodes)
+    lim = job_nodes(workload("b", "-C ib&a100", 0.0, 1), nodes)
     assert lim.allowed == 0b0010
-    lim = job_nodes(_workload("c", "-N2 -w gpu[01,03]", 0.0, 1), nodes)
+    lim = job_nodes(workload("c", "-N2 -w gpu[01,03]", 0.0, 1), nodes)
     assert lim.allowed is None and lim.required == 0b0101 and lim.required_count == 2
 
 
@@ -189,7 +174,7 @@ def _run(tmp_path: Path, plan, until: float, conf: str = SLURM_CONF):
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "slurm.conf").write_text(conf)
     pool = load_pool(tmp_path)
-    wls = [_workload(job, opts, at, k) for k, (job, at, opts) in enumerate(plan, start=1)]
+    wls = [workload(job, opts, at, k) for k, (job, at, opts) in enumerate(plan, start=1)]
     pol = make_policy("slurm", pool)
     out = Engine(pool, wls, pol, check=True, until=until).run()
     return pol, {job: j for (job, _a, _o), j in zip(plan, sorted(out.jobs, key=lambda j: j.id))}
@@ -217,7 +202,7 @@ def test_a_job_requiring_a_drained_or_down_node_is_accepted_and_waits(tmp_path):
 @pytest.mark.parametrize("opts,option", [("-x gpu[01-", "--exclude"), ("-N2 -w gpu[a-b]", "--nodelist")])
 def test_a_malformed_hostlist_is_refused_naming_its_option_and_line(opts, option):
     with pytest.raises(InputError, match=f"bad.sbatch:\\d+: {option}="):
-        _workload("bad", opts, 0.0, 1)
+        workload("bad", opts, 0.0, 1)
 
 
 def test_a_pod_set_smaller_than_its_required_nodes_is_not_placed():

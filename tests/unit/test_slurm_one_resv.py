@@ -28,7 +28,8 @@ import pytest
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
-from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+
+from tests.unit.sbatch_plans import workload
 
 SLURM_CONF = """\
 ClusterName=oneresv
@@ -67,25 +68,13 @@ def scenario(tmp_path: Path, params: str, node_names: tuple[str, ...] = ("n1", "
     wls, ids = [], {}
     for name, at, opts in PLAN:
         opts = opts.replace("-w n1", f"-w {node_names[0]}").replace("-w n3", f"-w {node_names[2]}")
-        text = "#!/bin/bash\n" + "".join(f"#SBATCH {o}\n" for o in _split(opts)) + "sleep 3000\n"
-        (wl,) = sbatch_to_workload(parse_sbatch_text(text, f"{name}.sbatch"), id=len(wls) + 1,
-                                   submit_time=at, runtime=3000.0)
+        wl = workload(name, opts, at, len(wls) + 1)
         wls.append(wl)
         ids[name] = wl.id
     pol = make_policy("slurm", pool, {"record": True})
     out = Engine(pool, wls, pol, check=True, until=48.0).run()
     by_id = {j.id: j for j in out.jobs}
     return {name: by_id[jid] for name, jid in ids.items()}, pol, ids
-
-
-def _split(opts: str) -> list[str]:
-    out, cur = [], []
-    for tok in opts.split():
-        if tok.startswith("-") and cur:
-            out.append(" ".join(cur))
-            cur = []
-        cur.append(tok)
-    return out + [" ".join(cur)]
 
 
 def reservations_of(pol, jid: int, t: float = 30.0) -> list[list[int]]:

@@ -120,65 +120,48 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     for k, ps in enumerate(pod_sets):
         if required:
             chosen = _with_required(ps, pool, free, weight, required, busy)
-            if chosen is None:
-                ok = False
-                break
-            placement.extend(chosen)
-            if k < last:
-                free.take(chosen)
-                taken.extend(chosen)
-            continue
-        if busy is not None:
+        elif busy is not None:
             chosen = _busy_first(ps, pool, free, weight, busy)
-            if chosen is None:
-                ok = False
-                break
-            placement.extend(chosen)
-            if k < last:
-                free.take(chosen)
-                taken.extend(chosen)
-            continue
-        if ps.one_per_node and ps.count > 1:
+        elif ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, pool, free, weight)
-            if chosen is None:
-                ok = False
-                break
-            placement.extend(chosen)
-            if k < last:
-                free.take(chosen)
-                taken.extend(chosen)
-            continue
-        if ps.count == 1:
+        elif ps.count == 1:
             pod = _one_node(ps, pool, free, weight)
-            if pod is None:
-                ok = False
-                break
-            placement.append(pod)
-            if k < last:
-                free.take((pod,))
-                taken.append(pod)
-            continue
-        for _ in range(ps.count):
-            best = None
-            best_key = None
-            for i in pool:
-                pod = pod_fits(free, i, ps)
-                if pod is None:
-                    continue
-                key = (weight[i], free.cpu[i], i)
-                if best_key is None or key < best_key:
-                    best, best_key = pod, key
-            if best is None:
-                ok = False
-                break
-            placement.append(best)
-            free.take((best,))
-            taken.append(best)
-        if not ok:
+            chosen = None if pod is None else (pod,)
+        else:
+            chosen = _task_pods(ps, pool, free, weight)
+        if chosen is None:
+            ok = False
             break
+        placement.extend(chosen)
+        if k < last:  # later pod sets see these pods taken
+            free.take(chosen)
+            taken.extend(chosen)
     if taken:
         free.give(taken)
     return tuple(placement) if ok else None
+
+
+def _task_pods(ps, pool: list[int], free: Free, weight) -> list | None:
+    """Task pods (several may share a node): each in turn on the fitting node of lowest
+    (weight, free CPUs, index); ``free`` is unchanged on return."""
+    out: list = []
+    for _ in range(ps.count):
+        best = None
+        best_key = None
+        for i in pool:
+            pod = pod_fits(free, i, ps)
+            if pod is None:
+                continue
+            key = (weight[i], free.cpu[i], i)
+            if best_key is None or key < best_key:
+                best, best_key = pod, key
+        if best is None:
+            free.give(out)
+            return None
+        out.append(best)
+        free.take((best,))
+    free.give(out)
+    return out
 
 
 def fits_now(free: Free, i: int, ps) -> bool:
