@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from gpupool.errors import InputError
+from gpupool.formats.hostlist import expand_hostlist
 from gpupool.formats.quantity import QuantityError, slurm_memory_mib
 from gpupool.formats.slurm_features import check_sbatch_limits
 from gpupool.formats.slurm_time import (
@@ -1018,6 +1019,10 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     elif job.ntasks_per_node is not None:
         nodes = math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node)
         shape = _node_shape(job, nodes, nodes)
+    elif job.ntasks is None and _listed_nodes(job) > 1:
+        # --nodelist alone sets the node count: a real 22.05.8 ran ``-w gpu01,gpu02
+        # --gres=gpu:1`` on both nodes, one task and one GPU on each
+        shape = _node_shape(job, _listed_nodes(job), _listed_nodes(job))
     else:
         shape = _task_shape(job)
     check_sbatch_limits(job.source, job.lines, job.nodelist, job.exclude, job.constraint, job.nodes is not None,
@@ -1030,6 +1035,17 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         exclusive=job.exclusive, slurm_tasks=_slurm_tasks(job, shape),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
+
+
+def _listed_nodes(job: SbatchJob) -> int:
+    """How many nodes ``--nodelist`` names (0 without one or when it does not parse: the
+    checks after the shape report that, naming the line)."""
+    if not job.nodelist:
+        return 0
+    try:
+        return len(expand_hostlist(job.nodelist))
+    except ValueError:
+        return 0
 
 
 def _slurm_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:

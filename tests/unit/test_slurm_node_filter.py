@@ -8,8 +8,8 @@ feature ib, n2 ib and a100, n3 a100. What the real runs showed:
 * blocking: R holds n1's GPUs; J (``-w n1``) waits (Resources) but does not block p: L (any
   node) starts at once on n2 and X (``-x n2``) on n3;
 * shapes: ``-N3 -w n2`` runs on n1-n3 (the listed node plus two chosen as usual);
-  ``-n3 -w n1,n3`` runs its three tasks on n1 and n3 only; ``-C ib&a100`` runs on n2 and
-  ``-N2 -C a100`` on n2-n3;
+  ``-n3 -w n1,n3`` runs its three tasks on n1 and n3 only; ``-C ib&a100`` runs on n2,
+  ``-N2 -C a100`` on n2-n3, and ``-w n1,n3`` alone on both nodes, one task each;
 * refusals at submit: an unknown node ("Invalid node name specified"), a node outside the
   partition ("Requested nodes not in this partition") and a feature no node has ("Invalid
   feature specification").
@@ -60,6 +60,7 @@ SCENARIOS = {
         ("B", 1.0, "-n3 -w gpu01,gpu03 --gpus-per-task=1 -t 10"),
         ("C", 2.0, "-C ib&a100 --gres=gpu:1 -t 10"),
         ("D", 3.0, "-N2 -n2 -C a100 --gres=gpu:1 -t 10"),
+        ("E", 4.0, "-w gpu01,gpu03 --gres=gpu:1 -t 10"),
     ],
 }
 #: submissions sbatch refuses, and with what
@@ -108,6 +109,7 @@ def test_required_excluded_and_featured_nodes_shape_placements(tmp_path):
     assert _nodes(jobs["B"]) == [0, 2] and len(jobs["B"].placement) == 3
     assert _nodes(jobs["C"]) == [1]
     assert _nodes(jobs["D"]) == [1, 2]
+    assert _nodes(jobs["E"]) == [0, 2] and len(jobs["E"].placement) == 2
     assert all(j.state == "RUNNING" for j in jobs.values())
 
 
@@ -136,7 +138,7 @@ def test_a_blocking_job_whose_list_covers_fewer_nodes_than_asked_blocks_as_usual
 
 @pytest.mark.parametrize("opts,message", [
     ("-N1 -w gpu[01-02]", "invalid number of nodes (-N 2-1)"),
-    ("-w gpu01,gpu02", "give --nodes or --ntasks"),
+    ("-w gpu01,gpu02 -n1", "give --nodes or --ntasks"),
     ("-C a100|ib&x", "& and | in one expression"),
     ("-C [ib|a100]", "matching OR brackets"),
     ("-C ib*2", "feature counts"),
