@@ -493,7 +493,7 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     (user, (QOS, partition name), planning limit, the ``--time-min`` limit a backfill start gets or None,
     NoReserve, partition name, its node bit set, shape number, fewest nodes, whether the
     record's priority is below bf_min_prio_reserve, its kind when not test-only, its kind when
-    test-only)."""
+    test-only, the nodes its --exclude/--constraint allow or None)."""
     s = pol.s
     job = rec.job
     info = rec.part
@@ -531,7 +531,7 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     kind = (shape, pname, tl, False, no_reserve, qos_key)
     kind_test = (shape, pname, tl, True, no_reserve, qos_key)
     return (req.user, (req.qos, pname), tl, short, no_reserve, pname, pmask, shape, min_nodes, low_prio, kind,
-            kind_test)
+            kind_test, job_nodes(job.wl, pol._nodes).allowed)
 
 
 def run(cy, records) -> None:
@@ -650,7 +650,6 @@ def run(cy, records) -> None:
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
     unset = _UNSET
     in_started, in_skip, in_preempting = cy.started, cy.skip, cy.preempting
-    nodes_table = cy.free.nodes
 
     def plan(jid: int, t: float) -> None:
         """A planned start for ``jid``; a job in several partitions keeps its earliest one
@@ -676,7 +675,7 @@ def run(cy, records) -> None:
         fixed = rec.bf
         if fixed is None:
             fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
-        user, skey, tl, short, no_reserve, pname, pmask, shape, min_nodes, test_only, okey, okey_test = fixed
+        user, skey, tl, short, no_reserve, pname, pmask, shape, min_nodes, test_only, okey, okey_test, allowed = fixed
         if max_user and per_user.get(user, 0) >= max_user:
             continue
         info = rec.part
@@ -711,9 +710,6 @@ def run(cy, records) -> None:
             first = bisect.bisect_left(reads, space.stable_since(walk[0])) - 1
             later_start, read = states[first], reads[first]
             del states[first:], reads[first:]
-        # --exclude/--constraint: slurmctld takes such nodes out of the window's nodes before
-        # it counts them and tests the job, so will-run batches only running jobs on the rest
-        allowed = job_nodes(job.wl, nodes_table).allowed
         for _ in range(first, MAX_TRIES):  # slurmctld's TRY_LATER loop
             states.append(later_start)
             reads.append(read)
@@ -722,6 +718,9 @@ def run(cy, records) -> None:
             if space.reach > read:
                 read = space.reach
             if allowed is not None:
+                # --exclude/--constraint: slurmctld takes such nodes out of the window's nodes
+                # before it counts them and tests the job, so will-run batches only running
+                # jobs on the rest
                 avail &= allowed
             if avail.bit_count() < min_nodes:
                 if later_start and not test_only:

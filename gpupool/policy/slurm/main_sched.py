@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.node_filter import job_nodes
+from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
 
 VIA_MAIN = "SchedMain"
@@ -78,11 +79,7 @@ def run(cy, records, full: bool) -> None:
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
             # only them from lower jobs and goes on with the partition (a real 22.05.8 started
             # lower jobs at once on other nodes)
-            req = lim.required
-            while req:
-                low = req & -req
-                req ^= low
-                withheld.add(low.bit_length() - 1)
+            withheld.update(mask_nodes(lim.required))
             usable_of.clear()
             continue
         if not cy.may_block(job, rec.prio):
@@ -105,7 +102,7 @@ def _unavailable(required: int, nodes) -> str:
     """The reason of a job that did not start: slurmctld's "ReqNodeNotAvail, UnavailableNodes:…"
     when a node it requires is DOWN or DRAINED (a real 22.05.8 showed it for ``-w gpu01`` and
     ``-N2 -w gpu01,gpu02`` while gpu01 was drained, naming gpu01 only), else Resources."""
-    down = [nodes.names[i] for i in range(len(nodes.names)) if required >> i & 1 and (not nodes.up[i] or nodes.drain[i])]
+    down = [nodes.names[i] for i in mask_nodes(required) if not nodes.up[i] or nodes.drain[i]]
     if not down:
         return "Resources"
     return f"ReqNodeNotAvail, UnavailableNodes:{compress_hostlist(down)}"

@@ -141,18 +141,20 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     return tuple(placement) if ok else None
 
 
-def _task_pods(ps, pool: list[int], free: Free, weight) -> list | None:
-    """Task pods (several may share a node): each in turn on the fitting node of lowest
-    (weight, free CPUs, index); ``free`` is unchanged on return."""
+def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None,
+               first: list[int] | None = None) -> list | None:
+    """``count`` (default all) task pods, several may share a node: each in turn on the fitting
+    node of lowest (weight, free CPUs, index), nodes of ``first`` before any other; ``free`` is
+    unchanged on return."""
     out: list = []
-    for _ in range(ps.count):
+    for _ in range(ps.count if count is None else count):
         best = None
         best_key = None
         for i in pool:
             pod = pod_fits(free, i, ps)
             if pod is None:
                 continue
-            key = (weight[i], free.cpu[i], i)
+            key = (weight[i], free.cpu[i], i) if first is None else (i not in first, weight[i], free.cpu[i], i)
             if best_key is None or key < best_key:
                 best, best_key = pod, key
         if best is None:
@@ -304,22 +306,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
             else:
                 more = _multi_node(sub, others, free, weight)
         else:
-            more = []
-            for _ in range(rest):
-                best, best_key = None, None
-                for i in pool:
-                    pod = pod_fits(free, i, ps)
-                    if pod is None:
-                        continue
-                    key = (i not in required, weight[i], free.cpu[i], i)
-                    if best_key is None or key < best_key:
-                        best, best_key = pod, key
-                if best is None:
-                    more = None
-                    break
-                more.append(best)
-                free.take((best,))
-                taken.append(best)
+            more = _task_pods(ps, pool, free, weight, rest, required)
         if more is None:
             free.give(taken)
             return None

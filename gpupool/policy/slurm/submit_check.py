@@ -69,7 +69,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             continue
         if req.account in part.deny_accounts:
             continue
-        if lim.required & ~_mask_of(info):
+        if lim.required and lim.required & ~_mask_of(info):
             outside += 1
             continue
         if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
