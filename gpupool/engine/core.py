@@ -123,8 +123,11 @@ class Engine:
             raise GpupoolError("workload ids must be unique within a run")
         self.jobs: dict[int, Job] = {}
         self._arrivals: list[Job] = []
+        #: the policy's submit-time view of a request (Slurm fills in slurm.conf's defaults),
+        #: applied once to every workload before it becomes a job
+        self._resolve = getattr(policy, "resolve_request", None)
         for wl in sorted(workloads, key=lambda w: (w.submit_time, w.id)):
-            job = Job(wl)
+            job = Job(wl if self._resolve is None else self._resolve(wl))
             self.jobs[wl.id] = job
             self._arrivals.append(job)
         self.pending: dict[int, Job] = {}
@@ -381,7 +384,7 @@ class Engine:
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
         t = self._at(at if at is not None else max(self.now, wl.submit_time))
-        job = Job(wl)
+        job = Job(wl if self._resolve is None else self._resolve(wl))
         job.submit = t
         job.eligible = t if wl.begin_time is None else max(t, wl.begin_time)
         self.jobs[wl.id] = job
@@ -398,7 +401,7 @@ class Engine:
         as ``Start.cpu_share`` (the policy's ``cpu_share_of`` for a job sharing CPUs)."""
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
-        job = Job(wl)
+        job = Job(wl if self._resolve is None else self._resolve(wl))
         job.submit = submitted
         job.eligible = self.now
         job.requeues = requeues

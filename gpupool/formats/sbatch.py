@@ -1033,6 +1033,9 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
         extra=extra, min_count=shape.min_count, one_per_node=shape.one_per_node,
         exclusive=job.exclusive, slurm_tasks=_slurm_tasks(job, shape),
+        # left to slurm.conf's DefCpuPerGPU / DefMem* (the Slurm policy fills them in at submit)
+        cpu_unset=job.cpus_per_task is None and job.cpus_per_gpu is None,
+        memory_unset=job.mem is None and job.mem_per_cpu is None and job.mem_per_gpu is None,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -192,11 +192,15 @@ _NODE_PER_HOST = ("NodeAddr", "NodeHostname", "BcastAddr")
 _PART_MODELLED = ("Nodes", "Default", "MaxTime", "DefaultTime", "PriorityTier", "PriorityJobFactor",
                   "Priority", "OverSubscribe", "AllowAccounts", "AllowQos", "DenyAccounts", "DenyQos",
                   "PreemptMode", "State", "MaxNodes", "MinNodes", "QOS")
-_PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "Alternate", "CpuBind", "DefCpuPerGPU", "DefMemPerCPU",
-                      "DefMemPerGPU", "DefMemPerNode", "DisableRootJobs", "ExclusiveUser", "GraceTime",
+#: Partition keys the Slurm policy acts on that stay in ``Partition.extra`` as written (the
+#: ``Def*`` ones checked here: a count of MB or CPUs)
+_PART_IN_EXTRA = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "GraceTime",
+                  "TRESBillingWeights")
+_PART_COUNTS = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
+_PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "Alternate", "CpuBind", "DisableRootJobs", "ExclusiveUser",
                       "Hidden", "LLN", "MaxCPUsPerNode", "MaxCPUsPerSocket", "MaxMemPerCPU", "MaxMemPerNode",
                       "OverTimeLimit", "RootOnly", "ReqResv", "ResumeTimeout", "SelectTypeParameters",
-                      "SuspendTime", "SuspendTimeout", "TRESBillingWeights")
+                      "SuspendTime", "SuspendTimeout")
 _PART_ALIASES = {"shared": "OverSubscribe"}
 
 _NODE_STATES = {"UNKNOWN", "IDLE", "DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE", "CLOUD", "POWER_DOWN",
@@ -215,7 +219,7 @@ def _canon_table(*groups: tuple[str, ...] | dict[str, str]) -> dict[str, str]:
 
 _GLOBAL_CANON = _canon_table(MODELLED_KEYS, NOT_MODELLED_KEYS, _RECORD_KEYS)
 _NODE_CANON = {**_canon_table(_NODE_MODELLED, _NODE_NOT_MODELLED), **_NODE_ALIASES}
-_PART_CANON = {**_canon_table(_PART_MODELLED, _PART_NOT_MODELLED), **_PART_ALIASES}
+_PART_CANON = {**_canon_table(_PART_MODELLED, _PART_IN_EXTRA, _PART_NOT_MODELLED), **_PART_ALIASES}
 
 
 # --------------------------------------------------------------------------------------------
@@ -857,8 +861,15 @@ class _Loader:
             part.min_nodes = _parse_int(opts["MinNodes"], "MinNodes", line)
         if "QOS" in opts:
             part.qos = opts["QOS"] or None
+        if "DefMemPerCPU" in opts and "DefMemPerNode" in opts:
+            raise line.error("DefMemPerCPU and DefMemPerNode cannot both be set on one partition "
+                             "(Slurm keeps one default memory per partition); keep one")
         for key, value in opts.items():
-            if key in _PART_NOT_MODELLED:
+            if key in _PART_IN_EXTRA:
+                if key in _PART_COUNTS:
+                    _parse_int(value, key, line)  # a clear error now, not a crash at the first job
+                part.extra[key] = value
+            elif key in _PART_NOT_MODELLED:
                 part.extra[key] = value
                 self.note(line, f"PartitionName:{key}")
         return part

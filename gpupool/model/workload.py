@@ -57,6 +57,14 @@ class PodSet:
     #: select/cons_tres counts them when it steers cores and GPUs by gres.conf ``Cores=``
     #: (policy/slurm/affinity.py). None: GPUs by lowest free index.
     slurm_tasks: tuple[int, int, int] | None = None
+    #: Slurm, requests the submission left to the cluster's defaults: ``cpu_unset`` when it gave
+    #: no ``--cpus-per-task``/``--cpus-per-gpu`` (DefCpuPerGPU may apply), ``memory_unset`` when
+    #: it gave no ``--mem*`` (DefMemPerGPU/CPU/Node apply, else, where memory is a consumable,
+    #: the whole node's memory). The Slurm policy fills them in at submit
+    #: (``policy/slurm/job_defaults.py``) and clears the flags; other policies read the
+    #: requests as they stand.
+    cpu_unset: bool = False
+    memory_unset: bool = False
 
     @property
     def total_gpus(self) -> int:

@@ -22,6 +22,7 @@ from gpupool.model.pool import Pool
 from gpupool.policy.slurm import (
     backfill,
     gang,
+    job_defaults,
     limits,
     main_sched,
     priority,
@@ -401,6 +402,7 @@ class SlurmPolicy:
         cfg = submit_check.slurm_config(pool)
         self.cfg = cfg
         self.s = load_settings(cfg)
+        self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self.over_time_limit = self.s.over_time_limit
         # slurmctld checks time limits every PERIODIC_TIMEOUT = 30 s (on the controller's clock).
         self.time_limit_check_interval = 30.0
@@ -716,6 +718,22 @@ class SlurmPolicy:
         self.run_limit.pop(jid, None)
 
     # ------------------------------------------------------------ submit-time checks
+    def resolve_request(self, wl):
+        """The request slurmctld stores for ``wl`` at submit: the CPUs and memory it left to
+        slurm.conf filled in from the defaults of the first partition it names, else the
+        default partition (``job_defaults``). The engine calls this once per submission."""
+        if not job_defaults.needs_defaults(wl):
+            return wl
+        names = [p.strip() for p in (wl.partition or "").split(",") if p.strip()]
+        part = self.cfg.partitions.get(names[0]) if names else self.cfg.default_partition()
+        if part is None:
+            return wl  # refused at submit: no partition to take defaults from
+        got = self._job_defaults.get(part.name)
+        if got is None:
+            memory = [self.pool.nodes[n].memory_mib for n in part.nodes if n in self.pool.nodes]
+            got = self._job_defaults[part.name] = job_defaults.partition_defaults(self.cfg, part, memory)
+        return job_defaults.fill(wl, got)
+
     def submit_verdict(self, job) -> str | None:
         if job.id in self._verdict:
             return self._verdict[job.id]

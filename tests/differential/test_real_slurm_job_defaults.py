@@ -1,0 +1,106 @@
+"""slurm.conf's job defaults on a real Slurm 22.05 and in gpupool, side by side (the rules:
+``gpupool/policy/slurm/job_defaults.py``; the same cases without a real Slurm:
+``tests/unit/test_slurm_job_defaults.py``).
+
+Each case starts two 16-core, 64000 MB, 8-GPU nodes (CR_Core_Memory) with its defaults,
+submits its jobs a couple of seconds apart and reads each job's CPUs, memory, nodes and state
+from ``scontrol show job``; gpupool replays the cluster's own slurm.conf and the same
+submissions. Skipped where Slurm is not installed. Run alone with
+``python -m pytest tests/differential/test_real_slurm_job_defaults.py -o addopts=""``.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpupool.conformance.real_slurm import RealSlurm
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.hostlist import expand_hostlist
+from gpupool.formats.pool_dir import load_pool
+from gpupool.model.slurm import Partition
+
+from tests.differential.real_cluster import need, started, submit_plan
+from tests.unit.sbatch_plans import workload
+
+pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
+
+GAP_S = 2.0  # between submissions
+SETTLE_S = 8.0  # after the last: the submissions' own scheduling passes have run
+
+#: (cluster-wide keys, partition q's keys, sbatch options per job)
+CASES = {
+    "none": ({}, {}, ["--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1 --mem=1000"]),
+    "per_cpu": ({"DefMemPerCPU": "8000"}, {"DefMemPerCPU": "2000"},
+                ["-c4 --gres=gpu:1", "-c4 --gres=gpu:1 -p q", "-c2 --gres=gpu:1 -p q"]),
+    # not here: a GPU job with its own --mem-per-cpu under DefMemPerGPU, which the real 22.05.8
+    # placed as if it asked DefMemPerGPU per GPU (docs/differential.md, finding 35)
+    "per_gpu": ({"DefMemPerGPU": "20000", "DefMemPerCPU": "1000"}, {"DefMemPerGPU": "5000"},
+                ["-c2 --gres=gpu:2", "-c2", "-c2 --gres=gpu:2 -p q", "-c2 --gpus=2"]),
+    "cpu_per_gpu": ({"DefCpuPerGPU": "4", "DefMemPerCPU": "1000"}, {"DefCpuPerGPU": "2"},
+                    ["--gres=gpu:2", "--gres=gpu:2 -c1", "--gres=gpu:2 -p q", "--gpus=3"]),
+    "per_node": ({"DefMemPerNode": "30000"}, {},
+                 ["--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1", "-N2 --gres=gpu:1"]),
+}
+
+
+def _mb(text: str) -> int:
+    """``62.50G`` / ``8000M`` -> MB."""
+    value, unit = float(text[:-1]), text[-1]
+    return round(value * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit])
+
+
+def _real(tmp_path, globals_: dict, q: dict, jobs: list[str]):
+    rs = RealSlurm(tmp_path, nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
+                   overrides={"SelectTypeParameters": "CR_Core_Memory", "PriorityType": "priority/basic", **globals_},
+                   scheduler_parameters="bf_interval=30")
+    names = rs.node_names
+    rs._config.partitions = {
+        "p": Partition(name="p", nodes=tuple(names), default=True, max_time=3600),
+        "q": Partition(name="q", nodes=tuple(names), max_time=3600, extra=dict(q)),
+    }
+    started(rs)
+    try:
+        plan = [(f"j{k}", GAP_S * k, opts) for k, opts in enumerate(jobs)]
+        ids, _last = submit_plan(rs, plan)
+        rs.sleep(SETTLE_S)
+        rows = []
+        for name, _at, _opts in plan:
+            text = rs.run(["scontrol", "show", "job", str(ids[name])]).stdout
+            # a running job shows AllocTRES, a pending one ReqTRES (22.05 prints TRES= for both
+            # on some lines): the first non-empty one
+            found = [v for v in re.findall(r"\b(?:Alloc|Req)?TRES=(\S*)", text) if v]
+            tres = dict(kv.split("=", 1) for kv in found[0].split(","))
+            state = re.search(r"JobState=(\S+)", text).group(1)
+            where = None
+            if state == "RUNNING":
+                nodes = re.search(r"(?<![A-Za-z])NodeList=(\S+)", text).group(1)
+                where = sorted(names.index(x) for x in expand_hostlist(nodes))
+            rows.append((int(tres["cpu"]), _mb(tres["mem"]), where, state))
+    finally:
+        rs.stop()
+    return rows, rs.etc
+
+
+def _ours(conf, jobs: list[str]):
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    pool = load_pool(conf)
+    wls = [workload(f"j{k}", opts, GAP_S * k, k + 1) for k, opts in enumerate(jobs)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=GAP_S * len(jobs) + SETTLE_S).run()
+    rows = []
+    for job in sorted(out.jobs, key=lambda j: j.id):
+        cpus = sum(ps.count * ps.cpu_m // 1000 for ps in job.wl.pod_sets)
+        mem = sum(ps.count * ps.memory_mib for ps in job.wl.pod_sets)
+        where = sorted({p[0] for p in job.placement}) if job.state == "RUNNING" else None
+        rows.append((cpus, mem, where, job.state))
+    return rows
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_job_defaults_match_real_slurm(tmp_path, case):
+    need("none")
+    globals_, q, jobs = CASES[case]
+    real, conf = _real(tmp_path / "real", globals_, q, jobs)
+    assert _ours(conf, jobs) == real

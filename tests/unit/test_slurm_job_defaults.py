@@ -1,0 +1,131 @@
+"""slurm.conf's job defaults (DefCpuPerGPU, DefMemPerGPU, DefMemPerCPU, DefMemPerNode, and the
+whole node's memory when none applies) filled into sbatch jobs that did not ask, as a real
+22.05.8 did on two 16-core, 64000 MB, 8-GPU nodes (CR_Core_Memory;
+``tests/differential/test_real_slurm_job_defaults.py`` runs the same submissions on both)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import GpupoolError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+from gpupool.policy.slurm.job_defaults import Defaults, fill_pod_set
+
+from tests.unit.sbatch_plans import script, workload
+
+CONF = """\
+ClusterName=defaults
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+SelectType=select/cons_tres
+SelectTypeParameters={select}
+PriorityType=priority/basic
+GresTypes=gpu
+{globals}
+NodeName=n[1-2] CPUs=16 RealMemory=64000 Gres=gpu:8
+PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60
+PartitionName=q Nodes=n[1-2] MaxTime=60 {q}
+"""
+
+
+def run(tmp_path: Path, globals_: str, q: str, jobs: list[str], select: str = "CR_Core_Memory", until: float = 20.0):
+    """Submit ``jobs`` (sbatch options) a second apart; (memory MiB, CPUs, node, state) per job at ``until``."""
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    (tmp_path / "slurm.conf").write_text(CONF.format(select=select, globals=globals_, q=q))
+    pool = load_pool(tmp_path)
+    wls = [workload(f"j{k}", opts, float(k), k + 1) for k, opts in enumerate(jobs)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=until).run()
+    rows = []
+    for job in sorted(out.jobs, key=lambda j: j.id):
+        (ps,) = job.wl.pod_sets
+        node = sorted({pool_node for pool_node, *_ in job.placement}) if job.placement else None
+        rows.append((ps.memory_mib * ps.count, ps.cpu_m * ps.count // 1000, node, job.state))
+    return rows
+
+
+def test_without_any_default_a_job_takes_its_nodes_whole_memory(tmp_path: Path) -> None:
+    # real: the first two ran with mem=62.50G on gpu01 and gpu02; the third waited (Resources)
+    rows = run(tmp_path, "", "", ["--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1 --mem=1000"])
+    assert [r[0] for r in rows] == [64000, 64000, 64000, 1000]
+    assert [r[2] for r in rows[:2]] == [[0], [1]]
+    assert [r[3] for r in rows[2:]] == ["PENDING", "PENDING"]
+
+
+def test_without_memory_as_a_consumable_no_default_leaves_memory_unasked(tmp_path: Path) -> None:
+    rows = run(tmp_path, "", "", ["--gres=gpu:1", "--gres=gpu:1"], select="CR_Core")
+    assert [r[0] for r in rows] == [0, 0]
+    assert [r[2] for r in rows] == [[0], [0]]
+
+
+def test_def_mem_per_cpu_of_the_partition_wins_over_the_clusters(tmp_path: Path) -> None:
+    # real: 32000M (8000 x 4 CPUs), 8000M and 4000M (q's 2000 per CPU), all three on gpu01
+    rows = run(tmp_path, "DefMemPerCPU=8000", "DefMemPerCPU=2000",
+               ["-c4 --gres=gpu:1", "-c4 --gres=gpu:1 -p q", "-c2 --gres=gpu:1 -p q"])
+    assert [(r[0], r[1]) for r in rows] == [(32000, 4), (8000, 4), (4000, 2)]
+    assert {tuple(r[2]) for r in rows} == {(0,)}
+
+
+def test_def_mem_per_gpu_comes_before_def_mem_per_cpu_for_gpu_jobs(tmp_path: Path) -> None:
+    # real: 40000M, 2000M (no GPU: 1000 per CPU), 10000M (q's 5000 per GPU), 40000M (--gpus=2),
+    # 6000M (--mem-per-cpu given)
+    rows = run(tmp_path, "DefMemPerGPU=20000\nDefMemPerCPU=1000", "DefMemPerGPU=5000",
+               ["-c2 --gres=gpu:2", "-c2", "-c2 --gres=gpu:2 -p q", "-c2 --gpus=2",
+                "-c2 --gres=gpu:1 --mem-per-cpu=3000"])
+    assert [r[0] for r in rows] == [40000, 2000, 10000, 40000, 6000]
+
+
+def test_def_cpu_per_gpu_applies_only_without_a_cpu_request(tmp_path: Path) -> None:
+    # real: 8 CPUs (4 per GPU) and 8000M; -c1 kept 1 CPU; q's 2 per GPU gave 4; --gpus=3 gave 12
+    rows = run(tmp_path, "DefCpuPerGPU=4\nDefMemPerCPU=1000", "DefCpuPerGPU=2",
+               ["--gres=gpu:2", "--gres=gpu:2 -c1", "--gres=gpu:2 -p q", "--gpus=3"])
+    assert [(r[1], r[0]) for r in rows] == [(8, 8000), (1, 1000), (4, 4000), (12, 12000)]
+
+
+def test_def_mem_per_node_is_asked_on_every_node(tmp_path: Path) -> None:
+    # real: two 30000M jobs on gpu01, the third on gpu02; the two-node job (60000M) waited
+    rows = run(tmp_path, "DefMemPerNode=30000", "",
+               ["--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1", "-N2 --gres=gpu:1"])
+    assert [r[0] for r in rows] == [30000, 30000, 30000, 60000]
+    assert [r[2] for r in rows[:3]] == [[0], [0], [1]]
+    assert rows[3][3] == "PENDING"
+
+
+def test_a_request_given_in_full_is_left_as_it_is(tmp_path: Path) -> None:
+    rows = run(tmp_path, "DefMemPerCPU=8000\nDefCpuPerGPU=4", "",
+               ["--gres=gpu:2 -c3 --mem=5000", "--gres=gpu:1 --cpus-per-gpu=2 --mem-per-gpu=700"])
+    assert [(r[1], r[0]) for r in rows] == [(3, 5000), (2, 700)]
+
+
+def test_sbatch_marks_what_it_left_to_the_cluster() -> None:
+    def pod(opts: str):
+        (wl,) = sbatch_to_workload(parse_sbatch_text(script(opts), "x.sbatch"), id=1, submit_time=0.0, runtime=1.0)
+        return wl.pod_sets[0]
+
+    assert (pod("--gres=gpu:1").cpu_unset, pod("--gres=gpu:1").memory_unset) == (True, True)
+    assert (pod("-c2 --mem=10").cpu_unset, pod("-c2 --mem=10").memory_unset) == (False, False)
+    assert (pod("--cpus-per-gpu=2 --mem-per-cpu=1").cpu_unset, pod("--mem-per-gpu=5").memory_unset) == (False, False)
+
+
+def test_filling_in_clears_the_flags_and_is_idempotent() -> None:
+    from gpupool.model.workload import PodSet
+
+    d = Defaults(cpu_per_gpu=4, mem_per_gpu=None, mem_per_cpu=1000, mem_per_node=None, whole_node=64000)
+    once = fill_pod_set(PodSet(gpus=2, cpu_unset=True, memory_unset=True), d)
+    assert (once.cpu_m, once.memory_mib, once.cpu_unset, once.memory_unset) == (8000, 8000, False, False)
+    assert fill_pod_set(once, d) == once
+
+
+@pytest.mark.parametrize("line, message", [
+    ("DefMemPerCPU=lots", "DefMemPerCPU must be a whole number"),
+    ("DefMemPerCPU=100 DefMemPerNode=200", "cannot both be set"),
+])
+def test_bad_partition_defaults_name_the_line(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="", q=line))
+    with pytest.raises(GpupoolError, match=message) as err:
+        load_pool(tmp_path)
+    assert "slurm.conf" in str(err.value) and ":11" in str(err.value)
