@@ -83,6 +83,18 @@ MODELLED_SCHEDULER_PARAMETERS = frozenset({
     "bf_min_prio_reserve", "bf_min_age_reserve", "bf_one_resv_per_job", "bf_busy_nodes",
 })
 
+#: DependencyParameters options the Slurm policy acts on (22.05 moved kill_invalid_depend here;
+#: SchedulerParameters still takes it); any other is kept and listed as not modelled.
+MODELLED_DEPENDENCY_PARAMETERS = frozenset({"kill_invalid_depend"})
+
+#: Global keys of ``MODELLED_KEYS`` that are checked and typed (a bad value is an error, the
+#: value is in ``config.params``) but that no policy acts on yet: listed as not modelled too,
+#: so nobody takes them for simulated.
+TYPED_NOT_MODELLED_KEYS = frozenset({
+    "PriorityParameters", "PrioritySiteFactorPlugin", "PrioritySiteFactorParameters", "CompleteWait",
+    "TreeWidth", "MaxArraySize", "MaxTasksPerNode", "MaxMemPerCPU", "MaxMemPerNode",
+})
+
 #: Global keys gpupool acts on, with their kind (see the module docstring for the typing).
 MODELLED_KEYS: dict[str, str] = {
     "ClusterName": "str",
@@ -657,6 +669,8 @@ class _Loader:
             return
         typed = _parse_global(canon, kind, value, line)
         self.config.params[canon] = typed
+        if canon in TYPED_NOT_MODELLED_KEYS:
+            self.note(line, canon)
         if canon == "ClusterName":
             self.config.cluster_name = value
         elif canon == "SelectTypeParameters":
@@ -669,6 +683,10 @@ class _Loader:
             for option in typed:  # type: ignore[union-attr]
                 if option.lower() not in MODELLED_SCHEDULER_PARAMETERS:
                     self.note(line, f"SchedulerParameters={option}")
+        elif canon == "DependencyParameters":
+            for option in typed:  # type: ignore[union-attr]
+                if option.lower() not in MODELLED_DEPENDENCY_PARAMETERS:
+                    self.note(line, f"DependencyParameters={option}")
 
     # -- records without a model object ---------------------------------------------------
     def record_line(self, line: _Line, pairs: list[tuple[str, str]], kind: str, allowed: tuple[str, ...]) -> None:

@@ -477,3 +477,21 @@ def test_every_scheduler_parameter_the_policy_reads_is_listed_as_modelled() -> N
     source = Path(config.__file__).read_text()
     read = set(re.findall(r'sp\.get\("(\w+)"', source)) | set(re.findall(r'_bounded\(sp, "(\w+)"', source))
     assert read and read == set(MODELLED_SCHEDULER_PARAMETERS)
+
+
+def test_keys_typed_but_not_acted_on_are_listed_as_not_modelled(tmp_path: Path) -> None:
+    result = load_text(tmp_path, BASE + "MaxMemPerNode=64000\nMaxArraySize=1001\nTreeWidth=50\n"
+                       "DependencyParameters=kill_invalid_depend,max_depend_depth=5\n")
+    p = result.config.params
+    assert (p["MaxMemPerNode"], p["MaxArraySize"], p["TreeWidth"]) == (64000, 1001, 50)  # still checked and typed
+    listed = [key for _, key in result.not_modelled]
+    assert {"MaxMemPerNode", "MaxArraySize", "TreeWidth", "DependencyParameters=max_depend_depth"} <= set(listed)
+    assert "DependencyParameters=kill_invalid_depend" not in listed
+
+
+def test_kill_invalid_depend_is_read_from_dependency_parameters(tmp_path: Path) -> None:
+    from gpupool.policy.slurm.config import load_settings
+
+    for line, want in (("DependencyParameters=kill_invalid_depend\n", True),
+                       ("SchedulerParameters=kill_invalid_depend\n", True), ("", False)):
+        assert load_settings(load_text(tmp_path, BASE + line).config).kill_invalid_depend is want

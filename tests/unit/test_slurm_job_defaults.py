@@ -129,3 +129,15 @@ def test_bad_partition_defaults_name_the_line(tmp_path: Path, line: str, message
     with pytest.raises(GpupoolError, match=message) as err:
         load_pool(tmp_path)
     assert "slurm.conf" in str(err.value) and ":11" in str(err.value)
+
+
+@pytest.mark.parametrize("policy", ["bridge", "operator"])
+def test_policies_built_on_slurm_fill_defaults_in_too(policy: str) -> None:
+    import gpupool.policy.bridge  # noqa: F401  (registers the policies)
+    import gpupool.policy.operator  # noqa: F401
+
+    # the seed pool sets DefMemPerGPU=120000 (and declares the operator's NodeSets)
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    wl = workload("j", "-c2 --gres=gpu:1", 0.0, 1)
+    (ps,) = make_policy(policy, pool).resolve_request(wl).pod_sets
+    assert (ps.memory_mib, ps.memory_unset) == (120000, False)

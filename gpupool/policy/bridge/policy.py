@@ -151,6 +151,12 @@ class BridgePolicy:
             self._mirror(v, b, real, False)
 
     # ------------------------------------------------------------------ the decision
+    def resolve_request(self, wl):
+        """Native sbatch jobs get slurm.conf's job defaults as under ``--policy slurm``
+        (``SlurmPolicy.resolve_request``); Kubernetes workloads leave nothing unset, so they
+        pass unchanged."""
+        return self.slurm.resolve_request(wl)
+
     def decide(self, snap: Snapshot) -> list:
         view = self._view
         if view is None or self._src is not snap.nodes:

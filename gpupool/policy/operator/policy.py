@@ -93,6 +93,12 @@ class OperatorPolicy:
         lent = self._lent_idx
         return [slurm_side(o, i in lent) for i, o in enumerate(nodes.owner)]
 
+    def resolve_request(self, wl):
+        """Jobs submitted to its Slurm get slurm.conf's job defaults as under ``--policy slurm``
+        (``SlurmPolicy.resolve_request``); Kubernetes workloads leave nothing unset, so they
+        pass unchanged."""
+        return self.slurm.resolve_request(wl)
+
     def decide(self, snap: Snapshot) -> list:
         if self._views is None or self._src is not snap.nodes:
             self._views = (NodeView(snap.pool), NodeView(snap.pool))

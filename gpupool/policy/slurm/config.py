@@ -138,7 +138,9 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.sched_interval = _int(sp.get("sched_interval"), 60)
     s.default_queue_depth = _int(sp.get("default_queue_depth"), 100)
     s.assoc_limit_stop = bool(sp.get("assoc_limit_stop", False))
-    s.kill_invalid_depend = bool(sp.get("kill_invalid_depend", False))
+    # 22.05's place for it is DependencyParameters; SchedulerParameters still takes it
+    dp = {str(k).lower(): v for k, v in (p.get("DependencyParameters") or {}).items()}  # type: ignore[union-attr]
+    s.kill_invalid_depend = bool(sp.get("kill_invalid_depend", False) or dp.get("kill_invalid_depend", False))
     s.bf_interval = _int(sp.get("bf_interval"), 30)
     s.bf_window = _int(sp.get("bf_window"), 1440) * 60
     s.bf_resolution = max(1, _int(sp.get("bf_resolution"), 60))
