@@ -1036,6 +1036,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         # left to slurm.conf's DefCpuPerGPU / DefMem* (the Slurm policy fills them in at submit)
         cpu_unset=job.cpus_per_task is None and job.cpus_per_gpu is None,
         memory_unset=job.mem is None and job.mem_per_cpu is None and job.mem_per_gpu is None,
+        memory_whole_node=job.mem == 0,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -65,6 +65,8 @@ class PodSet:
     #: requests as they stand.
     cpu_unset: bool = False
     memory_unset: bool = False
+    #: Slurm ``--mem=0``: all the memory of each node the job gets (filled in with the rest)
+    memory_whole_node: bool = False
 
     @property
     def total_gpus(self) -> int:

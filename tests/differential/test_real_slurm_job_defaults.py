@@ -4,7 +4,7 @@
 
 Each case starts two 16-core, 64000 MB, 8-GPU nodes (CR_Core_Memory) with its defaults,
 submits its jobs a couple of seconds apart and reads each job's CPUs, memory, nodes and state
-from ``scontrol show job``; gpupool replays the cluster's own slurm.conf and the same
+from ``scontrol show job`` (or sbatch's message for a refused one); gpupool replays the cluster's own slurm.conf and the same
 submissions. Skipped where Slurm is not installed. Run alone with
 ``python -m pytest tests/differential/test_real_slurm_job_defaults.py -o addopts=""``.
 """
@@ -21,7 +21,7 @@ from gpupool.formats.hostlist import expand_hostlist
 from gpupool.formats.pool_dir import load_pool
 from gpupool.model.slurm import Partition
 
-from tests.differential.real_cluster import need, started, submit_plan
+from tests.differential.real_cluster import need, started
 from tests.unit.sbatch_plans import workload
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
@@ -42,7 +42,14 @@ CASES = {
                     ["--gres=gpu:2", "--gres=gpu:2 -c1", "--gres=gpu:2 -p q", "--gpus=3"]),
     "per_node": ({"DefMemPerNode": "30000"}, {},
                  ["--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1", "-N2 --gres=gpu:1"]),
+    "mem_zero": ({"DefMemPerGPU": "20000", "DefMemPerCPU": "1000"}, {},
+                 ["-c2 --gres=gpu:1 --mem=0", "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem=0"]),
+    # sbatch refuses some of these: compared by sbatch's message
+    "max_per_node": ({"MaxMemPerNode": "30000"}, {"DefMemPerCPU": "500"},
+                     ["-c2 --mem=40000 --gres=gpu:1", "-c4 --mem-per-cpu=10000", "-c2 --mem=0 --gres=gpu:1",
+                      "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 -p q", "-N2 -c2 --mem=30000"]),
 }
+REFUSED = "Batch job submission failed: "
 
 
 def _mb(text: str) -> int:
@@ -62,12 +69,20 @@ def _real(tmp_path, globals_: dict, q: dict, jobs: list[str]):
     }
     started(rs)
     try:
-        plan = [(f"j{k}", GAP_S * k, opts) for k, opts in enumerate(jobs)]
-        ids, _last = submit_plan(rs, plan)
+        ids = []
+        for k, opts in enumerate(jobs):
+            if k:
+                rs.sleep(GAP_S)
+            got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
+                          "--wrap", "sleep 3000"], check=False)
+            ids.append(int(got.stdout.split(";")[0]) if got.returncode == 0 else got.stderr.split(REFUSED)[-1].strip())
         rs.sleep(SETTLE_S)
         rows = []
-        for name, _at, _opts in plan:
-            text = rs.run(["scontrol", "show", "job", str(ids[name])]).stdout
+        for jid in ids:
+            if isinstance(jid, str):
+                rows.append(("REFUSED", jid))
+                continue
+            text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
             # a running job shows AllocTRES, a pending one ReqTRES (22.05 prints TRES= for both
             # on some lines): the first non-empty one
             found = [v for v in re.findall(r"\b(?:Alloc|Req)?TRES=(\S*)", text) if v]
@@ -91,6 +106,9 @@ def _ours(conf, jobs: list[str]):
     out = Engine(pool, wls, make_policy("slurm", pool), until=GAP_S * len(jobs) + SETTLE_S).run()
     rows = []
     for job in sorted(out.jobs, key=lambda j: j.id):
+        if job.state == "REJECTED":
+            rows.append(("REFUSED", job.reason))
+            continue
         cpus = sum(ps.count * ps.cpu_m // 1000 for ps in job.wl.pod_sets)
         mem = sum(ps.count * ps.memory_mib for ps in job.wl.pod_sets)
         where = sorted({p[0] for p in job.placement}) if job.state == "RUNNING" else None

@@ -33,7 +33,8 @@ PartitionName=q Nodes=n[1-2] MaxTime=60 {q}
 
 
 def run(tmp_path: Path, globals_: str, q: str, jobs: list[str], select: str = "CR_Core_Memory", until: float = 20.0):
-    """Submit ``jobs`` (sbatch options) a second apart; (memory MiB, CPUs, node, state) per job at ``until``."""
+    """Submit ``jobs`` (sbatch options) a second apart; (memory MiB, CPUs, nodes, state, reason) per job at
+    ``until``."""
     import gpupool.policy.slurm  # noqa: F401  (registers the policy)
 
     (tmp_path / "slurm.conf").write_text(CONF.format(select=select, globals=globals_, q=q))
@@ -44,7 +45,7 @@ def run(tmp_path: Path, globals_: str, q: str, jobs: list[str], select: str = "C
     for job in sorted(out.jobs, key=lambda j: j.id):
         (ps,) = job.wl.pod_sets
         node = sorted({pool_node for pool_node, *_ in job.placement}) if job.placement else None
-        rows.append((ps.memory_mib * ps.count, ps.cpu_m * ps.count // 1000, node, job.state))
+        rows.append((ps.memory_mib * ps.count, ps.cpu_m * ps.count // 1000, node, job.state, job.reason))
     return rows
 
 
@@ -141,3 +142,30 @@ def test_policies_built_on_slurm_fill_defaults_in_too(policy: str) -> None:
     wl = workload("j", "-c2 --gres=gpu:1", 0.0, 1)
     (ps,) = make_policy(policy, pool).resolve_request(wl).pod_sets
     assert (ps.memory_mib, ps.memory_unset) == (120000, False)
+
+
+def test_mem_zero_takes_the_whole_node_whatever_the_defaults(tmp_path: Path) -> None:
+    # real: --mem=0 gave mem=62.50G under DefMemPerGPU=20000 and DefMemPerCPU=1000
+    rows = run(tmp_path, "DefMemPerGPU=20000\nDefMemPerCPU=1000", "",
+               ["-c2 --gres=gpu:1 --mem=0", "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem=0"])
+    assert [r[0] for r in rows] == [64000, 20000, 64000]
+    assert [r[2] for r in rows[:2]] == [[0], [1]]
+    assert rows[2][3] == "PENDING"
+
+
+def test_max_mem_per_node_refuses_at_submit_with_sbatchs_messages(tmp_path: Path) -> None:
+    # real (MaxMemPerNode=30000; q has DefMemPerCPU=500): --mem=40000, -c4 --mem-per-cpu=10000
+    # and --mem=0 were refused with "Memory required by task is not available"; a job no default
+    # covers with "Requested partition configuration not available now"; the rest ran
+    jobs = ["-c2 --mem=40000 --gres=gpu:1", "-c4 --mem-per-cpu=10000", "-c2 --mem=0 --gres=gpu:1",
+            "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 -p q", "-N2 -c2 --mem=30000"]
+    rows = run(tmp_path, "MaxMemPerNode=30000", "DefMemPerCPU=500", jobs)
+    assert [r[3] for r in rows] == ["REJECTED"] * 4 + ["RUNNING"] * 2
+    assert [r[4] for r in rows[:4]] == ["Memory required by task is not available"] * 3 + [
+        "Requested partition configuration not available now"]
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = load_pool(tmp_path)
+    said = [submit_rejection(pool, workload(f"j{k}", opts, 0.0, k + 1)) for k, opts in enumerate(jobs)]
+    assert said == ["Memory required by task is not available"] * 3 + [
+        "Requested partition configuration not available now", None, None]

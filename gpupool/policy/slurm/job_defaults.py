@@ -18,9 +18,17 @@ other request. What a real 22.05.8 did (CR_Core_Memory, 16-core 64000 MB nodes, 
   many CPUs per GPU (``--gres=gpu:2`` with 4 → 8 CPUs; ``-c1`` kept 1), and its default memory
   per CPU counts those CPUs.
 
+* ``--mem=0``: the node's whole memory whatever the defaults;
+* **MaxMemPerNode** (cluster-wide): sbatch refused a job asking more on a node ("Memory required
+  by task is not available", also for ``--mem=0`` and ``--mem-per-cpu`` × CPUs), and one that
+  no default covers, which would have taken the whole node ("Requested partition configuration
+  not available now"). (MaxMemPerCPU, which doubled a job's CPUs per task until its memory per
+  CPU fitted, is not modelled.)
+
 Where the whole node's memory applies and the partition's nodes differ in RealMemory, each pod
 is given the smallest of them (a pod set holds one number, not one per node): exact on the usual
 partition of one node type. A job in several partitions is filled in from the first it names.
+Task pods that may share a node are checked against MaxMemPerNode one task at a time.
 """
 from __future__ import annotations
 
@@ -42,6 +50,13 @@ class Defaults:
     mem_per_node: int | None
     #: the node memory a job without any default gets (memory a consumable), else None
     whole_node: int | None
+    #: MaxMemPerNode (None: no limit)
+    max_mem_per_node: int | None = None
+
+
+#: sbatch's refusals (22.05.8's wording)
+MSG_MEMORY = "Memory required by task is not available"
+MSG_PART_CONFIG = "Requested partition configuration not available now"
 
 
 def memory_is_consumable(cfg: SlurmConfig) -> bool:
@@ -85,31 +100,81 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
         cpu_gpu = _global(cfg, "DefCpuPerGPU")
     whole = min(node_memory) if node_memory and memory_is_consumable(cfg) else None
     # 0 is Slurm's "unset" for these counts
-    return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole)
+    return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole,
+                    _global(cfg, "MaxMemPerNode") or None)
+
+
+def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> Defaults | None:
+    """The defaults ``wl`` gets: those of the first partition it names, else of the default
+    partition; None when that partition does not exist (the submission is refused anyway).
+    ``node_memory``: RealMemory per node name; ``cache``: partition name -> its defaults."""
+    names = [p.strip() for p in (wl.partition or "").split(",") if p.strip()]
+    part = cfg.partitions.get(names[0]) if names else cfg.default_partition()
+    if part is None:
+        return None
+    got = cache.get(part.name)
+    if got is None:
+        memory = [node_memory[n] for n in part.nodes if n in node_memory]
+        got = cache[part.name] = partition_defaults(cfg, part, memory)
+    return got
 
 
 def needs_defaults(wl: Workload) -> bool:
     """Whether any pod set of ``wl`` left CPUs or memory to the cluster."""
-    return any(ps.cpu_unset or ps.memory_unset for ps in wl.pod_sets)
+    return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node for ps in wl.pod_sets)
+
+
+def _per_node(ps: PodSet, mem: int) -> int:
+    """A per-node amount as one pod's: task pods that may share a node split it, as sbatch's
+    ``--mem`` does."""
+    return mem if ps.one_per_node or ps.count == 1 else math.ceil(mem / ps.count)
+
+
+def _cpu_m(ps: PodSet, d: Defaults) -> int:
+    if ps.cpu_unset and ps.gpus and d.cpu_per_gpu:
+        return d.cpu_per_gpu * ps.gpus * 1000
+    return ps.cpu_m
+
+
+def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
+    """One pod's memory and where it came from: "given", "default", "whole" (``--mem=0``) or
+    "whole-default" (no default applies)."""
+    if ps.memory_whole_node:
+        return (0 if d.whole_node is None else _per_node(ps, d.whole_node)), "whole"
+    if not ps.memory_unset:
+        return ps.memory_mib, "given"
+    if ps.gpus and d.mem_per_gpu:
+        return d.mem_per_gpu * ps.gpus, "default"
+    if d.mem_per_cpu:
+        return d.mem_per_cpu * math.ceil(cpu_m / 1000), "default"
+    if d.mem_per_node:
+        return _per_node(ps, d.mem_per_node), "default"
+    if d.whole_node is not None:
+        return _per_node(ps, d.whole_node), "whole-default"
+    return ps.memory_mib, "given"  # memory is no consumable: nothing to fill in
 
 
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared."""
-    cpu_m = ps.cpu_m
-    if ps.cpu_unset and ps.gpus and d.cpu_per_gpu:
-        cpu_m = d.cpu_per_gpu * ps.gpus * 1000
-    mem = ps.memory_mib
-    if ps.memory_unset:
-        if ps.gpus and d.mem_per_gpu:
-            mem = d.mem_per_gpu * ps.gpus
-        elif d.mem_per_cpu:
-            mem = d.mem_per_cpu * math.ceil(cpu_m / 1000)
-        elif d.mem_per_node:
-            # per node; task pods that may share a node split it, as sbatch's --mem does
-            mem = d.mem_per_node if ps.one_per_node or ps.count == 1 else math.ceil(d.mem_per_node / ps.count)
-        elif d.whole_node is not None:
-            mem = d.whole_node if ps.one_per_node or ps.count == 1 else math.ceil(d.whole_node / ps.count)
-    return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False)
+    cpu_m = _cpu_m(ps, d)
+    mem, _source = _memory(ps, cpu_m, d)
+    return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
+                   memory_whole_node=False)
+
+
+def memory_refusal(wl: Workload, d: Defaults) -> str | None:
+    """sbatch's message when ``wl`` (as submitted, before ``fill``) asks more memory on a node
+    than MaxMemPerNode allows, else None."""
+    limit = d.max_mem_per_node
+    if not limit:
+        return None
+    for ps in wl.pod_sets:
+        mem, source = _memory(ps, _cpu_m(ps, d), d)
+        if source in ("whole", "whole-default"):
+            mem = d.whole_node or 0  # the node's memory, not one task's share of it
+        if mem > limit:
+            return MSG_PART_CONFIG if source == "whole-default" else MSG_MEMORY
+    return None
 
 
 def fill(wl: Workload, d: Defaults) -> Workload:

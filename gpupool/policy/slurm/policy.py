@@ -403,6 +403,8 @@ class SlurmPolicy:
         self.cfg = cfg
         self.s = load_settings(cfg)
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
+        self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
+        self._memory_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message
         self.over_time_limit = self.s.over_time_limit
         # slurmctld checks time limits every PERIODIC_TIMEOUT = 30 s (on the controller's clock).
         self.time_limit_check_interval = 30.0
@@ -722,17 +724,13 @@ class SlurmPolicy:
         """The request slurmctld stores for ``wl`` at submit: the CPUs and memory it left to
         slurm.conf filled in from the defaults of the first partition it names, else the
         default partition (``job_defaults``). The engine calls this once per submission."""
-        if not job_defaults.needs_defaults(wl):
-            return wl
-        names = [p.strip() for p in (wl.partition or "").split(",") if p.strip()]
-        part = self.cfg.partitions.get(names[0]) if names else self.cfg.default_partition()
-        if part is None:
+        d = job_defaults.defaults_for(self.cfg, self._node_memory, wl, self._job_defaults)
+        if d is None:
             return wl  # refused at submit: no partition to take defaults from
-        got = self._job_defaults.get(part.name)
-        if got is None:
-            memory = [self.pool.nodes[n].memory_mib for n in part.nodes if n in self.pool.nodes]
-            got = self._job_defaults[part.name] = job_defaults.partition_defaults(self.cfg, part, memory)
-        return job_defaults.fill(wl, got)
+        why = job_defaults.memory_refusal(wl, d)
+        if why is not None:
+            self._memory_refusal[wl.id] = why  # MaxMemPerNode: refused at submit (submit_verdict)
+        return job_defaults.fill(wl, d)
 
     def submit_verdict(self, job) -> str | None:
         if job.id in self._verdict:
@@ -747,8 +745,9 @@ class SlurmPolicy:
         return submit_check.submit_rejection(self.pool, wl, user)
 
     def _verdict_of(self, job) -> str | None:
-        return submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
-                                      self._fit_empty)
+        why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
+                                     self._fit_empty)
+        return why if why is not None else self._memory_refusal.get(job.id)
 
     # ------------------------------------------------------------ priority
     def priority(self, job, info, accrue: float, now: float) -> int:

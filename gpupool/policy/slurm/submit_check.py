@@ -16,7 +16,7 @@ from gpupool.engine.nodes import NodeTable
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import Workload
-from gpupool.policy.slurm import limits
+from gpupool.policy.slurm import job_defaults, limits
 from gpupool.policy.slurm.config import (
     PartInfo,
     Settings,
@@ -114,7 +114,7 @@ _ASSOC = ("user associations",)
 class _PoolView:
     """What the checks read from a pool, derived once per pool object (pools are not mutated)."""
 
-    __slots__ = ("cfg", "default_part", "fit_memo", "nodes", "parts", "s")
+    __slots__ = ("cfg", "default_part", "fit_memo", "job_defaults", "node_memory", "nodes", "parts", "s")
 
     def __init__(self, pool: Pool) -> None:
         self.cfg = slurm_config(pool)
@@ -124,6 +124,8 @@ class _PoolView:
         default = self.cfg.default_partition()
         self.default_part = default.name if default is not None else None
         self.fit_memo: dict = {}
+        self.node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
+        self.job_defaults: dict = {}  # partition name -> job_defaults.Defaults
 
 
 _VIEWS: dict[int, tuple[Pool, _PoolView]] = {}
@@ -149,8 +151,14 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     if user is not None:
         wl = replace(wl, user=user)
     acct = view.cfg.accounting
+    d = job_defaults.defaults_for(view.cfg, view.node_memory, wl, view.job_defaults)
+    if d is not None:  # slurmctld checks the request with slurm.conf's defaults filled in
+        refused = job_defaults.memory_refusal(wl, d)
+        wl = job_defaults.fill(wl, d)
+    else:
+        refused = None
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {})
-    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo)
+    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
 
 
 def _mask_of(info: PartInfo) -> int:
