@@ -54,6 +54,10 @@ class LockstepPolicy:
     same decision (the report's scheduler interval).
     """
 
+    def resolve_request(self, wl):
+        """The inner policy's submit-time view of a request (slurm.conf's job defaults)."""
+        return self.inner.resolve_request(wl)
+
     def __init__(self, inner, real: dict[int, tuple[float, tuple[tuple[int, int], ...] | None]],
                  tolerance: float = 1.0, decided: dict[int, float] | None = None) -> None:
         self.inner = inner

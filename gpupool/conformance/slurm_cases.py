@@ -306,6 +306,9 @@ class _Recorder:
         self.tick_interval = policy.tick_interval
         self.over_time_limit = policy.over_time_limit
         self.reasons: list[tuple[float, int, str]] = []
+        resolve = getattr(policy, "resolve_request", None)
+        if resolve is not None:  # the engine asks the wrapper for the submit-time request
+            self.resolve_request = resolve
 
     def decide(self, snap):
         out = self.policy.decide(snap)

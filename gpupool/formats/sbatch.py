@@ -1037,6 +1037,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         cpu_unset=job.cpus_per_task is None and job.cpus_per_gpu is None,
         memory_unset=job.mem is None and job.mem_per_cpu is None and job.mem_per_gpu is None,
         memory_whole_node=job.mem == 0,
+        memory_per="" if job.mem is not None else "cpu" if job.mem_per_cpu is not None else
+        "gpu" if job.mem_per_gpu is not None else "",
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
@@ -1118,9 +1120,10 @@ def sbatch_to_workload(
     )
     if job.array is None:
         return [base]
+    last = max(job.array.task_ids)
     return [
         replace(base, id=id + i, array_job_id=id, array_task_id=task,
-                array_max_running=job.array.max_running, labels={},
+                array_max_running=job.array.max_running, array_last_task_id=last, labels={},
                 source=f"{job.source}[{task}]")
         for i, task in enumerate(job.array.task_ids)
     ]

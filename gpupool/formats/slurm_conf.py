@@ -92,7 +92,7 @@ MODELLED_DEPENDENCY_PARAMETERS = frozenset({"kill_invalid_depend"})
 #: so nobody takes them for simulated.
 TYPED_NOT_MODELLED_KEYS = frozenset({
     "PriorityParameters", "PrioritySiteFactorPlugin", "PrioritySiteFactorParameters", "CompleteWait",
-    "TreeWidth", "MaxArraySize", "MaxTasksPerNode", "MaxMemPerCPU",
+    "TreeWidth", "MaxTasksPerNode", "MaxMemPerCPU",
 })
 
 #: Global keys gpupool acts on, with their kind (see the module docstring for the typing).
@@ -837,7 +837,11 @@ class _Loader:
             return
         if name in self.partitions:
             raise line.error(f"partition {name!r} is defined twice (first at {self.partitions[name].line.where})")
-        self.partitions[name] = _PendingPartition(line, {**self.part_defaults, **opts})
+        defaults = self.part_defaults
+        if "DefMemPerCPU" in opts or "DefMemPerNode" in opts:
+            # one default memory per partition: the line's own form replaces the DEFAULT line's
+            defaults = {k: v for k, v in defaults.items() if k not in ("DefMemPerCPU", "DefMemPerNode")}
+        self.partitions[name] = _PendingPartition(line, {**defaults, **opts})
 
     def build_partition(self, name: str, pending: _PendingPartition) -> Partition:
         line, opts = pending.line, pending.opts

@@ -29,7 +29,8 @@ class Partition:
     min_nodes: int | None = None
     qos: str | None = None
     source: str = ""
-    #: PartitionName keys gpupool keeps but does not act on (GraceTime, Hidden, …), as written.
+    #: Other PartitionName keys, as written: some the Slurm policy reads (GraceTime,
+    #: TRESBillingWeights, DefCpuPerGPU, DefMem*), the rest kept only (Hidden, LLN, …).
     extra: dict[str, str] = field(default_factory=dict)
 
 

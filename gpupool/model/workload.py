@@ -67,6 +67,10 @@ class PodSet:
     memory_unset: bool = False
     #: Slurm ``--mem=0``: all the memory of each node the job gets (filled in with the rest)
     memory_whole_node: bool = False
+    #: Slurm, what ``memory_mib`` was asked per: "" a node (``--mem``; split over task pods that
+    #: may share a node), "cpu" (``--mem-per-cpu`` × the pod's CPUs, so it follows CPUs filled
+    #: in later), "gpu" (``--mem-per-gpu`` × its GPUs)
+    memory_per: str = ""
 
     @property
     def total_gpus(self) -> int:
@@ -117,6 +121,9 @@ class Workload:
     array_task_id: int | None = None
     #: ``--array=…%N``: at most N tasks of the array run at once.
     array_max_running: int | None = None
+    #: The largest task index of the array's spec: slurmctld refuses the whole array at submit
+    #: when it reaches MaxArraySize (None: not an array, or not known).
+    array_last_task_id: int | None = None
     output: str | None = None
     #: ``--time-min``: backfill may start the job with a limit cut down to this.
     time_min: float | None = None

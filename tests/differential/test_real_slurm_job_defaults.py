@@ -40,6 +40,9 @@ CASES = {
                 ["-c2 --gres=gpu:2", "-c2", "-c2 --gres=gpu:2 -p q", "-c2 --gpus=2"]),
     "cpu_per_gpu": ({"DefCpuPerGPU": "4", "DefMemPerCPU": "1000"}, {"DefCpuPerGPU": "2"},
                     ["--gres=gpu:2", "--gres=gpu:2 -c1", "--gres=gpu:2 -p q", "--gpus=3"]),
+    # (a pending job's ReqTRES shows its CPUs before DefCpuPerGPU, so these run on their own)
+    "mem_follows_cpus": ({"DefCpuPerGPU": "4", "DefMemPerCPU": "1000"}, {},
+                         ["--gres=gpu:2 --mem-per-cpu=1000", "-n2 --gpus-per-task=1 --mem-per-cpu=100"]),
     "per_node": ({"DefMemPerNode": "30000"}, {},
                  ["--gres=gpu:1", "--gres=gpu:1", "--gres=gpu:1", "-N2 --gres=gpu:1"]),
     "mem_zero": ({"DefMemPerGPU": "20000", "DefMemPerCPU": "1000"}, {},
@@ -48,6 +51,8 @@ CASES = {
     "max_per_node": ({"MaxMemPerNode": "30000"}, {"DefMemPerCPU": "500"},
                      ["-c2 --mem=40000 --gres=gpu:1", "-c4 --mem-per-cpu=10000", "-c2 --mem=0 --gres=gpu:1",
                       "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 -p q", "-N2 -c2 --mem=30000"]),
+    "max_per_node_tasks": ({"MaxMemPerNode": "30000", "DefMemPerCPU": "1000"}, {},
+                           ["-n4 --mem=40000", "-n4 --mem-per-cpu=9000", "-n2 --mem=25000"]),
 }
 REFUSED = "Batch job submission failed: "
 

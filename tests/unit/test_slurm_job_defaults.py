@@ -169,3 +169,53 @@ def test_max_mem_per_node_refuses_at_submit_with_sbatchs_messages(tmp_path: Path
     said = [submit_rejection(pool, workload(f"j{k}", opts, 0.0, k + 1)) for k, opts in enumerate(jobs)]
     assert said == ["Memory required by task is not available"] * 3 + [
         "Requested partition configuration not available now", None, None]
+
+
+def test_mem_per_cpu_follows_cpus_filled_in_from_def_cpu_per_gpu(tmp_path: Path) -> None:
+    # real: --gres=gpu:2 --mem-per-cpu=1000 under DefCpuPerGPU=4 got 8 CPUs and 8000M;
+    # -n2 --gpus-per-task=1 --mem-per-cpu=100 got 8 CPUs and 800M
+    rows = run(tmp_path, "DefCpuPerGPU=4\nDefMemPerCPU=1000", "",
+               ["--gres=gpu:2 --mem-per-cpu=1000", "-n2 --gpus-per-task=1 --mem-per-cpu=100"])
+    assert [(r[1], r[0]) for r in rows] == [(8, 8000), (8, 800)]
+
+
+def test_max_mem_per_node_counts_per_node_memory_whole_and_per_cpu_memory_per_task(tmp_path: Path) -> None:
+    # real (MaxMemPerNode=30000): -n4 --mem=40000 refused; -n4 --mem-per-cpu=9000 (36000 MB on
+    # one node) and -n2 --mem=25000 ran
+    rows = run(tmp_path, "MaxMemPerNode=30000\nDefMemPerCPU=1000", "",
+               ["-n4 --mem=40000", "-n4 --mem-per-cpu=9000", "-n2 --mem=25000"])
+    assert [r[3] for r in rows] == ["REJECTED", "RUNNING", "RUNNING"]
+    assert rows[0][4] == "Memory required by task is not available"
+
+
+def test_a_partitions_own_default_memory_replaces_the_default_lines_other_form(tmp_path: Path) -> None:
+    (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="", q="DefMemPerNode=5000")
+                                         .replace("PartitionName=p ", "PartitionName=DEFAULT DefMemPerCPU=1000\n"
+                                                  "PartitionName=p "))
+    pool = load_pool(tmp_path)
+    parts = pool.slurm.partitions
+    assert parts["p"].extra.get("DefMemPerCPU") == "1000" and "DefMemPerNode" not in parts["p"].extra
+    assert parts["q"].extra.get("DefMemPerNode") == "5000" and "DefMemPerCPU" not in parts["q"].extra
+
+
+def test_wrapping_policies_pass_the_submit_time_request_on(tmp_path: Path) -> None:
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.conformance.slurm_cases import _Recorder
+
+    (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="DefMemPerCPU=700", q=""))
+    pool = load_pool(tmp_path)
+    wl = workload("j", "-c2 --gres=gpu:1", 0.0, 1)
+    for wrapped in (LockstepPolicy(make_policy("slurm", pool), {}), _Recorder(make_policy("slurm", pool))):
+        out = Engine(pool, [wl], wrapped, until=1.0).run()
+        assert out.jobs[0].wl.pod_sets[0].memory_mib == 1400
+
+
+def test_the_bridge_leaves_kubernetes_workloads_to_its_own_external_jobs() -> None:
+    import gpupool.policy.bridge  # noqa: F401  (registers the policy)
+    from dataclasses import replace as dc_replace
+
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    wl = workload("j", "-c2 --gres=gpu:1", 0.0, 1)
+    k8s = dc_replace(wl, kind="job", labels={"kueue.x-k8s.io/queue-name": "q"})
+    pol = make_policy("bridge", pool, {"kubernetes": "all"})
+    assert pol.resolve_request(k8s) is k8s

@@ -152,9 +152,12 @@ class BridgePolicy:
 
     # ------------------------------------------------------------------ the decision
     def resolve_request(self, wl):
-        """Native sbatch jobs get slurm.conf's job defaults as under ``--policy slurm``
-        (``SlurmPolicy.resolve_request``); Kubernetes workloads leave nothing unset, so they
-        pass unchanged."""
+        """Native sbatch jobs get slurm.conf's job defaults and submit checks as under
+        ``--policy slurm`` (``SlurmPolicy.resolve_request``). A Kubernetes workload is no sbatch
+        submission: its pods become the bridge's own external jobs (other ids), so it passes
+        unchanged."""
+        if is_kubernetes(wl, self.rule):
+            return wl
         return self.slurm.resolve_request(wl)
 
     def decide(self, snap: Snapshot) -> list:

@@ -94,9 +94,11 @@ class OperatorPolicy:
         return [slurm_side(o, i in lent) for i, o in enumerate(nodes.owner)]
 
     def resolve_request(self, wl):
-        """Jobs submitted to its Slurm get slurm.conf's job defaults as under ``--policy slurm``
-        (``SlurmPolicy.resolve_request``); Kubernetes workloads leave nothing unset, so they
-        pass unchanged."""
+        """Jobs submitted to its Slurm get slurm.conf's job defaults and submit checks as under
+        ``--policy slurm`` (``SlurmPolicy.resolve_request``); Kubernetes workloads go to Kueue
+        and pass unchanged."""
+        if is_kubernetes(wl, self.rule):
+            return wl
         return self.slurm.resolve_request(wl)
 
     def decide(self, snap: Snapshot) -> list:

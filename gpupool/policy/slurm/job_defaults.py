@@ -28,7 +28,10 @@ other request. What a real 22.05.8 did (CR_Core_Memory, 16-core 64000 MB nodes, 
 Where the whole node's memory applies and the partition's nodes differ in RealMemory, each pod
 is given the smallest of them (a pod set holds one number, not one per node): exact on the usual
 partition of one node type. A job in several partitions is filled in from the first it names.
-Task pods that may share a node are checked against MaxMemPerNode one task at a time.
+Against MaxMemPerNode a per-node amount (``--mem``, DefMemPerNode) counts whole and a per-CPU or
+per-GPU one per task, as a real 22.05.8 refused ``-n4 --mem=40000`` under MaxMemPerNode=30000 but
+ran ``-n4 --mem-per-cpu=9000`` (36000 MB on one node). ``--mem-per-cpu`` follows CPUs filled in
+from DefCpuPerGPU (``--gres=gpu:2 --mem-per-cpu=1000`` under DefCpuPerGPU=4: 8 CPUs, 8000 MB).
 """
 from __future__ import annotations
 
@@ -137,21 +140,26 @@ def _cpu_m(ps: PodSet, d: Defaults) -> int:
 
 
 def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
-    """One pod's memory and where it came from: "given", "default", "whole" (``--mem=0``) or
-    "whole-default" (no default applies)."""
+    """One pod's memory with ``cpu_m`` CPUs, and what it is asked per: "task" (per CPU or GPU,
+    so one pod's share), "node" (per node: task pods that may share a node split it), "whole"
+    (``--mem=0``) or "whole-default" (no default applies)."""
     if ps.memory_whole_node:
         return (0 if d.whole_node is None else _per_node(ps, d.whole_node)), "whole"
     if not ps.memory_unset:
-        return ps.memory_mib, "given"
+        if ps.memory_per == "cpu" and cpu_m != ps.cpu_m:
+            # --mem-per-cpu is per allocated CPU: it follows CPUs filled in from DefCpuPerGPU
+            # (a real 22.05.8: --gres=gpu:2 --mem-per-cpu=1000 under DefCpuPerGPU=4 got 8000M)
+            return ps.memory_mib // math.ceil(ps.cpu_m / 1000) * math.ceil(cpu_m / 1000), "task"
+        return ps.memory_mib, "task" if ps.memory_per else "node"
     if ps.gpus and d.mem_per_gpu:
-        return d.mem_per_gpu * ps.gpus, "default"
+        return d.mem_per_gpu * ps.gpus, "task"
     if d.mem_per_cpu:
-        return d.mem_per_cpu * math.ceil(cpu_m / 1000), "default"
+        return d.mem_per_cpu * math.ceil(cpu_m / 1000), "task"
     if d.mem_per_node:
-        return _per_node(ps, d.mem_per_node), "default"
+        return _per_node(ps, d.mem_per_node), "node"
     if d.whole_node is not None:
         return _per_node(ps, d.whole_node), "whole-default"
-    return ps.memory_mib, "given"  # memory is no consumable: nothing to fill in
+    return ps.memory_mib, "node"  # memory is no consumable: nothing to fill in
 
 
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
@@ -172,6 +180,10 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
         mem, source = _memory(ps, _cpu_m(ps, d), d)
         if source in ("whole", "whole-default"):
             mem = d.whole_node or 0  # the node's memory, not one task's share of it
+        elif source == "node" and not ps.one_per_node:
+            # a per-node amount split over task pods: checked whole (a real 22.05.8 refused
+            # -n4 --mem=40000 under MaxMemPerNode=30000 but ran -n4 --mem-per-cpu=9000, 36000 MB)
+            mem *= ps.count
         if mem > limit:
             return MSG_PART_CONFIG if source == "whole-default" else MSG_MEMORY
     return None

@@ -28,6 +28,9 @@ MSG_NODES = "Requested node configuration is not available"
 MSG_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
 MSG_ACCOUNT = "Invalid account or account/partition combination specified"
 MSG_QOS = "Invalid qos specification"
+MSG_ARRAY = "Invalid job array specification"
+#: slurm.conf's MaxArraySize when it is not set (22.05): task indices 0-1000
+DEFAULT_MAX_ARRAY_SIZE = 1001
 
 
 def add_usage(usage: dict, req: JobReq, alloc: dict[str, int], sign: int = 1) -> None:

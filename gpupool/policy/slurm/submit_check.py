@@ -41,6 +41,13 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
 
     ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run)."""
     acct = cfg.accounting
+    last = wl.array_last_task_id
+    if last is not None:
+        size = cfg.params.get("MaxArraySize")
+        # indices run to MaxArraySize - 1 (0 disables arrays); every task carries the spec's
+        # largest index, so the whole array is refused
+        if last >= (limits.DEFAULT_MAX_ARRAY_SIZE if size is None else int(size)):  # type: ignore[call-overload]
+            return limits.MSG_ARRAY
     if not req.parts or any(p not in parts for p in req.parts):
         return limits.MSG_PARTITION
     memo = fit_memo if fit_memo is not None else {}
