@@ -92,7 +92,7 @@ MODELLED_DEPENDENCY_PARAMETERS = frozenset({"kill_invalid_depend"})
 #: so nobody takes them for simulated.
 TYPED_NOT_MODELLED_KEYS = frozenset({
     "PriorityParameters", "PrioritySiteFactorPlugin", "PrioritySiteFactorParameters", "CompleteWait",
-    "TreeWidth", "MaxTasksPerNode", "MaxMemPerCPU",
+    "TreeWidth", "MaxTasksPerNode",
 })
 
 #: Global keys gpupool acts on, with their kind (see the module docstring for the typing).

@@ -53,6 +53,11 @@ CASES = {
                       "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 -p q", "-N2 -c2 --mem=30000"]),
     "max_per_node_tasks": ({"MaxMemPerNode": "30000", "DefMemPerCPU": "1000"}, {},
                            ["-n4 --mem=40000", "-n4 --mem-per-cpu=9000", "-n2 --mem=25000"]),
+    # MaxMemPerCPU raises CPUs (not here: a per-node --mem, whose CPUs gpupool leaves as asked)
+    "max_per_cpu": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
+                    ["-c2 --mem-per-cpu=8000 --gres=gpu:1", "-n1 --mem-per-cpu=3000", "-c2 --mem=0 --gres=gpu:1"]),
+    "max_per_cpu_no_default": ({"MaxMemPerCPU": "4000"}, {},
+                               ["-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem-per-cpu=5000", "-n3 --mem-per-cpu=6000"]),
 }
 REFUSED = "Batch job submission failed: "
 

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+#: DefMemPerCPU: without it a job that gives no --mem gets the whole node's memory (as on a real
+#: 22.05.8, policy/slurm/job_defaults.py) and the tests' jobs could not share the host
 SLURM_CONF = """ClusterName=livetest
 KillWait=2
 OverTimeLimit=0
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
 GresTypes=gpu
 PriorityType=priority/multifactor
 PreemptType=preempt/qos

@@ -480,12 +480,12 @@ def test_every_scheduler_parameter_the_policy_reads_is_listed_as_modelled() -> N
 
 
 def test_keys_typed_but_not_acted_on_are_listed_as_not_modelled(tmp_path: Path) -> None:
-    result = load_text(tmp_path, BASE + "MaxMemPerCPU=64000\nMaxTasksPerNode=8\nTreeWidth=50\n"
+    result = load_text(tmp_path, BASE + "CompleteWait=64\nMaxTasksPerNode=8\nTreeWidth=50\n"
                        "DependencyParameters=kill_invalid_depend,max_depend_depth=5\n")
     p = result.config.params
-    assert (p["MaxMemPerCPU"], p["MaxTasksPerNode"], p["TreeWidth"]) == (64000, 8, 50)  # still checked and typed
+    assert (p["CompleteWait"], p["MaxTasksPerNode"], p["TreeWidth"]) == (64, 8, 50)  # still checked and typed
     listed = [key for _, key in result.not_modelled]
-    assert {"MaxMemPerCPU", "MaxTasksPerNode", "TreeWidth", "DependencyParameters=max_depend_depth"} <= set(listed)
+    assert {"CompleteWait", "MaxTasksPerNode", "TreeWidth", "DependencyParameters=max_depend_depth"} <= set(listed)
     assert "DependencyParameters=kill_invalid_depend" not in listed
 
 

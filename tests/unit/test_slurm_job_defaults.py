@@ -219,3 +219,20 @@ def test_the_bridge_leaves_kubernetes_workloads_to_its_own_external_jobs() -> No
     k8s = dc_replace(wl, kind="job", labels={"kueue.x-k8s.io/queue-name": "q"})
     pol = make_policy("bridge", pool, {"kubernetes": "all"})
     assert pol.resolve_request(k8s) is k8s
+
+
+def test_max_mem_per_cpu_raises_cpus_as_slurmctld_did(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000, DefMemPerCPU=1000): -c2 --mem-per-cpu=8000 ran with 4 CPUs (16000M);
+    # -n1 --mem-per-cpu=3000 kept 1; -c2 --mem=0 got the node's 16 CPUs and 62.50G
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "",
+               ["-c2 --mem-per-cpu=8000 --gres=gpu:1", "-n1 --mem-per-cpu=3000", "-c2 --mem=0 --gres=gpu:1"])
+    assert [(r[1], r[0]) for r in rows] == [(4, 16000), (1, 3000), (16, 64000)]
+    assert [r[2] for r in rows] == [[0], [0], [1]]
+
+
+def test_max_mem_per_cpu_doubles_cpus_per_task(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000, no default): no --mem took the whole node with 16 CPUs;
+    # -c2 --mem-per-cpu=5000 ran with 4 CPUs (10000M); -n3 --mem-per-cpu=6000 with 2 per task
+    rows = run(tmp_path, "MaxMemPerCPU=4000", "",
+               ["-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem-per-cpu=5000", "-n3 --mem-per-cpu=6000"])
+    assert [(r[1], r[0]) for r in rows] == [(16, 64000), (4, 10000), (6, 18000)]

@@ -22,8 +22,8 @@ other request. What a real 22.05.8 did (CR_Core_Memory, 16-core 64000 MB nodes, 
 * **MaxMemPerNode** (cluster-wide): sbatch refused a job asking more on a node ("Memory required
   by task is not available", also for ``--mem=0`` and ``--mem-per-cpu`` × CPUs), and one that
   no default covers, which would have taken the whole node ("Requested partition configuration
-  not available now"). (MaxMemPerCPU, which doubled a job's CPUs per task until its memory per
-  CPU fitted, is not modelled.)
+  not available now");
+* **MaxMemPerCPU**: CPUs raised until the memory per CPU fits (``_within_max_per_cpu``).
 
 Where the whole node's memory applies and the partition's nodes differ in RealMemory, each pod
 is given the smallest of them (a pod set holds one number, not one per node): exact on the usual
@@ -55,6 +55,8 @@ class Defaults:
     whole_node: int | None
     #: MaxMemPerNode (None: no limit)
     max_mem_per_node: int | None = None
+    #: MaxMemPerCPU (None: no limit)
+    max_mem_per_cpu: int | None = None
 
 
 #: sbatch's refusals (22.05.8's wording)
@@ -104,7 +106,7 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
     whole = min(node_memory) if node_memory and memory_is_consumable(cfg) else None
     # 0 is Slurm's "unset" for these counts
     return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole,
-                    _global(cfg, "MaxMemPerNode") or None)
+                    _global(cfg, "MaxMemPerNode") or None, _global(cfg, "MaxMemPerCPU") or None)
 
 
 def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> Defaults | None:
@@ -122,9 +124,12 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
     return got
 
 
-def needs_defaults(wl: Workload) -> bool:
-    """Whether any pod set of ``wl`` left CPUs or memory to the cluster."""
-    return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node for ps in wl.pod_sets)
+def needs_defaults(wl: Workload, d: Defaults | None = None) -> bool:
+    """Whether any pod set of ``wl`` left CPUs or memory to the cluster (or, under ``d``'s
+    MaxMemPerCPU, asks memory per CPU that may raise its CPUs)."""
+    per_cpu = d is not None and d.max_mem_per_cpu is not None
+    return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per == "cpu")
+               for ps in wl.pod_sets)
 
 
 def _per_node(ps: PodSet, mem: int) -> int:
@@ -140,8 +145,8 @@ def _cpu_m(ps: PodSet, d: Defaults) -> int:
 
 
 def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
-    """One pod's memory with ``cpu_m`` CPUs, and what it is asked per: "task" (per CPU or GPU,
-    so one pod's share), "node" (per node: task pods that may share a node split it), "whole"
+    """One pod's memory with ``cpu_m`` CPUs, and what it is asked per: "cpu" or "gpu" (so one
+    pod's share), "node" (per node: task pods that may share a node split it), "whole"
     (``--mem=0``) or "whole-default" (no default applies)."""
     if ps.memory_whole_node:
         return (0 if d.whole_node is None else _per_node(ps, d.whole_node)), "whole"
@@ -149,12 +154,12 @@ def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
         if ps.memory_per == "cpu" and cpu_m != ps.cpu_m:
             # --mem-per-cpu is per allocated CPU: it follows CPUs filled in from DefCpuPerGPU
             # (a real 22.05.8: --gres=gpu:2 --mem-per-cpu=1000 under DefCpuPerGPU=4 got 8000M)
-            return ps.memory_mib // math.ceil(ps.cpu_m / 1000) * math.ceil(cpu_m / 1000), "task"
-        return ps.memory_mib, "task" if ps.memory_per else "node"
+            return ps.memory_mib // math.ceil(ps.cpu_m / 1000) * math.ceil(cpu_m / 1000), "cpu"
+        return ps.memory_mib, ps.memory_per or "node"
     if ps.gpus and d.mem_per_gpu:
-        return d.mem_per_gpu * ps.gpus, "task"
+        return d.mem_per_gpu * ps.gpus, "gpu"
     if d.mem_per_cpu:
-        return d.mem_per_cpu * math.ceil(cpu_m / 1000), "task"
+        return d.mem_per_cpu * math.ceil(cpu_m / 1000), "cpu"
     if d.mem_per_node:
         return _per_node(ps, d.mem_per_node), "node"
     if d.whole_node is not None:
@@ -162,10 +167,33 @@ def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
     return ps.memory_mib, "node"  # memory is no consumable: nothing to fill in
 
 
+def _within_max_per_cpu(cpu_m: int, mem: int, source: str, d: Defaults) -> int:
+    """The pod's CPUs (millicores) raised as MaxMemPerCPU makes slurmctld raise them; its memory
+    stays. A real 22.05.8 under MaxMemPerCPU=4000 (64000 MB nodes) doubled CPUs per task until
+    the memory per CPU fitted (``-c2 --mem-per-cpu=5000``: 4 CPUs at 2500; ``-n3
+    --mem-per-cpu=6000``: 2 per task at 3000) and gave a job taking the whole node's memory the
+    CPUs that memory needs at the limit (16). A per-node ``--mem`` is left as asked (the real
+    system showed MinCPUsNode=5 for ``-c2 --mem=20000`` but allocated 4)."""
+    limit = d.max_mem_per_cpu
+    if not limit or not mem:
+        return cpu_m
+    if source in ("whole", "whole-default"):
+        return max(cpu_m, math.ceil(mem / limit) * 1000)
+    if source != "cpu":
+        return cpu_m
+    cpus = max(1, math.ceil(cpu_m / 1000))
+    per_cpu = mem / cpus
+    while per_cpu > limit:
+        cpus *= 2
+        per_cpu /= 2
+    return cpus * 1000
+
+
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared."""
     cpu_m = _cpu_m(ps, d)
-    mem, _source = _memory(ps, cpu_m, d)
+    mem, source = _memory(ps, cpu_m, d)
+    cpu_m = _within_max_per_cpu(cpu_m, mem, source, d)
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
                    memory_whole_node=False)
 
@@ -191,6 +219,6 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
 
 def fill(wl: Workload, d: Defaults) -> Workload:
     """``wl`` with every pod set filled in (``wl`` itself when none left anything unset)."""
-    if not needs_defaults(wl):
+    if not needs_defaults(wl, d):
         return wl
     return replace(wl, pod_sets=tuple(fill_pod_set(ps, d) for ps in wl.pod_sets))
