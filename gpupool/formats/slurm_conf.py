@@ -837,11 +837,7 @@ class _Loader:
             return
         if name in self.partitions:
             raise line.error(f"partition {name!r} is defined twice (first at {self.partitions[name].line.where})")
-        defaults = self.part_defaults
-        if "DefMemPerCPU" in opts or "DefMemPerNode" in opts:
-            # one default memory per partition: the line's own form replaces the DEFAULT line's
-            defaults = {k: v for k, v in defaults.items() if k not in ("DefMemPerCPU", "DefMemPerNode")}
-        self.partitions[name] = _PendingPartition(line, {**defaults, **opts})
+        self.partitions[name] = _PendingPartition(line, {**self.part_defaults, **opts})
 
     def build_partition(self, name: str, pending: _PendingPartition) -> Partition:
         line, opts = pending.line, pending.opts
@@ -883,9 +879,6 @@ class _Loader:
             part.min_nodes = _parse_int(opts["MinNodes"], "MinNodes", line)
         if "QOS" in opts:
             part.qos = opts["QOS"] or None
-        if "DefMemPerCPU" in opts and "DefMemPerNode" in opts:
-            raise line.error("DefMemPerCPU and DefMemPerNode cannot both be set on one partition "
-                             "(Slurm keeps one default memory per partition); keep one")
         for key, value in opts.items():
             if key in _PART_IN_EXTRA:
                 if key in _PART_COUNTS:

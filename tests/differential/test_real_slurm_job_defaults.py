@@ -58,6 +58,15 @@ CASES = {
                     ["-c2 --mem-per-cpu=8000 --gres=gpu:1", "-n1 --mem-per-cpu=3000", "-c2 --mem=0 --gres=gpu:1"]),
     "max_per_cpu_no_default": ({"MaxMemPerCPU": "4000"}, {},
                                ["-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem-per-cpu=5000", "-n3 --mem-per-cpu=6000"]),
+    "max_per_cpu_factor": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
+                           ["-c1 --mem-per-cpu=9000", "-c2 --mem-per-cpu=9000"]),
+    "max_per_cpu_whole_node_too_big": ({"MaxMemPerCPU": "2000"}, {}, ["-c1", "-c1 --mem=0"]),
+    "max_per_cpu_and_per_node": ({"MaxMemPerCPU": "4000", "MaxMemPerNode": "30000", "DefMemPerCPU": "1000"}, {},
+                                 ["-c2 --mem-per-cpu=5000"]),
+    "max_per_cpu_then_cpu_per_gpu": ({"DefCpuPerGPU": "4", "MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
+                                     ["--gres=gpu:2 --mem-per-cpu=5000"]),
+    "both_default_forms": ({"DefMemPerCPU": "1000", "DefMemPerNode": "30000"},
+                           {"DefMemPerCPU": "1000", "DefMemPerNode": "20000"}, ["-c4", "-c4 -p q"]),
 }
 REFUSED = "Batch job submission failed: "
 

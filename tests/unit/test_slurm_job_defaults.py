@@ -123,7 +123,7 @@ def test_filling_in_clears_the_flags_and_is_idempotent() -> None:
 
 @pytest.mark.parametrize("line, message", [
     ("DefMemPerCPU=lots", "DefMemPerCPU must be a whole number"),
-    ("DefMemPerCPU=100 DefMemPerNode=200", "cannot both be set"),
+    ("DefCpuPerGPU=-1", "DefCpuPerGPU must be at least 0"),
 ])
 def test_bad_partition_defaults_name_the_line(tmp_path: Path, line: str, message: str) -> None:
     (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="", q=line))
@@ -188,14 +188,19 @@ def test_max_mem_per_node_counts_per_node_memory_whole_and_per_cpu_memory_per_ta
     assert rows[0][4] == "Memory required by task is not available"
 
 
-def test_a_partitions_own_default_memory_replaces_the_default_lines_other_form(tmp_path: Path) -> None:
-    (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="", q="DefMemPerNode=5000")
-                                         .replace("PartitionName=p ", "PartitionName=DEFAULT DefMemPerCPU=1000\n"
-                                                  "PartitionName=p "))
+def test_def_mem_per_node_wins_when_both_forms_are_set(tmp_path: Path) -> None:
+    # real: DefMemPerCPU=1000 with DefMemPerNode=30000, cluster-wide or on one partition line:
+    # -c4 got 30000M ("DefMemPerCPU ignored, since it's mutually exclusive with DefMemPerNode")
+    rows = run(tmp_path, "DefMemPerCPU=1000\nDefMemPerNode=30000", "DefMemPerCPU=1000 DefMemPerNode=30000",
+               ["-c4", "-c4 -p q"])
+    assert [r[0] for r in rows] == [30000, 30000]
+    conf = CONF.format(select="CR_Core_Memory", globals="", q="DefMemPerNode=5000").replace(
+        "PartitionName=p ", "PartitionName=DEFAULT DefMemPerCPU=1000\nPartitionName=p ")
+    (tmp_path / "slurm.conf").write_text(conf)
     pool = load_pool(tmp_path)
-    parts = pool.slurm.partitions
-    assert parts["p"].extra.get("DefMemPerCPU") == "1000" and "DefMemPerNode" not in parts["p"].extra
-    assert parts["q"].extra.get("DefMemPerNode") == "5000" and "DefMemPerCPU" not in parts["q"].extra
+    pol = make_policy("slurm", pool)
+    mem = [pol.resolve_request(workload("j", opts, 0.0, 1)).pod_sets[0].memory_mib for opts in ("-c4", "-c4 -p q")]
+    assert mem == [4000, 5000]
 
 
 def test_wrapping_policies_pass_the_submit_time_request_on(tmp_path: Path) -> None:
@@ -236,3 +241,33 @@ def test_max_mem_per_cpu_doubles_cpus_per_task(tmp_path: Path) -> None:
     rows = run(tmp_path, "MaxMemPerCPU=4000", "",
                ["-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem-per-cpu=5000", "-n3 --mem-per-cpu=6000"])
     assert [(r[1], r[0]) for r in rows] == [(16, 64000), (4, 10000), (6, 18000)]
+
+
+def test_max_mem_per_cpu_multiplies_cpus_per_task_by_one_factor(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000): -c1 --mem-per-cpu=9000 ran on 3 CPUs at 3000 (9000M), -c2 on 6
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "", ["-c1 --mem-per-cpu=9000", "-c2 --mem-per-cpu=9000"])
+    assert [(r[1], r[0]) for r in rows] == [(3, 9000), (6, 18000)]
+
+
+def test_max_mem_per_cpu_comes_before_def_cpu_per_gpu(tmp_path: Path) -> None:
+    # real (DefCpuPerGPU=4, MaxMemPerCPU=4000): --gres=gpu:2 --mem-per-cpu=5000 ran on 8 CPUs at 2500
+    rows = run(tmp_path, "DefCpuPerGPU=4\nMaxMemPerCPU=4000\nDefMemPerCPU=1000", "", ["--gres=gpu:2 --mem-per-cpu=5000"])
+    assert [(r[1], r[0]) for r in rows] == [(8, 20000)]
+
+
+def test_max_mem_per_cpu_is_ignored_beside_max_mem_per_node(tmp_path: Path) -> None:
+    # real (both set): -c2 --mem-per-cpu=5000 kept 2 CPUs at 5000
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nMaxMemPerNode=30000\nDefMemPerCPU=1000", "", ["-c2 --mem-per-cpu=5000"])
+    assert [(r[1], r[0]) for r in rows] == [(2, 10000)]
+
+
+def test_whole_node_memory_needing_more_cpus_than_a_node_has_is_refused(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=2000, 64000 MB 16-core nodes): -c1 and -c1 --mem=0 were refused, "CPU
+    # count per node can not be satisfied" / "Requested node configuration is not available"
+    rows = run(tmp_path, "MaxMemPerCPU=2000", "", ["-c1", "-c1 --mem=0"])
+    assert [(r[3], r[4]) for r in rows] == [("REJECTED", "Requested node configuration is not available")] * 2
+
+
+def test_max_mem_per_node_never_refuses_on_the_rounding_of_a_split(tmp_path: Path) -> None:
+    rows = run(tmp_path, "MaxMemPerNode=30002\nDefMemPerCPU=1000", "", ["-n3 --mem=30001", "-n3 --mem=30010"])
+    assert [r[3] for r in rows] == ["RUNNING", "REJECTED"]

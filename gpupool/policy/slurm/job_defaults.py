@@ -23,7 +23,9 @@ other request. What a real 22.05.8 did (CR_Core_Memory, 16-core 64000 MB nodes, 
   by task is not available", also for ``--mem=0`` and ``--mem-per-cpu`` × CPUs), and one that
   no default covers, which would have taken the whole node ("Requested partition configuration
   not available now");
-* **MaxMemPerCPU**: CPUs raised until the memory per CPU fits (``_within_max_per_cpu``).
+* **MaxMemPerCPU**: CPUs per task raised by the factor that brings memory per CPU under it
+  (``_per_cpu_request``); ignored beside MaxMemPerNode;
+* DefMemPerCPU and DefMemPerNode both set: DefMemPerNode wins.
 
 Where the whole node's memory applies and the partition's nodes differ in RealMemory, each pod
 is given the smallest of them (a pod set holds one number, not one per node): exact on the usual
@@ -97,6 +99,11 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
         mem_cpu, mem_node = p_cpu, p_node
     else:
         mem_cpu, mem_node = _global(cfg, "DefMemPerCPU"), _global(cfg, "DefMemPerNode")
+    if mem_node:
+        # both set (one line, or a partition line under a DEFAULT one): DefMemPerNode wins, as
+        # on a real 22.05.8 ("DefMemPerCPU ignored, since it's mutually exclusive with
+        # DefMemPerNode"; -c4 got 30000M, not 4000M)
+        mem_cpu = None
     per_gpu = _count(part, "DefMemPerGPU")
     if per_gpu is None:
         per_gpu = _global(cfg, "DefMemPerGPU")
@@ -105,8 +112,11 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
         cpu_gpu = _global(cfg, "DefCpuPerGPU")
     whole = min(node_memory) if node_memory and memory_is_consumable(cfg) else None
     # 0 is Slurm's "unset" for these counts
-    return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole,
-                    _global(cfg, "MaxMemPerNode") or None, _global(cfg, "MaxMemPerCPU") or None)
+    max_node = _global(cfg, "MaxMemPerNode") or None
+    # MaxMemPerCPU is ignored beside MaxMemPerNode (a real 22.05.8 kept -c2 --mem-per-cpu=5000 on
+    # 2 CPUs with both set)
+    max_cpu = None if max_node else (_global(cfg, "MaxMemPerCPU") or None)
+    return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole, max_node, max_cpu)
 
 
 def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> Defaults | None:
@@ -151,10 +161,8 @@ def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
     if ps.memory_whole_node:
         return (0 if d.whole_node is None else _per_node(ps, d.whole_node)), "whole"
     if not ps.memory_unset:
-        if ps.memory_per == "cpu" and cpu_m != ps.cpu_m:
-            # --mem-per-cpu is per allocated CPU: it follows CPUs filled in from DefCpuPerGPU
-            # (a real 22.05.8: --gres=gpu:2 --mem-per-cpu=1000 under DefCpuPerGPU=4 got 8000M)
-            return ps.memory_mib // math.ceil(ps.cpu_m / 1000) * math.ceil(cpu_m / 1000), "cpu"
+        if ps.memory_per == "cpu":
+            return _per_cpu_request(ps, d).memory_mib, "cpu"
         return ps.memory_mib, ps.memory_per or "node"
     if ps.gpus and d.mem_per_gpu:
         return d.mem_per_gpu * ps.gpus, "gpu"
@@ -167,33 +175,36 @@ def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
     return ps.memory_mib, "node"  # memory is no consumable: nothing to fill in
 
 
-def _within_max_per_cpu(cpu_m: int, mem: int, source: str, d: Defaults) -> int:
-    """The pod's CPUs (millicores) raised as MaxMemPerCPU makes slurmctld raise them; its memory
-    stays. A real 22.05.8 under MaxMemPerCPU=4000 (64000 MB nodes) doubled CPUs per task until
-    the memory per CPU fitted (``-c2 --mem-per-cpu=5000``: 4 CPUs at 2500; ``-n3
-    --mem-per-cpu=6000``: 2 per task at 3000) and gave a job taking the whole node's memory the
-    CPUs that memory needs at the limit (16). A per-node ``--mem`` is left as asked (the real
-    system showed MinCPUsNode=5 for ``-c2 --mem=20000`` but allocated 4)."""
+def _per_cpu_request(ps: PodSet, d: Defaults) -> PodSet:
+    """A ``--mem-per-cpu`` pod filled in: slurmctld first raises CPUs per task by the factor
+    ceil(memory per CPU / MaxMemPerCPU) and divides the memory per CPU by it (at submit), then
+    DefCpuPerGPU replaces the CPUs of a job that gave none, and memory is per allocated CPU.
+    A real 22.05.8 at MaxMemPerCPU=4000: ``-c1 --mem-per-cpu=9000`` ran on 3 CPUs at 3000,
+    ``-c2`` on 6; with DefCpuPerGPU=4 too, ``--gres=gpu:2 --mem-per-cpu=5000`` on 8 CPUs at 2500."""
+    cpus = max(1, math.ceil(ps.cpu_m / 1000))
+    per_cpu = ps.memory_mib // cpus  # sbatch stored --mem-per-cpu × CPUs
     limit = d.max_mem_per_cpu
-    if not limit or not mem:
-        return cpu_m
-    if source in ("whole", "whole-default"):
-        return max(cpu_m, math.ceil(mem / limit) * 1000)
-    if source != "cpu":
-        return cpu_m
-    cpus = max(1, math.ceil(cpu_m / 1000))
-    per_cpu = mem / cpus
-    while per_cpu > limit:
-        cpus *= 2
-        per_cpu /= 2
-    return cpus * 1000
+    if limit and per_cpu > limit:
+        factor = math.ceil(per_cpu / limit)
+        cpus *= factor
+        per_cpu = math.ceil(per_cpu / factor)
+    if ps.cpu_unset and ps.gpus and d.cpu_per_gpu:
+        cpus = d.cpu_per_gpu * ps.gpus
+    return replace(ps, cpu_m=cpus * 1000, memory_mib=cpus * per_cpu, cpu_unset=False)
 
 
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared."""
+    if ps.memory_per == "cpu" and not ps.memory_unset and not ps.memory_whole_node:
+        return _per_cpu_request(ps, d)
     cpu_m = _cpu_m(ps, d)
     mem, source = _memory(ps, cpu_m, d)
-    cpu_m = _within_max_per_cpu(cpu_m, mem, source, d)
+    if d.max_mem_per_cpu and source in ("whole", "whole-default"):
+        # the node's whole memory: the CPUs it needs at MaxMemPerCPU (a real 22.05.8 gave
+        # -c2 --mem=0 16 CPUs at 4000 on a 64000 MB node, and refused it at 2000: 32 CPUs, "CPU
+        # count per node can not be satisfied"); a per-node --mem is left as asked (the real
+        # system showed MinCPUsNode=5 for -c2 --mem=20000 at 4000 but allocated 4 CPUs)
+        cpu_m = max(cpu_m, math.ceil(mem / d.max_mem_per_cpu) * 1000)
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
                    memory_whole_node=False)
 
@@ -208,10 +219,11 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
         mem, source = _memory(ps, _cpu_m(ps, d), d)
         if source in ("whole", "whole-default"):
             mem = d.whole_node or 0  # the node's memory, not one task's share of it
-        elif source == "node" and not ps.one_per_node:
+        elif source == "node" and not ps.one_per_node and ps.count > 1:
             # a per-node amount split over task pods: checked whole (a real 22.05.8 refused
-            # -n4 --mem=40000 under MaxMemPerNode=30000 but ran -n4 --mem-per-cpu=9000, 36000 MB)
-            mem *= ps.count
+            # -n4 --mem=40000 under MaxMemPerNode=30000 but ran -n4 --mem-per-cpu=9000, 36000 MB);
+            # the least amount that splits into this share, so rounding never refuses
+            mem = (mem - 1) * ps.count + 1
         if mem > limit:
             return MSG_PART_CONFIG if source == "whole-default" else MSG_MEMORY
     return None
