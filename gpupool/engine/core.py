@@ -127,7 +127,7 @@ class Engine:
         #: applied once to every workload before it becomes a job
         self._resolve = getattr(policy, "resolve_request", None)
         for wl in sorted(workloads, key=lambda w: (w.submit_time, w.id)):
-            job = Job(wl if self._resolve is None else self._resolve(wl))
+            job = self._job_of(wl)
             self.jobs[wl.id] = job
             self._arrivals.append(job)
         self.pending: dict[int, Job] = {}
@@ -376,6 +376,10 @@ class Engine:
             self._poked = t
             self._push(t, EV_PASS, 0, None)
 
+    def _job_of(self, wl: Workload) -> Job:
+        """A new job for ``wl`` as the policy takes it in (``resolve_request``, when it has one)."""
+        return Job(wl if self._resolve is None else self._resolve(wl))
+
     def submit(self, wl: Workload, at: float | None = None) -> Job:
         """Add a workload that arrives at ``at`` (default: now) while the run goes on.
 
@@ -384,7 +388,7 @@ class Engine:
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
         t = self._at(at if at is not None else max(self.now, wl.submit_time))
-        job = Job(wl if self._resolve is None else self._resolve(wl))
+        job = self._job_of(wl)
         job.submit = t
         job.eligible = t if wl.begin_time is None else max(t, wl.begin_time)
         self.jobs[wl.id] = job
@@ -401,7 +405,7 @@ class Engine:
         as ``Start.cpu_share`` (the policy's ``cpu_share_of`` for a job sharing CPUs)."""
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
-        job = Job(wl if self._resolve is None else self._resolve(wl))
+        job = self._job_of(wl)
         job.submit = submitted
         job.eligible = self.now
         job.requeues = requeues

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from gpupool.errors import InputError
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
+from gpupool.policy.slurm.jobinfo import requested_partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,7 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
     """The defaults ``wl`` gets: those of the first partition it names, else of the default
     partition; None when that partition does not exist (the submission is refused anyway).
     ``node_memory``: RealMemory per node name; ``cache``: partition name -> its defaults."""
-    names = [p.strip() for p in (wl.partition or "").split(",") if p.strip()]
+    names = requested_partitions(wl)
     part = cfg.partitions.get(names[0]) if names else cfg.default_partition()
     if part is None:
         return None
@@ -134,10 +135,10 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
     return got
 
 
-def needs_defaults(wl: Workload, d: Defaults | None = None) -> bool:
+def needs_defaults(wl: Workload, d: Defaults) -> bool:
     """Whether any pod set of ``wl`` left CPUs or memory to the cluster (or, under ``d``'s
     MaxMemPerCPU, asks memory per CPU that may raise its CPUs)."""
-    per_cpu = d is not None and d.max_mem_per_cpu is not None
+    per_cpu = d.max_mem_per_cpu is not None
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per == "cpu")
                for ps in wl.pod_sets)
 
@@ -148,10 +149,16 @@ def _per_node(ps: PodSet, mem: int) -> int:
     return mem if ps.one_per_node or ps.count == 1 else math.ceil(mem / ps.count)
 
 
-def _cpu_m(ps: PodSet, d: Defaults) -> int:
+def _default_cpus(ps: PodSet, d: Defaults) -> int | None:
+    """DefCpuPerGPU's CPUs for a pod that gave none and has GPUs, else None."""
     if ps.cpu_unset and ps.gpus and d.cpu_per_gpu:
-        return d.cpu_per_gpu * ps.gpus * 1000
-    return ps.cpu_m
+        return d.cpu_per_gpu * ps.gpus
+    return None
+
+
+def _cpu_m(ps: PodSet, d: Defaults) -> int:
+    cpus = _default_cpus(ps, d)
+    return ps.cpu_m if cpus is None else cpus * 1000
 
 
 def _memory(ps: PodSet, cpu_m: int, d: Defaults) -> tuple[int, str]:
@@ -188,8 +195,7 @@ def _per_cpu_request(ps: PodSet, d: Defaults) -> PodSet:
         factor = math.ceil(per_cpu / limit)
         cpus *= factor
         per_cpu = math.ceil(per_cpu / factor)
-    if ps.cpu_unset and ps.gpus and d.cpu_per_gpu:
-        cpus = d.cpu_per_gpu * ps.gpus
+    cpus = _default_cpus(ps, d) or cpus
     return replace(ps, cpu_m=cpus * 1000, memory_mib=cpus * per_cpu, cpu_unset=False)
 
 
@@ -227,6 +233,16 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
         if mem > limit:
             return MSG_PART_CONFIG if source == "whole-default" else MSG_MEMORY
     return None
+
+
+def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> tuple[Workload, str | None]:
+    """What slurmctld makes of a submission: ``wl`` filled in from its partition's defaults
+    (``defaults_for``; unchanged when that partition does not exist) and sbatch's MaxMemPerNode
+    refusal or None."""
+    d = defaults_for(cfg, node_memory, wl, cache)
+    if d is None:
+        return wl, None
+    return fill(wl, d), memory_refusal(wl, d)
 
 
 def fill(wl: Workload, d: Defaults) -> Workload:

@@ -25,8 +25,13 @@ class JobReq:
         return (self.account, self.user)
 
 
+def requested_partitions(wl) -> tuple[str, ...]:
+    """The partitions ``-p`` names, in order (empty: the default partition)."""
+    return tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
+
+
 def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) -> JobReq:
-    parts = tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
+    parts = requested_partitions(wl)
     if not parts and default_part:
         parts = (default_part,)
     user = wl.user or "root"

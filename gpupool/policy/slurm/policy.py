@@ -724,13 +724,10 @@ class SlurmPolicy:
         """The request slurmctld stores for ``wl`` at submit: the CPUs and memory it left to
         slurm.conf filled in from the defaults of the first partition it names, else the
         default partition (``job_defaults``). The engine calls this once per submission."""
-        d = job_defaults.defaults_for(self.cfg, self._node_memory, wl, self._job_defaults)
-        if d is None:
-            return wl  # refused at submit: no partition to take defaults from
-        why = job_defaults.memory_refusal(wl, d)
+        filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
             self._memory_refusal[wl.id] = why  # MaxMemPerNode: refused at submit (submit_verdict)
-        return job_defaults.fill(wl, d)
+        return filled
 
     def submit_verdict(self, job) -> str | None:
         if job.id in self._verdict:

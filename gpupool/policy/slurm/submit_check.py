@@ -158,12 +158,8 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     if user is not None:
         wl = replace(wl, user=user)
     acct = view.cfg.accounting
-    d = job_defaults.defaults_for(view.cfg, view.node_memory, wl, view.job_defaults)
-    if d is not None:  # slurmctld checks the request with slurm.conf's defaults filled in
-        refused = job_defaults.memory_refusal(wl, d)
-        wl = job_defaults.fill(wl, d)
-    else:
-        refused = None
+    # slurmctld checks the request with slurm.conf's defaults filled in
+    wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {})
     return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
 
