@@ -53,7 +53,7 @@ CASES = {
                       "-c2 --gres=gpu:1", "-c2 --gres=gpu:1 -p q", "-N2 -c2 --mem=30000"]),
     "max_per_node_tasks": ({"MaxMemPerNode": "30000", "DefMemPerCPU": "1000"}, {},
                            ["-n4 --mem=40000", "-n4 --mem-per-cpu=9000", "-n2 --mem=25000"]),
-    # MaxMemPerCPU raises CPUs (not here: a per-node --mem, whose CPUs gpupool leaves as asked)
+    # MaxMemPerCPU raises CPUs
     "max_per_cpu": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
                     ["-c2 --mem-per-cpu=8000 --gres=gpu:1", "-n1 --mem-per-cpu=3000", "-c2 --mem=0 --gres=gpu:1"]),
     "max_per_cpu_no_default": ({"MaxMemPerCPU": "4000"}, {},
@@ -65,6 +65,23 @@ CASES = {
                                  ["-c2 --mem-per-cpu=5000"]),
     "max_per_cpu_then_cpu_per_gpu": ({"DefCpuPerGPU": "4", "MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
                                      ["--gres=gpu:2 --mem-per-cpu=5000"]),
+    # a per-node amount under MaxMemPerCPU: the CPUs it needs, in whole tasks
+    "max_per_cpu_node_memory": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
+                                ["-c2 --mem=20000", "-c2 --mem=40000", "-c3 --mem=20000", "-c1 --mem=10000"]),
+    "max_per_cpu_node_default": ({"MaxMemPerCPU": "4000", "DefMemPerNode": "20000"}, {},
+                                 ["-c3 --mem=0", "-c2", "-c3", "-c1 --gres=gpu:1"]),
+    # a partition's memory limit replaces the cluster's (either one replaces both)
+    "partition_max_per_node": ({}, {"MaxMemPerNode": "20000"},
+                               ["-p q -c2 --mem=30000", "-c2 --mem=30000", "-p q -c2 --mem-per-cpu=8000",
+                                "-p q -c2 --mem=0", "-p q -c2"]),
+    "partition_max_over_cluster": ({"MaxMemPerNode": "20000"}, {"MaxMemPerNode": "40000"},
+                                   ["-p q -c2 --mem=30000", "-c2 --mem=30000", "-p q -c2 --mem=50000"]),
+    "partition_max_per_cpu": ({"DefMemPerCPU": "1000"}, {"MaxMemPerCPU": "4000"},
+                              ["-p q -c1 --mem-per-cpu=9000", "-c1 --mem-per-cpu=9000", "-p q -c2 --mem=0"]),
+    "partition_per_cpu_over_cluster_per_node": ({"MaxMemPerNode": "30000", "DefMemPerCPU": "1000"},
+                                                {"MaxMemPerCPU": "4000"},
+                                                ["-p q -c2 --mem-per-cpu=5000", "-p q -c2 --mem=40000",
+                                                 "-c2 --mem=40000"]),
     "both_default_forms": ({"DefMemPerCPU": "1000", "DefMemPerNode": "30000"},
                            {"DefMemPerCPU": "1000", "DefMemPerNode": "20000"}, ["-c4", "-c4 -p q"]),
 }

@@ -271,3 +271,61 @@ def test_whole_node_memory_needing_more_cpus_than_a_node_has_is_refused(tmp_path
 def test_max_mem_per_node_never_refuses_on_the_rounding_of_a_split(tmp_path: Path) -> None:
     rows = run(tmp_path, "MaxMemPerNode=30002\nDefMemPerCPU=1000", "", ["-n3 --mem=30001", "-n3 --mem=30010"])
     assert [r[3] for r in rows] == ["RUNNING", "REJECTED"]
+
+
+def test_max_mem_per_cpu_gives_a_per_node_amount_its_cpus_in_whole_tasks(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000): ceil(memory / 4000) CPUs rounded down to a multiple of -c, never
+    # fewer than asked: -c2 --mem=20000 got 4, --mem=40000 10, -c3 --mem=20000 3, -c1 --mem=10000 3
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "",
+               ["-c2 --mem=20000", "-c2 --mem=40000", "-c3 --mem=20000", "-c1 --mem=10000"])
+    assert [(r[1], r[0]) for r in rows] == [(4, 20000), (10, 40000), (3, 20000), (3, 10000)]
+
+
+def test_max_mem_per_cpu_rounds_whole_node_and_default_node_memory_the_same_way(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000, DefMemPerNode=20000): -c3 --mem=0 got 15 CPUs, -c2 4, -c3 3, a GPU job 5
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerNode=20000", "", ["-c3 --mem=0", "-c2", "-c3", "-c1 --gres=gpu:1"])
+    assert [r[1] for r in rows] == [15, 4, 3, 5]
+
+
+def test_task_pods_keep_their_cpus_under_a_per_node_amount(tmp_path: Path) -> None:
+    # -n2 --mem=20000 got 5 CPUs on a real 22.05.8, which two identical whole-CPU pods cannot
+    # hold: left as asked (docs/differential.md, finding 37)
+    rows = run(tmp_path, "MaxMemPerCPU=4000", "", ["-n2 --mem=20000"])
+    assert rows[0][1] == 2
+
+
+def test_a_partitions_memory_limit_replaces_the_clusters(tmp_path: Path) -> None:
+    # real: q's MaxMemPerNode=20000 refused --mem=30000, --mem=0 and a job no default covers; p
+    # (no limit) ran --mem=30000
+    rows = run(tmp_path, "", "MaxMemPerNode=20000",
+               ["-p q -c2 --mem=30000", "-c2 --mem=30000", "-p q -c2 --mem-per-cpu=8000", "-p q -c2 --mem=0", "-p q -c2"])
+    assert [(r[3], r[4]) for r in rows] == [
+        ("REJECTED", "Memory required by task is not available"), ("RUNNING", ""), ("RUNNING", ""),
+        ("REJECTED", "Memory required by task is not available"),
+        ("REJECTED", "Requested partition configuration not available now")]
+    # real: q's 40000 over the cluster's 20000 ran --mem=30000 in q and refused it in p
+    rows = run(tmp_path, "MaxMemPerNode=20000", "MaxMemPerNode=40000", ["-p q -c2 --mem=30000", "-c2 --mem=30000"])
+    assert [r[3] for r in rows] == ["RUNNING", "REJECTED"]
+
+
+def test_a_partitions_max_mem_per_cpu_replaces_the_clusters_max_mem_per_node(tmp_path: Path) -> None:
+    # real (cluster MaxMemPerNode=30000, q MaxMemPerCPU=4000): -p q -c2 --mem-per-cpu=5000 on 4
+    # CPUs, -p q -c2 --mem=40000 on 10; -c2 --mem=40000 in p refused
+    rows = run(tmp_path, "MaxMemPerNode=30000\nDefMemPerCPU=1000", "MaxMemPerCPU=4000",
+               ["-p q -c2 --mem-per-cpu=5000", "-p q -c2 --mem=40000", "-c2 --mem=40000"])
+    assert [(r[1], r[3]) for r in rows[:2]] == [(4, "RUNNING"), (10, "RUNNING")]
+    assert rows[2][3] == "REJECTED"
+
+
+def test_a_partitions_unlimited_memory_lifts_the_clusters_limit(tmp_path: Path) -> None:
+    rows = run(tmp_path, "MaxMemPerNode=20000\nDefMemPerCPU=1000", "MaxMemPerNode=UNLIMITED",
+               ["-p q -c2 --mem=30000", "-c2 --mem=30000"])
+    assert [r[3] for r in rows] == ["RUNNING", "REJECTED"]
+
+
+@pytest.mark.parametrize("line", ["MaxMemPerNode=lots", "MaxMemPerCPU=-5"])
+def test_bad_partition_memory_limits_name_the_line(tmp_path: Path, line: str) -> None:
+    (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="", q=line))
+    with pytest.raises(GpupoolError, match=line.split("=")[0]) as err:
+        load_pool(tmp_path)
+    assert "slurm.conf" in str(err.value) and ":11" in str(err.value)

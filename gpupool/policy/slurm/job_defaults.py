@@ -19,12 +19,13 @@ other request. What a real 22.05.8 did (CR_Core_Memory, 16-core 64000 MB nodes, 
   per CPU counts those CPUs.
 
 * ``--mem=0``: the node's whole memory whatever the defaults;
-* **MaxMemPerNode** (cluster-wide): sbatch refused a job asking more on a node ("Memory required
+* **MaxMemPerNode** (the partition's, else the cluster's; ``_memory_limits``): sbatch refused a job asking more on a node ("Memory required
   by task is not available", also for ``--mem=0`` and ``--mem-per-cpu`` × CPUs), and one that
   no default covers, which would have taken the whole node ("Requested partition configuration
   not available now");
-* **MaxMemPerCPU**: CPUs per task raised by the factor that brings memory per CPU under it
-  (``_per_cpu_request``); ignored beside MaxMemPerNode;
+* **MaxMemPerCPU** (likewise): CPUs per task raised by the factor that brings memory per CPU
+  under it (``_per_cpu_request``), and a per-node amount's CPUs raised to what it needs at the
+  limit in whole tasks (``_cpus_for_node_memory``); ignored beside MaxMemPerNode;
 * DefMemPerCPU and DefMemPerNode both set: DefMemPerNode wins.
 
 Where the whole node's memory applies and the partition's nodes differ in RealMemory, each pod
@@ -112,12 +113,36 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
     if cpu_gpu is None:
         cpu_gpu = _global(cfg, "DefCpuPerGPU")
     whole = min(node_memory) if node_memory and memory_is_consumable(cfg) else None
-    # 0 is Slurm's "unset" for these counts
-    max_node = _global(cfg, "MaxMemPerNode") or None
-    # MaxMemPerCPU is ignored beside MaxMemPerNode (a real 22.05.8 kept -c2 --mem-per-cpu=5000 on
-    # 2 CPUs with both set)
-    max_cpu = None if max_node else (_global(cfg, "MaxMemPerCPU") or None)
+    max_node, max_cpu = _memory_limits(cfg, part)
     return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole, max_node, max_cpu)
+
+
+def _limit(part: Partition, key: str) -> int | None:
+    """A partition's MaxMemPerNode or MaxMemPerCPU: None unset, 0 UNLIMITED, else MB."""
+    text = part.extra.get(key)
+    if text is not None and str(text).strip().upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
+        return 0
+    return _count(part, key)
+
+
+def _memory_limits(cfg: SlurmConfig, part: Partition) -> tuple[int | None, int | None]:
+    """(MaxMemPerNode, MaxMemPerCPU) for jobs in ``part``, None for no limit.
+
+    slurmctld keeps one memory limit per partition, per node or per CPU: the partition's own
+    when its line sets either key, else the cluster's. A real 22.05.8 refused ``--mem=30000`` in a
+    partition with MaxMemPerNode=20000 and ran it in one with 40000 under a cluster-wide 20000;
+    a partition's MaxMemPerCPU=4000 under a cluster-wide MaxMemPerNode=30000 ran ``--mem=40000``
+    on 10 CPUs. MaxMemPerCPU is ignored beside MaxMemPerNode (a real 22.05.8 kept ``-c2
+    --mem-per-cpu=5000`` on 2 CPUs with both set cluster-wide). 0 is Slurm's "unset".
+    """
+    p_node, p_cpu = _limit(part, "MaxMemPerNode"), _limit(part, "MaxMemPerCPU")
+    if p_node is not None or p_cpu is not None:
+        max_node, max_cpu = p_node, p_cpu
+    else:
+        max_node, max_cpu = _global(cfg, "MaxMemPerNode"), _global(cfg, "MaxMemPerCPU")
+    if max_node:
+        return max_node, None
+    return None, max_cpu or None
 
 
 def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> Defaults | None:
@@ -137,9 +162,9 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
 
 def needs_defaults(wl: Workload, d: Defaults) -> bool:
     """Whether any pod set of ``wl`` left CPUs or memory to the cluster (or, under ``d``'s
-    MaxMemPerCPU, asks memory per CPU that may raise its CPUs)."""
+    MaxMemPerCPU, asks memory per CPU or per node that may raise its CPUs)."""
     per_cpu = d.max_mem_per_cpu is not None
-    return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per == "cpu")
+    return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
                for ps in wl.pod_sets)
 
 
@@ -205,14 +230,36 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
         return _per_cpu_request(ps, d)
     cpu_m = _cpu_m(ps, d)
     mem, source = _memory(ps, cpu_m, d)
-    if d.max_mem_per_cpu and source in ("whole", "whole-default"):
-        # the node's whole memory: the CPUs it needs at MaxMemPerCPU (a real 22.05.8 gave
-        # -c2 --mem=0 16 CPUs at 4000 on a 64000 MB node, and refused it at 2000: 32 CPUs, "CPU
-        # count per node can not be satisfied"); a per-node --mem is left as asked (the real
-        # system showed MinCPUsNode=5 for -c2 --mem=20000 at 4000 but allocated 4 CPUs)
-        cpu_m = max(cpu_m, math.ceil(mem / d.max_mem_per_cpu) * 1000)
+    if d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
+        cpu_m = _cpus_for_node_memory(ps, cpu_m, mem, source, d.max_mem_per_cpu)
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
                    memory_whole_node=False)
+
+
+def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: int) -> int:
+    """The millicores of a pod asking ``mem`` MB per node under MaxMemPerCPU=``limit``.
+
+    slurmctld asks ceil(memory / limit) CPUs on the node; the allocation then holds whole tasks,
+    so a single task of ``-c`` CPUs gets that count rounded down to a multiple of ``-c``, never
+    fewer than it asked. A real 22.05.8 at 4000 on 16-core 64000 MB nodes: ``-c2 --mem=20000``
+    got 4 CPUs, ``-c2 --mem=40000`` 10, ``-c3 --mem=20000`` 3, ``-c1 --mem=10000`` 3, ``-c3
+    --mem=0`` 15 and, under DefMemPerNode=20000, ``-c2`` 4 and ``-c1 --gres=gpu:1`` 5; at 2000
+    ``--mem=0`` needed 32 CPUs and was refused.
+
+    Only a single task is exact here. Task pods that may share a node split the node's need
+    (whole-node memory: each pod's share at the limit; a per-node ``--mem``: left as asked, where
+    the real system gave ``-n2 --mem=20000`` 5 CPUs, which identical whole-CPU pods cannot hold);
+    a pod per node with several tasks does not record its CPUs per task, so it gets the need
+    unrounded for whole-node memory and is left as asked for ``--mem`` (``-N2 -c2 --mem=20000``
+    got 9 CPUs on two nodes, not understood).
+    """
+    need = math.ceil(mem / limit)
+    if ps.count == 1 and not ps.one_per_node:
+        per_task = max(1, cpu_m // 1000)
+        return max(cpu_m, need // per_task * per_task * 1000)
+    if source == "node":
+        return cpu_m
+    return max(cpu_m, need * 1000)
 
 
 def memory_refusal(wl: Workload, d: Defaults) -> str | None:
