@@ -108,7 +108,7 @@ def simulate(
         from gpupool.engine.executor import SimulatedExecutor
         from gpupool.fleet import Fleet
 
-        base = SimulatedExecutor(pol.over_time_limit, float(getattr(pol, "time_limit_check_interval", 0.0) or 0.0))
+        base = SimulatedExecutor.for_policy(pol)
         first_id = max((wl.id for wl in workloads), default=0) + 1
         fleet = Fleet(pool, services, policy, base, first_id)
         executor = fleet.recorder

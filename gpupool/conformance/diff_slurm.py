@@ -20,6 +20,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
 from gpupool.conformance.diff_slurm_real import (RealRecord, RealTiming, parse_jobcomp, play, real_timing,
@@ -233,8 +234,11 @@ class ReplayExecutor:
     def __init__(self, over_time_limit: float, checks: list[float],
                  real: dict[int, tuple[float, float, str]] | None = None, lockstep: float = 1.5,
                  released: dict[int, dict[int, float]] | None = None,
-                 killed: frozenset[int] = frozenset()) -> None:
+                 killed: frozenset[int] = frozenset(),
+                 over_time_limit_of: Callable[[object], float] | None = None) -> None:
         self.over_time_limit = over_time_limit
+        #: one job's allowance where the policy has one per job (a partition's OverTimeLimit)
+        self.over_time_limit_of = over_time_limit_of
         self.checks = sorted(checks)
         #: job id -> (real start, real end, real state), run-relative
         self.real = real or {}
@@ -279,7 +283,8 @@ class ReplayExecutor:
         remaining = job.remaining
         if limit is None or remaining <= limit:
             return now + remaining, job.wl.outcome
-        kill = self.next_check(now + limit + self.over_time_limit)
+        otl = self.over_time_limit if self.over_time_limit_of is None else self.over_time_limit_of(job)
+        kill = self.next_check(now + limit + otl)
         if kill < now + remaining:
             return kill, "TIMEOUT"
         return now + remaining, "TIMEOUT"
@@ -327,7 +332,8 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
     index = {n: i for i, n in enumerate(pool.nodes)}
     released = {jid: {index[n]: t - t0 for n, t in r.node_released().items()} for jid, r in real.items()}
     killed = frozenset(jid for jid, r in real.items() if r.time_limit_hit is not None)
-    executor = ReplayExecutor(policy.over_time_limit, checks, ends, released=released, killed=killed)
+    executor = ReplayExecutor(policy.over_time_limit, checks, ends, released=released, killed=killed,
+                              over_time_limit_of=getattr(policy, "over_time_limit_of", None))
     policy.node_holds = executor.node_holds
     if lockstep is None:
         out = Engine(pool, wls, policy, check=True, executor=executor).run()

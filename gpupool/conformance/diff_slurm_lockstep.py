@@ -64,6 +64,9 @@ class LockstepPolicy:
         self.name = inner.name
         self.tick_interval = inner.tick_interval
         self.over_time_limit = inner.over_time_limit
+        per_job = getattr(inner, "over_time_limit_of", None)
+        if per_job is not None:  # the engine's executor asks the wrapper
+            self.over_time_limit_of = per_job
         self.time_limit_check_interval = getattr(inner, "time_limit_check_interval", 0.0)
         self.real = real
         self.tolerance = tolerance

@@ -305,6 +305,9 @@ class _Recorder:
         self.name = policy.name
         self.tick_interval = policy.tick_interval
         self.over_time_limit = policy.over_time_limit
+        per_job = getattr(policy, "over_time_limit_of", None)
+        if per_job is not None:  # the engine's executor asks the wrapper
+            self.over_time_limit_of = per_job
         self.reasons: list[tuple[float, int, str]] = []
         resolve = getattr(policy, "resolve_request", None)
         if resolve is not None:  # the engine asks the wrapper for the submit-time request

@@ -110,8 +110,7 @@ class Engine:
         self.policy = policy
         self.clock = VirtualClock()
         if executor is None:
-            executor = SimulatedExecutor(policy.over_time_limit,
-                                         float(getattr(policy, "time_limit_check_interval", 0.0) or 0.0))
+            executor = SimulatedExecutor.for_policy(policy)
         self.executor = executor
         self._launch = executor.launch
         self.check = check

@@ -10,7 +10,7 @@ executors (local processes, real Slurm, Kubernetes) will report ends as events i
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Callable, Protocol
 
 from gpupool.engine.job import Job
 
@@ -41,11 +41,21 @@ class SimulatedExecutor:
     its own after its limit + allowance but before that check ends then, as TIMEOUT.
     """
 
-    __slots__ = ("over_time_limit", "check_interval")
+    __slots__ = ("over_time_limit", "check_interval", "over_time_limit_of")
 
-    def __init__(self, over_time_limit: float = 0.0, check_interval: float = 0.0) -> None:
+    def __init__(self, over_time_limit: float = 0.0, check_interval: float = 0.0,
+                 over_time_limit_of: Callable[[Job], float] | None = None) -> None:
         self.over_time_limit = over_time_limit
         self.check_interval = check_interval
+        #: the allowance of one job when it differs by job (Slurm: a partition's OverTimeLimit)
+        self.over_time_limit_of = over_time_limit_of
+
+    @classmethod
+    def for_policy(cls, policy) -> SimulatedExecutor:
+        """The executor that ends jobs as ``policy`` says limits work: its over-time allowance
+        (per job where it has ``over_time_limit_of``) and its check interval."""
+        return cls(policy.over_time_limit, float(getattr(policy, "time_limit_check_interval", 0.0) or 0.0),
+                   getattr(policy, "over_time_limit_of", None))
 
     def launch(self, job: Job, now: float) -> tuple[float, str]:
         limit = job.time_limit
@@ -56,7 +66,7 @@ class SimulatedExecutor:
         limit (None: unlimited): its own end, or a TIMEOUT at the first limit check after
         limit + OverTimeLimit."""
         if left is not None:
-            otl = self.over_time_limit
+            otl = self.over_time_limit if self.over_time_limit_of is None else self.over_time_limit_of(job)
             if remaining > left + otl:
                 kill = max(now, now + left + otl)  # already over its limit: the next check
                 interval = self.check_interval

@@ -207,13 +207,13 @@ _PART_MODELLED = ("Nodes", "Default", "MaxTime", "DefaultTime", "PriorityTier", 
 #: Partition keys the Slurm policy acts on that stay in ``Partition.extra`` as written (the
 #: ``Def*`` ones checked here: a count of MB or CPUs)
 _PART_IN_EXTRA = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "GraceTime",
-                  "MaxMemPerCPU", "MaxMemPerNode", "TRESBillingWeights")
+                  "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit", "TRESBillingWeights")
 _PART_COUNTS = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
 #: counts that may also be UNLIMITED
-_PART_LIMITS = ("MaxMemPerCPU", "MaxMemPerNode")
+_PART_LIMITS = ("MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit")
 _PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "Alternate", "CpuBind", "DisableRootJobs", "ExclusiveUser",
                       "Hidden", "LLN", "MaxCPUsPerNode", "MaxCPUsPerSocket",
-                      "OverTimeLimit", "RootOnly", "ReqResv", "ResumeTimeout", "SelectTypeParameters",
+                      "RootOnly", "ReqResv", "ResumeTimeout", "SelectTypeParameters",
                       "SuspendTime", "SuspendTimeout")
 _PART_ALIASES = {"shared": "OverSubscribe"}
 

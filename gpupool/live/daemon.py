@@ -121,7 +121,8 @@ class Daemon:
         otl = float(getattr(self.policy, "over_time_limit", 0.0) or 0.0)
         self.executor = LiveExecutor(
             self.host, self.spool, now=self.clock, wall=self.wall, kill_wait=kill_wait,
-            over_time_limit=otl, check_interval=float(getattr(self.policy, "time_limit_check_interval", 0.0) or 0.0))
+            over_time_limit=otl, check_interval=float(getattr(self.policy, "time_limit_check_interval", 0.0) or 0.0),
+            over_time_limit_of=getattr(self.policy, "over_time_limit_of", None))
         self.engine = Engine(self.host.pool, [], self.policy, executor=self.executor)
         self.operators = self.host.operators()
         part = slurm.default_partition() if slurm is not None else None

@@ -79,13 +79,16 @@ class LiveExecutor:
     """
 
     def __init__(self, host: LiveHost, spool: Path, *, now: Callable[[], float], wall: Callable[[float], float],
-                 kill_wait: float = 30.0, over_time_limit: float = 0.0, check_interval: float = 0.0) -> None:
+                 kill_wait: float = 30.0, over_time_limit: float = 0.0, check_interval: float = 0.0,
+                 over_time_limit_of: Callable[[Job], float] | None = None) -> None:
         self.host = host
         self.spool = Path(spool)
         self.now = now
         self.wall = wall
         self.kill_wait = kill_wait
         self.over_time_limit = over_time_limit
+        #: one job's allowance where the policy has one per job (a partition's OverTimeLimit)
+        self.over_time_limit_of = over_time_limit_of
         self.check_interval = check_interval
         self.submissions: dict[int, Submission] = {}
         self.running: dict[int, Running] = {}
@@ -215,7 +218,8 @@ class LiveExecutor:
         limit = job.time_limit
         if limit is None or limit == math.inf:
             return
-        kill = run.start + limit + self.over_time_limit
+        kill = run.start + limit + (self.over_time_limit if self.over_time_limit_of is None
+                                    else self.over_time_limit_of(job))
         if self.check_interval > 0:
             kill = math.ceil(kill / self.check_interval) * self.check_interval
         self._push(kill, job.id, run.token, "timeout")

@@ -66,6 +66,7 @@ class BridgePolicy:
         self.slurm = SlurmPolicy(pool, {"record": options.get("record", False)})
         self.tick_interval = self.slurm.tick_interval
         self.over_time_limit = self.slurm.over_time_limit
+        self.over_time_limit_of = self.slurm.over_time_limit_of  # a partition's OverTimeLimit
         self.time_limit_check_interval = self.slurm.time_limit_check_interval
         self.exclusive = _bool(options.get("exclusive", True), "exclusive")
         self.rule = str(options.get("kubernetes", "auto"))

@@ -59,6 +59,7 @@ class OperatorPolicy:
         self.tick_interval = self.slurm.tick_interval
         # Time limits are Slurm's (Kueue sets none beyond the workload's own).
         self.over_time_limit = self.slurm.over_time_limit
+        self.over_time_limit_of = self.slurm.over_time_limit_of  # a partition's OverTimeLimit
         self.time_limit_check_interval = self.slurm.time_limit_check_interval
         self._src = None
         self._views: tuple[NodeView, NodeView] | None = None

@@ -6,6 +6,8 @@ Slurm 22.05's (``../shared/spec/slurm.md`` §1–§9). Times are seconds.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from gpupool.engine.nodes import NodeTable
@@ -56,6 +58,8 @@ class PartInfo:
     #: TRES totals of the partition, for TRES priority factors: cpu, mem (MiB), gres/gpu, node.
     tres_total: dict[str, int]
     billing_weights: dict[str, float]
+    #: the partition's OverTimeLimit in seconds (inf: UNLIMITED), or None to use the cluster's
+    over_time_limit: float | None = None
 
 
 @dataclass(slots=True)
@@ -207,6 +211,7 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             state=(part.state or "UP").upper(), preempt_mode=part.preempt_mode,
             grace_time=int(grace) if grace and str(grace).isdigit() else 0,
             tres_total=tres, billing_weights=parse_billing_weights(part.extra.get("TRESBillingWeights", "")),
+            over_time_limit=_over_time_limit(part),
         )
     return out
 
@@ -232,3 +237,18 @@ def parse_billing_weights(text: str) -> dict[str, float]:
 
 def qos_table(acct: Accounting | None) -> dict[str, Qos]:
     return dict(acct.qos) if acct is not None else {}
+
+
+def _over_time_limit(part: Partition) -> float | None:
+    """A partition line's OverTimeLimit (minutes, or UNLIMITED) in seconds; None when unset.
+
+    Why per partition: slurmctld takes the partition's value over the cluster's for the jobs
+    running in it (a real 22.05.8 with OverTimeLimit=1 and a partition at 3 killed ``-t 1``
+    jobs after 2:26 and 4:27 of running time, the 30-s check and KillWait included)."""
+    text = part.extra.get("OverTimeLimit")
+    if text is None:
+        return None
+    text = str(text).strip()
+    if text.upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
+        return math.inf
+    return 60.0 * int(text)  # checked by the slurm.conf reader

@@ -655,6 +655,17 @@ class SlurmPolicy:
             end += _suspended_by(x, now)  # a suspension moves end_time on (spec §10)
         return end
 
+    def over_time_limit_of(self, job) -> float:
+        """The seconds ``job`` may run past its limit: its partition's OverTimeLimit, else the
+        cluster's (the executors read this for each job they end)."""
+        # (the per-run tables exist from the first scheduling call on; jobs adopted before it
+        # take the cluster's allowance, as they would in a partition without its own)
+        parts, run_part = getattr(self, "parts", None), getattr(self, "run_part", None)
+        info = parts.get(run_part.get(job.id, "")) if parts is not None and run_part is not None else None
+        if info is not None and info.over_time_limit is not None:
+            return info.over_time_limit
+        return self.s.over_time_limit
+
     def whole_second(self, t: float) -> float:
         """``t`` truncated to a whole epoch second (``epoch`` is the epoch of t=0)."""
         ep = self.epoch
@@ -677,7 +688,7 @@ class SlurmPolicy:
         if end >= now:
             return end
         if end < now:  # overran its limit: Slurm adds KillWait + OverTimeLimit
-            otl = self.s.over_time_limit
+            otl = self.over_time_limit_of(job)
             end = now + tl if otl == math.inf else max(now, end + self.s.kill_wait + otl)
         return end
 
