@@ -25,6 +25,8 @@ def _reason(table: dict[str, str], tres: str, gres_name: str) -> str:
 # Submit-time rejection messages (Slurm's wording, slurm_strerror).
 MSG_PARTITION = "Invalid partition name specified"
 MSG_NODES = "Requested node configuration is not available"
+MSG_CPUS = "More processors requested than permitted"
+MSG_NODE_COUNT = "Node count specification invalid"
 MSG_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
 MSG_ACCOUNT = "Invalid account or account/partition combination specified"
 MSG_QOS = "Invalid qos specification"

@@ -63,6 +63,24 @@ def gpus_for(free: Free, i: int, ps) -> int | None:
     return None if typed is None else free.mask[i] & typed
 
 
+def holds_exclusive(nodes: NodeTable, i: int, ps) -> bool:
+    """Whether node ``i``, whole, has the CPUs and the GPUs (of the type asked) of one pod of
+    ``ps``: an exclusive job takes the whole node but still needs what it asked on it (a real
+    22.05.8 refused ``--exclusive -c20`` and ``--exclusive --gres=gpu:9`` on 16-core 8-GPU
+    nodes, "Requested node configuration is not available")."""
+    if ps.cpu_m > nodes.cpu_total[i]:
+        return False
+    if not ps.gpus:
+        return True
+    full = nodes.full_mask[i]
+    if ps.gpu_type:
+        typed = nodes.typed_mask(i, ps.gpu_type)
+        if typed is None:
+            return False
+        full &= typed
+    return full.bit_count() >= ps.gpus
+
+
 def pod_fits(free: Free, i: int, ps) -> tuple | None:
     """The pod placement of pod shape ``ps`` on node ``i`` now, or None."""
     nodes = free.nodes
@@ -70,7 +88,8 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
     if avail is None:
         return None
     if ps.exclusive:
-        if free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib:
+        if (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib
+                and holds_exclusive(nodes, i, ps)):
             return (i, free.mask[i], free.cpu[i], ps.memory_mib)
         return None
     if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
@@ -146,6 +165,8 @@ def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None
     """``count`` (default all) task pods, several may share a node: each in turn on the fitting
     node of lowest (weight, free CPUs, index), nodes of ``first`` before any other; ``free`` is
     unchanged on return."""
+    if ps.exclusive:
+        return _exclusive_task_pods(ps, pool, free, weight, ps.count if count is None else count, first)
     out: list = []
     for _ in range(ps.count if count is None else count):
         best = None
@@ -166,6 +187,50 @@ def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None
     return out
 
 
+def _exclusive_task_pods(ps, pool: list[int], free: Free, weight, count: int,
+                         first: list[int] | None) -> list | None:
+    """``count`` task pods of an exclusive job: whole free nodes taken in ``_task_pods``' order,
+    each holding as many of the tasks as its CPUs, GPUs and free memory allow (a real 22.05.8
+    ran ``--exclusive -n20`` on two 16-core nodes, 32 CPUs). The first pod on a node holds the
+    node's CPUs and GPUs, the others only their memory."""
+    out: list = []
+    left = count
+    while left:
+        best = None
+        best_key = None
+        for i in pool:
+            pod = pod_fits(free, i, ps)
+            if pod is None:
+                continue
+            key = (weight[i], free.cpu[i], i) if first is None else (i not in first, weight[i], free.cpu[i], i)
+            if best_key is None or key < best_key:
+                best, best_key = pod, key
+        if best is None:
+            free.give(out)
+            return None
+        i = best[0]
+        room = _tasks_on(free.nodes, i, ps, free.mem[i])
+        pods = [best] + [(i, 0, 0, ps.memory_mib)] * (min(left, room) - 1)
+        out.extend(pods)
+        free.take(pods)
+        left -= len(pods)
+    free.give(out)
+    return out
+
+
+def _tasks_on(nodes: NodeTable, i: int, ps, mem_free: int) -> int:
+    """How many task pods of ``ps`` a whole node ``i`` holds (at least one: it holds one)."""
+    room = nodes.cpu_total[i] // ps.cpu_m if ps.cpu_m else 1 << 30
+    if ps.gpus:
+        full = nodes.full_mask[i]
+        if ps.gpu_type:
+            full &= nodes.typed_mask(i, ps.gpu_type) or 0
+        room = min(room, full.bit_count() // ps.gpus)
+    if ps.memory_mib:
+        room = min(room, mem_free // ps.memory_mib)
+    return max(1, room)
+
+
 def fits_now(free: Free, i: int, ps) -> bool:
     """Whether one pod of ``ps`` fits on node ``i`` now (``pod_fits`` without building it)."""
     nodes = free.nodes
@@ -173,7 +238,8 @@ def fits_now(free: Free, i: int, ps) -> bool:
     if avail is None:
         return False
     if ps.exclusive:
-        return free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib
+        return (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i]
+                and free.mem[i] >= ps.memory_mib and holds_exclusive(nodes, i, ps))
     return avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
 
 
@@ -190,7 +256,7 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
         ct, fm, fmask = nodes.cpu_total, nodes.full_mask, free.mask
         return [i for i in pool
                 if (not gt or ntype[i] == gt or gt in nodes.type_mask[i])
-                and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem]
+                and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem and holds_exclusive(nodes, i, ps)]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
@@ -334,10 +400,13 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | No
             pod = pod_fits(free, i, ps)
             if pod is None:
                 break
-            out.append(pod)
-            free.take((pod,))
-            taken.append(pod)
-            need -= 1
+            pods = [pod]
+            if ps.exclusive:  # the whole node is the job's: more tasks share it
+                pods += [(i, 0, 0, ps.memory_mib)] * (min(need, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
+            out.extend(pods)
+            free.take(pods)
+            taken.extend(pods)
+            need -= len(pods)
         if not need:
             break
     free.give(taken)

@@ -69,6 +69,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     ok_parts = 0
     time_bad = 0
     outside = 0  # partitions lacking a node the job requires
+    misfit = None  # why the first partition the shape does not fit refuses it
     for pname in req.parts:
         info = parts[pname]
         part = info.part
@@ -98,12 +99,33 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             memo[key] = fits
         if fits:
             ok_parts += 1
+        elif misfit is None:
+            misfit = _misfit(wl, info)
     if not ok_parts:
-        return MSG_NOT_IN_PARTITION if outside else limits.MSG_NODES
+        return MSG_NOT_IN_PARTITION if outside else misfit or limits.MSG_NODES
     epl = s.enforce_part_limits
     if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
         return limits.MSG_TIME
     return None
+
+
+def _misfit(wl: Workload, info: PartInfo) -> str:
+    """sbatch's message for a shape ``info`` can never hold: more CPUs than the partition has
+    in all, else more nodes than it has, else no node configuration that fits. A real 22.05.8
+    with two 16-core nodes refused ``-n33`` and ``-N2 -c17`` ("More processors requested than
+    permitted"), ``-N3 -c2`` ("Node count specification invalid"), ``-N3 -c20`` with the first
+    message and ``-N1 -c20`` with the last."""
+    cpus = nodes = 0
+    for ps in wl.pod_sets:
+        count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
+        cpus += count * ps.cpu_m
+        if ps.one_per_node:
+            nodes += count
+    if cpus > info.tres_total["cpu"] * 1000:
+        return limits.MSG_CPUS
+    if nodes > len(info.nodes):
+        return limits.MSG_NODE_COUNT
+    return limits.MSG_NODES
 
 
 def _assoc_pairs(acct, memo: dict) -> frozenset:

@@ -1,0 +1,96 @@
+"""Exclusive jobs still need what they ask on a node, their tasks share the whole nodes they
+take, and a shape no partition can hold is refused with sbatch's own message, as on a real
+22.05.8 with two 16-core, 8-GPU nodes (``tests/differential/test_real_slurm_exclusive_fit.py``
+runs the same submissions on both)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.nodes import NodeTable
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.pool_dir import load_pool
+from gpupool.model.workload import PodSet
+from gpupool.policy.slurm.select import Free, holds_exclusive, place
+
+from tests.unit.sbatch_plans import workload
+
+CONF = """\
+ClusterName=excl
+SchedulerType=sched/backfill
+SchedulerParameters={params}
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1000
+PriorityType=priority/basic
+GresTypes=gpu
+NodeName=n[1-2] CPUs=16 RealMemory=64000 Gres=gpu:8
+NodeName=t1 CPUs=8 RealMemory=64000 Gres=gpu:a100:2,gpu:t4:4
+PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60
+PartitionName=mixed Nodes=t1 MaxTime=60
+"""
+
+
+def _pool(tmp_path: Path, params: str = "bf_interval=30"):
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    (tmp_path / "slurm.conf").write_text(CONF.format(params=params))
+    return load_pool(tmp_path)
+
+
+def _run(tmp_path: Path, jobs: list[str], params: str = "bf_interval=30"):
+    pool = _pool(tmp_path, params)
+    wls = [workload(f"j{k}", opts, 2.0 * k, k + 1) for k, opts in enumerate(jobs)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=2.0 * len(jobs) + 8).run()
+    return sorted(out.jobs, key=lambda j: j.id)
+
+
+@pytest.mark.parametrize("opts, message", [
+    ("--exclusive --gres=gpu:9", "Requested node configuration is not available"),
+    ("--exclusive -c20", "Requested node configuration is not available"),
+    ("-N1 -c20", "Requested node configuration is not available"),
+    ("-N2 -c17", "More processors requested than permitted"),
+    ("-n33", "More processors requested than permitted"),
+    ("--exclusive -n33", "More processors requested than permitted"),
+    ("-N3 -c20", "More processors requested than permitted"),  # CPUs are checked first
+    ("-N3 -c2", "Node count specification invalid"),
+    ("-N3 --exclusive", "Node count specification invalid"),
+])
+def test_a_shape_the_partition_never_holds_is_refused_with_sbatchs_message(tmp_path: Path, opts, message) -> None:
+    (job,) = _run(tmp_path, [opts])
+    assert (job.state, job.reason) == ("REJECTED", message)
+
+
+def test_an_exclusive_jobs_tasks_share_the_whole_nodes_it_takes(tmp_path: Path) -> None:
+    # real: --exclusive -n20 ran on both nodes with 32 CPUs; the next exclusive job waited
+    big, small = _run(tmp_path, ["--exclusive -n20", "--exclusive -c2"])
+    assert big.state == "RUNNING" and small.state == "PENDING"
+    per_node = {n: sum(1 for p in big.placement if p[0] == n) for n in (0, 1)}
+    assert per_node == {0: 16, 1: 4}
+    assert sum(p[2] for p in big.placement) == 32000
+    full = (1 << 8) - 1
+    assert sorted(p[1] for p in big.placement if p[1]) == [full, full]  # every GPU of both nodes
+
+
+def test_a_whole_node_must_hold_the_gpus_of_the_type_asked(tmp_path: Path) -> None:
+    nodes = NodeTable(_pool(tmp_path))
+    t1 = nodes.names.index("t1")
+    assert holds_exclusive(nodes, t1, PodSet(gpus=2, gpu_type="a100", exclusive=True))
+    assert not holds_exclusive(nodes, t1, PodSet(gpus=3, gpu_type="a100", exclusive=True))
+    assert holds_exclusive(nodes, t1, PodSet(gpus=6, exclusive=True))
+    assert not holds_exclusive(nodes, t1, PodSet(gpus=1, gpu_type="v100", exclusive=True))
+    assert not holds_exclusive(nodes, t1, PodSet(cpu_m=9000, exclusive=True))
+
+
+def test_busy_first_packs_exclusive_tasks_too(tmp_path: Path) -> None:
+    nodes = NodeTable(_pool(tmp_path))
+    free = Free(nodes)
+    wl = workload("x", "--exclusive -n20", 0.0, 1)
+    cand = (0, 1)
+    plain = place(wl, cand, free)
+    busy_first = place(wl, cand, free, busy=1 << 1)  # node 1 busy now: taken first
+    assert sorted(p[0] for p in plain).count(0) == 16
+    assert sorted(p[0] for p in busy_first).count(1) == 16
+    assert free.cpu == list(nodes.free_cpu)  # ``place`` leaves ``free`` as it found it
