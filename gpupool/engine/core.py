@@ -611,7 +611,7 @@ class Engine:
         if self.check:
             self._check_pod_shapes(job, placement)
         if d.suspended:
-            if d.partial or placed < job.pods_needed:
+            if placed < job.pods_needed:  # (a node range may start on fewer pods than its most)
                 raise InvariantViolation(f"job {job.id}: a suspended start must place the whole job")
             if d.cpu_share > 1:
                 raise InvariantViolation(f"job {job.id}: a start sharing CPUs cannot be suspended")

@@ -1,5 +1,5 @@
 """Shapes a partition can never hold, and exclusive jobs, on a real Slurm 22.05 and in gpupool
-(the rules: ``select.holds_exclusive``, ``select._exclusive_task_pods``,
+(the rules: ``select.holds_exclusive``, ``select._exclusive_task_pods``, ``select._node_count``,
 ``submit_check._misfit``; without a real Slurm: ``tests/unit/test_slurm_exclusive_fit.py``).
 
 Two 16-core, 64000 MB, 8-GPU nodes in one partition (CR_Core_Memory, DefMemPerCPU=1000). Each
@@ -28,6 +28,9 @@ CASES = {
                    "-N3 -c20", "--exclusive -n33", "-N3 --exclusive"],
     # an exclusive job's tasks share the whole nodes it takes
     "exclusive_tasks": ["--exclusive -n20", "--exclusive -c2"],
+    # a node range takes as many nodes as it can now, at least its least count
+    "node_range": ["-N1-3 -c2", "-N2 -c2"],
+    "node_range_busy": ["-N1 --exclusive", "-N1-3 -c2", "-N2-3 --exclusive", "-N3-4 -c2"],
 }
 GLOBALS = {"DefMemPerCPU": "1000"}
 

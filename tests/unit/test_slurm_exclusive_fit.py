@@ -94,3 +94,35 @@ def test_busy_first_packs_exclusive_tasks_too(tmp_path: Path) -> None:
     assert sorted(p[0] for p in plain).count(0) == 16
     assert sorted(p[0] for p in busy_first).count(1) == 16
     assert free.cpu == list(nodes.free_cpu)  # ``place`` leaves ``free`` as it found it
+
+
+def _nodes_of(job) -> list[int]:
+    return sorted({p[0] for p in job.placement})
+
+
+def test_a_node_range_takes_as_many_nodes_as_fit_now(tmp_path: Path) -> None:
+    # real: -N1-3 -c2 ran on the partition's two nodes; with one node held by an exclusive job,
+    # on the other alone; -N2-3 --exclusive then waited; -N3-4 was refused
+    (ranged,) = _run(tmp_path, ["-N1-3 -c2"])
+    assert (ranged.state, _nodes_of(ranged), len(ranged.placement)) == ("RUNNING", [0, 1], 2)
+    held, ranged, wide, never = _run(tmp_path, ["-N1 --exclusive", "-N1-3 -c2", "-N2-3 --exclusive", "-N3-4 -c2"])
+    assert [_nodes_of(j) for j in (held, ranged)] == [[0], [1]]
+    assert (wide.state, wide.reason) == ("PENDING", "Resources")
+    assert (never.state, never.reason) == ("REJECTED", "Node count specification invalid")
+
+
+def test_a_node_range_is_planned_and_started_once_its_least_count_is_free(tmp_path: Path) -> None:
+    pool = _pool(tmp_path)
+    wls = [workload("a", "-N1 --exclusive -t 5", 0.0, 1, runtime=3000),
+           workload("b", "-N2-3 --exclusive -t 10", 2.0, 2, runtime=60)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=600).run()
+    a, b = sorted(out.jobs, key=lambda j: j.id)
+    assert a.state == "TIMEOUT" and b.state == "COMPLETED"
+    assert b.start == a.end and _nodes_of(b) == [0, 1]
+
+
+def test_busy_first_takes_as_many_nodes_of_a_range_as_fit(tmp_path: Path) -> None:
+    nodes = NodeTable(_pool(tmp_path))
+    wl = workload("x", "-N1-3 -c2", 0.0, 1)
+    got = place(wl, (0, 1), Free(nodes), busy=1 << 1)
+    assert [p[0] for p in got] == [1, 0]

@@ -181,7 +181,7 @@ class NodeTimeline:
         for ps in pod_sets:
             if ps.count <= 0:
                 continue
-            need = ps.count if ps.one_per_node else 1
+            need = (ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1
             for k, n in self.first_fits(ps):
                 if umask >> n & 1:
                     need -= 1
@@ -526,7 +526,8 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     if shape is None:
         # a job's own node limits (--nodelist/--exclude/--constraint) are part of its shape
         shape = shape_of[job.id] = shapes.setdefault((job.wl.pod_sets, limits_key(job.wl)), len(shapes))
-    min_nodes = max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets)
+    min_nodes = max(((ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1)
+                    for ps in job.wl.pod_sets)
     low_prio = bool(s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve)
     # the kind: everything the TRY_LATER loop reads of the record (``short`` only matters to a start)
     qos_key = req.qos if s.preemption else None

@@ -340,7 +340,8 @@ class Cycle:
             limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
         if job.wl.array_job_id is not None:
             self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
-        self.out.append(Start(job.id, placement, via=via,
+        # a node range may start on fewer nodes than its most (``select._node_count``)
+        self.out.append(Start(job.id, placement, partial=len(placement) < job.pods_total, via=via,
                               time_limit=pol.effective_limit(job, info) if limit is None else limit,
                               partition=info.name,
                               cpu_share=pol.share[info.name] if shared else 1))

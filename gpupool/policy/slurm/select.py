@@ -317,12 +317,22 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     return pod_fits(free, node, ps)
 
 
+def _node_count(ps, fitting: int) -> int:
+    """How many nodes a pod-per-node request takes when ``fitting`` nodes fit it: its count,
+    or for a node range (``--nodes=MIN-MAX``: MAX pods, ``min_count`` MIN) as many as fit up
+    to MAX, as slurmctld allocates "as many nodes as possible within the range" (a real
+    22.05.8 ran ``-N1-3 -c2`` on the two nodes of its partition); 0 when too few fit."""
+    least = ps.min_count if ps.min_count is not None else ps.count
+    return min(ps.count, fitting) if fitting >= least else 0
+
+
 def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
-    """``ps.count`` distinct nodes: lowest weight first, runs of consecutive indices, tightest fit."""
+    """``ps.count`` distinct nodes (a range: as many as fit, ``_node_count``): lowest weight
+    first, runs of consecutive indices, tightest fit."""
     fitting = fitting_nodes(ps, pool, free)
-    if len(fitting) < ps.count:
+    need = _node_count(ps, len(fitting))
+    if not need:
         return None
-    need = ps.count
     out: list = []
     for w in sorted({weight[i] for i in fitting}):
         runs = _runs(i for i in fitting if weight[i] == w)
@@ -390,7 +400,8 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | No
     order = sorted(fitting_nodes(ps, pool, free), key=lambda i: (weight[i], not (busy >> i) & 1, i))
     need = ps.count
     if ps.one_per_node:
-        if len(order) < need:
+        need = _node_count(ps, len(order))
+        if not need:
             return None
         return [pod_fits(free, i, ps) for i in order[:need]]
     out: list = []
