@@ -207,12 +207,12 @@ _PART_MODELLED = ("Nodes", "Default", "MaxTime", "DefaultTime", "PriorityTier", 
 #: Partition keys the Slurm policy acts on that stay in ``Partition.extra`` as written (the
 #: ``Def*`` ones checked here: a count of MB or CPUs)
 _PART_IN_EXTRA = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "GraceTime",
-                  "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit", "TRESBillingWeights")
+                  "LLN", "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit", "TRESBillingWeights")
 _PART_COUNTS = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
 #: counts that may also be UNLIMITED
 _PART_LIMITS = ("MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit")
 _PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "Alternate", "CpuBind", "DisableRootJobs", "ExclusiveUser",
-                      "Hidden", "LLN", "MaxCPUsPerNode", "MaxCPUsPerSocket",
+                      "Hidden", "MaxCPUsPerNode", "MaxCPUsPerSocket",
                       "RootOnly", "ReqResv", "ResumeTimeout", "SelectTypeParameters",
                       "SuspendTime", "SuspendTimeout")
 _PART_ALIASES = {"shared": "OverSubscribe"}
@@ -885,6 +885,8 @@ class _Loader:
             if key in _PART_IN_EXTRA:
                 if key in _PART_COUNTS or (key in _PART_LIMITS and value.upper() not in _UNLIMITED):
                     _parse_int(value, key, line)  # a clear error now, not a crash at the first job
+                elif key == "LLN":
+                    _parse_bool(value, key, line)
                 part.extra[key] = value
             elif key in _PART_NOT_MODELLED:
                 part.extra[key] = value

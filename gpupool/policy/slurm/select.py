@@ -115,7 +115,8 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     ``busy`` (a bit set of the nodes that run or complete a job now) selects the order
     cons_tres uses for a later start under SchedulerParameters=bf_busy_nodes: within each
     weight, the fitting nodes busy now in index order, then the idle ones in index order, with
-    no best fit (``_busy_first``).
+    no best fit (``_busy_first``). Otherwise, where ``cand`` is a ``LeastLoaded`` partition,
+    the nodes with the most free CPUs come first (``_least_loaded``).
     """
     weight = free.nodes.weight
     placement: list = []
@@ -123,6 +124,7 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     ok = True
     pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
     pod_sets = wl.pod_sets
+    least_loaded = isinstance(cand, LeastLoaded)
     lim = job_nodes(wl, free.nodes)
     required: list[int] = []
     if lim.allowed is not None or lim.required:
@@ -141,6 +143,8 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
             chosen = _with_required(ps, pool, free, weight, required, busy)
         elif busy is not None:
             chosen = _busy_first(ps, pool, free, weight, busy)
+        elif least_loaded:
+            chosen = _least_loaded(ps, pool, free, weight)
         elif ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, pool, free, weight)
         elif ps.count == 1:
@@ -398,6 +402,33 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | No
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
     order = sorted(fitting_nodes(ps, pool, free), key=lambda i: (weight[i], not (busy >> i) & 1, i))
+    return _in_order(ps, order, free)
+
+
+class LeastLoaded(tuple):
+    """A partition's nodes (indices, as ``PartInfo.nodes``) where jobs go to the least loaded
+    nodes: partition ``LLN=YES`` or SelectTypeParameters ``CR_LLN``. ``place`` reads the mark
+    from the candidates it is given, so every caller placing in such a partition (main pass,
+    will-run, preemption) picks as slurmctld does without a flag passed through each one."""
+
+    __slots__ = ()
+
+
+def _least_loaded(ps, pool: list[int], free: Free, weight) -> list | None:
+    """All pods of ``ps`` as cons_tres's ``_eval_nodes_lln`` takes nodes: lowest weight first,
+    then the fitting node with the most free CPUs (ties: lowest index), as many of the pods on
+    it as fit, then the next. A real 22.05.8 with gpu01 holding 8 CPUs and gpu02 4 put two
+    ``-c2`` jobs on idle gpu03, ``-N2 -c2`` on gpu02-03 and ``-n3 -c4`` as two tasks on gpu02
+    (10 free) and one on gpu03, where best fit would have chosen gpu01."""
+    cpu = free.cpu
+    order = sorted(fitting_nodes(ps, pool, free), key=lambda i: (weight[i], -cpu[i], i))
+    return _in_order(ps, order, free)
+
+
+def _in_order(ps, order: list[int], free: Free) -> list | None:
+    """The pods of ``ps`` on the fitting nodes ``order``, first first: one pod per node for a
+    pod-per-node request (a node range as many as fit, ``_node_count``), else as many pods on
+    each node as fit before the next; None when they do not all fit."""
     need = ps.count
     if ps.one_per_node:
         need = _node_count(ps, len(order))
