@@ -284,6 +284,8 @@ class ReplayExecutor:
         if limit is None or remaining <= limit:
             return now + remaining, job.wl.outcome
         otl = self.over_time_limit if self.over_time_limit_of is None else self.over_time_limit_of(job)
+        if otl == math.inf:  # OverTimeLimit=UNLIMITED: it runs to its end (a real 22.05.8: COMPLETED)
+            return now + remaining, job.wl.outcome
         kill = self.next_check(now + limit + otl)
         if kill < now + remaining:
             return kill, "TIMEOUT"

@@ -247,7 +247,9 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
         gpu_type = ",".join(types) if types else next((ps.gpu_type for ps in wl.pod_sets if ps.gpu_type), "") or ""
         part = parts.get(wl.partition or "")
         weights = billing_weights(part.extra.get("TRESBillingWeights") if part is not None else None)
-        billing = job_billing(weights, cpus, mem, job.total_gpus, types[0] if len(types) == 1 else None)
+        # the GPUs it holds where it started (a node range may start on fewer nodes than asked)
+        gpus = sum(v[0].bit_count() for v in per_node.values()) if per_node else job.total_gpus
+        billing = job_billing(weights, cpus, mem, gpus, types[0] if len(types) == 1 else None)
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
         job_rows.append({
@@ -261,8 +263,8 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
             "timelimit": wl.time_limit, "state": job.state, "reason": job.reason or "",
             "exit_code": _exit_code(job.state), "priority": wl.priority, "nnodes": len(per_node), "ncpus": cpus,
             "node_list": row["nodes"] or "", "req_tres": _req_tres(wl),
-            "alloc_tres": _alloc_tres(billing, cpus, mem, job.total_gpus, len(per_node)) if per_node else "",
-            "gpus": job.total_gpus, "gpu_type": gpu_type, "gpu_indices": row["gpu_indices"] or "",
+            "alloc_tres": _alloc_tres(billing, cpus, mem, gpus, len(per_node)) if per_node else "",
+            "gpus": gpus, "gpu_type": gpu_type, "gpu_indices": row["gpu_indices"] or "",
             "billing": billing, "requeues": job.requeues, "preemptions": job.preemptions,
             "gpu_seconds": float(row["gpu_seconds_used"]), "gpu_seconds_lost": float(row["gpu_seconds_lost"]),
             "gpu_seconds_idle": float(row["gpu_seconds_idle_held"]), "flags": job.via or "",

@@ -218,11 +218,12 @@ class LiveExecutor:
         limit = job.time_limit
         if limit is None or limit == math.inf:
             return
-        kill = run.start + limit + (self.over_time_limit if self.over_time_limit_of is None
-                                    else self.over_time_limit_of(job))
-        if self.check_interval > 0:
-            kill = math.ceil(kill / self.check_interval) * self.check_interval
-        self._push(kill, job.id, run.token, "timeout")
+        allowance = self.over_time_limit if self.over_time_limit_of is None else self.over_time_limit_of(job)
+        if allowance != math.inf:  # OverTimeLimit=UNLIMITED: the job is never killed for its limit
+            kill = run.start + limit + allowance
+            if self.check_interval > 0:
+                kill = math.ceil(kill / self.check_interval) * self.check_interval
+            self._push(kill, job.id, run.token, "timeout")
         sub = self.submissions.get(job.id)
         if sub is not None and sub.sbatch.signal is not None:
             self._push(run.start + limit - sub.sbatch.signal.seconds, job.id, run.token, "signal")

@@ -68,6 +68,8 @@ CASES = {
     # a per-node amount under MaxMemPerCPU: the CPUs it needs, in whole tasks
     "max_per_cpu_node_memory": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
                                 ["-c2 --mem=20000", "-c2 --mem=40000", "-c3 --mem=20000", "-c1 --mem=10000"]),
+    "max_per_cpu_one_node": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
+                             ["-N1 -c2 --mem=20000", "-N1 -c3 --mem=0"]),
     "max_per_cpu_node_default": ({"MaxMemPerCPU": "4000", "DefMemPerNode": "20000"}, {},
                                  ["-c3 --mem=0", "-c2", "-c3", "-c1 --gres=gpu:1"]),
     # a partition's memory limit replaces the cluster's (either one replaces both)

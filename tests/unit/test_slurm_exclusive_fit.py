@@ -126,3 +126,43 @@ def test_busy_first_takes_as_many_nodes_of_a_range_as_fit(tmp_path: Path) -> Non
     wl = workload("x", "-N1-3 -c2", 0.0, 1)
     got = place(wl, (0, 1), Free(nodes), busy=1 << 1)
     assert [p[0] for p in got] == [1, 0]
+
+
+def test_a_node_range_with_required_nodes_takes_what_fits_beyond_them(tmp_path: Path) -> None:
+    (job,) = _run(tmp_path, ["-N1-3 -c2 -w n1"])
+    assert (job.state, _nodes_of(job)) == ("RUNNING", [0, 1])
+    held, job = _run(tmp_path, ["-N1 --exclusive -w n2", "-N1-3 -c2 -w n1"])
+    assert (job.state, _nodes_of(job)) == ("RUNNING", [0])
+
+
+def test_an_exclusive_jobs_tasks_fill_its_required_nodes_first(tmp_path: Path) -> None:
+    (small,) = _run(tmp_path, ["--exclusive -n4 -w n1"])
+    assert {p[0] for p in small.placement} == {0}
+    (big,) = _run(tmp_path, ["--exclusive -n20 -w n1"])
+    assert big.state == "RUNNING"
+    assert [sum(1 for p in big.placement if p[0] == n) for n in (0, 1)] == [16, 4]
+
+
+def test_a_range_counts_only_under_the_gang_rule_min_and_in_the_last_pod_set(tmp_path: Path) -> None:
+    from dataclasses import replace as _replace
+
+    from gpupool.model.workload import GANG_ALL, PodSet as _PodSet, Workload
+
+    pool = _pool(tmp_path)
+    whole = _PodSet(count=3, min_count=1, one_per_node=True, cpu_m=2000, memory_mib=100)
+    all_of = Workload(id=1, name="all", pod_sets=(whole,), runtime=60, gang=GANG_ALL, partition="p")
+    first = _replace(all_of, id=2, name="first", gang="min",
+                     pod_sets=(whole, _PodSet(name="b", count=1, cpu_m=1000, memory_mib=100)))
+    out = Engine(pool, [all_of, first], make_policy("slurm", pool), check=True, until=30).run()
+    assert {j.id: j.state for j in out.jobs} == {1: "REJECTED", 2: "REJECTED"}  # 3 whole nodes: never
+
+
+def test_a_node_range_takes_no_more_than_the_partitions_max_nodes(tmp_path: Path) -> None:
+    (tmp_path / "slurm.conf").write_text(CONF.format(params="bf_interval=30").replace(
+        "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60", "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60 MaxNodes=1"))
+    pool = load_pool(tmp_path)
+    wls = [workload("r", "-N1-2 -c2", 0.0, 1), workload("w", "-N2 -c2", 0.0, 2)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=30).run()
+    r, w = sorted(out.jobs, key=lambda j: j.id)
+    assert (r.state, len(r.placement)) == ("RUNNING", 1)
+    assert (w.state, w.reason) == ("PENDING", "PartitionNodeLimit")

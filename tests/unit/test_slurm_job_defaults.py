@@ -329,3 +329,9 @@ def test_bad_partition_memory_limits_name_the_line(tmp_path: Path, line: str) ->
     with pytest.raises(GpupoolError, match=line.split("=")[0]) as err:
         load_pool(tmp_path)
     assert "slurm.conf" in str(err.value) and ":11" in str(err.value)
+
+
+def test_a_one_node_job_is_rounded_as_one_task_too(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000): -N1 -c2 --mem=20000 got 4 CPUs and -N1 -c3 --mem=0 15, as without -N1
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "", ["-N1 -c2 --mem=20000", "-N1 -c3 --mem=0"])
+    assert [r[1] for r in rows] == [4, 15]

@@ -95,3 +95,30 @@ def test_a_bad_partition_over_time_limit_names_the_line(tmp_path: Path, value: s
     with pytest.raises(GpupoolError, match="OverTimeLimit") as err:
         load_pool(tmp_path)
     assert "slurm.conf" in str(err.value) and ":11" in str(err.value)
+
+
+def test_an_unlimited_allowance_never_kills_in_the_replay_and_live_executors() -> None:
+    from types import SimpleNamespace
+
+    from gpupool.conformance.diff_slurm import ReplayExecutor
+    from gpupool.live.executor import LiveExecutor
+
+    job = SimpleNamespace(id=1, time_limit=60.0, remaining=100.0, wl=SimpleNamespace(outcome="COMPLETED"))
+    replay = ReplayExecutor(0.0, [], over_time_limit_of=lambda j: math.inf)
+    assert replay.launch(job, 0.0) == (100.0, "COMPLETED")
+    assert ReplayExecutor(0.0, [], over_time_limit_of=lambda j: 60.0).launch(job, 0.0) == (100.0, "TIMEOUT")
+    assert ReplayExecutor(0.0, [], over_time_limit_of=lambda j: 0.0).launch(job, 0.0) == (60.0, "TIMEOUT")
+    for allowance, timers in ((math.inf, []), (60.0, [(120.0, "timeout")])):
+        live = LiveExecutor.__new__(LiveExecutor)
+        live._timers, live._seq, live.submissions = [], 0, {}
+        live.over_time_limit, live.over_time_limit_of, live.check_interval = 0.0, (lambda j, a=allowance: a), 30.0
+        live._arm(job, SimpleNamespace(start=0.0, token=7))
+        assert [(t, action) for t, _seq, _job, _token, action in live._timers] == timers
+
+
+def test_a_job_adopted_before_the_first_call_takes_its_partitions_allowance(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    pol = make_policy("slurm", _pool(tmp_path))
+    assert pol.over_time_limit_of(SimpleNamespace(id=9, partition="q")) == 180.0
+    assert pol.over_time_limit_of(SimpleNamespace(id=9, partition=None)) == 60.0

@@ -14,7 +14,7 @@ from gpupool.engine.nodes import NodeTable
 from gpupool.errors import GpupoolError
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
-from gpupool.policy.slurm.select import LeastLoaded
+from gpupool.policy.slurm.select import PartNodes
 
 ONE_YEAR = 365 * 86400
 
@@ -199,8 +199,10 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
     lln_all = any(p.upper() == "CR_LLN" for p in cfg.select_type_parameters)
     for name, part in cfg.partitions.items():
         idx = tuple(sorted(nodes.index[n] for n in part.nodes if n in nodes.index))
-        if lln_all or str(part.extra.get("LLN", "NO")).upper() in ("YES", "Y", "TRUE", "1"):
-            idx = LeastLoaded(idx)  # jobs go to the least loaded nodes (select._least_loaded)
+        lln = lln_all or str(part.extra.get("LLN", "NO")).upper() in ("YES", "Y", "TRUE", "1")
+        if lln or part.max_nodes is not None:
+            # what node choice reads of the partition (select._least_loaded, select._ranged)
+            idx = PartNodes(idx, lln, part.max_nodes)
         tres = {
             "cpu": sum(nodes.cpu_total[i] // 1000 for i in idx),
             "mem": sum(nodes.mem_total[i] for i in idx),

@@ -63,3 +63,15 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) ->
     nodes = max(1, nodes)
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem,
                   {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}, wl.time_limit)
+
+
+def least_nodes(wl) -> int:
+    """The fewest nodes ``wl`` may start on: a node range's least count (``--nodes=MIN-MAX``),
+    else its node count as ``job_req`` counts it."""
+    nodes = 0
+    for ps in wl.pod_sets:
+        if ps.one_per_node:
+            nodes += ps.count if ps.min_count is None else ps.min_count
+        else:
+            nodes += 1
+    return max(1, nodes)

@@ -16,6 +16,7 @@ import math
 
 from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend, WakeAt
 from gpupool.engine.job import RUNNING, SUSPENDED
+from gpupool.engine.nodes import NodeTable
 from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import CHANGED_ENDED, CHANGED_TICK, Snapshot
 from gpupool.model.pool import Pool
@@ -659,10 +660,16 @@ class SlurmPolicy:
     def over_time_limit_of(self, job) -> float:
         """The seconds ``job`` may run past its limit: its partition's OverTimeLimit, else the
         cluster's (the executors read this for each job they end)."""
-        # (the per-run tables exist from the first scheduling call on; jobs adopted before it
-        # take the cluster's allowance, as they would in a partition without its own)
-        parts, run_part = getattr(self, "parts", None), getattr(self, "run_part", None)
-        info = parts.get(run_part.get(job.id, "")) if parts is not None and run_part is not None else None
+        # (``parts`` exists from the first scheduling call on; a job adopted before it, from a
+        # live daemon's restart, names its partition in ``job.partition``)
+        parts = getattr(self, "parts", None)
+        if parts is None:
+            parts = self.__dict__.get("_early_parts")
+            if parts is None:
+                parts = self._early_parts = partition_infos(self.cfg, NodeTable(self.pool), self.pool)
+        run_part = getattr(self, "run_part", None)
+        name = (run_part.get(job.id) if run_part is not None else None) or job.partition
+        info = parts.get(name or "")
         if info is not None and info.over_time_limit is not None:
             return info.over_time_limit
         return self.s.over_time_limit
@@ -714,7 +721,8 @@ class SlurmPolicy:
         self.run_limit[job.id] = self.time_limit(job, info)
         self.reported_start[job.id] = started
         self.track_start(job, placement, started)
-        return Start(job.id, placement, via="adopted", time_limit=self.effective_limit(job, info),
+        return Start(job.id, placement, partial=len(placement) < job.pods_total, via="adopted",
+                     time_limit=self.effective_limit(job, info),
                      partition=info.name, cpu_share=self.cpu_share_of(job.wl, info.name))
 
     def set_reported_start(self, jid: int, started: float) -> None:

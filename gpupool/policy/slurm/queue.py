@@ -13,6 +13,7 @@ from gpupool.policy.dependencies import (
     dependency_state,
     parse_dependency,
 )
+from gpupool.policy.slurm.jobinfo import least_nodes
 
 
 class Record:
@@ -93,7 +94,9 @@ def _job_static(pol, job) -> tuple:
             why = "PartitionTimeLimit"
         else:
             part = info.part
-            if (part.max_nodes is not None and req.nodes > part.max_nodes) or (
+            # a node range fits a partition whose MaxNodes covers its least count and whose
+            # MinNodes its most (slurmctld's part limits test)
+            if (part.max_nodes is not None and least_nodes(job.wl) > part.max_nodes) or (
                     part.min_nodes is not None and req.nodes < part.min_nodes):
                 why = "PartitionNodeLimit"
         per_part.append((info, why))

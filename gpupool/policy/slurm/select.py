@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
+from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 
 
@@ -115,16 +116,16 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     ``busy`` (a bit set of the nodes that run or complete a job now) selects the order
     cons_tres uses for a later start under SchedulerParameters=bf_busy_nodes: within each
     weight, the fitting nodes busy now in index order, then the idle ones in index order, with
-    no best fit (``_busy_first``). Otherwise, where ``cand`` is a ``LeastLoaded`` partition,
-    the nodes with the most free CPUs come first (``_least_loaded``).
+    no best fit (``_busy_first``). Otherwise, where ``cand`` is a ``PartNodes`` of a
+    least-loaded partition, the nodes with the most free CPUs come first (``_least_loaded``).
     """
     weight = free.nodes.weight
     placement: list = []
     taken: list = []
     ok = True
     pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
-    pod_sets = wl.pod_sets
-    least_loaded = isinstance(cand, LeastLoaded)
+    pod_sets = _ranged(wl, getattr(cand, "max_nodes", None))
+    least_loaded = getattr(cand, "least_loaded", False)
     lim = job_nodes(wl, free.nodes)
     required: list[int] = []
     if lim.allowed is not None or lim.required:
@@ -162,6 +163,28 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     if taken:
         free.give(taken)
     return tuple(placement) if ok else None
+
+
+def _ranged(wl, max_nodes: int | None) -> tuple:
+    """``wl``'s pod sets, with a node range (``min_count``) kept only where a start on fewer
+    pods makes the job run: under the gang rule "min" (sbatch's ``--nodes=MIN-MAX``) and in
+    the last pod set (the engine counts pods by position, so an earlier set must be whole).
+    A kept range takes at most the partition's ``max_nodes`` (slurmctld caps a job's node
+    count at MaxNodes)."""
+    pod_sets = wl.pod_sets
+    if all(ps.min_count is None for ps in pod_sets):
+        return pod_sets
+    last = len(pod_sets) - 1
+    ranged = wl.gang == GANG_MIN
+    out = []
+    for k, ps in enumerate(pod_sets):
+        if ps.min_count is not None:
+            if not (ranged and k == last):
+                ps = replace(ps, min_count=None)
+            elif max_nodes is not None and ps.one_per_node and ps.min_count <= max_nodes < ps.count:
+                ps = replace(ps, count=max_nodes)
+        out.append(ps)
+    return tuple(out)
 
 
 def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None,
@@ -365,19 +388,26 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         return None  # each required node takes a pod (sbatch refuses such shapes)
     out: list = []
     taken: list = []
+    packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes
     for i in required:
         pod = pod_fits(free, i, ps)
         if pod is None:
             free.give(taken)
             return None
-        out.append(pod)
-        free.take((pod,))
-        taken.append(pod)
-    rest = ps.count - len(required)
+        pods = [pod]
+        if packs:
+            room = ps.count - len(out) - (len(required) - len(taken) - 1)  # a task left for each later node
+            pods += [(i, 0, 0, ps.memory_mib)] * (min(room, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
+        out.extend(pods)
+        free.take(pods)
+        taken.extend(pods)
+    rest = ps.count - len(out)
     if rest > 0:
         if ps.one_per_node:
             others = [i for i in pool if i not in required]
-            sub = replace(ps, count=rest, min_count=None)
+            # a node range needs only what its least count leaves; the rest as many as fit
+            least = rest if ps.min_count is None else max(0, ps.min_count - len(required))
+            sub = replace(ps, count=rest, min_count=None if least == rest else least)
             if busy is not None:
                 more = _busy_first(sub, others, free, weight, busy)
             elif rest == 1:
@@ -385,6 +415,8 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
                 more = None if pod is None else [pod]
             else:
                 more = _multi_node(sub, others, free, weight)
+            if more is None and not least:
+                more = []
         else:
             more = _task_pods(ps, pool, free, weight, rest, required)
         if more is None:
@@ -405,13 +437,22 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | No
     return _in_order(ps, order, free)
 
 
-class LeastLoaded(tuple):
-    """A partition's nodes (indices, as ``PartInfo.nodes``) where jobs go to the least loaded
-    nodes: partition ``LLN=YES`` or SelectTypeParameters ``CR_LLN``. ``place`` reads the mark
-    from the candidates it is given, so every caller placing in such a partition (main pass,
-    will-run, preemption) picks as slurmctld does without a flag passed through each one."""
+class PartNodes(tuple):
+    """A partition's nodes (indices, as ``PartInfo.nodes``) with what node choice reads of the
+    partition: ``least_loaded`` (partition ``LLN=YES`` or SelectTypeParameters ``CR_LLN``: jobs
+    go to the least loaded nodes) and ``max_nodes`` (MaxNodes: a node range takes no more).
+    ``place`` reads them from the candidates it is given, so every caller placing in such a
+    partition (main pass, will-run, preemption) picks as slurmctld does without a flag passed
+    through each one."""
 
-    __slots__ = ()
+    least_loaded: bool = False
+    max_nodes: int | None = None
+
+    def __new__(cls, nodes, least_loaded: bool = False, max_nodes: int | None = None) -> PartNodes:
+        out = super().__new__(cls, nodes)
+        out.least_loaded = least_loaded
+        out.max_nodes = max_nodes
+        return out
 
 
 def _least_loaded(ps, pool: list[int], free: Free, weight) -> list | None:
