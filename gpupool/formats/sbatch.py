@@ -173,6 +173,7 @@ class SbatchJob:
     nodelist: str | None = None
     exclude: str | None = None
     comment: str | None = None
+    licenses: tuple[tuple[str, int], ...] = ()
     not_modelled: tuple[tuple[str, str | None], ...] = ()
     # gpupool's own ``#GPUPOOL key=value`` comments
     runtime: float | None = None
@@ -609,7 +610,24 @@ _VALUE_FIELDS: dict[str, tuple[str, Callable[[_Ctx, str], object]]] = {
     "nodelist": ("nodelist", _free_text),
     "exclude": ("exclude", _free_text),
     "comment": ("comment", _free_text),
+    "licenses": ("licenses", lambda c, v: _licenses(c, v)),
 }
+
+
+def _licenses(ctx: _Ctx, text: str) -> tuple[tuple[str, int], ...]:
+    """``--licenses=NAME[:COUNT][,NAME[:COUNT]...]`` (a count defaults to 1; ``NAME@server``
+    names a remote license and is kept whole)."""
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if "|" in item:
+            raise ctx.error(f"gpupool reads a list of licenses all of which the job needs; "
+                            f"'|' (any one of them) is not supported, got {text!r}")
+        name, sep, count = item.partition(":")
+        if not name or (sep and not count.isdigit()) or (sep and int(count) < 1):
+            raise ctx.error(f"expected NAME[:COUNT][,NAME[:COUNT]...] with a count of at least 1, got {text!r}")
+        out[name] = out.get(name, 0) + (int(count) if sep else 1)
+    return tuple(out.items())
 
 
 def _apply(job: SbatchJob, ctx: _Ctx, value: str | None) -> None:
@@ -858,6 +876,8 @@ def _option_lines(job: SbatchJob) -> list[tuple[str, str | None]]:
     add("mem-per-gpu", job.mem_per_gpu, _memory_text)
     add("time", job.time, _time_text)
     add("time-min", job.time_min, _time_text)
+    if job.licenses:
+        pairs.append(("licenses", ",".join(f"{n}:{c}" for n, c in job.licenses)))
     if job.exclusive:
         pairs.append(("exclusive", None))
     if job.oversubscribe:
@@ -1116,7 +1136,7 @@ def sbatch_to_workload(
         requeue=True if job.requeue is None else job.requeue, oversubscribe=job.oversubscribe,
         signal=job.signal.text() if job.signal else None, output=job.output,
         time_min=None if job.time_min is None else float(job.time_min), constraint=job.constraint, nodelist=job.nodelist,
-        exclude=job.exclude, source=job.source,
+        exclude=job.exclude, licenses=job.licenses, source=job.source,
     )
     if job.array is None:
         return [base]

@@ -16,6 +16,7 @@ Typing of ``SlurmConfig.params`` (keys in Slurm's canonical spelling):
 * ``SchedulerParameters``/``PriorityParameters``/``DependencyParameters`` are dicts
   (``bf_window=4320,bf_continue`` -> ``{"bf_window": "4320", "bf_continue": True}``);
 * ``PriorityWeightTRES`` is ``{"cpu": 1000, "mem": 2000, "gres/gpu": 3000}``;
+* ``Licenses`` is ``{"matlab": 10, "fluent": 1}`` (``NAME[:COUNT]``, a count defaults to 1);
 * enumerations (``PreemptMode``, ``EnforcePartLimits``, ``PriorityUsageResetPeriod``) are
   upper-case strings; plugin names are kept as written.
 
@@ -148,6 +149,7 @@ MODELLED_KEYS: dict[str, str] = {
     "FirstJobId": "int",
     "MaxTasksPerNode": "int",
     "DependencyParameters": "kv",
+    "Licenses": "licenses",
 }
 
 #: Valid Slurm 22.05 global keys gpupool keeps but does not act on.
@@ -169,7 +171,7 @@ NOT_MODELLED_KEYS: tuple[str, ...] = (
     "JobCompLoc", "JobCompParams", "JobCompPass", "JobCompPort", "JobCompType", "JobContainerType",
     "JobCompUser", "JobCredentialPrivateKey", "JobCredentialPublicCertificate", "JobFileAppend",
     "JobSubmitPlugins", "KeepAliveTime", "KillOnBadExit", "LaunchParameters", "LaunchType",
-    "Licenses", "LogTimeFormat", "MailDomain", "MailProg", "MaxDBDMsgs", "MaxNodeCount",
+    "LogTimeFormat", "MailDomain", "MailProg", "MaxDBDMsgs", "MaxNodeCount",
     "MaxJobId", "MaxStepCount", "MCSParameters", "MCSPlugin", "MessageTimeout", "MpiDefault",
     "MpiParams", "NodeFeaturesPlugins", "PluginDir", "PlugStackConfig", "PowerParameters",
     "PowerPlugin", "PrEpParameters", "PrEpPlugins", "PrivateData", "ProctrackType", "Prolog",
@@ -496,12 +498,27 @@ def _parse_global(key: str, kind: str, value: str, line: _Line) -> object:
         return _parse_tres_weights(value, key, line)
     if kind == "preempt_mode":
         return _parse_preempt_mode(value, key, line)
+    if kind == "licenses":
+        return _parse_licenses(value, key, line)
     if kind == "enum":
         upper = value.strip().upper()
         if upper not in _ENUMS[key]:
             raise line.error(f"{key} must be one of {', '.join(sorted(_ENUMS[key]))}, got {value!r}")
         return upper
     raise AssertionError(f"unknown kind {kind}")  # pragma: no cover
+
+
+def _parse_licenses(value: str, key: str, line: _Line) -> dict[str, int]:
+    """``Licenses=NAME[:COUNT][,NAME[:COUNT]...]``: the cluster's local licenses and their counts."""
+    out: dict[str, int] = {}
+    for item in _parse_list(value):
+        name, sep, count = item.partition(":")
+        if not name or (sep and not count.strip().isdigit()):
+            raise line.error(f"{key} must be NAME[:COUNT][,NAME[:COUNT]...], got {value!r}")
+        if name in out:
+            raise line.error(f"{key} names {name!r} twice")
+        out[name] = int(count) if sep else 1
+    return out
 
 
 def _format_global(kind: str, value: object) -> str:
@@ -522,6 +539,8 @@ def _format_global(kind: str, value: object) -> str:
         return ",".join(k if v is True else f"{k}={v}" for k, v in value.items())  # type: ignore[union-attr]
     if kind == "tres_weights":
         return ",".join(f"{k}={v}" for k, v in value.items())  # type: ignore[union-attr]
+    if kind == "licenses":
+        return ",".join(f"{k}:{v}" for k, v in value.items())  # type: ignore[union-attr]
     raise AssertionError(f"unknown kind {kind}")  # pragma: no cover
 
 

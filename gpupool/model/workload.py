@@ -131,6 +131,9 @@ class Workload:
     constraint: str | None = None
     nodelist: str | None = None
     exclude: str | None = None
+    #: Slurm ``--licenses``: (name, count) pairs of slurm.conf ``Licenses=`` the job holds while
+    #: it runs (none: ``()``).
+    licenses: tuple[tuple[str, int], ...] = ()
     # Kubernetes side
     namespace: str | None = None
     queue_name: str | None = None

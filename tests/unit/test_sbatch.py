@@ -436,7 +436,7 @@ _clause = st.builds(DependencyClause, st.sampled_from(["after", "afterany", "aft
 _nodes = st.integers(1, 64) | st.tuples(st.integers(1, 8), st.integers(9, 64))
 _not_modelled = st.lists(st.sampled_from([
     ("mail-type", "END"), ("hold", None), ("reservation", "maint"), ("chdir", "/scratch/x y"),
-    ("exclusive", "user"), ("get-user-env", None), ("licenses", "ansys:2"), ("wckey", "")]),
+    ("exclusive", "user"), ("get-user-env", None), ("wckey", "")]),
     max_size=4).map(tuple)
 _memory = st.integers(1, 4 * 1024 * 1024)
 _duration = st.integers(0, 30 * 86400) | st.just(UNLIMITED)
@@ -469,6 +469,7 @@ def sbatch_jobs(draw: st.DrawFn) -> SbatchJob:
                                    st.integers(0, 65535), st.sampled_from(["", "B", "R", "BR"])))),
         constraint=draw(_opt(_text)), nodelist=draw(_opt(_text)), exclude=draw(_opt(_text)),
         comment=draw(_opt(_text)), not_modelled=draw(_not_modelled),
+        licenses=tuple(draw(st.dictionaries(_token, st.integers(1, 64), max_size=3)).items()),
         runtime=draw(_opt(_seconds)), outcome=draw(_opt(st.sampled_from(["COMPLETED", "FAILED", "CANCELLED"]))),
         checkpoint_interval=draw(_opt(_seconds)),
         body=draw(st.sampled_from(["", "srun hostname", "set -e\n\nsrun python train.py --lr 3e-4\n# done\n"])),

@@ -663,6 +663,7 @@ def run(cy, records) -> None:
             planned[jid] = t
 
     limit_reason, array_limit = cy.limit_reason, cy.array_limit
+    license_limit = cy.license_limit if cy.licenses is not None else None
     for rec in records:
         job = rec.job
         jid = job.id
@@ -684,6 +685,8 @@ def run(cy, records) -> None:
         info = rec.part
         if limit_reason(job, info) is not None or array_limit(job) is not None:
             continue
+        if license_limit is not None and license_limit(job) is not None:
+            continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
         tested += 1
         if max_user:  # only read for bf_max_job_user
             per_user[user] = per_user.get(user, 0) + 1

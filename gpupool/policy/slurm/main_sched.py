@@ -45,8 +45,8 @@ def run(cy, records, full: bool) -> None:
                 withheld |= info.node_set
                 usable_of.clear()
             continue
-        arr = cy.array_limit(job)
-        if arr is not None:
+        arr = cy.array_limit(job) or cy.license_limit(job)
+        if arr is not None:  # neither holds the partition back
             cy.reason(job, arr, first=True)
             continue
         # A partition's usable nodes change only when a partition fails (nodes' up/drain

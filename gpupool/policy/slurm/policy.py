@@ -79,6 +79,8 @@ class Cycle:
         # a private copy: a pass inserts the jobs it starts
         self.ends = list(running.update(snap.active, self.now, snap.suspended))
         self.arrays = dict(running.arrays)
+        #: licenses (slurm.conf ``Licenses=``) free now, name -> count; None without any
+        self.licenses: dict[str, int] | None = pol.licenses_free(snap.active) if pol.license_total else None
         if pol.s.limits_enforced:
             self.usage = limits.copy_usage(running.usage)
         #: nodes still COMPLETING (a replay's ``node_holds``): nothing starts on them now
@@ -287,6 +289,22 @@ class Cycle:
             return "JobArrayTaskLimit"
         return None
 
+    def license_limit(self, job) -> str | None:
+        """"Licenses" when the licenses ``job`` asks for are not free now, else None.
+
+        A real 22.05.8 (Licenses=lic:2) left a third ``-L lic:1`` job pending with reason
+        Licenses and no planned start while a later job without licenses started at once: the
+        main pass skips such a job without holding its partition back, and backfill skips it
+        without a reservation (without ``bf_licenses``, which is not modelled)."""
+        want = job.wl.licenses
+        free = self.licenses
+        if not want or free is None:
+            return None
+        for name, count in want:
+            if free.get(name, 0) < count:
+                return "Licenses"
+        return None
+
     def may_block(self, job, prio: int) -> bool:
         s = self.pol.s
         if s.bf_min_prio_reserve and prio < s.bf_min_prio_reserve:
@@ -341,6 +359,9 @@ class Cycle:
             limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
         if job.wl.array_job_id is not None:
             self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
+        if job.wl.licenses and self.licenses is not None:
+            for name, count in job.wl.licenses:
+                self.licenses[name] = self.licenses.get(name, 0) - count
         # a node range may start on fewer nodes than its most (``select._node_count``)
         self.out.append(Start(job.id, placement, partial=len(placement) < job.pods_total, via=via,
                               time_limit=pol.effective_limit(job, info) if limit is None else limit,
@@ -407,6 +428,8 @@ class SlurmPolicy:
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
         self._memory_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message
+        #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)
+        self.license_total: dict[str, int] = dict(cfg.params.get("Licenses") or {})  # type: ignore[call-overload]
         self.over_time_limit = self.s.over_time_limit
         # slurmctld checks time limits every PERIODIC_TIMEOUT = 30 s (on the controller's clock).
         self.time_limit_check_interval = 30.0
@@ -656,6 +679,15 @@ class SlurmPolicy:
         if x is not None and x.suspensions and start is not None:
             end += _suspended_by(x, now)  # a suspension moves end_time on (spec §10)
         return end
+
+    def licenses_free(self, active: dict) -> dict[str, int]:
+        """The licenses free with ``active`` (running and suspended) jobs holding theirs:
+        slurmctld keeps a suspended job's licenses allocated."""
+        free = dict(self.license_total)
+        for job in active.values():
+            for name, count in job.wl.licenses:
+                free[name] = free.get(name, 0) - count
+        return free
 
     def over_time_limit_of(self, job) -> float:
         """The seconds ``job`` may run past its limit: its partition's OverTimeLimit, else the
@@ -966,7 +998,8 @@ class SlurmPolicy:
                 continue
             if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
                 continue
-            if cy.limit_reason(job, info) is not None or cy.array_limit(job) is not None:
+            if (cy.limit_reason(job, info) is not None or cy.array_limit(job) is not None
+                    or cy.license_limit(job) is not None):
                 continue
             placement = place(job.wl, info.nodes, cy.free, None)
             if placement is not None:

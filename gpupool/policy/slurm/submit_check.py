@@ -48,6 +48,12 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         # largest index, so the whole array is refused
         if last >= (limits.DEFAULT_MAX_ARRAY_SIZE if size is None else int(size)):  # type: ignore[call-overload]
             return limits.MSG_ARRAY
+    if wl.licenses:
+        # a license the cluster lacks, or more of one than it has (a real 22.05.8 refused
+        # -L lic:3 under Licenses=lic:2, and -L other:1)
+        have = cfg.params.get("Licenses") or {}
+        if any(count > have.get(name, 0) for name, count in wl.licenses):  # type: ignore[union-attr]
+            return limits.MSG_LICENSE
     if not req.parts or any(p not in parts for p in req.parts):
         return limits.MSG_PARTITION
     memo = fit_memo if fit_memo is not None else {}

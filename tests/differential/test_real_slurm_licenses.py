@@ -1,0 +1,91 @@
+"""Cluster licenses (slurm.conf ``Licenses=``, sbatch ``-L``) on a real Slurm 22.05 and in
+gpupool, side by side (the rules: ``Cycle.license_limit``, ``submit_check.rejection``; without
+a real Slurm: ``tests/unit/test_slurm_licenses.py``).
+
+Two 16-core 8-GPU nodes, ``Licenses=lic:2,solo``. Jobs come a couple of seconds apart: three
+asking one ``lic`` each (the first ends after 60 s), one asking none, two asking what the
+cluster lacks, ``solo``, ``lic:1,solo`` and ``lic``. Per job: sbatch's refusal or the state and
+reason after about 400 s, and when the third ``lic`` job started against the first one's end.
+gpupool replays the cluster's own slurm.conf and the same submissions. Skipped where Slurm is
+not installed. Run alone with ``python -m pytest tests/differential/test_real_slurm_licenses.py -o addopts=""``.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpupool.conformance.real_slurm import RealSlurm
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.pool_dir import load_pool
+from gpupool.model.slurm import Partition
+
+from tests.differential.real_cluster import epoch, need, started
+from tests.unit.sbatch_plans import workload
+
+pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
+
+GAP_S = 2.0
+LOOK_S = 400.0  # after the first submission
+#: (sbatch options, sleep seconds)
+JOBS = [("-L lic:1 -t 2", 60), ("-L lic:1", 3000), ("-L lic:1", 3000), ("-c1", 3000), ("-L lic:3", 10),
+        ("-L other:1", 10), ("-L solo", 3000), ("-L lic:1,solo", 3000), ("-L lic", 3000)]
+REFUSED = "Batch job submission failed: "
+
+
+def _real(tmp_path):
+    rs = RealSlurm(tmp_path, nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
+                   overrides={"SelectTypeParameters": "CR_Core_Memory", "PriorityType": "priority/basic",
+                              "DefMemPerCPU": "100", "Licenses": "lic:2,solo"},
+                   scheduler_parameters="bf_interval=30")
+    rs._config.partitions = {"p": Partition(name="p", nodes=tuple(rs.node_names), default=True, max_time=3600)}
+    started(rs)
+    try:
+        ids = []
+        for k, (opts, sleep) in enumerate(JOBS):
+            if k:
+                rs.sleep(GAP_S)
+            got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
+                          "--wrap", f"sleep {sleep}"], check=False)
+            ids.append(int(got.stdout.split(";")[0]) if got.returncode == 0 else got.stderr.split(REFUSED)[-1].strip())
+        rs.sleep(LOOK_S - GAP_S * (len(JOBS) - 1))
+        rows, times = [], {}
+        for k, jid in enumerate(ids):
+            if isinstance(jid, str):
+                rows.append(("REFUSED", jid))
+                continue
+            text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
+            state = re.search(r"JobState=(\S+)", text).group(1)
+            reason = re.search(r"Reason=(\S+)", text).group(1)
+            rows.append((state, reason if state == "PENDING" else ""))
+            times[k] = (re.search(r"StartTime=(\S+)", text).group(1), re.search(r"EndTime=(\S+)", text).group(1))
+    finally:
+        rs.stop()
+    # the third lic job started when the first ended
+    gap = epoch(times[2][0]) - epoch(times[0][1])
+    return rows, gap, rs.etc
+
+
+def _ours(conf):
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    pool = load_pool(conf)
+    wls = [workload(f"j{k}", opts, GAP_S * k, k + 1, runtime=float(sleep)) for k, (opts, sleep) in enumerate(JOBS)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=LOOK_S).run()
+    jobs = sorted(out.jobs, key=lambda j: j.id)
+    rows = []
+    for job in jobs:
+        if job.state == "REJECTED":
+            rows.append(("REFUSED", job.reason))
+        else:
+            rows.append((job.state, job.reason if job.state == "PENDING" else ""))
+    return rows, jobs[2].start - jobs[0].end
+
+
+def test_licenses_match_real_slurm(tmp_path):
+    need("none")
+    real, real_gap, conf = _real(tmp_path / "real")
+    ours, gap = _ours(conf)
+    assert ours == real
+    assert abs(gap - real_gap) <= 1.0 and gap == 0.0
