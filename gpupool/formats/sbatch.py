@@ -615,18 +615,25 @@ _VALUE_FIELDS: dict[str, tuple[str, Callable[[_Ctx, str], object]]] = {
 
 
 def _licenses(ctx: _Ctx, text: str) -> tuple[tuple[str, int], ...]:
-    """``--licenses=NAME[:COUNT][,NAME[:COUNT]...]`` (a count defaults to 1; ``NAME@server``
-    names a remote license and is kept whole)."""
+    """``--licenses=NAME[:COUNT][,NAME[:COUNT]...]`` as sbatch reads it: items split on ``,``
+    or ``;`` (empty ones skipped), ``*`` also before a count, a count defaulting to 1, a name
+    given twice adding up, ``NAME@server`` kept whole. A count of 0 is kept for the submit
+    check to refuse, as slurmctld does ("Invalid license specification")."""
+    if any(c.isspace() for c in text):
+        raise ctx.error(f"a license list takes no spaces, got {text!r}")
+    if "|" in text:
+        raise ctx.error(f"gpupool reads a list of licenses all of which the job needs; "
+                        f"'|' (any one of them) is not supported, got {text!r}")
     out: dict[str, int] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if "|" in item:
-            raise ctx.error(f"gpupool reads a list of licenses all of which the job needs; "
-                            f"'|' (any one of them) is not supported, got {text!r}")
-        name, sep, count = item.partition(":")
-        if not name or (sep and not count.isdigit()) or (sep and int(count) < 1):
-            raise ctx.error(f"expected NAME[:COUNT][,NAME[:COUNT]...] with a count of at least 1, got {text!r}")
-        out[name] = out.get(name, 0) + (int(count) if sep else 1)
+    for item in re.split(r"[,;]", text):
+        if not item:
+            continue
+        m = re.fullmatch(r"([^:*]+)(?:[:*](\d+))?", item)
+        if m is None:
+            raise ctx.error(f"expected NAME[:COUNT][,NAME[:COUNT]...], got {text!r}")
+        out[m.group(1)] = out.get(m.group(1), 0) + (1 if m.group(2) is None else int(m.group(2)))
+    if not out:
+        raise ctx.error(f"expected NAME[:COUNT][,NAME[:COUNT]...], got {text!r}")
     return tuple(out.items())
 
 
@@ -1059,6 +1066,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         memory_whole_node=job.mem == 0,
         memory_per="" if job.mem is not None else "cpu" if job.mem_per_cpu is not None else
         "gpu" if job.mem_per_gpu is not None else "",
+        cpus_per_task=job.cpus_per_task if job.cpus_per_task is not None else (1 if job.cpus_per_gpu is None else None),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -209,12 +209,12 @@ _PART_MODELLED = ("Nodes", "Default", "MaxTime", "DefaultTime", "PriorityTier", 
 #: Partition keys the Slurm policy acts on that stay in ``Partition.extra`` as written (the
 #: ``Def*`` ones checked here: a count of MB or CPUs)
 _PART_IN_EXTRA = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "GraceTime",
-                  "LLN", "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit", "TRESBillingWeights")
+                  "LLN", "MaxCPUsPerNode", "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit", "TRESBillingWeights")
 _PART_COUNTS = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
 #: counts that may also be UNLIMITED
-_PART_LIMITS = ("MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit")
+_PART_LIMITS = ("MaxCPUsPerNode", "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit")
 _PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "Alternate", "CpuBind", "DisableRootJobs", "ExclusiveUser",
-                      "Hidden", "MaxCPUsPerNode", "MaxCPUsPerSocket",
+                      "Hidden", "MaxCPUsPerSocket",
                       "RootOnly", "ReqResv", "ResumeTimeout", "SelectTypeParameters",
                       "SuspendTime", "SuspendTimeout")
 _PART_ALIASES = {"shared": "OverSubscribe"}
@@ -515,9 +515,7 @@ def _parse_licenses(value: str, key: str, line: _Line) -> dict[str, int]:
         name, sep, count = item.partition(":")
         if not name or (sep and not count.strip().isdigit()):
             raise line.error(f"{key} must be NAME[:COUNT][,NAME[:COUNT]...], got {value!r}")
-        if name in out:
-            raise line.error(f"{key} names {name!r} twice")
-        out[name] = int(count) if sep else 1
+        out[name] = out.get(name, 0) + (int(count) if sep else 1)  # a name given twice adds up
     return out
 
 

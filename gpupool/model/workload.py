@@ -71,6 +71,10 @@ class PodSet:
     #: may share a node), "cpu" (``--mem-per-cpu`` × the pod's CPUs, so it follows CPUs filled
     #: in later), "gpu" (``--mem-per-gpu`` × its GPUs)
     memory_per: str = ""
+    #: Slurm, the CPUs of one task where the submission fixes them (``--cpus-per-task``, else 1
+    #: when it gives no CPU option), so a pod holding several tasks is cut in whole tasks;
+    #: None: not known (the pod counts as one task)
+    cpus_per_task: int | None = None
 
     @property
     def total_gpus(self) -> int:

@@ -166,3 +166,23 @@ def test_a_node_range_takes_no_more_than_the_partitions_max_nodes(tmp_path: Path
     r, w = sorted(out.jobs, key=lambda j: j.id)
     assert (r.state, len(r.placement)) == ("RUNNING", 1)
     assert (w.state, w.reason) == ("PENDING", "PartitionNodeLimit")
+
+
+def test_exclusive_tasks_pack_over_several_required_nodes(tmp_path: Path) -> None:
+    (small,) = _run(tmp_path, ["--exclusive -n4 -w n1,n2"])
+    assert [sum(1 for p in small.placement if p[0] == n) for n in (0, 1)] == [3, 1]
+    (big,) = _run(tmp_path, ["--exclusive -n20 -w n1,n2"])
+    assert len(big.placement) == 20 and {p[0] for p in big.placement} == {0, 1}
+
+
+def test_the_fit_memo_tells_gang_rules_apart(tmp_path: Path) -> None:
+    from dataclasses import replace as _replace
+
+    from gpupool.model.workload import GANG_ALL, GANG_MIN, PodSet as _PodSet, Workload
+
+    pool = _pool(tmp_path)
+    shape = _PodSet(count=3, min_count=1, one_per_node=True, cpu_m=2000, memory_mib=100)
+    ranged = Workload(id=1, name="min", pod_sets=(shape,), runtime=60, gang=GANG_MIN, partition="p")
+    whole = _replace(ranged, id=2, name="all", gang=GANG_ALL, submit_time=1.0)
+    out = Engine(pool, [ranged, whole], make_policy("slurm", pool), until=30).run()
+    assert {j.id: j.state for j in out.jobs} == {1: "RUNNING", 2: "REJECTED"}

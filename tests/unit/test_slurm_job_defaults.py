@@ -335,3 +335,11 @@ def test_a_one_node_job_is_rounded_as_one_task_too(tmp_path: Path) -> None:
     # real (MaxMemPerCPU=4000): -N1 -c2 --mem=20000 got 4 CPUs and -N1 -c3 --mem=0 15, as without -N1
     rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "", ["-N1 -c2 --mem=20000", "-N1 -c3 --mem=0"])
     assert [r[1] for r in rows] == [4, 15]
+
+
+def test_a_pod_per_node_is_cut_in_whole_tasks_under_max_mem_per_cpu(tmp_path: Path) -> None:
+    # real (MaxMemPerCPU=4000): -N1 -n2 -c2 --mem=20000 got 4, -N1 -n4 --mem=20000 5,
+    # -N1 --ntasks-per-node=2 --mem=10000 3; -N1 -n3 --mem=0 needs 16 one-CPU tasks
+    rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "",
+               ["-N1 -n2 -c2 --mem=20000", "-N1 -n4 --mem=20000", "-N1 --ntasks-per-node=2 --mem=10000", "-N1 -n3 --mem=0"])
+    assert [r[1] for r in rows] == [4, 5, 3, 16]

@@ -40,22 +40,27 @@ def _pool(tmp_path: Path, licenses: str = "lic:2,solo"):
 
 
 def test_slurm_conf_licenses_are_counted_per_name(tmp_path: Path) -> None:
-    assert _pool(tmp_path, "lic:2,solo,big:40").slurm.params["Licenses"] == {"lic": 2, "solo": 1, "big": 40}
+    assert _pool(tmp_path, "lic:2,solo,big:40,lic:1").slurm.params["Licenses"] == {"lic": 3, "solo": 1, "big": 40}
 
 
-@pytest.mark.parametrize("value, message", [("lic:two", "NAME\\[:COUNT\\]"), ("lic:1,lic:2", "twice")])
+@pytest.mark.parametrize("value, message", [("lic:two", "NAME\\[:COUNT\\]"), ("lic:", "NAME\\[:COUNT\\]")])
 def test_bad_slurm_conf_licenses_name_the_line(tmp_path: Path, value: str, message: str) -> None:
     with pytest.raises(GpupoolError, match=message) as err:
         _pool(tmp_path, value)
     assert ":8" in str(err.value)
 
 
-def test_sbatch_reads_licenses_and_refuses_what_it_cannot_model() -> None:
+def test_sbatch_reads_licenses_as_sbatch_does() -> None:
+    def read(value: str):
+        return parse_sbatch_text(script(f"-L {value}"), "j.sbatch").licenses
+
     assert parse_sbatch_text(script("-L lic:2,solo --licenses=x@db:3"), "j.sbatch").licenses == (("x@db", 3),)
-    assert parse_sbatch_text(script("-L lic:2,solo,lic"), "j.sbatch").licenses == (("lic", 3), ("solo", 1))
-    for bad in ("-L lic:0", "-L lic:x", "-L a|b"):
-        with pytest.raises(GpupoolError, match="licenses|license"):
-            parse_sbatch_text(script(bad), "j.sbatch")
+    assert read("lic:2,solo,lic") == (("lic", 3), ("solo", 1))
+    assert read("lic;solo*2,") == (("lic", 1), ("solo", 2))  # ';' and '*' as sbatch takes them, empty items skipped
+    assert read("lic:0") == (("lic", 0),)  # refused at submit, as slurmctld does
+    for bad in ("lic:x", "a|b", ",", "'lic:1, solo'"):
+        with pytest.raises(GpupoolError, match="--licenses"):
+            parse_sbatch_text(script(f"-L {bad}"), "j.sbatch")
 
 
 def test_a_job_waits_for_its_licenses_without_holding_others_back(tmp_path: Path) -> None:
@@ -104,3 +109,4 @@ def test_the_live_submit_check_refuses_licenses_the_cluster_lacks(tmp_path: Path
     pool = _pool(tmp_path)
     assert submit_rejection(pool, workload("a", "-L other", 0.0, 1)) == "Invalid license specification"
     assert submit_rejection(pool, workload("b", "-L lic:2", 0.0, 2)) is None
+    assert submit_rejection(pool, workload("c", "-L lic:0", 0.0, 3)) == "Invalid license specification"

@@ -94,3 +94,8 @@ def test_a_bad_lln_value_names_the_line(tmp_path: Path, value: str) -> None:
     with pytest.raises(GpupoolError, match="LLN must be YES or NO") as err:
         load_pool(tmp_path)
     assert ":11" in str(err.value)
+
+
+def test_least_loaded_nodes_follow_the_required_ones(tmp_path: Path) -> None:
+    rows = _rows(_pool(tmp_path), HOLD + ["-p q -N2 -c2 -w gpu01"])
+    assert rows[2] == (4, [0, 2])  # gpu01 as asked, then gpu03 (16 free) before gpu02 (12)

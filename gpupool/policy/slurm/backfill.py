@@ -16,6 +16,7 @@ import bisect
 import math
 import weakref
 
+from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import preempt
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
@@ -52,11 +53,12 @@ class NodeTimeline:
     lives only as long as the free resources and running jobs it was built from.
     """
 
-    __slots__ = ("_by_id", "_by_shape", "_states", "base", "cpu", "emask", "gpus", "ks", "mask", "mem",
+    __slots__ = ("_by_id", "_by_shape", "_states", "base", "cpu", "emask", "ends", "gpus", "ks", "mask", "mem",
                  "orr", "vals")
 
     def __init__(self, free, ends) -> None:
         self.base = free
+        self.ends = ends  # read back only for MaxCPUsPerNode allowances (``full_state``)
         self._by_shape: dict = {}  # pod shape -> first_fit of every node (memo)
         #: id of a pod shape object -> (that object, its ``_by_shape`` entry): a shape's hash
         #: is computed in Python from its fields, and will-run asks for the same objects again
@@ -130,6 +132,15 @@ class NodeTimeline:
         out = Free.__new__(Free)
         out.nodes = self.base.nodes
         out.cpu, out.gpus, out.mask, out.mem = list(lists[0]), list(lists[1]), list(lists[2]), list(lists[3])
+        out.cap = None
+        out.cap_of = base_of = self.base.cap_of
+        out.caps = None
+        if self.base.caps is not None:  # MaxCPUsPerNode allowances after the same ends
+            out.caps = {k: list(v) for k, v in self.base.caps.items()}
+            for entry in self.ends[:count]:
+                part = base_of.get(entry[1])
+                if part is not None:
+                    out.cap_take(part, entry[2], 1)
         return out
 
     def first_fits(self, ps) -> list[tuple[int, int]]:
@@ -374,7 +385,7 @@ def will_run_raw(wl, cand, usable, free, ends, timeline=None, epoch: float = 0.0
             else:
                 for k in range(given, i):
                     if emask[k] & umask:
-                        scratch.give(ends[k][2])
+                        scratch.give_end(ends[k])
                         touched |= emask[k]
             given = i
             if _may_fit(scratch, touched & umask, pod_sets):
@@ -525,8 +536,9 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     shape = shape_of.get(job.id)
     if shape is None:
         # a job's own node limits (--nodelist/--exclude/--constraint) are part of its shape
-        shape = shape_of[job.id] = shapes.setdefault((job.wl.pod_sets, limits_key(job.wl)), len(shapes))
-    min_nodes = max(((ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1)
+        shape = shape_of[job.id] = shapes.setdefault((job.wl.pod_sets, job.wl.gang, limits_key(job.wl)), len(shapes))
+    ranged = job.wl.gang == GANG_MIN
+    min_nodes = max(((ps.min_count if ranged and ps.min_count is not None else ps.count) if ps.one_per_node else 1)
                     for ps in job.wl.pod_sets)
     low_prio = bool(s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve)
     # the kind: everything the TRY_LATER loop reads of the record (``short`` only matters to a start)

@@ -61,6 +61,8 @@ class PartInfo:
     billing_weights: dict[str, float]
     #: the partition's OverTimeLimit in seconds (inf: UNLIMITED), or None to use the cluster's
     over_time_limit: float | None = None
+    #: MaxCPUsPerNode: CPUs the partition's jobs may hold together on one node (None: no cap)
+    max_cpus_per_node: int | None = None
 
 
 @dataclass(slots=True)
@@ -200,9 +202,11 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
     for name, part in cfg.partitions.items():
         idx = tuple(sorted(nodes.index[n] for n in part.nodes if n in nodes.index))
         lln = lln_all or str(part.extra.get("LLN", "NO")).upper() in ("YES", "Y", "TRUE", "1")
-        if lln or part.max_nodes is not None:
-            # what node choice reads of the partition (select._least_loaded, select._ranged)
-            idx = PartNodes(idx, lln, part.max_nodes)
+        max_cpus = _max_cpus_per_node(part)
+        if lln or part.max_nodes is not None or max_cpus is not None:
+            # what node choice reads of the partition (select._least_loaded, select._ranged,
+            # the MaxCPUsPerNode allowance ``Free.caps[name]``)
+            idx = PartNodes(idx, lln, part.max_nodes, name if max_cpus is not None else None)
         tres = {
             "cpu": sum(nodes.cpu_total[i] // 1000 for i in idx),
             "mem": sum(nodes.mem_total[i] for i in idx),
@@ -217,7 +221,7 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             state=(part.state or "UP").upper(), preempt_mode=part.preempt_mode,
             grace_time=int(grace) if grace and str(grace).isdigit() else 0,
             tres_total=tres, billing_weights=parse_billing_weights(part.extra.get("TRESBillingWeights", "")),
-            over_time_limit=_over_time_limit(part),
+            over_time_limit=_over_time_limit(part), max_cpus_per_node=max_cpus,
         )
     return out
 
@@ -258,3 +262,18 @@ def _over_time_limit(part: Partition) -> float | None:
     if text.upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
         return math.inf
     return 60.0 * int(text)  # checked by the slurm.conf reader
+
+
+def _max_cpus_per_node(part: Partition) -> int | None:
+    """A partition line's MaxCPUsPerNode, or None when unset or UNLIMITED.
+
+    Why: slurmctld lets the partition's jobs hold together at most that many CPUs of a node,
+    whatever other partitions' jobs hold there. A real 22.05.8 with MaxCPUsPerNode=4 on 16-CPU
+    nodes put a second ``-c2`` job of the partition on the other node, kept a ``-c3`` one
+    pending and planned it for when the partition's job on a node ended, ran a job of another
+    partition beside them, and refused ``-c5`` ("Requested node configuration is not
+    available")."""
+    text = part.extra.get("MaxCPUsPerNode")
+    if text is None or str(text).strip().upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
+        return None
+    return int(text)  # checked by the slurm.conf reader

@@ -246,17 +246,20 @@ def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: 
     --mem=0`` 15 and, under DefMemPerNode=20000, ``-c2`` 4 and ``-c1 --gres=gpu:1`` 5; at 2000
     ``--mem=0`` needed 32 CPUs and was refused.
 
-    A pod that is a whole node's share (one task, or ``--nodes``) is rounded as one task of its
-    CPUs: exact for a single task (``-N1 -c2 --mem=20000`` got 4 too, ``-N1 -c3 --mem=0`` 15)
-    and for ``-N1 -n2 -c2`` (4), but a pod per node does not record its CPUs per task, so
-    ``-N1 -n4 --mem=20000`` keeps 4 where the real system gave 5. Task pods that may share a
-    node split the node's need (whole-node memory: each pod's share at the limit; a per-node
-    ``--mem``: left as asked, where the real system gave ``-n2 --mem=20000`` 5 CPUs, which
-    identical whole-CPU pods cannot hold).
+    A pod that is a whole node's share (one task, or ``--nodes``) is cut in whole tasks of its
+    ``cpus_per_task`` (one task of all its CPUs where that is not known): ``-N1 -c2 --mem=20000``
+    got 4 too, ``-N1 -c3 --mem=0`` 15, ``-N1 -n2 -c2`` 4, ``-N1 -n4 --mem=20000`` 5 and ``-N1
+    --ntasks-per-node=2 --mem=10000`` 3. Not exact: ``-N2 -c2 --mem=20000`` got 9 CPUs on two
+    nodes (4 per node here). Task pods that may share a node split the node's need
+    (whole-node memory: each pod's share at the limit; a per-node ``--mem``: left as asked,
+    where the real system gave ``-n2 --mem=20000`` 5 CPUs, which identical whole-CPU pods
+    cannot hold).
     """
     need = math.ceil(mem / limit)
     if ps.count == 1 or ps.one_per_node:
-        per_task = max(1, cpu_m // 1000)
+        per_task = ps.cpus_per_task or max(1, cpu_m // 1000)
+        if ps.cpu_unset and ps.gpus and cpu_m != ps.cpu_m:
+            per_task = max(1, cpu_m // 1000)  # DefCpuPerGPU gave the CPUs: one task of them
         return max(cpu_m, need // per_task * per_task * 1000)
     if source == "node":
         return cpu_m

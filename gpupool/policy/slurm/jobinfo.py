@@ -68,10 +68,11 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) ->
 def least_nodes(wl) -> int:
     """The fewest nodes ``wl`` may start on: a node range's least count (``--nodes=MIN-MAX``),
     else its node count as ``job_req`` counts it."""
+    ranged = wl.gang == "min"  # (model.workload.GANG_MIN) a range counts only under that gang rule
     nodes = 0
     for ps in wl.pod_sets:
         if ps.one_per_node:
-            nodes += ps.count if ps.min_count is None else ps.min_count
+            nodes += ps.min_count if ranged and ps.min_count is not None else ps.count
         else:
             nodes += 1
     return max(1, nodes)

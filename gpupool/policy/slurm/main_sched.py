@@ -10,6 +10,8 @@ from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
 
 VIA_MAIN = "SchedMain"
+#: the pending reason (squeue's text) of a job none of whose partition's nodes is available
+REASON_NO_NODES = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
 
 
 def run(cy, records, full: bool) -> None:
@@ -63,6 +65,13 @@ def run(cy, records, full: bool) -> None:
                 usable = (info.node_set if usable is None else usable) - cy.completing
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable))
         usable, eligible = got
+        if not eligible:
+            # none of the partition's nodes is available: DOWN, DRAINED or withheld for a
+            # higher-priority partition's job; slurmctld skips the job with this text as its
+            # reason (a real 22.05.8 showed it for a job of p while q, on the same nodes, had
+            # failed first), without trying it
+            cy.reason(job, REASON_NO_NODES, first=True)
+            continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
             cy.start(job, placement, info, VIA_MAIN)
@@ -94,7 +103,7 @@ def _min_nodes(wl, required: int) -> int:
     of its required nodes (sbatch raises the node count to the ``--nodelist``)."""
     ps = wl.pod_sets[0]
     if ps.one_per_node:
-        return ps.min_count or ps.count
+        return ps.min_count if wl.gang == "min" and ps.min_count else ps.count
     return required
 
 

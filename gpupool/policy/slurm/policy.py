@@ -79,6 +79,8 @@ class Cycle:
         # a private copy: a pass inserts the jobs it starts
         self.ends = list(running.update(snap.active, self.now, snap.suspended))
         self.arrays = dict(running.arrays)
+        if pol.capped_parts:
+            self._cap_partitions(snap)
         #: licenses (slurm.conf ``Licenses=``) free now, name -> count; None without any
         self.licenses: dict[str, int] | None = pol.licenses_free(snap.active) if pol.license_total else None
         if pol.s.limits_enforced:
@@ -99,6 +101,32 @@ class Cycle:
             self._hold_shared_cpus()
         if pol.node_holds:
             self._hold_completing_nodes()
+
+    def _cap_partitions(self, snap: Snapshot) -> None:
+        """Each MaxCPUsPerNode partition's allowance on its nodes (``Free.caps``): the cap less
+        what the partition's running and suspended jobs hold there (slurmctld counts only the
+        partition's own jobs: a real 22.05.8 ran a 4-CPU job of a partition capped at 4 beside
+        another partition's 10-CPU job)."""
+        pol = self.pol
+        free = self.free
+        n = len(free.cpu)
+        caps: dict[str, list[int]] = {}
+        for name in pol.capped_parts:
+            info = pol.parts[name]
+            cap = [0] * n
+            for i in info.nodes:
+                cap[i] = info.max_cpus_per_node * 1000
+            caps[name] = cap
+        cap_of: dict[int, str] = {}
+        for job in snap.active.values():
+            part = pol.part_of(job)
+            cap = caps.get(part) if part is not None else None
+            if cap is not None:
+                cap_of[job.id] = part
+                for node, _mask, cpu, _mem in job.placement:
+                    cap[node] -= cpu
+        free.caps = caps
+        free.cap_of = cap_of
 
     def _hold_completing_nodes(self) -> None:
         """Nodes still COMPLETING now (``SlurmPolicy.node_holds``, known only in a replay of a
@@ -337,6 +365,9 @@ class Cycle:
                 fmask = [m & (nodes.typed_mask(i, gtype) or 0) for i, m in enumerate(fmask)]
             placement = pol.cores.steer(job, placement, fmask)
         self.free.take(placement if take is None else take)
+        if self.free.caps is not None and info.name in self.free.caps:
+            self.free.cap_take(info.name, placement if take is None else take)
+            self.free.cap_of[job.id] = info.name
         if take is None and self.rows:
             rows = self.rows.get(info.name)
             if rows is not None:  # a normal start in a FORCE partition fits its first row
@@ -482,6 +513,8 @@ class SlurmPolicy:
         if self.cores is not None and self.record:
             self.cores.log = {}
         self.parts = partition_infos(self.cfg, nodes, self.pool)
+        #: partitions with MaxCPUsPerNode (``Cycle._cap_partitions``)
+        self.capped_parts = tuple(name for name, info in self.parts.items() if info.max_cpus_per_node is not None)
         default = self.cfg.default_partition()
         self.default_part = default.name if default is not None else None
         self.nodes_total = len(nodes)

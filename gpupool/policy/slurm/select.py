@@ -17,25 +17,51 @@ from gpupool.policy.slurm.node_filter import job_nodes
 
 
 class Free:
-    """A private, mutable copy of free resources (the engine's table is never touched)."""
+    """A private, mutable copy of free resources (the engine's table is never touched).
 
-    __slots__ = ("cpu", "gpus", "mask", "mem", "nodes")
+    ``caps``: for each partition with MaxCPUsPerNode, the millicores its jobs may still take on
+    each node (None: no such partition); ``cap``: the list of the partition ``place`` is placing
+    in now, read by the fit tests (None outside ``place`` or in a partition without a cap)."""
+
+    __slots__ = ("cap", "cap_of", "caps", "cpu", "gpus", "mask", "mem", "nodes")
 
     def __init__(self, nodes: NodeTable, src: Free | None = None) -> None:
         self.nodes = nodes
+        self.cap = None
+        #: running job id -> its partition, for the jobs of partitions with a cap (shared)
+        self.cap_of: dict[int, str] = {} if src is None else src.cap_of
         if src is None:
             self.mask = list(nodes.free_mask)
             self.gpus = list(nodes.free_gpus)
             self.cpu = list(nodes.free_cpu)
             self.mem = list(nodes.free_mem)
+            self.caps = None
         else:
             self.mask = list(src.mask)
             self.gpus = list(src.gpus)
             self.cpu = list(src.cpu)
             self.mem = list(src.mem)
+            self.caps = None if src.caps is None else {k: list(v) for k, v in src.caps.items()}
+
+    def cap_take(self, part: str, placement, sign: int = -1) -> None:
+        """A placement of a job in ``part`` taken (or, ``sign`` +1, given back) from the
+        partition's MaxCPUsPerNode allowance, where it has one."""
+        cap = self.caps.get(part) if self.caps is not None else None
+        if cap is not None:
+            for node, _mask, cpu, _mem in placement:
+                cap[node] += sign * cpu
 
     def copy(self) -> Free:
         return Free(self.nodes, self)
+
+    def give_end(self, entry) -> None:
+        """Give back what a running job's end entry (``(limit end, job id, placement, …)``)
+        frees, its partition's MaxCPUsPerNode allowance included."""
+        self.give(entry[2])
+        if self.caps is not None:
+            part = self.cap_of.get(entry[1])
+            if part is not None:
+                self.cap_take(part, entry[2], 1)
 
     def take(self, placement) -> None:
         for node, mask, cpu, mem in placement:
@@ -43,6 +69,10 @@ class Free:
             self.gpus[node] -= mask.bit_count()
             self.cpu[node] -= cpu
             self.mem[node] -= mem
+        cap = self.cap  # inside ``place``: its partition's allowance moves with its pods
+        if cap is not None:
+            for node, _mask, cpu, _mem in placement:
+                cap[node] -= cpu
 
     def give(self, placement) -> None:
         for node, mask, cpu, mem in placement:
@@ -50,6 +80,10 @@ class Free:
             self.gpus[node] += mask.bit_count()
             self.cpu[node] += cpu
             self.mem[node] += mem
+        cap = self.cap
+        if cap is not None:
+            for node, _mask, cpu, _mem in placement:
+                cap[node] += cpu
 
 
 def gpus_for(free: Free, i: int, ps) -> int | None:
@@ -93,7 +127,8 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
                 and holds_exclusive(nodes, i, ps)):
             return (i, free.mask[i], free.cpu[i], ps.memory_mib)
         return None
-    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib:
+    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib and (
+            free.cap is None or free.cap[i] >= ps.cpu_m):
         return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
     return None
 
@@ -118,14 +153,29 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     weight, the fitting nodes busy now in index order, then the idle ones in index order, with
     no best fit (``_busy_first``). Otherwise, where ``cand`` is a ``PartNodes`` of a
     least-loaded partition, the nodes with the most free CPUs come first (``_least_loaded``).
+    In a partition with MaxCPUsPerNode (``cand.cap_part``) a pod also needs what the partition's
+    jobs may still take on the node (``Free.caps``).
     """
+    pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
+    pod_sets = _ranged(wl, getattr(cand, "max_nodes", None))
+    least_loaded = getattr(cand, "least_loaded", False)
+    capped = getattr(cand, "cap_part", None)
+    if capped is not None and free.caps is not None and capped in free.caps:
+        outer = free.cap
+        free.cap = free.caps[capped]
+        try:
+            return _place(wl, pod_sets, least_loaded, free, pool, busy)
+        finally:
+            free.cap = outer
+    return _place(wl, pod_sets, least_loaded, free, pool, busy)
+
+
+def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: int | None):
+    """``place`` once its nodes are known (``pool``: the eligible ones)."""
     weight = free.nodes.weight
     placement: list = []
     taken: list = []
     ok = True
-    pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
-    pod_sets = _ranged(wl, getattr(cand, "max_nodes", None))
-    least_loaded = getattr(cand, "least_loaded", False)
     lim = job_nodes(wl, free.nodes)
     required: list[int] = []
     if lim.allowed is not None or lim.required:
@@ -141,7 +191,7 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     last = len(pod_sets) - 1
     for k, ps in enumerate(pod_sets):
         if required:
-            chosen = _with_required(ps, pool, free, weight, required, busy)
+            chosen = _with_required(ps, pool, free, weight, required, busy, least_loaded)
         elif busy is not None:
             chosen = _busy_first(ps, pool, free, weight, busy)
         elif least_loaded:
@@ -267,7 +317,8 @@ def fits_now(free: Free, i: int, ps) -> bool:
     if ps.exclusive:
         return (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i]
                 and free.mem[i] >= ps.memory_mib and holds_exclusive(nodes, i, ps))
-    return avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
+    return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
+            and (free.cap is None or free.cap[i] >= ps.cpu_m))
 
 
 def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
@@ -285,6 +336,9 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
                 if (not gt or ntype[i] == gt or gt in nodes.type_mask[i])
                 and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem and holds_exclusive(nodes, i, ps)]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
+    if free.cap is not None:  # the partition's MaxCPUsPerNode: what its jobs may still take
+        cap = free.cap
+        pool = [i for i in pool if cap[i] >= cm]
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
     tmask, fmask = nodes.type_mask, free.mask
@@ -379,7 +433,8 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     return None if need else out
 
 
-def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None) -> list | None:
+def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
+                   least_loaded: bool = False) -> list | None:
     """The pods of ``ps`` on a job with required nodes (``--nodelist``): one pod on each of
     them first; the rest, for one pod per node, on other nodes chosen as usual; task pods
     go to the required nodes while they fit, then to others (a real 22.05.8 ran ``-N3 -w
@@ -389,14 +444,14 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
     out: list = []
     taken: list = []
     packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes
-    for i in required:
+    for k, i in enumerate(required):
         pod = pod_fits(free, i, ps)
         if pod is None:
             free.give(taken)
             return None
         pods = [pod]
         if packs:
-            room = ps.count - len(out) - (len(required) - len(taken) - 1)  # a task left for each later node
+            room = ps.count - len(out) - (len(required) - k - 1)  # a task left for each later node
             pods += [(i, 0, 0, ps.memory_mib)] * (min(room, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
         out.extend(pods)
         free.take(pods)
@@ -410,6 +465,8 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
             sub = replace(ps, count=rest, min_count=None if least == rest else least)
             if busy is not None:
                 more = _busy_first(sub, others, free, weight, busy)
+            elif least_loaded:
+                more = _least_loaded(sub, others, free, weight)
             elif rest == 1:
                 pod = _one_node(sub, others, free, weight)
                 more = None if pod is None else [pod]
@@ -417,6 +474,8 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
                 more = _multi_node(sub, others, free, weight)
             if more is None and not least:
                 more = []
+        elif least_loaded and not packs:  # the rest on the least loaded nodes, required ones too
+            more = _least_loaded(replace(ps, count=rest, min_count=None), pool, free, weight)
         else:
             more = _task_pods(ps, pool, free, weight, rest, required)
         if more is None:
@@ -447,11 +506,15 @@ class PartNodes(tuple):
 
     least_loaded: bool = False
     max_nodes: int | None = None
+    #: the partition's name where it has MaxCPUsPerNode (its allowance is ``Free.caps[name]``)
+    cap_part: str | None = None
 
-    def __new__(cls, nodes, least_loaded: bool = False, max_nodes: int | None = None) -> PartNodes:
+    def __new__(cls, nodes, least_loaded: bool = False, max_nodes: int | None = None,
+                cap_part: str | None = None) -> PartNodes:
         out = super().__new__(cls, nodes)
         out.least_loaded = least_loaded
         out.max_nodes = max_nodes
+        out.cap_part = cap_part
         return out
 
 

@@ -52,7 +52,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         # a license the cluster lacks, or more of one than it has (a real 22.05.8 refused
         # -L lic:3 under Licenses=lic:2, and -L other:1)
         have = cfg.params.get("Licenses") or {}
-        if any(count > have.get(name, 0) for name, count in wl.licenses):  # type: ignore[union-attr]
+        if any(not 0 < count <= have.get(name, 0) for name, count in wl.licenses):  # type: ignore[union-attr]
             return limits.MSG_LICENSE
     if not req.parts or any(p not in parts for p in req.parts):
         return limits.MSG_PARTITION
@@ -90,7 +90,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             time_bad += 1
         # whether the shape fits the empty partition depends only on the pod sets, the
         # partition and which of its nodes are up and not drained: memoised on exactly that
-        key = (wl.pod_sets, limits_key(wl), pname, node_ok)
+        key = (wl.pod_sets, wl.gang, limits_key(wl), pname, node_ok)
         fits = memo.get(key)
         if fits is None:
             empty = Free.__new__(Free)
@@ -99,9 +99,12 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             empty.gpus = list(nodes.gpu_total)
             empty.cpu = list(nodes.cpu_total)
             empty.mem = list(nodes.mem_total)
+            empty.cap, empty.cap_of, empty.caps = None, {}, None
+            if info.max_cpus_per_node is not None:  # the partition's MaxCPUsPerNode, none used
+                empty.caps = {pname: [info.max_cpus_per_node * 1000] * len(empty.cpu)}
             # nodes a job requires count whatever their state: slurmctld accepts a job naming a
             # DOWN or DRAINED node and leaves it pending
-            fits = place(wl, tuple(info.nodes), empty, None, list(info.nodes) if lim.required else None) is not None
+            fits = place(wl, info.nodes, empty, None, list(info.nodes) if lim.required else None) is not None
             memo[key] = fits
         if fits:
             ok_parts += 1

@@ -1,0 +1,104 @@
+"""A partition's MaxCPUsPerNode on a real Slurm 22.05 and in gpupool, side by side (the rule:
+``config._max_cpus_per_node``, ``Free.caps``; without a real Slurm:
+``tests/unit/test_slurm_max_cpus_per_node.py``).
+
+Two 16-core 8-GPU nodes; partition p without a cap and q with MaxCPUsPerNode=4 on both. A
+10-CPU job of p holds gpu01; then, a couple of seconds apart, a 4-CPU job of q on gpu01, a
+2-CPU one (30 minutes), a 3-CPU one (60 minutes; it must wait for q's CPUs on a node), a 2-CPU
+one (20 minutes: backfilled before that), a 5-CPU one (more than the cap: refused) and an 8-CPU job of p
+(no node of p is left to it in the main pass once q's job has failed there, and backfill cannot
+start it before the 3-CPU job's reservation). Per job after
+about 400 s: sbatch's refusal or its state, reason while pending, and nodes; and when the
+3-CPU job is planned to start, against the start of the 30-minute job. gpupool replays the
+cluster's own slurm.conf and the same submissions. Skipped where Slurm is not installed. Run
+alone with ``python -m pytest tests/differential/test_real_slurm_max_cpus_per_node.py -o addopts=""``.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpupool.conformance.real_slurm import RealSlurm
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.hostlist import expand_hostlist
+from gpupool.formats.pool_dir import load_pool
+from gpupool.model.slurm import Partition
+
+from tests.differential.real_cluster import epoch, need, started
+from tests.unit.sbatch_plans import workload
+
+pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
+
+GAP_S = 2.0
+LOOK_S = 400.0
+JOBS = ["-c10 -w gpu01", "-p q -c4 -w gpu01", "-p q -c2 -t 30", "-p q -c3 -t 60", "-p q -c2 -t 20", "-p q -c5", "-c8"]
+WAITS, PLANNED_AFTER = 3, 2  # the 3-CPU job, planned at the end of the 30-minute one
+REFUSED = "Batch job submission failed: "
+
+
+def _real(tmp_path):
+    rs = RealSlurm(tmp_path, nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
+                   overrides={"SelectTypeParameters": "CR_Core_Memory", "PriorityType": "priority/basic",
+                              "DefMemPerCPU": "100"},
+                   scheduler_parameters="bf_interval=30")
+    names = rs.node_names
+    rs._config.partitions = {
+        "p": Partition(name="p", nodes=tuple(names), default=True, max_time=3600),
+        "q": Partition(name="q", nodes=tuple(names), max_time=3600, extra={"MaxCPUsPerNode": "4"}),
+    }
+    started(rs)
+    try:
+        ids = []
+        for k, opts in enumerate(JOBS):
+            if k:
+                rs.sleep(GAP_S)
+            got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
+                          "--wrap", "sleep 3000"], check=False)
+            ids.append(int(got.stdout.split(";")[0]) if got.returncode == 0 else got.stderr.split(REFUSED)[-1].strip())
+        rs.sleep(LOOK_S - GAP_S * (len(JOBS) - 1))
+        rows, starts = [], {}
+        for k, jid in enumerate(ids):
+            if isinstance(jid, str):
+                rows.append(("REFUSED", jid))
+                continue
+            text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
+            state = re.search(r"JobState=(\S+)", text).group(1)
+            starts[k] = re.search(r"StartTime=(\S+)", text).group(1)
+            if state == "RUNNING":
+                nodes = re.search(r"(?<![A-Za-z])NodeList=(\S+)", text).group(1)
+                rows.append((state, sorted(names.index(x) for x in expand_hostlist(nodes))))
+            else:
+                # scontrol writes the reason's spaces as underscores; squeue (and gpupool) as spaces
+                rows.append((state, re.search(r"Reason=(\S+)", text).group(1).replace("_", " ")))
+    finally:
+        rs.stop()
+    return rows, epoch(starts[WAITS]) - epoch(starts[PLANNED_AFTER]), rs.etc
+
+
+def _ours(conf):
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    pool = load_pool(conf)
+    wls = [workload(f"j{k}", opts, GAP_S * k, k + 1) for k, opts in enumerate(JOBS)]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, wls, pol, until=LOOK_S)
+    engine.run()
+    rows = []
+    for job in sorted(engine.jobs.values(), key=lambda j: j.id):
+        if job.state == "REJECTED":
+            rows.append(("REFUSED", job.reason))
+        elif job.state == "RUNNING":
+            rows.append((job.state, sorted({p[0] for p in job.placement})))
+        else:
+            rows.append((job.state, job.reason))
+    return rows, pol.planned[WAITS + 1] - engine.jobs[PLANNED_AFTER + 1].start
+
+
+def test_max_cpus_per_node_matches_real_slurm(tmp_path):
+    need("none")
+    real, real_planned, conf = _real(tmp_path / "real")
+    ours, planned = _ours(conf)
+    assert ours == real
+    assert abs(planned - real_planned) <= 1.0, (planned, real_planned)

@@ -1,0 +1,79 @@
+"""A partition's MaxCPUsPerNode: its jobs together hold at most that many CPUs of a node, as a
+real 22.05.8 did (``tests/differential/test_real_slurm_max_cpus_per_node.py`` runs the same
+submissions on both)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import GpupoolError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.policy.slurm.main_sched import REASON_NO_NODES
+
+from tests.unit.sbatch_plans import workload
+
+CONF = """\
+ClusterName=cap
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+PriorityType=priority/basic
+GresTypes=gpu
+NodeName=gpu[01-02] CPUs=16 RealMemory=64000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-02] Default=YES MaxTime=60
+PartitionName=q Nodes=gpu[01-02] MaxTime=60 MaxCPUsPerNode={cap}
+"""
+
+
+def _run(tmp_path: Path, jobs: list[str], cap: str = "4", until: float = 100.0):
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    (tmp_path / "slurm.conf").write_text(CONF.format(cap=cap))
+    pool = load_pool(tmp_path)
+    wls = [workload(f"j{k}", opts, 2.0 * k, k + 1) for k, opts in enumerate(jobs)]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, wls, pol, until=until)
+    engine.run()
+    rows = []
+    for job in sorted(engine.jobs.values(), key=lambda j: j.id):
+        nodes = sorted({p[0] for p in job.placement})
+        rows.append((job.state, nodes) if job.state == "RUNNING" else (job.state, job.reason))
+    return rows, pol, engine
+
+
+def test_the_partitions_jobs_share_the_cap_on_each_node(tmp_path: Path) -> None:
+    # real: -c4 on gpu01, -c2 then on gpu02; -c3 waits; -c5 refused; -N2 -c2 and -n6 wait
+    rows, _, _ = _run(tmp_path, ["-p q -c4", "-p q -c2", "-p q -c3", "-p q -c5", "-p q -N2 -c2", "-p q -n6"])
+    assert rows[:3] == [("RUNNING", [0]), ("RUNNING", [1]), ("PENDING", "Resources")]
+    assert rows[3] == ("REJECTED", "Requested node configuration is not available")
+    assert [r[0] for r in rows[4:]] == ["PENDING", "PENDING"]
+
+
+def test_other_partitions_jobs_do_not_count_and_plans_follow_the_cap(tmp_path: Path) -> None:
+    # real: q's -c4 ran beside p's 10-CPU job on gpu01; -c3 was planned at the end of q's
+    # 30-minute job on gpu02; a 20-minute -c2 backfilled there; p's -c8 waited with the
+    # partition-blocking reason
+    rows, pol, engine = _run(tmp_path, ["-c10 -w gpu01", "-p q -c4 -w gpu01", "-p q -c2 -t 30", "-p q -c3 -t 60",
+                                        "-p q -c2 -t 20", "-p q -c5", "-c8"], until=400)
+    assert rows == [("RUNNING", [0]), ("RUNNING", [0]), ("RUNNING", [1]), ("PENDING", "Resources"),
+                    ("RUNNING", [1]), ("REJECTED", "Requested node configuration is not available"),
+                    ("PENDING", REASON_NO_NODES)]
+    assert pol.planned[4] - engine.jobs[3].start == 1800.0
+
+
+def test_unlimited_is_no_cap(tmp_path: Path) -> None:
+    rows, _, _ = _run(tmp_path, ["-p q -c12", "-p q -c4"], cap="UNLIMITED")
+    assert rows == [("RUNNING", [0]), ("RUNNING", [0])]
+
+
+@pytest.mark.parametrize("value", ["many", "-1"])
+def test_a_bad_cap_names_the_line(tmp_path: Path, value: str) -> None:
+    (tmp_path / "slurm.conf").write_text(CONF.format(cap=value))
+    with pytest.raises(GpupoolError, match="MaxCPUsPerNode") as err:
+        load_pool(tmp_path)
+    assert ":11" in str(err.value)
