@@ -78,3 +78,56 @@ def submit_plan(rs: RealSlurm, plan) -> tuple[dict[str, int], float]:
             last = at
         ids[name] = rs.sbatch(["-o", str(rs.out_dir / "%j.out"), "-J", name, *opts.split(), "--wrap", "sleep 3000"])
     return ids, last
+
+
+REFUSED = "Batch job submission failed: "
+
+
+def two_partitions(directory, nodes: int, overrides: dict, q_extra: dict, *, memory_mb: int = 64000) -> RealSlurm:
+    """A started cluster of ``nodes`` 16-core 8-GPU nodes (x10 clock, priority/basic,
+    CR_Core_Memory unless ``overrides`` says otherwise) with partition p (the default) and
+    partition q (``q_extra``: its slurm.conf keys) over all of them, MaxTime 60 minutes."""
+    from gpupool.model.slurm import Partition
+
+    rs = RealSlurm(directory, nodes=nodes, gpus_per_node=8, cpus_per_node=16, memory_mb=memory_mb, speedup=10,
+                   overrides={"SelectTypeParameters": "CR_Core_Memory", "PriorityType": "priority/basic", **overrides},
+                   scheduler_parameters="bf_interval=30")
+    names = tuple(rs.node_names)
+    rs._config.partitions = {
+        "p": Partition(name="p", nodes=names, default=True, max_time=3600),
+        "q": Partition(name="q", nodes=names, max_time=3600, extra=dict(q_extra)),
+    }
+    return started(rs)
+
+
+def submit_each(rs: RealSlurm, jobs: list[str], gap: float, sleeps: list[float] | None = None) -> list[int | str]:
+    """Submit ``jobs`` (sbatch options) ``gap`` seconds apart on ``rs``'s clock, each a batch
+    job sleeping 3000 s (or its ``sleeps`` entry); per job its id, or sbatch's refusal message."""
+    out: list[int | str] = []
+    for k, opts in enumerate(jobs):
+        if k:
+            rs.sleep(gap)
+        sleep = 3000 if sleeps is None else sleeps[k]
+        got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
+                      "--wrap", f"sleep {sleep:g}"], check=False)
+        out.append(int(got.stdout.split(";")[0]) if got.returncode == 0 else got.stderr.split(REFUSED)[-1].strip())
+    return out
+
+
+def replay(conf, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None):
+    """gpupool's Slurm policy on the pool in ``conf`` with the same submissions: (engine, policy)
+    after ``until`` seconds."""
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.formats.pool_dir import load_pool
+
+    from tests.unit.sbatch_plans import workload
+
+    pool = load_pool(conf)
+    wls = [workload(f"j{k}", opts, gap * k, k + 1, runtime=3000.0 if runtimes is None else float(runtimes[k]))
+           for k, opts in enumerate(jobs)]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, wls, pol, until=until)
+    engine.run()
+    return engine, pol

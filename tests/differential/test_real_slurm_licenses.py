@@ -15,14 +15,7 @@ import re
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm
-from gpupool.engine.core import Engine
-from gpupool.engine.policy_api import make_policy
-from gpupool.formats.pool_dir import load_pool
-from gpupool.model.slurm import Partition
-
-from tests.differential.real_cluster import epoch, need, started
-from tests.unit.sbatch_plans import workload
+from tests.differential.real_cluster import epoch, need, replay, submit_each, two_partitions
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -31,24 +24,12 @@ LOOK_S = 400.0  # after the first submission
 #: (sbatch options, sleep seconds)
 JOBS = [("-L lic:1 -t 2", 60), ("-L lic:1", 3000), ("-L lic:1", 3000), ("-c1", 3000), ("-L lic:3", 10),
         ("-L other:1", 10), ("-L solo", 3000), ("-L lic:1,solo", 3000), ("-L lic", 3000)]
-REFUSED = "Batch job submission failed: "
 
 
 def _real(tmp_path):
-    rs = RealSlurm(tmp_path, nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   overrides={"SelectTypeParameters": "CR_Core_Memory", "PriorityType": "priority/basic",
-                              "DefMemPerCPU": "100", "Licenses": "lic:2,solo"},
-                   scheduler_parameters="bf_interval=30")
-    rs._config.partitions = {"p": Partition(name="p", nodes=tuple(rs.node_names), default=True, max_time=3600)}
-    started(rs)
+    rs = two_partitions(tmp_path, 2, {"DefMemPerCPU": "100", "Licenses": "lic:2,solo"}, {})
     try:
-        ids = []
-        for k, (opts, sleep) in enumerate(JOBS):
-            if k:
-                rs.sleep(GAP_S)
-            got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
-                          "--wrap", f"sleep {sleep}"], check=False)
-            ids.append(int(got.stdout.split(";")[0]) if got.returncode == 0 else got.stderr.split(REFUSED)[-1].strip())
+        ids = submit_each(rs, [opts for opts, _ in JOBS], GAP_S, [sleep for _, sleep in JOBS])
         rs.sleep(LOOK_S - GAP_S * (len(JOBS) - 1))
         rows, times = [], {}
         for k, jid in enumerate(ids):
@@ -68,12 +49,8 @@ def _real(tmp_path):
 
 
 def _ours(conf):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    pool = load_pool(conf)
-    wls = [workload(f"j{k}", opts, GAP_S * k, k + 1, runtime=float(sleep)) for k, (opts, sleep) in enumerate(JOBS)]
-    out = Engine(pool, wls, make_policy("slurm", pool), until=LOOK_S).run()
-    jobs = sorted(out.jobs, key=lambda j: j.id)
+    engine, _ = replay(conf, [opts for opts, _ in JOBS], GAP_S, LOOK_S, [sleep for _, sleep in JOBS])
+    jobs = sorted(engine.jobs.values(), key=lambda j: j.id)
     rows = []
     for job in jobs:
         if job.state == "REJECTED":

@@ -2,7 +2,7 @@
 Slurm 22.05 and in gpupool, side by side (the rule: ``select._least_loaded``; without a real
 Slurm: ``tests/unit/test_slurm_lln.py``).
 
-Three 16-core, 8-GPU nodes; partition p (no LLN unless CR_LLN) and q (LLN=YES) hold all three.
+Three 16-core, 8-GPU nodes (64000 MB, DefMemPerCPU=100); partition p (no LLN unless CR_LLN) and q (LLN=YES) hold all three.
 gpu01 is given an 8-CPU job and gpu02 a 4-CPU one (``-w``), then jobs follow a couple of
 seconds apart; per job the nodes and allocated CPUs are read from ``scontrol show job``, and
 gpupool replays the cluster's own slurm.conf and the same submissions. Skipped where Slurm is
@@ -14,15 +14,9 @@ import re
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm
-from gpupool.engine.core import Engine
-from gpupool.engine.policy_api import make_policy
 from gpupool.formats.hostlist import expand_hostlist
-from gpupool.formats.pool_dir import load_pool
-from gpupool.model.slurm import Partition
 
-from tests.differential.real_cluster import need, started
-from tests.unit.sbatch_plans import workload
+from tests.differential.real_cluster import need, replay, submit_each, two_partitions
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -37,23 +31,10 @@ CASES = {
 
 
 def _real(tmp_path, select: str, jobs: list[str]):
-    rs = RealSlurm(tmp_path, nodes=3, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   overrides={"SelectTypeParameters": select, "PriorityType": "priority/basic", "DefMemPerCPU": "100"},
-                   scheduler_parameters="bf_interval=30")
+    rs = two_partitions(tmp_path, 3, {"SelectTypeParameters": select, "DefMemPerCPU": "100"}, {"LLN": "YES"})
     names = rs.node_names
-    rs._config.partitions = {
-        "p": Partition(name="p", nodes=tuple(names), default=True, max_time=3600),
-        "q": Partition(name="q", nodes=tuple(names), max_time=3600, extra={"LLN": "YES"}),
-    }
-    started(rs)
     try:
-        ids = []
-        for k, opts in enumerate(jobs):
-            if k:
-                rs.sleep(GAP_S)
-            got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
-                          "--wrap", "sleep 3000"])
-            ids.append(int(got.stdout.split(";")[0]))
+        ids = submit_each(rs, jobs, GAP_S)
         rs.sleep(SETTLE_S)
         rows = []
         for jid in ids:
@@ -73,13 +54,9 @@ def _real(tmp_path, select: str, jobs: list[str]):
 
 
 def _ours(conf, jobs: list[str]):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    pool = load_pool(conf)
-    wls = [workload(f"j{k}", opts, GAP_S * k, k + 1) for k, opts in enumerate(jobs)]
-    out = Engine(pool, wls, make_policy("slurm", pool), until=GAP_S * len(jobs) + SETTLE_S).run()
+    engine, _ = replay(conf, jobs, GAP_S, GAP_S * len(jobs) + SETTLE_S)
     rows = []
-    for job in sorted(out.jobs, key=lambda j: j.id):
+    for job in sorted(engine.jobs.values(), key=lambda j: j.id):
         if job.state != "RUNNING":
             rows.append((job.state,))
         else:

@@ -19,15 +19,9 @@ import re
 
 import pytest
 
-from gpupool.conformance.real_slurm import RealSlurm
-from gpupool.engine.core import Engine
-from gpupool.engine.policy_api import make_policy
 from gpupool.formats.hostlist import expand_hostlist
-from gpupool.formats.pool_dir import load_pool
-from gpupool.model.slurm import Partition
 
-from tests.differential.real_cluster import epoch, need, started
-from tests.unit.sbatch_plans import workload
+from tests.differential.real_cluster import epoch, need, replay, submit_each, two_partitions
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -35,28 +29,13 @@ GAP_S = 2.0
 LOOK_S = 400.0
 JOBS = ["-c10 -w gpu01", "-p q -c4 -w gpu01", "-p q -c2 -t 30", "-p q -c3 -t 60", "-p q -c2 -t 20", "-p q -c5", "-c8"]
 WAITS, PLANNED_AFTER = 3, 2  # the 3-CPU job, planned at the end of the 30-minute one
-REFUSED = "Batch job submission failed: "
 
 
 def _real(tmp_path):
-    rs = RealSlurm(tmp_path, nodes=2, gpus_per_node=8, cpus_per_node=16, memory_mb=64000, speedup=10,
-                   overrides={"SelectTypeParameters": "CR_Core_Memory", "PriorityType": "priority/basic",
-                              "DefMemPerCPU": "100"},
-                   scheduler_parameters="bf_interval=30")
+    rs = two_partitions(tmp_path, 2, {"DefMemPerCPU": "100"}, {"MaxCPUsPerNode": "4"})
     names = rs.node_names
-    rs._config.partitions = {
-        "p": Partition(name="p", nodes=tuple(names), default=True, max_time=3600),
-        "q": Partition(name="q", nodes=tuple(names), max_time=3600, extra={"MaxCPUsPerNode": "4"}),
-    }
-    started(rs)
     try:
-        ids = []
-        for k, opts in enumerate(JOBS):
-            if k:
-                rs.sleep(GAP_S)
-            got = rs.run(["sbatch", "--parsable", "-o", "/dev/null", "-J", f"j{k}", *opts.split(),
-                          "--wrap", "sleep 3000"], check=False)
-            ids.append(int(got.stdout.split(";")[0]) if got.returncode == 0 else got.stderr.split(REFUSED)[-1].strip())
+        ids = submit_each(rs, JOBS, GAP_S)
         rs.sleep(LOOK_S - GAP_S * (len(JOBS) - 1))
         rows, starts = [], {}
         for k, jid in enumerate(ids):
@@ -78,13 +57,7 @@ def _real(tmp_path):
 
 
 def _ours(conf):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    pool = load_pool(conf)
-    wls = [workload(f"j{k}", opts, GAP_S * k, k + 1) for k, opts in enumerate(JOBS)]
-    pol = make_policy("slurm", pool)
-    engine = Engine(pool, wls, pol, until=LOOK_S)
-    engine.run()
+    engine, pol = replay(conf, JOBS, GAP_S, LOOK_S)
     rows = []
     for job in sorted(engine.jobs.values(), key=lambda j: j.id):
         if job.state == "REJECTED":

@@ -241,37 +241,10 @@ def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None
                first: list[int] | None = None) -> list | None:
     """``count`` (default all) task pods, several may share a node: each in turn on the fitting
     node of lowest (weight, free CPUs, index), nodes of ``first`` before any other; ``free`` is
-    unchanged on return."""
-    if ps.exclusive:
-        return _exclusive_task_pods(ps, pool, free, weight, ps.count if count is None else count, first)
+    unchanged on return. An exclusive job's tasks fill each whole node they take (``_packed``:
+    a real 22.05.8 ran ``--exclusive -n20`` on two 16-core nodes, 32 CPUs)."""
     out: list = []
-    for _ in range(ps.count if count is None else count):
-        best = None
-        best_key = None
-        for i in pool:
-            pod = pod_fits(free, i, ps)
-            if pod is None:
-                continue
-            key = (weight[i], free.cpu[i], i) if first is None else (i not in first, weight[i], free.cpu[i], i)
-            if best_key is None or key < best_key:
-                best, best_key = pod, key
-        if best is None:
-            free.give(out)
-            return None
-        out.append(best)
-        free.take((best,))
-    free.give(out)
-    return out
-
-
-def _exclusive_task_pods(ps, pool: list[int], free: Free, weight, count: int,
-                         first: list[int] | None) -> list | None:
-    """``count`` task pods of an exclusive job: whole free nodes taken in ``_task_pods``' order,
-    each holding as many of the tasks as its CPUs, GPUs and free memory allow (a real 22.05.8
-    ran ``--exclusive -n20`` on two 16-core nodes, 32 CPUs). The first pod on a node holds the
-    node's CPUs and GPUs, the others only their memory."""
-    out: list = []
-    left = count
+    left = ps.count if count is None else count
     while left:
         best = None
         best_key = None
@@ -285,14 +258,22 @@ def _exclusive_task_pods(ps, pool: list[int], free: Free, weight, count: int,
         if best is None:
             free.give(out)
             return None
-        i = best[0]
-        room = _tasks_on(free.nodes, i, ps, free.mem[i])
-        pods = [best] + [(i, 0, 0, ps.memory_mib)] * (min(left, room) - 1)
+        pods = _packed(ps, free, best, left)
         out.extend(pods)
         free.take(pods)
         left -= len(pods)
     free.give(out)
     return out
+
+
+def _packed(ps, free: Free, pod, most: int) -> list:
+    """``pod`` and, for an exclusive job's tasks, as many more of its tasks (up to ``most`` in
+    all) as the whole node it takes holds: the first pod holds the node's CPUs and GPUs, the
+    others only their memory."""
+    if not ps.exclusive or ps.one_per_node or most <= 1:
+        return [pod]
+    i = pod[0]
+    return [pod] + [(i, 0, 0, ps.memory_mib)] * (min(most, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
 
 
 def _tasks_on(nodes: NodeTable, i: int, ps, mem_free: int) -> int:
@@ -449,10 +430,8 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         if pod is None:
             free.give(taken)
             return None
-        pods = [pod]
-        if packs:
-            room = ps.count - len(out) - (len(required) - k - 1)  # a task left for each later node
-            pods += [(i, 0, 0, ps.memory_mib)] * (min(room, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
+        # an exclusive job's tasks fill the node, leaving a task for each later required node
+        pods = _packed(ps, free, pod, ps.count - len(out) - (len(required) - k - 1))
         out.extend(pods)
         free.take(pods)
         taken.extend(pods)
@@ -546,9 +525,7 @@ def _in_order(ps, order: list[int], free: Free) -> list | None:
             pod = pod_fits(free, i, ps)
             if pod is None:
                 break
-            pods = [pod]
-            if ps.exclusive:  # the whole node is the job's: more tasks share it
-                pods += [(i, 0, 0, ps.memory_mib)] * (min(need, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
+            pods = _packed(ps, free, pod, need)  # an exclusive job's tasks share its whole node
             out.extend(pods)
             free.take(pods)
             taken.extend(pods)
