@@ -77,3 +77,35 @@ def test_a_bad_cap_names_the_line(tmp_path: Path, value: str) -> None:
     with pytest.raises(GpupoolError, match="MaxCPUsPerNode") as err:
         load_pool(tmp_path)
     assert ":11" in str(err.value)
+
+
+def test_a_preemptor_gets_the_cap_its_victim_held(tmp_path: Path) -> None:
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+    from gpupool.conformance.slurm_cases import build_pool, build_workloads
+
+    case = {
+        "id": "cap-preempt",
+        "config": {"SchedulerType": "sched/backfill", "SchedulerParameters": {"bf_interval": 30},
+                   "PriorityType": "fixed", "SelectType": "select/cons_tres",
+                   "PreemptType": "preempt/qos", "PreemptMode": "CANCEL"},
+        "cluster": {"nodes": [{"name": "n1", "cpus": 16, "gpus": 0}],
+                    "partitions": [{"name": "q", "nodes": ["n1"]}],
+                    "qos": [{"name": "low", "priority": 0, "preempt": []},
+                            {"name": "high", "priority": 100, "preempt": ["low"]}]},
+        "jobs": [{"id": "L", "qos": "low", "submit": 0, "nodes": 1, "cpus": 4, "time_limit_min": 30,
+                  "run_s": 3000, "priority": 2000},
+                 {"id": "P", "qos": "high", "submit": 10, "nodes": 1, "cpus": 4, "time_limit_min": 10,
+                  "run_s": 300, "priority": 900}]}
+    pool, _ = build_pool(case)
+    pool.slurm.partitions["q"].extra["MaxCPUsPerNode"] = "4"  # L holds the whole cap
+    wls, _ids = build_workloads(case)
+    out = Engine(pool, wls, make_policy("slurm", pool), until=200).run()
+    low, high = sorted(out.jobs, key=lambda j: j.submit_time if hasattr(j, "submit_time") else j.wl.submit_time)
+    assert low.state != "RUNNING" and high.state == "RUNNING"
+
+
+
+def test_an_exclusive_job_still_asks_its_cpus_within_the_cap(tmp_path: Path) -> None:
+    # (not run on a real 22.05.8: the CPUs it asks must fit the cap, as without --exclusive)
+    rows, _, _ = _run(tmp_path, ["-p q --exclusive -c8", "-p q --exclusive -c2"])
+    assert rows == [("REJECTED", "Requested node configuration is not available"), ("RUNNING", [0])]

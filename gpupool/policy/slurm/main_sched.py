@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
+from gpupool.policy.slurm.jobinfo import least_nodes
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
@@ -59,17 +60,19 @@ def run(cy, records, full: bool) -> None:
             usable = None
             if withheld:
                 usable = info.node_set - withheld
+            # the nodes slurmctld counts as available (up, not drained, not withheld)
+            available = len(eligible_nodes(info.nodes, nodes, usable))
             if cy.completing:
                 # no job starts on a node still COMPLETING (a replay's holds): the pass
                 # chooses among the others (22.05.8, docs/differential.md, finding 22)
                 usable = (info.node_set if usable is None else usable) - cy.completing
-            got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable))
-        usable, eligible = got
-        if not eligible:
-            # none of the partition's nodes is available: DOWN, DRAINED or withheld for a
-            # higher-priority partition's job; slurmctld skips the job with this text as its
-            # reason (a real 22.05.8 showed it for a job of p while q, on the same nodes, had
-            # failed first), without trying it
+            got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable), available)
+        usable, eligible, available = got
+        if least_nodes(job.wl) > available:
+            # fewer of the partition's nodes are available than the job needs: DOWN, DRAINED
+            # or withheld for a higher-priority partition's job; slurmctld skips the job
+            # untried, its partition not held back, with this text as its reason (a real
+            # 22.05.8 showed it for a job of p while q, on the same nodes, had failed first)
             cy.reason(job, REASON_NO_NODES, first=True)
             continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)

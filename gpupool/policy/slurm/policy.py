@@ -366,7 +366,9 @@ class Cycle:
             placement = pol.cores.steer(job, placement, fmask)
         self.free.take(placement if take is None else take)
         if self.free.caps is not None and info.name in self.free.caps:
-            self.free.cap_take(info.name, placement if take is None else take)
+            # the job's whole placement, as ``_cap_partitions`` counts it next pass (a
+            # co-allocated start's ``take`` is only what its row adds to the node's CPUs)
+            self.free.cap_take(info.name, placement)
             self.free.cap_of[job.id] = info.name
         if take is None and self.rows:
             rows = self.rows.get(info.name)

@@ -109,16 +109,16 @@ def _order_key(pol, victim):
 
 
 def _grace_placements(cy) -> list:
-    """Placements of the jobs already in their grace period (once per pass: the snapshot's
-    running jobs do not change within it)."""
+    """(job id, placement) of the jobs already in their grace period (once per pass: the
+    snapshot's running jobs do not change within it)."""
     out = cy.memo.get("grace")
     if out is None:
         snap = cy.snap
         if snap.grace is None:
-            out = [v.placement for v in snap.active.values() if v.grace_until is not None]
+            out = [(v.id, v.placement) for v in snap.active.values() if v.grace_until is not None]
         else:  # the engine's own table (the same jobs; the caller only sums their placements)
             active = snap.active
-            out = [active[jid].placement for jid in snap.grace]
+            out = [(jid, active[jid].placement) for jid in snap.grace]
         cy.memo["grace"] = out
     return out
 
@@ -176,8 +176,8 @@ def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
     pol = cy.pol
     scratch = cy.free.copy()
     going = False
-    for placement in _grace_placements(cy):  # already in their grace period: count them as free
-        scratch.give(placement)
+    for jid, placement in _grace_placements(cy):  # already in their grace period: count them as free
+        scratch.give_job(jid, placement)
         going = True
     # Without jobs in grace the scratch state is the free state the caller's placement just
     # failed on: no need to try it again.
@@ -199,18 +199,18 @@ def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
         def fits_with(k: int) -> bool:
             trial = scratch.copy()
             for v in cands[:k]:
-                trial.give(freed(v))
+                trial.give_job(v.id, freed(v))
             return place(job.wl, info.nodes, trial, usable) is not None
 
         if not fits_with(len(cands)):
             return False
         chosen = cands[:first_true(1, len(cands), fits_with)]
         for v in chosen:
-            scratch.give(freed(v))
+            scratch.give_job(v.id, freed(v))
     else:
         chosen = []
         for v in cands:
-            scratch.give(freed(v))
+            scratch.give_job(v.id, freed(v))
             chosen.append(v)
             if place(job.wl, info.nodes, scratch, usable) is not None:
                 break
@@ -218,11 +218,11 @@ def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
             return False
     # give back victims that are not needed (all but the last one needed)
     for v in list(chosen[:-1]):
-        scratch.take(freed(v))
+        scratch.give_job(v.id, freed(v), -1)
         if place(job.wl, info.nodes, scratch, usable) is not None:
             chosen.remove(v)
         else:
-            scratch.give(freed(v))
+            scratch.give_job(v.id, freed(v))
     if all(modes[v.id] == SUSPEND for v in chosen):
         placement = place(job.wl, info.nodes, scratch, usable)
         if pol.s.preempt_type == "preempt/qos":
@@ -257,6 +257,6 @@ def without_preemptable(cy, job, info, ends: list):
     free = cy.free.copy()
     gone = set()
     for v, mode in pairs:
-        free.give(_cpus_only(v.placement) if mode == SUSPEND else v.placement)
+        free.give_job(v.id, _cpus_only(v.placement) if mode == SUSPEND else v.placement)
         gone.add(v.id)
     return key, free, [e for e in ends if e[1] not in gone]

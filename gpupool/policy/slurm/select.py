@@ -54,6 +54,18 @@ class Free:
     def copy(self) -> Free:
         return Free(self.nodes, self)
 
+    def give_job(self, job_id: int, placement, sign: int = 1) -> None:
+        """Give back (``sign`` -1: take again) what a running job holds, its partition's
+        MaxCPUsPerNode allowance included (a preemption's victims)."""
+        if sign > 0:
+            self.give(placement)
+        else:
+            self.take(placement)
+        if self.caps is not None:
+            part = self.cap_of.get(job_id)
+            if part is not None:
+                self.cap_take(part, placement, sign)
+
     def give_end(self, entry) -> None:
         """Give back what a running job's end entry (``(limit end, job id, placement, …)``)
         frees, its partition's MaxCPUsPerNode allowance included."""
@@ -124,7 +136,7 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
         return None
     if ps.exclusive:
         if (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= ps.memory_mib
-                and holds_exclusive(nodes, i, ps)):
+                and holds_exclusive(nodes, i, ps) and (free.cap is None or free.cap[i] >= ps.cpu_m)):
             return (i, free.mask[i], free.cpu[i], ps.memory_mib)
         return None
     if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib and (
@@ -297,7 +309,8 @@ def fits_now(free: Free, i: int, ps) -> bool:
         return False
     if ps.exclusive:
         return (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i]
-                and free.mem[i] >= ps.memory_mib and holds_exclusive(nodes, i, ps))
+                and free.mem[i] >= ps.memory_mib and holds_exclusive(nodes, i, ps)
+                and (free.cap is None or free.cap[i] >= ps.cpu_m))
     return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
             and (free.cap is None or free.cap[i] >= ps.cpu_m))
 
@@ -311,15 +324,15 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
     ntype = nodes.gpu_type
     fcpu, fmem = free.cpu, free.mem
     need_mem = ps.memory_mib
+    if free.cap is not None:  # the partition's MaxCPUsPerNode: what its jobs may still take
+        cap, cm = free.cap, ps.cpu_m
+        pool = [i for i in pool if cap[i] >= cm]
     if ps.exclusive:
         ct, fm, fmask = nodes.cpu_total, nodes.full_mask, free.mask
         return [i for i in pool
                 if (not gt or ntype[i] == gt or gt in nodes.type_mask[i])
                 and fcpu[i] == ct[i] and fmask[i] == fm[i] and fmem[i] >= need_mem and holds_exclusive(nodes, i, ps)]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
-    if free.cap is not None:  # the partition's MaxCPUsPerNode: what its jobs may still take
-        cap = free.cap
-        pool = [i for i in pool if cap[i] >= cm]
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
     tmask, fmask = nodes.type_mask, free.mask
