@@ -68,6 +68,11 @@ class SlurmConfResult:
 # Key tables (names are facts of Slurm 22.05's slurm.conf; the typing is gpupool's).
 
 _UNLIMITED = {"UNLIMITED", "INFINITE", "INFINITY"}
+
+
+def is_unlimited(text: object) -> bool:
+    """Whether a slurm.conf value is Slurm's "no limit" (``UNLIMITED``, ``INFINITE``, …)."""
+    return str(text).strip().upper() in _UNLIMITED
 _PREEMPT_MODES = {"OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN", "PRIORITY"}
 _ENUMS: dict[str, set[str]] = {
     "EnforcePartLimits": {"ALL", "ANY", "NO", "YES"},

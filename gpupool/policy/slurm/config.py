@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gpupool.engine.nodes import NodeTable
 from gpupool.errors import GpupoolError
+from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
 from gpupool.policy.slurm.select import PartNodes
@@ -221,7 +222,7 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             state=(part.state or "UP").upper(), preempt_mode=part.preempt_mode,
             grace_time=int(grace) if grace and str(grace).isdigit() else 0,
             tres_total=tres, billing_weights=parse_billing_weights(part.extra.get("TRESBillingWeights", "")),
-            over_time_limit=_over_time_limit(part), max_cpus_per_node=max_cpus,
+            over_time_limit=partition_over_time_limit(part), max_cpus_per_node=max_cpus,
         )
     return out
 
@@ -249,7 +250,7 @@ def qos_table(acct: Accounting | None) -> dict[str, Qos]:
     return dict(acct.qos) if acct is not None else {}
 
 
-def _over_time_limit(part: Partition) -> float | None:
+def partition_over_time_limit(part: Partition) -> float | None:
     """A partition line's OverTimeLimit (minutes, or UNLIMITED) in seconds; None when unset.
 
     Why per partition: slurmctld takes the partition's value over the cluster's for the jobs
@@ -258,8 +259,7 @@ def _over_time_limit(part: Partition) -> float | None:
     text = part.extra.get("OverTimeLimit")
     if text is None:
         return None
-    text = str(text).strip()
-    if text.upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
+    if is_unlimited(text):
         return math.inf
     return 60.0 * int(text)  # checked by the slurm.conf reader
 
@@ -274,6 +274,6 @@ def _max_cpus_per_node(part: Partition) -> int | None:
     partition beside them, and refused ``-c5`` ("Requested node configuration is not
     available")."""
     text = part.extra.get("MaxCPUsPerNode")
-    if text is None or str(text).strip().upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
+    if text is None or is_unlimited(text):
         return None
     return int(text)  # checked by the slurm.conf reader

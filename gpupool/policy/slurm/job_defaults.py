@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass, replace
 
 from gpupool.errors import InputError
+from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
 from gpupool.policy.slurm.jobinfo import requested_partitions
@@ -96,11 +97,7 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
     """The defaults of ``part`` (``node_memory``: its nodes' RealMemory in MB)."""
     # a partition's DefMemPerCPU or DefMemPerNode replaces the cluster's either one (slurmctld
     # keeps one default memory per partition, per CPU or per node)
-    p_cpu, p_node = _count(part, "DefMemPerCPU"), _count(part, "DefMemPerNode")
-    if p_cpu is not None or p_node is not None:
-        mem_cpu, mem_node = p_cpu, p_node
-    else:
-        mem_cpu, mem_node = _global(cfg, "DefMemPerCPU"), _global(cfg, "DefMemPerNode")
+    mem_cpu, mem_node = _pair(cfg, part, ("DefMemPerCPU", "DefMemPerNode"), _count)
     if mem_node:
         # both set (one line, or a partition line under a DEFAULT one): DefMemPerNode wins, as
         # on a real 22.05.8 ("DefMemPerCPU ignored, since it's mutually exclusive with
@@ -120,9 +117,18 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
 def _limit(part: Partition, key: str) -> int | None:
     """A partition's MaxMemPerNode or MaxMemPerCPU: None unset, 0 UNLIMITED, else MB."""
     text = part.extra.get(key)
-    if text is not None and str(text).strip().upper() in ("UNLIMITED", "INFINITE", "INFINITY"):
+    if text is not None and is_unlimited(text):
         return 0
     return _count(part, key)
+
+
+def _pair(cfg: SlurmConfig, part: Partition, keys: tuple[str, str], read) -> tuple:
+    """The values of two keys slurmctld keeps as one setting per partition: the partition's
+    own when its line sets either key (``read(part, key)``), else the cluster's."""
+    own = tuple(read(part, key) for key in keys)
+    if any(value is not None for value in own):
+        return own
+    return tuple(_global(cfg, key) for key in keys)
 
 
 def _memory_limits(cfg: SlurmConfig, part: Partition) -> tuple[int | None, int | None]:
@@ -135,11 +141,7 @@ def _memory_limits(cfg: SlurmConfig, part: Partition) -> tuple[int | None, int |
     on 10 CPUs. MaxMemPerCPU is ignored beside MaxMemPerNode (a real 22.05.8 kept ``-c2
     --mem-per-cpu=5000`` on 2 CPUs with both set cluster-wide). 0 is Slurm's "unset".
     """
-    p_node, p_cpu = _limit(part, "MaxMemPerNode"), _limit(part, "MaxMemPerCPU")
-    if p_node is not None or p_cpu is not None:
-        max_node, max_cpu = p_node, p_cpu
-    else:
-        max_node, max_cpu = _global(cfg, "MaxMemPerNode"), _global(cfg, "MaxMemPerCPU")
+    max_node, max_cpu = _pair(cfg, part, ("MaxMemPerNode", "MaxMemPerCPU"), _limit)
     if max_node:
         return max_node, None
     return None, max_cpu or None

@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 
 from gpupool.model.slurm import Accounting
+from gpupool.model.workload import GANG_MIN
 
 
 @dataclass(slots=True)
@@ -68,7 +69,7 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) ->
 def least_nodes(wl) -> int:
     """The fewest nodes ``wl`` may start on: a node range's least count (``--nodes=MIN-MAX``),
     else its node count as ``job_req`` counts it."""
-    ranged = wl.gang == "min"  # (model.workload.GANG_MIN) a range counts only under that gang rule
+    ranged = wl.gang == GANG_MIN  # a range counts only under that gang rule
     nodes = 0
     for ps in wl.pod_sets:
         if ps.one_per_node:

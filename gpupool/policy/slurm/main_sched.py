@@ -104,9 +104,8 @@ def run(cy, records, full: bool) -> None:
 def _min_nodes(wl, required: int) -> int:
     """slurmctld's min_nodes of a job: its (least) node count with ``--nodes``, else the count
     of its required nodes (sbatch raises the node count to the ``--nodelist``)."""
-    ps = wl.pod_sets[0]
-    if ps.one_per_node:
-        return ps.min_count if wl.gang == "min" and ps.min_count else ps.count
+    if wl.pod_sets[0].one_per_node:
+        return least_nodes(wl)
     return required
 
 

@@ -16,7 +16,6 @@ import math
 
 from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend, WakeAt
 from gpupool.engine.job import RUNNING, SUSPENDED
-from gpupool.engine.nodes import NodeTable
 from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import CHANGED_ENDED, CHANGED_TICK, Snapshot
 from gpupool.model.pool import Pool
@@ -31,7 +30,7 @@ from gpupool.policy.slurm import (
     sharing,
     submit_check,
 )
-from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
+from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos, partition_over_time_limit
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger
 from gpupool.policy.slurm.fairshare import UsageTree, classic
@@ -464,6 +463,7 @@ class SlurmPolicy:
         #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)
         self.license_total: dict[str, int] = dict(cfg.params.get("Licenses") or {})  # type: ignore[call-overload]
         self.over_time_limit = self.s.over_time_limit
+        self._part_otl: dict[str, float | None] = {}  # partition -> its own OverTimeLimit (None: the cluster's)
         # slurmctld checks time limits every PERIODIC_TIMEOUT = 30 s (on the controller's clock).
         self.time_limit_check_interval = 30.0
         self.acct = cfg.accounting
@@ -727,19 +727,14 @@ class SlurmPolicy:
     def over_time_limit_of(self, job) -> float:
         """The seconds ``job`` may run past its limit: its partition's OverTimeLimit, else the
         cluster's (the executors read this for each job they end)."""
-        # (``parts`` exists from the first scheduling call on; a job adopted before it, from a
-        # live daemon's restart, names its partition in ``job.partition``)
-        parts = getattr(self, "parts", None)
-        if parts is None:
-            parts = self.__dict__.get("_early_parts")
-            if parts is None:
-                parts = self._early_parts = partition_infos(self.cfg, NodeTable(self.pool), self.pool)
+        # (a job adopted before the first scheduling call, from a live daemon's restart, names
+        # its partition in ``job.partition`` only)
         run_part = getattr(self, "run_part", None)
         name = (run_part.get(job.id) if run_part is not None else None) or job.partition
-        info = parts.get(name or "")
-        if info is not None and info.over_time_limit is not None:
-            return info.over_time_limit
-        return self.s.over_time_limit
+        own = self._part_otl.get(name) if name else None
+        if own is None and name in self.cfg.partitions and name not in self._part_otl:
+            own = self._part_otl[name] = partition_over_time_limit(self.cfg.partitions[name])
+        return self.s.over_time_limit if own is None else own
 
     def whole_second(self, t: float) -> float:
         """``t`` truncated to a whole epoch second (``epoch`` is the epoch of t=0)."""

@@ -169,9 +169,11 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     jobs may still take on the node (``Free.caps``).
     """
     pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
-    pod_sets = _ranged(wl, getattr(cand, "max_nodes", None))
-    least_loaded = getattr(cand, "least_loaded", False)
-    capped = getattr(cand, "cap_part", None)
+    if type(cand) is not PartNodes:  # (the common partition: one test on the hot path)
+        return _place(wl, _ranged(wl, None), False, free, pool, busy)
+    pod_sets = _ranged(wl, cand.max_nodes)
+    least_loaded = cand.least_loaded
+    capped = cand.cap_part
     if capped is not None and free.caps is not None and capped in free.caps:
         outer = free.cap
         free.cap = free.caps[capped]
@@ -234,8 +236,11 @@ def _ranged(wl, max_nodes: int | None) -> tuple:
     A kept range takes at most the partition's ``max_nodes`` (slurmctld caps a job's node
     count at MaxNodes)."""
     pod_sets = wl.pod_sets
-    if all(ps.min_count is None for ps in pod_sets):
-        return pod_sets
+    for ps in pod_sets:
+        if ps.min_count is not None:
+            break
+    else:
+        return pod_sets  # no range (the common case, on the hot path)
     last = len(pod_sets) - 1
     ranged = wl.gang == GANG_MIN
     out = []
