@@ -39,6 +39,7 @@ from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, place
 
 _OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen"}
+_NO_ENTRY = object()
 
 
 def _suspended_by(x, now: float) -> float:
@@ -306,8 +307,10 @@ class Cycle:
         if not pol.s.limits_enforced:
             return None
         req = pol.req(job)
-        return limits.check(req, pol.time_limit(job, info), pol.qos.get(req.qos or ""),
-                            pol.assoc_limits(req), self.usage)
+        applies = pol.limits_applying(req)
+        if applies is None:
+            return None
+        return limits.check(req, pol.time_limit(job, info), applies[0], applies[1], self.usage)
 
     def array_limit(self, job) -> str | None:
         wl = job.wl
@@ -536,6 +539,7 @@ class SlurmPolicy:
         self._fs_val: dict[str, float] | None = {}  # see ``_fs``
         self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
+        self._limits_applying: dict[tuple, tuple | None] = {}  # see ``limits_applying``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
@@ -625,6 +629,27 @@ class SlurmPolicy:
             chain = tuple(out)
             self._chains[account] = chain
         return chain
+
+    def limits_applying(self, req) -> tuple | None:
+        """(QOS, ``assoc_limits``) that ``limits.check`` reads for ``req``'s QOS, user and
+        account, or None when neither that QOS nor any of those associations sets a limit
+        (most jobs, whose check then always passes). Memoised per (QOS, user, account): the
+        queue's every record is checked at every pass and backfill cycle, and finding the
+        user's association scans them all."""
+        key = (req.qos, req.user, req.account)
+        got = self._limits_applying.get(key, _NO_ENTRY)
+        if got is _NO_ENTRY:
+            qos = self.qos.get(req.qos or "")
+            assocs = self.assoc_limits(req)
+            limited = qos is not None and bool(
+                qos.max_tres_per_job or qos.max_wall is not None or qos.max_jobs_per_user is not None
+                or qos.max_tres_per_user or qos.grp_tres)
+            for kind, assoc in assocs:
+                limited = limited or bool(
+                    assoc.max_tres_per_job or assoc.max_wall is not None or assoc.grp_jobs is not None
+                    or assoc.grp_tres or (kind == "a" and assoc.max_jobs is not None))
+            got = self._limits_applying[key] = (qos, assocs) if limited else None
+        return got
 
     def assoc_limits(self, req) -> list:
         if self.acct is None:
