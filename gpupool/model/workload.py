@@ -75,6 +75,12 @@ class PodSet:
     #: when it gives no CPU option), so a pod holding several tasks is cut in whole tasks;
     #: None: not known (the pod counts as one task)
     cpus_per_task: int | None = None
+    #: Slurm, an exclusive pod whose memory is asked per CPU or per GPU (``--mem-per-cpu``,
+    #: ``--mem-per-gpu``, DefMemPerCPU, DefMemPerGPU), once the policy filled it in: ("cpu" or
+    #: "gpu", MB each). Such a pod holds that much for every CPU or GPU of the node it takes,
+    #: not only for those it asked (a real 22.05.8: ``--exclusive -c2 --mem-per-cpu=500`` on
+    #: a 16-core node, 8000M); None: ``memory_mib`` as it stands
+    memory_unit: tuple[str, int] | None = None
 
     @property
     def total_gpus(self) -> int:

@@ -186,3 +186,48 @@ def test_the_fit_memo_tells_gang_rules_apart(tmp_path: Path) -> None:
     whole = _replace(ranged, id=2, name="all", gang=GANG_ALL, submit_time=1.0)
     out = Engine(pool, [ranged, whole], make_policy("slurm", pool), until=30).run()
     assert {j.id: j.state for j in out.jobs} == {1: "RUNNING", 2: "REJECTED"}
+
+
+def _memory_by_node(job) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for node, _mask, _cpu, mem in job.placement:
+        out[node] = out.get(node, 0) + mem
+    return out
+
+
+def test_memory_per_cpu_or_gpu_counts_every_cpu_or_gpu_of_an_exclusive_jobs_nodes(tmp_path: Path) -> None:
+    # real (two 16-core 8-GPU nodes, DefMemPerCPU=1000): 8000M, 8000M; 32000M over two nodes;
+    # --mem per node unchanged
+    per_cpu, per_gpu = _run(tmp_path, ["--exclusive -c2 --mem-per-cpu=500", "--exclusive --gres=gpu:2 --mem-per-gpu=1000"])
+    assert list(_memory_by_node(per_cpu).values()) == [8000]
+    assert list(_memory_by_node(per_gpu).values()) == [8000]
+    (tasks,) = _run(tmp_path, ["--exclusive -n20"])
+    assert _memory_by_node(tasks) == {0: 16000, 1: 16000}
+    (nodes,) = _run(tmp_path, ["--exclusive -N2 -c2"])
+    assert _memory_by_node(nodes) == {0: 16000, 1: 16000}
+    (per_node,) = _run(tmp_path, ["--exclusive -c2 --mem=1000"])
+    assert list(_memory_by_node(per_node).values()) == [1000]
+    # a node of 8 CPUs and 6 GPUs of two types: every one of them counts
+    (typed,) = _run(tmp_path, ["-p mixed --exclusive --gres=gpu:a100:1 --mem-per-gpu=1000"])
+    assert _memory_by_node(typed) == {2: 6000}
+    (cpus,) = _run(tmp_path, ["-p mixed --exclusive -c1"])
+    assert _memory_by_node(cpus) == {2: 8000}
+
+
+def test_an_exclusive_job_whose_memory_per_cpu_overflows_a_node_is_refused(tmp_path: Path) -> None:
+    # real: --exclusive -c2 under DefMemPerCPU=5000 (80000M on a 64000 MB node) was refused
+    too_much, exact = _run(tmp_path, ["--exclusive -c2 --mem-per-cpu=5000", "--exclusive -c2 --mem-per-cpu=4000"])
+    assert (too_much.state, too_much.reason) == ("REJECTED", "Requested node configuration is not available")
+    assert exact.state == "RUNNING" and list(_memory_by_node(exact).values()) == [64000]
+
+
+def test_backfill_plans_an_exclusive_job_by_the_memory_of_the_whole_node(tmp_path: Path) -> None:
+    # both nodes busy until their limits end; the exclusive job asking 4000 per CPU (the whole
+    # 64000 MB) is planned at the first end and starts there
+    pool = _pool(tmp_path)
+    wls = [workload("a", "-c9 -t 5", 0.0, 1, runtime=3000), workload("b", "-c9 -t 10", 0.0, 2, runtime=3000),
+           workload("x", "--exclusive -c2 --mem-per-cpu=4000 -t 5", 2.0, 3, runtime=60)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=900).run()
+    a, _b, x = sorted(out.jobs, key=lambda j: j.id)
+    assert x.state == "COMPLETED" and x.start >= a.end and _nodes_of(x) == _nodes_of(a)
+    assert list(_memory_by_node(x).values()) == [64000]

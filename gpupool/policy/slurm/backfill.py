@@ -22,7 +22,7 @@ from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
-from gpupool.policy.slurm.select import Free, eligible_nodes, fits_now, holds_exclusive, place
+from gpupool.policy.slurm.select import Free, eligible_nodes, exclusive_memory, fits_now, holds_exclusive, place
 
 VIA_BACKFILL = "SchedBackfill"
 #: a bound on TRY_LATER retries for one job (slurmctld has none but its bf_max_time)
@@ -219,6 +219,7 @@ class NodeTimeline:
         if ps.exclusive:
             if not holds_exclusive(nodes, n, ps):
                 return None  # the whole node is too small for the pod
+            need_mem = exclusive_memory(nodes, n, ps)
             ct, fm = nodes.cpu_total[n], nodes.full_mask[n]
             if cpu0 == ct and free.mask[n] == fm and mem0 >= need_mem:
                 return 0

@@ -167,7 +167,7 @@ def needs_defaults(wl: Workload, d: Defaults) -> bool:
     MaxMemPerCPU, asks memory per CPU or per node that may raise its CPUs)."""
     per_cpu = d.max_mem_per_cpu is not None
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
-               for ps in wl.pod_sets)
+               or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) for ps in wl.pod_sets)
 
 
 def _per_node(ps: PodSet, mem: int) -> int:
@@ -223,19 +223,26 @@ def _per_cpu_request(ps: PodSet, d: Defaults) -> PodSet:
         cpus *= factor
         per_cpu = math.ceil(per_cpu / factor)
     cpus = _default_cpus(ps, d) or cpus
-    return replace(ps, cpu_m=cpus * 1000, memory_mib=cpus * per_cpu, cpu_unset=False)
+    return replace(ps, cpu_m=cpus * 1000, memory_mib=cpus * per_cpu, cpu_unset=False,
+                   memory_unit=("cpu", per_cpu) if ps.exclusive else None)
 
 
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
-    """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared."""
+    """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared (and an
+    exclusive pod's ``memory_unit`` set where its memory is per CPU or per GPU)."""
     if ps.memory_per == "cpu" and not ps.memory_unset and not ps.memory_whole_node:
         return _per_cpu_request(ps, d)
     cpu_m = _cpu_m(ps, d)
     mem, source = _memory(ps, cpu_m, d)
     if d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
         cpu_m = _cpus_for_node_memory(ps, cpu_m, mem, source, d.max_mem_per_cpu)
+    unit = None
+    if ps.exclusive and source == "cpu":
+        unit = ("cpu", mem // max(1, math.ceil(cpu_m / 1000)))
+    elif ps.exclusive and source == "gpu" and ps.gpus:
+        unit = ("gpu", mem // ps.gpus)
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
-                   memory_whole_node=False)
+                   memory_whole_node=False, memory_unit=unit)
 
 
 def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: int) -> int:
