@@ -27,6 +27,7 @@ import heapq
 from dataclasses import dataclass
 
 from gpupool.engine.decisions import Start, WakeAt
+from gpupool.policy.slurm.select import exclusive_memory
 
 
 @dataclass(slots=True)
@@ -125,7 +126,7 @@ class LockstepPolicy:
         placement = []
         for node, mask in gpus:
             if ps.exclusive:  # whole node, as select's pod_fits takes it
-                placement.append((node, mask, nodes.cpu_total[node], ps.memory_mib))
+                placement.append((node, mask, nodes.cpu_total[node], exclusive_memory(nodes, node, ps)))
             else:
                 placement.append((node, mask, ps.cpu_m, ps.memory_mib))
         return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))

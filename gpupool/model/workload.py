@@ -81,6 +81,12 @@ class PodSet:
     #: not only for those it asked (a real 22.05.8: ``--exclusive -c2 --mem-per-cpu=500`` on
     #: a 16-core node, 8000M); None: ``memory_mib`` as it stands
     memory_unit: tuple[str, int] | None = None
+    #: Slurm, the free memory a node needs for one pod when that is more than ``memory_mib``
+    #: (0: ``memory_mib``): a GPU pod that gave its memory per node or per CPU under
+    #: DefMemPerGPU needs that default × its GPUs free, though it holds only its own memory (a
+    #: real 22.05.8 with DefMemPerGPU=20000 left ``--gres=gpu:1 --mem=6000`` pending on a node
+    #: with 14000 MB free and ran it where 25000 were free, holding 6000M)
+    memory_fit: int = 0
 
     @property
     def total_gpus(self) -> int:

@@ -231,3 +231,16 @@ def test_backfill_plans_an_exclusive_job_by_the_memory_of_the_whole_node(tmp_pat
     a, _b, x = sorted(out.jobs, key=lambda j: j.id)
     assert x.state == "COMPLETED" and x.start >= a.end and _nodes_of(x) == _nodes_of(a)
     assert list(_memory_by_node(x).values()) == [64000]
+
+
+def test_a_lockstep_replay_adopts_an_exclusive_start_with_the_whole_nodes_memory(tmp_path: Path) -> None:
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+
+    # real Slurm started the job on n2 at t=10, gpupool would have taken n1 at once: the start
+    # carried out is real Slurm's, holding what gpupool's own placement would hold there
+    pool = _pool(tmp_path)
+    wl = workload("x", "--exclusive -c2 --mem-per-cpu=500", 0.0, 1)
+    policy = LockstepPolicy(make_policy("slurm", pool), {1: (10.0, ((1, (1 << 8) - 1),))})
+    (job,) = Engine(pool, [wl], policy, until=30).run().jobs
+    assert job.start >= 10.0 and _memory_by_node(job) == {1: 8000}
+    assert sum(p[2] for p in job.placement) == 16000

@@ -343,3 +343,60 @@ def test_a_pod_per_node_is_cut_in_whole_tasks_under_max_mem_per_cpu(tmp_path: Pa
     rows = run(tmp_path, "MaxMemPerCPU=4000\nDefMemPerCPU=1000", "",
                ["-N1 -n2 -c2 --mem=20000", "-N1 -n4 --mem=20000", "-N1 --ntasks-per-node=2 --mem=10000", "-N1 -n3 --mem=0"])
     assert [r[1] for r in rows] == [4, 5, 3, 16]
+
+
+def test_a_gpu_job_with_its_own_memory_needs_def_mem_per_gpu_free(tmp_path: Path) -> None:
+    # real (DefMemPerGPU=20000; q 5000): holders leave 25000 MB free on n1 and 14000 on n2; in q
+    # 2 x 5000 fit n2 (8000 left), then --mem=6000 in p waited for 20000; --mem-per-cpu too
+    rows = run(tmp_path, "DefMemPerGPU=20000", "DefMemPerGPU=5000",
+               ["-w n1 -c1 --mem=39000", "-w n2 -c1 --mem=50000", "-p q --gres=gpu:2 --mem=6000 -w n2",
+                "--gres=gpu:1 --mem=6000 -w n2", "-p q --gres=gpu:1 --mem-per-cpu=3000"])
+    assert [(r[0], r[2], r[3]) for r in rows] == [
+        (39000, [0], "RUNNING"), (50000, [1], "RUNNING"), (6000, [1], "RUNNING"), (6000, None, "PENDING"),
+        (3000, [0], "RUNNING")]
+    # real (sbatch --test-only): on 25000 MB free --mem=22000 would start now, gpu:2 --mem=6000
+    # (40000) later; --mem-per-gpu is the job's own per-GPU amount: 12000 now on 14000 free
+    rows = run(tmp_path, "DefMemPerGPU=20000", "",
+               ["-w n1 -c1 --mem=39000", "-w n2 -c1 --mem=50000",
+                "-p q --gres=gpu:1 --mem=22000 -w n1", "-p q --gres=gpu:1 --mem-per-gpu=12000 -w n2"])
+    assert [(r[0], r[2], r[3]) for r in rows[2:]] == [(22000, [0], "RUNNING"), (12000, [1], "RUNNING")]
+    rows = run(tmp_path, "DefMemPerGPU=20000", "", ["-w n1 -c1 --mem=39000", "-w n2 -c1 --mem=50000",
+                                                     "--gres=gpu:2 --mem=6000"])
+    assert rows[2][2:4] == (None, "PENDING")
+
+
+def test_more_def_mem_per_gpu_than_a_node_has_is_refused_at_submit(tmp_path: Path) -> None:
+    # real: --gres=gpu:4 --mem=1000 under DefMemPerGPU=20000 (80000 on 64000 MB nodes) was
+    # refused; in a partition at 5000 it ran
+    rows = run(tmp_path, "DefMemPerGPU=20000", "DefMemPerGPU=5000",
+               ["--gres=gpu:4 --mem=1000", "-p q --gres=gpu:4 --mem=1000"])
+    assert [r[3:] for r in rows] == [("REJECTED", "Requested node configuration is not available"),
+                                      ("RUNNING", "")]
+
+
+def test_def_mem_per_gpu_fit_is_set_only_where_it_asks_more() -> None:
+    from gpupool.model.workload import PodSet
+
+    d = Defaults(cpu_per_gpu=None, mem_per_gpu=20000, mem_per_cpu=None, mem_per_node=None, whole_node=64000)
+    asked = PodSet(gpus=2, memory_mib=6000, cpu_unset=True)
+    assert fill_pod_set(asked, d).memory_fit == 40000
+    assert fill_pod_set(PodSet(gpus=2, memory_mib=50000, cpu_unset=True), d).memory_fit == 0
+    assert fill_pod_set(PodSet(gpus=2, memory_mib=6000, memory_per="gpu", cpu_unset=True), d).memory_fit == 0
+    assert fill_pod_set(PodSet(gpus=2, memory_unset=True, cpu_unset=True), d).memory_fit == 0  # 40000 held
+    assert fill_pod_set(PodSet(gpus=2, memory_mib=6000, exclusive=True, cpu_unset=True), d).memory_fit == 0
+    assert fill_pod_set(PodSet(memory_mib=6000, cpu_unset=True), d).memory_fit == 0  # no GPU
+    assert fill_pod_set(fill_pod_set(asked, d), d) == fill_pod_set(asked, d)  # filling twice changes nothing
+
+
+def test_backfill_plans_a_gpu_job_by_the_memory_it_needs_free(tmp_path: Path) -> None:
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="DefMemPerGPU=20000", q=""))
+    pool = load_pool(tmp_path)
+    wls = [workload("a", "-w n1 -c1 --mem=50000 -t 5", 0.0, 1, runtime=3000),
+           workload("b", "-w n2 -c1 --mem=50000 -t 10", 0.0, 2, runtime=3000),
+           workload("x", "--gres=gpu:1 --mem=6000 -t 5", 2.0, 3, runtime=60)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=900).run()
+    a, _b, x = sorted(out.jobs, key=lambda j: j.id)
+    assert x.state == "COMPLETED" and x.start >= a.end  # 14000 free on each node until then
+    assert sum(p[3] for p in x.placement) == 6000

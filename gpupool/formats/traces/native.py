@@ -19,8 +19,8 @@ the empty string (CSV cannot tell them from "not set").
 Fields the format does not hold (``nice``, ``dependency``, ``begin_time``, ``requeue``,
 ``signal``, array ids, ``output``, ``licenses``, and PodSet ``exclusive``/selectors/tolerations/
 topology/extra resources, and the Slurm marks of requests left to slurm.conf's defaults,
-``cpu_unset``/``memory_unset``/``memory_whole_node``/``memory_per``, ``cpus_per_task`` and
-``memory_unit``) are written as nothing:
+``cpu_unset``/``memory_unset``/``memory_whole_node``/``memory_per``, ``cpus_per_task``,
+``memory_unit`` and ``memory_fit``) are written as nothing:
 use sbatch scripts or manifests for those. A workload with more than one pod set cannot be
 written (one row holds one pod shape) and raises.
 """

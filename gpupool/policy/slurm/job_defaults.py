@@ -166,8 +166,10 @@ def needs_defaults(wl: Workload, d: Defaults) -> bool:
     """Whether any pod set of ``wl`` left CPUs or memory to the cluster (or, under ``d``'s
     MaxMemPerCPU, asks memory per CPU or per node that may raise its CPUs)."""
     per_cpu = d.max_mem_per_cpu is not None
+    per_gpu = bool(d.mem_per_gpu)
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
-               or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) for ps in wl.pod_sets)
+               or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) or (per_gpu and ps.gpus and ps.memory_per != "gpu")
+               for ps in wl.pod_sets)
 
 
 def _per_node(ps: PodSet, mem: int) -> int:
@@ -229,7 +231,25 @@ def _per_cpu_request(ps: PodSet, d: Defaults) -> PodSet:
 
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared (and an
-    exclusive pod's ``memory_unit`` set where its memory is per CPU or per GPU)."""
+    exclusive pod's ``memory_unit`` set where its memory is per CPU or per GPU, and
+    ``memory_fit`` where DefMemPerGPU asks more free memory than the pod holds)."""
+    return _fit_under_gpu_default(ps, _filled(ps, d), d)
+
+
+def _fit_under_gpu_default(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
+    """``ps`` (``asked`` filled in) with ``memory_fit``: a GPU pod that gave its own memory per
+    node or per CPU still needs DefMemPerGPU × its GPUs free on a node, if that is more (a real
+    22.05.8 at DefMemPerGPU=20000: ``--gres=gpu:1 --mem=6000`` and ``--mem-per-cpu=3000``
+    waited with 14000 MB free, ``--gres=gpu:2 --mem=6000`` with 25000; ``--mem=22000`` and
+    ``--mem-per-gpu=12000`` did not). Not for exclusive pods, which take whole nodes."""
+    if (not d.mem_per_gpu or not ps.gpus or ps.exclusive or asked.memory_unset or asked.memory_whole_node
+            or asked.memory_per == "gpu"):
+        return ps
+    need = d.mem_per_gpu * ps.gpus
+    return replace(ps, memory_fit=need) if need > ps.memory_mib else ps
+
+
+def _filled(ps: PodSet, d: Defaults) -> PodSet:
     if ps.memory_per == "cpu" and not ps.memory_unset and not ps.memory_whole_node:
         return _per_cpu_request(ps, d)
     cpu_m = _cpu_m(ps, d)

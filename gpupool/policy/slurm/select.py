@@ -154,7 +154,7 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
                 and holds_exclusive(nodes, i, ps) and (free.cap is None or free.cap[i] >= ps.cpu_m)):
             return (i, free.mask[i], free.cpu[i], need_mem)
         return None
-    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib and (
+    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= (ps.memory_fit or ps.memory_mib) and (
             free.cap is None or free.cap[i] >= ps.cpu_m):
         return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
     return None
@@ -333,7 +333,7 @@ def fits_now(free: Free, i: int, ps) -> bool:
         return (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i]
                 and free.mem[i] >= exclusive_memory(nodes, i, ps) and holds_exclusive(nodes, i, ps)
                 and (free.cap is None or free.cap[i] >= ps.cpu_m))
-    return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_mib
+    return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= (ps.memory_fit or ps.memory_mib)
             and (free.cap is None or free.cap[i] >= ps.cpu_m))
 
 
@@ -356,6 +356,7 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
                 and fcpu[i] == ct[i] and fmask[i] == fm[i] and holds_exclusive(nodes, i, ps)
                 and fmem[i] >= (need_mem if ps.memory_unit is None else exclusive_memory(nodes, i, ps))]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
+    need_mem = ps.memory_fit or need_mem
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
     tmask, fmask = nodes.type_mask, free.mask
