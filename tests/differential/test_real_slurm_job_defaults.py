@@ -60,6 +60,8 @@ CASES = {
     # MaxMemPerCPU raises CPUs
     "max_per_cpu": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},
                     ["-c2 --mem-per-cpu=8000 --gres=gpu:1", "-n1 --mem-per-cpu=3000", "-c2 --mem=0 --gres=gpu:1"]),
+    # a DefMemPerCPU over MaxMemPerCPU is raised as a --mem-per-cpu of that much: 2 x CPUs at 1500
+    "max_per_cpu_default_over": ({"DefMemPerCPU": "3000", "MaxMemPerCPU": "2000"}, {}, ["-c2", "-c1 --gres=gpu:1"]),
     "max_per_cpu_no_default": ({"MaxMemPerCPU": "4000"}, {},
                                ["-c2 --gres=gpu:1", "-c2 --gres=gpu:1 --mem-per-cpu=5000", "-n3 --mem-per-cpu=6000"]),
     "max_per_cpu_factor": ({"MaxMemPerCPU": "4000", "DefMemPerCPU": "1000"}, {},

@@ -400,3 +400,18 @@ def test_backfill_plans_a_gpu_job_by_the_memory_it_needs_free(tmp_path: Path) ->
     a, _b, x = sorted(out.jobs, key=lambda j: j.id)
     assert x.state == "COMPLETED" and x.start >= a.end  # 14000 free on each node until then
     assert sum(p[3] for p in x.placement) == 6000
+
+
+def test_def_mem_per_cpu_over_max_mem_per_cpu_raises_cpus_like_mem_per_cpu(tmp_path: Path) -> None:
+    # real (DefMemPerCPU=3000, MaxMemPerCPU=2000): -c2 ran on 4 CPUs with 6000M, -c1 --gres=gpu:1
+    # on 2 with 3000M, --exclusive -c2 held 24000M (16 CPUs at 1500)
+    rows = run(tmp_path, "DefMemPerCPU=3000\nMaxMemPerCPU=2000", "", ["-c2", "-c1 --gres=gpu:1", "--exclusive -c2"])
+    assert [r[:2] for r in rows[:2]] == [(6000, 4), (3000, 2)]
+    assert rows[2][3] == "RUNNING"
+    d = Defaults(cpu_per_gpu=None, mem_per_gpu=None, mem_per_cpu=3000, mem_per_node=None, whole_node=64000,
+                 max_mem_per_cpu=2000)
+    from gpupool.model.workload import PodSet
+
+    exclusive = fill_pod_set(PodSet(cpu_m=2000, exclusive=True, memory_unset=True), d)
+    assert (exclusive.cpu_m, exclusive.memory_mib, exclusive.memory_unit) == (4000, 6000, ("cpu", 1500))
+    assert fill_pod_set(exclusive, d) == exclusive

@@ -252,6 +252,13 @@ def _fit_under_gpu_default(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
 def _filled(ps: PodSet, d: Defaults) -> PodSet:
     if ps.memory_per == "cpu" and not ps.memory_unset and not ps.memory_whole_node:
         return _per_cpu_request(ps, d)
+    if (ps.memory_unset and not ps.memory_whole_node and d.mem_per_cpu and d.max_mem_per_cpu
+            and d.mem_per_cpu > d.max_mem_per_cpu and not (ps.gpus and d.mem_per_gpu)):
+        # DefMemPerCPU over MaxMemPerCPU is raised like a --mem-per-cpu of that much (a real
+        # 22.05.8 at 3000 over 2000: -c2 ran on 4 CPUs at 1500, --exclusive -c2 held 24000M)
+        asked = replace(ps, memory_mib=d.mem_per_cpu * max(1, math.ceil(ps.cpu_m / 1000)), memory_per="cpu",
+                        memory_unset=False)
+        return _per_cpu_request(asked, d)
     cpu_m = _cpu_m(ps, d)
     mem, source = _memory(ps, cpu_m, d)
     if d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
