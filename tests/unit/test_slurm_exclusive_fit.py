@@ -244,3 +244,27 @@ def test_a_lockstep_replay_adopts_an_exclusive_start_with_the_whole_nodes_memory
     (job,) = Engine(pool, [wl], policy, until=30).run().jobs
     assert job.start >= 10.0 and _memory_by_node(job) == {1: 8000}
     assert sum(p[2] for p in job.placement) == 16000
+
+
+def test_qos_limits_count_an_exclusive_jobs_whole_nodes(tmp_path: Path) -> None:
+    # real (QOS lim MaxTRESPerJob=cpu=4,mem=4000,gres/gpu=2): the exclusive jobs waited with
+    # QOSMaxCpuPerJobLimit, -c2 --gres=gpu:1 ran (tests/differential/test_real_slurm_exclusive_limits.py)
+    conf = CONF.format(params="bf_interval=30").replace(
+        "PriorityType=priority/basic", "PriorityType=priority/basic\nAccountingStorageEnforce=associations,limits,qos")
+    (tmp_path / "slurm.conf").write_text(conf)
+    (tmp_path / "accounts.cfg").write_text(
+        "QOS - 'normal':Priority=0\nQOS - 'lim':MaxTRESPerJob=cpu=4,mem=4000,gres/gpu=2\n"
+        "Cluster - 'excl':Fairshare=1:QOS='normal'\nParent - 'root'\n"
+        "Account - 'teamA':Fairshare=1:QOS='normal,lim':DefaultQOS='normal'\nParent - 'teamA'\n"
+        "User - 'root':DefaultAccount='teamA':Fairshare=1\n")
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    pool = load_pool(tmp_path)
+    jobs = ["--exclusive -c2", "--exclusive -c1 --mem=1000", "-c2 --gres=gpu:1", "--exclusive --gres=gpu:1 -c1",
+            "-p mixed --exclusive -c1 --mem=1000"]
+    wls = [workload(f"j{k}", "-A teamA --qos=lim -t 10 " + opts, 2.0 * k, k + 1) for k, opts in enumerate(jobs)]
+    out = Engine(pool, wls, make_policy("slurm", pool), until=30).run()
+    got = [(j.state, j.reason) for j in sorted(out.jobs, key=lambda j: j.id)]
+    held = ("PENDING", "QOSMaxCpuPerJobLimit")
+    # t1 has 8 CPUs (over 4 too); the limit is read per partition, on that partition's nodes
+    assert got == [held, held, ("RUNNING", ""), held, held]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import replace
 
 from gpupool.engine.decisions import Pending, Preempt, Resume, Start, Suspend, WakeAt
 from gpupool.engine.job import RUNNING, SUSPENDED
@@ -36,7 +37,7 @@ from gpupool.policy.slurm.decay import UsageLedger
 from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
-from gpupool.policy.slurm.select import Free, place
+from gpupool.policy.slurm.select import Free, empty_state, place
 
 _OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen"}
 _NO_ENTRY = object()
@@ -310,7 +311,8 @@ class Cycle:
         applies = pol.limits_applying(req)
         if applies is None:
             return None
-        return limits.check(req, pol.time_limit(job, info), applies[0], applies[1], self.usage)
+        return limits.check(pol.limit_req(job, info, req), pol.time_limit(job, info), applies[0], applies[1],
+                            self.usage)
 
     def array_limit(self, job) -> str | None:
         wl = job.wl
@@ -540,6 +542,7 @@ class SlurmPolicy:
         self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
         self._limits_applying: dict[tuple, tuple | None] = {}  # see ``limits_applying``
+        self._exclusive_req: dict[tuple, tuple] = {}  # (job id, partition) -> (req, ``limit_req``)
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
@@ -650,6 +653,25 @@ class SlurmPolicy:
                     or assoc.grp_tres or (kind == "a" and assoc.max_jobs is not None))
             got = self._limits_applying[key] = (qos, assocs) if limited else None
         return got
+
+    def limit_req(self, job, info, req):
+        """``req`` as the limits read it in partition ``info``: an exclusive job counts the
+        whole nodes it holds, CPUs, memory and GPUs, as placed on the partition's empty nodes
+        (a real 22.05.8 under QOS MaxTRESPerJob=cpu=4 left ``--exclusive -c2`` pending with
+        QOSMaxCpuPerJobLimit on 16-core nodes and ran ``-c2 --gres=gpu:1``: slurmctld tests
+        the limits again on the selected nodes' resources)."""
+        if not any(ps.exclusive for ps in job.wl.pod_sets):
+            return req
+        key = (job.id, info.name)
+        got = self._exclusive_req.get(key)
+        if got is None or got[0] is not req:
+            whole = req
+            pl = place(job.wl, info.nodes, empty_state(self._nodes, info))
+            if pl is not None:
+                alloc = self.alloc_tres(pl)
+                whole = replace(req, tres={**req.tres, **alloc})
+            got = self._exclusive_req[key] = (req, whole)
+        return got[1]
 
     def assoc_limits(self, req) -> list:
         if self.acct is None:

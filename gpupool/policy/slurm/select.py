@@ -98,6 +98,22 @@ class Free:
                 cap[node] += cpu
 
 
+def empty_state(nodes: NodeTable, info) -> Free:
+    """The free resources of every node with no job running (and none of partition ``info``'s
+    MaxCPUsPerNode used): what the submit check and the limits of an exclusive job place a
+    job on."""
+    empty = Free.__new__(Free)
+    empty.nodes = nodes
+    empty.mask = list(nodes.full_mask)
+    empty.gpus = list(nodes.gpu_total)
+    empty.cpu = list(nodes.cpu_total)
+    empty.mem = list(nodes.mem_total)
+    empty.cap, empty.cap_of, empty.caps = None, {}, None
+    if info.max_cpus_per_node is not None:
+        empty.caps = {info.name: [info.max_cpus_per_node * 1000] * len(empty.cpu)}
+    return empty
+
+
 def gpus_for(free: Free, i: int, ps) -> int | None:
     """The free devices a pod of ``ps`` may take on node ``i`` (a mask), or None when the node
     has no device of the type it names. A request naming a type gets only devices of that type,

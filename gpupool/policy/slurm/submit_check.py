@@ -25,7 +25,7 @@ from gpupool.policy.slurm.config import (
 )
 from gpupool.policy.slurm.jobinfo import JobReq, job_req
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
-from gpupool.policy.slurm.select import Free, place
+from gpupool.policy.slurm.select import empty_state, place
 
 
 def slurm_config(pool: Pool) -> SlurmConfig:
@@ -93,18 +93,10 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         key = (wl.pod_sets, wl.gang, limits_key(wl), pname, node_ok)
         fits = memo.get(key)
         if fits is None:
-            empty = Free.__new__(Free)
-            empty.nodes = nodes
-            empty.mask = list(nodes.full_mask)
-            empty.gpus = list(nodes.gpu_total)
-            empty.cpu = list(nodes.cpu_total)
-            empty.mem = list(nodes.mem_total)
-            empty.cap, empty.cap_of, empty.caps = None, {}, None
-            if info.max_cpus_per_node is not None:  # the partition's MaxCPUsPerNode, none used
-                empty.caps = {pname: [info.max_cpus_per_node * 1000] * len(empty.cpu)}
             # nodes a job requires count whatever their state: slurmctld accepts a job naming a
             # DOWN or DRAINED node and leaves it pending
-            fits = place(wl, info.nodes, empty, None, list(info.nodes) if lim.required else None) is not None
+            fits = place(wl, info.nodes, empty_state(nodes, info), None,
+                         list(info.nodes) if lim.required else None) is not None
             memo[key] = fits
         if fits:
             ok_parts += 1
