@@ -207,7 +207,9 @@ def test_memory_per_cpu_or_gpu_counts_every_cpu_or_gpu_of_an_exclusive_jobs_node
     assert _memory_by_node(nodes) == {0: 16000, 1: 16000}
     (per_node,) = _run(tmp_path, ["--exclusive -c2 --mem=1000"])
     assert list(_memory_by_node(per_node).values()) == [1000]
-    # a node of 8 CPUs and 6 GPUs of two types: every one of them counts
+    # a node of 8 CPUs and 6 GPUs of two types: every one of them counts (a real 22.05.8 on a
+    # node of a100:2 and t4:4 gave --exclusive --gres=gpu:a100:1 --mem-per-gpu=1000 all six
+    # GPUs and 6000M)
     (typed,) = _run(tmp_path, ["-p mixed --exclusive --gres=gpu:a100:1 --mem-per-gpu=1000"])
     assert _memory_by_node(typed) == {2: 6000}
     (cpus,) = _run(tmp_path, ["-p mixed --exclusive -c1"])
