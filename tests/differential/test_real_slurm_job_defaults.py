@@ -38,10 +38,11 @@ CASES = {
                 ["-c2 --gres=gpu:2", "-c2", "-c2 --gres=gpu:2 -p q", "-c2 --gpus=2"]),
     # a GPU job giving its own memory still needs DefMemPerGPU x GPUs free (the partition's
     # value in q): of gpu02's 14000 MB free, 5000 x 2 is enough in q; then 8000 are too few
-    # for 20000 in p, though the job holds only 6000
+    # for 20000 in p, though the job holds only 6000; two tasks on one node need 2 x 20000
     "per_gpu_fit": ({"DefMemPerGPU": "20000"}, {"DefMemPerGPU": "5000"},
                     ["-w gpu01 -c1 --mem=39000", "-w gpu02 -c1 --mem=50000", "-p q --gres=gpu:2 --mem=6000 -w gpu02",
-                     "--gres=gpu:1 --mem=6000 -w gpu02", "-p q --gres=gpu:1 --mem-per-cpu=3000"]),
+                     "--gres=gpu:1 --mem=6000 -w gpu02", "-p q --gres=gpu:1 --mem-per-cpu=3000",
+                     "-n2 --gpus-per-task=1 --mem=2000"]),
     "cpu_per_gpu": ({"DefCpuPerGPU": "4", "DefMemPerCPU": "1000"}, {"DefCpuPerGPU": "2"},
                     ["--gres=gpu:2", "--gres=gpu:2 -c1", "--gres=gpu:2 -p q", "--gpus=3"]),
     # (a pending job's ReqTRES shows its CPUs before DefCpuPerGPU, so these run on their own)

@@ -388,30 +388,32 @@ def test_def_mem_per_gpu_fit_is_set_only_where_it_asks_more() -> None:
     assert fill_pod_set(fill_pod_set(asked, d), d) == fill_pod_set(asked, d)  # filling twice changes nothing
 
 
+def test_a_jobs_task_pods_on_one_node_need_def_mem_per_gpu_for_each(tmp_path: Path) -> None:
+    # real (DefMemPerGPU=20000, 25000 MB free on n1, 1000 on n2, sbatch --test-only): one task
+    # would start now, two tasks (2 x 20000) later, --mem-per-cpu alike; four tasks on empty
+    # nodes need two of them (80000 is more than a node has)
+    holders = ["-w n1 -c1 --mem=39000", "-w n2 -c1 --mem=63000"]
+    for opts, state in (("-n1 --gpus-per-task=1 --mem=2000", "RUNNING"), ("-n2 --gpus-per-task=1 --mem=2000", "PENDING"),
+                        ("-n2 --gpus-per-task=1 --mem-per-cpu=1000", "PENDING")):
+        rows = run(tmp_path, "DefMemPerGPU=20000", "", [*holders, opts])
+        assert rows[2][3] == state, opts
+    ((mem, _cpus, nodes, state, _why),) = run(tmp_path, "DefMemPerGPU=20000", "", ["-n4 --gpus-per-task=1 --mem=1000"])
+    assert (mem, nodes, state) == (1000, [0, 1], "RUNNING")  # each task holds its own 250 MB
+
+
 def test_backfill_plans_a_gpu_job_by_the_memory_it_needs_free(tmp_path: Path) -> None:
     import gpupool.policy.slurm  # noqa: F401  (registers the policy)
 
     (tmp_path / "slurm.conf").write_text(CONF.format(select="CR_Core_Memory", globals="DefMemPerGPU=20000", q=""))
     pool = load_pool(tmp_path)
+    # w, first in the queue, needs both nodes whole: the main pass stops at it, so x can only be
+    # backfilled. With 14000 MB free on each node x (20000 to fit) waits for a's end; on the
+    # memory it holds alone (6000) backfill would start it at its first cycle
     wls = [workload("a", "-w n1 -c1 --mem=50000 -t 5", 0.0, 1, runtime=3000),
            workload("b", "-w n2 -c1 --mem=50000 -t 10", 0.0, 2, runtime=3000),
-           workload("x", "--gres=gpu:1 --mem=6000 -t 5", 2.0, 3, runtime=60)]
+           workload("w", "-N2 --exclusive -t 10", 1.0, 3, runtime=60),
+           workload("x", "--gres=gpu:1 --mem=6000 -t 4", 2.0, 4, runtime=60)]
     out = Engine(pool, wls, make_policy("slurm", pool), until=900).run()
-    a, _b, x = sorted(out.jobs, key=lambda j: j.id)
-    assert x.state == "COMPLETED" and x.start >= a.end  # 14000 free on each node until then
+    a, _b, _w, x = sorted(out.jobs, key=lambda j: j.id)
+    assert x.via == "SchedBackfill" and x.start >= a.end
     assert sum(p[3] for p in x.placement) == 6000
-
-
-def test_def_mem_per_cpu_over_max_mem_per_cpu_raises_cpus_like_mem_per_cpu(tmp_path: Path) -> None:
-    # real (DefMemPerCPU=3000, MaxMemPerCPU=2000): -c2 ran on 4 CPUs with 6000M, -c1 --gres=gpu:1
-    # on 2 with 3000M, --exclusive -c2 held 24000M (16 CPUs at 1500)
-    rows = run(tmp_path, "DefMemPerCPU=3000\nMaxMemPerCPU=2000", "", ["-c2", "-c1 --gres=gpu:1", "--exclusive -c2"])
-    assert [r[:2] for r in rows[:2]] == [(6000, 4), (3000, 2)]
-    assert rows[2][3] == "RUNNING"
-    d = Defaults(cpu_per_gpu=None, mem_per_gpu=None, mem_per_cpu=3000, mem_per_node=None, whole_node=64000,
-                 max_mem_per_cpu=2000)
-    from gpupool.model.workload import PodSet
-
-    exclusive = fill_pod_set(PodSet(cpu_m=2000, exclusive=True, memory_unset=True), d)
-    assert (exclusive.cpu_m, exclusive.memory_mib, exclusive.memory_unit) == (4000, 6000, ("cpu", 1500))
-    assert fill_pod_set(exclusive, d) == exclusive

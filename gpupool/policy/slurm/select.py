@@ -159,7 +159,11 @@ def exclusive_memory(nodes: NodeTable, i: int, ps) -> int:
 
 
 def pod_fits(free: Free, i: int, ps) -> tuple | None:
-    """The pod placement of pod shape ``ps`` on node ``i`` now, or None."""
+    """The pod placement of pod shape ``ps`` on node ``i`` now, or None. A pod with a
+    ``memory_fit`` holds that much while its job's pods are chosen, so the job's pods on one
+    node need it for each of them (a real 22.05.8 under DefMemPerGPU=20000 planned
+    ``-n2 --gpus-per-task=1 --mem=2000`` for later on a node with 25000 MB free): ``_place``
+    gives them their own memory once chosen."""
     nodes = free.nodes
     avail = gpus_for(free, i, ps)
     if avail is None:
@@ -170,9 +174,10 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
                 and holds_exclusive(nodes, i, ps) and (free.cap is None or free.cap[i] >= ps.cpu_m)):
             return (i, free.mask[i], free.cpu[i], need_mem)
         return None
-    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= (ps.memory_fit or ps.memory_mib) and (
+    need_mem = ps.memory_fit or ps.memory_mib
+    if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= need_mem and (
             free.cap is None or free.cap[i] >= ps.cpu_m):
-        return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, ps.memory_mib)
+        return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, need_mem)
     return None
 
 
@@ -251,6 +256,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if chosen is None:
             ok = False
             break
+        if ps.memory_fit:  # chosen as holding their memory_fit (``pod_fits``); they hold their own
+            chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         placement.extend(chosen)
         if k < last:  # later pod sets see these pods taken
             free.take(chosen)
