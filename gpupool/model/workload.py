@@ -89,6 +89,12 @@ class PodSet:
     memory_fit: int = 0
 
     @property
+    def memory_to_fit(self) -> int:
+        """The free memory a node needs for one pod (``memory_fit`` where set, else what the
+        pod holds)."""
+        return self.memory_fit or self.memory_mib
+
+    @property
     def total_gpus(self) -> int:
         return self.count * self.gpus
 
@@ -158,6 +164,12 @@ class Workload:
     labels: dict[str, str] = field(default_factory=dict)
     #: Where it came from (file, file:line, trace row) for messages.
     source: str = ""
+
+    @property
+    def memory_to_fit(self) -> int:
+        """The free memory a node needs for one pod (``memory_fit`` where set, else what the
+        pod holds)."""
+        return self.memory_fit or self.memory_mib
 
     @property
     def total_gpus(self) -> int:

@@ -270,3 +270,29 @@ def test_qos_limits_count_an_exclusive_jobs_whole_nodes(tmp_path: Path) -> None:
     held = ("PENDING", "QOSMaxCpuPerJobLimit")
     # t1 has 8 CPUs (over 4 too); the limit is read per partition, on that partition's nodes
     assert got == [held, held, ("RUNNING", ""), held, held]
+
+
+def test_an_exclusive_jobs_limits_follow_the_nodes_it_may_take(tmp_path: Path) -> None:
+    from gpupool.engine.core import NodeEvent
+
+    # a 4-CPU and a 16-CPU node under MaxTRESPerJob=cpu=8: --exclusive -c1 is within the limit
+    # on the small node only; while it is drained the job waits on the limit, once it is back
+    # the job runs there
+    (tmp_path / "slurm.conf").write_text(
+        "ClusterName=x\nSchedulerType=sched/backfill\nSchedulerParameters=bf_interval=30\nSelectType=select/cons_tres\n"
+        "SelectTypeParameters=CR_Core_Memory\nDefMemPerCPU=100\nPriorityType=priority/basic\n"
+        "AccountingStorageEnforce=associations,limits,qos\nGresTypes=gpu\n"
+        "NodeName=small CPUs=4 RealMemory=64000 Gres=gpu:8\nNodeName=big CPUs=16 RealMemory=64000 Gres=gpu:8\n"
+        "PartitionName=p Nodes=small,big Default=YES MaxTime=60\n")
+    (tmp_path / "accounts.cfg").write_text(
+        "QOS - 'normal':Priority=0\nQOS - 'lim':MaxTRESPerJob=cpu=8\nCluster - 'x':Fairshare=1:QOS='normal'\n"
+        "Parent - 'root'\nAccount - 'teamA':Fairshare=1:QOS='normal,lim':DefaultQOS='normal'\nParent - 'teamA'\n"
+        "User - 'root':DefaultAccount='teamA':Fairshare=1\n")
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    pool = load_pool(tmp_path)
+    wl = workload("x", "-A teamA --qos=lim -t 10 --exclusive -c1", 1.0, 1)
+    faults = [NodeEvent(0.0, "small", "drain"), NodeEvent(20.0, "small", "resume")]
+    (job,) = Engine(pool, [wl], make_policy("slurm", pool), until=200, faults=faults).run().jobs
+    assert (job.state, [p[0] for p in job.placement], job.start) == ("RUNNING", [0], 20.0)
+    assert job.reason == "QOSMaxCpuPerJobLimit"  # what it waited on until then

@@ -158,7 +158,7 @@ class NodeTimeline:
                 out = [(k, n) for n in range(len(free.cpu)) if (k := ff(n, ps)) is not None]
             else:
                 # ``first_fit`` inlined for the common shape (no type, not exclusive)
-                g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_fit or ps.memory_mib
+                g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_to_fit
                 kd, cd, gd, rd = self.ks, self.cpu, self.gpus, self.mem
                 for n, (c0, g0, m0) in enumerate(zip(free.cpu, free.gpus, free.mem)):
                     if g0 >= g and c0 >= cm and m0 >= need_mem:
@@ -215,7 +215,7 @@ class NodeTimeline:
             if not ps.exclusive:
                 return self._first_typed_fit(n, ps, typed)
         cpu0, mem0 = free.cpu[n], free.mem[n]
-        need_mem = ps.memory_fit or ps.memory_mib
+        need_mem = ps.memory_to_fit
         if ps.exclusive:
             if not holds_exclusive(nodes, n, ps):
                 return None  # the whole node is too small for the pod
@@ -246,7 +246,7 @@ class NodeTimeline:
         """``first_fit`` for a request naming a GPU type on a node of several types: the free
         devices of that type are counted in the node's free masks."""
         free = self.base
-        g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_fit or ps.memory_mib
+        g, cm, need_mem = ps.gpus, ps.cpu_m, ps.memory_to_fit
         if (free.mask[n] & typed).bit_count() >= g and free.cpu[n] >= cm and free.mem[n] >= need_mem:
             return 0
         ks = self.ks.get(n)

@@ -232,7 +232,10 @@ def _per_cpu_request(ps: PodSet, d: Defaults) -> PodSet:
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     """``ps`` with its unset CPUs and memory filled in from ``d`` and the flags cleared (and an
     exclusive pod's ``memory_unit`` set where its memory is per CPU or per GPU, and
-    ``memory_fit`` where DefMemPerGPU asks more free memory than the pod holds)."""
+    ``memory_fit`` where DefMemPerGPU asks more free memory than the pod holds). A pod that
+    carries either was filled already and is returned as it is."""
+    if ps.memory_unit is not None or ps.memory_fit:
+        return ps
     return _fit_under_gpu_default(ps, _filled(ps, d), d)
 
 

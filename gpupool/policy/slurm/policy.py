@@ -542,7 +542,7 @@ class SlurmPolicy:
         self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
         self._limits_applying: dict[tuple, tuple | None] = {}  # see ``limits_applying``
-        self._exclusive_req: dict[tuple, tuple] = {}  # (job id, partition) -> (req, ``limit_req``)
+        self._exclusive_req: dict[tuple, object] = {}  # (job id, partition, node states) -> ``limit_req``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
@@ -659,19 +659,23 @@ class SlurmPolicy:
         whole nodes it holds, CPUs, memory and GPUs, as placed on the partition's empty nodes
         (a real 22.05.8 under QOS MaxTRESPerJob=cpu=4 left ``--exclusive -c2`` pending with
         QOSMaxCpuPerJobLimit on 16-core nodes and ran ``-c2 --gres=gpu:1``: slurmctld tests
-        the limits again on the selected nodes' resources)."""
+        the limits again on the selected nodes' resources). Not modelled: in a partition of
+        nodes of several sizes, the nodes the job then gets may differ from those."""
         if not any(ps.exclusive for ps in job.wl.pod_sets):
             return req
-        key = (job.id, info.name)
+        nodes = self._nodes
+        # which nodes ``place`` may take (up, not draining) is part of the answer
+        key = (job.id, info.name, tuple(nodes.up), tuple(nodes.drain))
         got = self._exclusive_req.get(key)
-        if got is None or got[0] is not req:
-            whole = req
-            pl = place(job.wl, info.nodes, empty_state(self._nodes, info))
+        if got is None:
+            if len(self._exclusive_req) > 50_000:  # a bound on memory, not on speed
+                self._exclusive_req.clear()
+            got = req  # no placement now: the job cannot start, whatever its limits
+            pl = place(job.wl, info.nodes, empty_state(nodes, info))
             if pl is not None:
-                alloc = self.alloc_tres(pl)
-                whole = replace(req, tres={**req.tres, **alloc})
-            got = self._exclusive_req[key] = (req, whole)
-        return got[1]
+                got = replace(req, tres={**req.tres, **self.alloc_tres(pl)})
+            self._exclusive_req[key] = got
+        return got
 
     def assoc_limits(self, req) -> list:
         if self.acct is None:

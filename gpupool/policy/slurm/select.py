@@ -163,18 +163,19 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
     ``memory_fit`` holds that much while its job's pods are chosen, so the job's pods on one
     node need it for each of them (a real 22.05.8 under DefMemPerGPU=20000 planned
     ``-n2 --gpus-per-task=1 --mem=2000`` for later on a node with 25000 MB free): ``_place``
-    gives them their own memory once chosen."""
+    gives them their own memory once chosen (pods of a later pod set see those of earlier ones
+    at their own memory)."""
     nodes = free.nodes
     avail = gpus_for(free, i, ps)
     if avail is None:
         return None
     if ps.exclusive:
-        need_mem = ps.memory_mib if ps.memory_unit is None else exclusive_memory(nodes, i, ps)
+        need_mem = exclusive_memory(nodes, i, ps)
         if (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= need_mem
                 and holds_exclusive(nodes, i, ps) and (free.cap is None or free.cap[i] >= ps.cpu_m)):
             return (i, free.mask[i], free.cpu[i], need_mem)
         return None
-    need_mem = ps.memory_fit or ps.memory_mib
+    need_mem = ps.memory_to_fit
     if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= need_mem and (
             free.cap is None or free.cap[i] >= ps.cpu_m):
         return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, need_mem)
@@ -356,7 +357,7 @@ def fits_now(free: Free, i: int, ps) -> bool:
         return (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i]
                 and free.mem[i] >= exclusive_memory(nodes, i, ps) and holds_exclusive(nodes, i, ps)
                 and (free.cap is None or free.cap[i] >= ps.cpu_m))
-    return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= (ps.memory_fit or ps.memory_mib)
+    return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_to_fit
             and (free.cap is None or free.cap[i] >= ps.cpu_m))
 
 
@@ -368,7 +369,6 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
     gt = ps.gpu_type
     ntype = nodes.gpu_type
     fcpu, fmem = free.cpu, free.mem
-    need_mem = ps.memory_mib
     if free.cap is not None:  # the partition's MaxCPUsPerNode: what its jobs may still take
         cap, cm = free.cap, ps.cpu_m
         pool = [i for i in pool if cap[i] >= cm]
@@ -377,9 +377,9 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
         return [i for i in pool
                 if (not gt or ntype[i] == gt or gt in nodes.type_mask[i])
                 and fcpu[i] == ct[i] and fmask[i] == fm[i] and holds_exclusive(nodes, i, ps)
-                and fmem[i] >= (need_mem if ps.memory_unit is None else exclusive_memory(nodes, i, ps))]
+                and fmem[i] >= exclusive_memory(nodes, i, ps)]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
-    need_mem = ps.memory_fit or need_mem
+    need_mem = ps.memory_to_fit
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
     tmask, fmask = nodes.type_mask, free.mask
