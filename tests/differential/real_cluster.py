@@ -41,6 +41,12 @@ def show_job(rs: RealSlurm, jid: int, keys: tuple[str, ...]) -> dict[str, str]:
     return dict(re.findall(rf"({'|'.join(keys)})=(\S+)", text))
 
 
+def show_jobs(rs: RealSlurm, ids: list[int | str], keys: tuple[str, ...]) -> list[dict[str, str] | tuple[str, str]]:
+    """Per entry of ``submit_each``'s list: ``show_job``'s fields ``keys``, or ("REFUSED",
+    sbatch's message) for a submission sbatch refused."""
+    return [("REFUSED", jid) if isinstance(jid, str) else show_job(rs, jid, keys) for jid in ids]
+
+
 def epoch(stamp: str) -> float:
     """A Slurm timestamp (``2026-12-02T05:49:03``) as epoch seconds."""
     return datetime.fromisoformat(stamp).timestamp()
@@ -117,17 +123,8 @@ def submit_each(rs: RealSlurm, jobs: list[str], gap: float, sleeps: list[float] 
 def replay(conf, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None):
     """gpupool's Slurm policy on the pool in ``conf`` with the same submissions: (engine, policy)
     after ``until`` seconds."""
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-    from gpupool.engine.core import Engine
-    from gpupool.engine.policy_api import make_policy
     from gpupool.formats.pool_dir import load_pool
 
-    from tests.unit.sbatch_plans import workload
+    from tests.unit.sbatch_plans import run_spaced
 
-    pool = load_pool(conf)
-    wls = [workload(f"j{k}", opts, gap * k, k + 1, runtime=3000.0 if runtimes is None else float(runtimes[k]))
-           for k, opts in enumerate(jobs)]
-    pol = make_policy("slurm", pool)
-    engine = Engine(pool, wls, pol, until=until)
-    engine.run()
-    return engine, pol
+    return run_spaced(load_pool(conf), jobs, gap, until, runtimes)

@@ -11,7 +11,6 @@ submissions. Skipped where Slurm or slurmdbd is not installed. Run alone with
 """
 from __future__ import annotations
 
-import re
 import shutil
 
 import pytest
@@ -21,7 +20,7 @@ from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
 
-from tests.differential.real_cluster import need, sacctmgr, started
+from tests.differential.real_cluster import need, sacctmgr, show_jobs, started, submit_each
 from tests.unit.sbatch_plans import workload
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
@@ -50,24 +49,13 @@ def _real(tmp_path):
     try:
         sacctmgr(rs, ["add", "qos", "lim"], ["modify", "qos", "lim", "set", "MaxTRESPerJob=cpu=4,mem=4000,gres/gpu=2"],
                  ["modify", "user", "root", "set", "QOS+=lim"])
-        ids = []
-        for k, opts in enumerate(JOBS):
-            if k:
-                rs.sleep(GAP_S)
-            got = rs.run(["sbatch", "--parsable", "-A", "teamA", "-o", "/dev/null", "-t", "10", *opts.split(),
-                          "--wrap", "sleep 3000"])
-            ids.append(int(got.stdout.split(";")[0]))
+        ids = submit_each(rs, ["-A teamA -t 10 " + opts for opts in JOBS], GAP_S)
         rs.sleep(SETTLE_S)
-        rows = []
-        for jid in ids:
-            text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
-            state = re.search(r"JobState=(\S+)", text).group(1)
-            reason = re.search(r"Reason=(\S+)", text).group(1)
-            rows.append((state, "" if reason == "None" else reason))
-        rs.run(["scancel", *(str(i) for i in ids)])
+        shown = show_jobs(rs, ids, ("JobState", "Reason"))
     finally:
         rs.stop()
-    return rows, rs.etc
+    return [job if isinstance(job, tuple) else (job["JobState"], "" if job["Reason"] == "None" else job["Reason"])
+            for job in shown], rs.etc
 
 
 def _ours(etc, pool_dir):

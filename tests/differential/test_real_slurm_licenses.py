@@ -11,11 +11,9 @@ not installed. Run alone with ``python -m pytest tests/differential/test_real_sl
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from tests.differential.real_cluster import epoch, need, replay, submit_each, two_partitions
+from tests.differential.real_cluster import epoch, need, replay, show_jobs, submit_each, two_partitions
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -31,20 +29,13 @@ def _real(tmp_path):
     try:
         ids = submit_each(rs, [opts for opts, _ in JOBS], GAP_S, [sleep for _, sleep in JOBS])
         rs.sleep(LOOK_S - GAP_S * (len(JOBS) - 1))
-        rows, times = [], {}
-        for k, jid in enumerate(ids):
-            if isinstance(jid, str):
-                rows.append(("REFUSED", jid))
-                continue
-            text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
-            state = re.search(r"JobState=(\S+)", text).group(1)
-            reason = re.search(r"Reason=(\S+)", text).group(1)
-            rows.append((state, reason if state == "PENDING" else ""))
-            times[k] = (re.search(r"StartTime=(\S+)", text).group(1), re.search(r"EndTime=(\S+)", text).group(1))
+        shown = show_jobs(rs, ids, ("JobState", "Reason", "StartTime", "EndTime"))
     finally:
         rs.stop()
+    rows = [job if isinstance(job, tuple) else
+            (job["JobState"], job["Reason"] if job["JobState"] == "PENDING" else "") for job in shown]
     # the third lic job started when the first ended
-    gap = epoch(times[2][0]) - epoch(times[0][1])
+    gap = epoch(shown[2]["StartTime"]) - epoch(shown[0]["EndTime"])
     return rows, gap, rs.etc
 
 

@@ -15,13 +15,11 @@ alone with ``python -m pytest tests/differential/test_real_slurm_max_cpus_per_no
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from gpupool.formats.hostlist import expand_hostlist
 
-from tests.differential.real_cluster import epoch, need, replay, submit_each, two_partitions
+from tests.differential.real_cluster import epoch, need, replay, show_jobs, submit_each, two_partitions
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -37,23 +35,19 @@ def _real(tmp_path):
     try:
         ids = submit_each(rs, JOBS, GAP_S)
         rs.sleep(LOOK_S - GAP_S * (len(JOBS) - 1))
-        rows, starts = [], {}
-        for k, jid in enumerate(ids):
-            if isinstance(jid, str):
-                rows.append(("REFUSED", jid))
-                continue
-            text = rs.run(["scontrol", "show", "job", str(jid)]).stdout
-            state = re.search(r"JobState=(\S+)", text).group(1)
-            starts[k] = re.search(r"StartTime=(\S+)", text).group(1)
-            if state == "RUNNING":
-                nodes = re.search(r"(?<![A-Za-z])NodeList=(\S+)", text).group(1)
-                rows.append((state, sorted(names.index(x) for x in expand_hostlist(nodes))))
-            else:
-                # scontrol writes the reason's spaces as underscores; squeue (and gpupool) as spaces
-                rows.append((state, re.search(r"Reason=(\S+)", text).group(1).replace("_", " ")))
+        shown = show_jobs(rs, ids, ("JobState", "StartTime", "NodeList", "Reason"))
     finally:
         rs.stop()
-    return rows, epoch(starts[WAITS]) - epoch(starts[PLANNED_AFTER]), rs.etc
+    rows = []
+    for job in shown:
+        if isinstance(job, tuple):
+            rows.append(job)
+        elif job["JobState"] == "RUNNING":
+            rows.append((job["JobState"], sorted(names.index(x) for x in expand_hostlist(job["NodeList"]))))
+        else:
+            # scontrol writes the reason's spaces as underscores; squeue (and gpupool) as spaces
+            rows.append((job["JobState"], job["Reason"].replace("_", " ")))
+    return rows, epoch(shown[WAITS]["StartTime"]) - epoch(shown[PLANNED_AFTER]["StartTime"]), rs.etc
 
 
 def _ours(conf):

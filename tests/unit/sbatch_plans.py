@@ -2,7 +2,25 @@
 given as one string per job, turned into the same scripts real sbatch was given."""
 from __future__ import annotations
 
+from pathlib import Path
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.pool_dir import load_pool
 from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
+
+
+#: the slurm.conf lines the small two-node scenarios share (backfill every 30 s, cons_tres with
+#: cores and memory, 100 MB per CPU by default, priority/basic); a test adds its cluster name
+#: before them, then the keys it is about, GresTypes, its nodes and partitions
+SCENARIO_CONF = """\
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+PriorityType=priority/basic
+"""
 
 
 def split_options(opts: str) -> list[str]:
@@ -33,3 +51,25 @@ def workload(name: str, opts: str, at: float, jid: int, runtime: float = 3000.0)
     """The one workload of a submission that is not an array."""
     (wl,) = workloads(name, opts, at, jid, runtime)
     return wl
+
+
+def slurm_pool(directory: Path, conf: str):
+    """The pool of the slurm.conf text ``conf``, written into ``directory`` (with the Slurm
+    policy registered)."""
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    (directory / "slurm.conf").write_text(conf)
+    return load_pool(directory)
+
+
+def run_spaced(pool, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None):
+    """``jobs`` (sbatch options) submitted ``gap`` seconds apart as j0, j1, … (ids 1, 2, …)
+    under the Slurm policy, run up to ``until``: (engine, policy)."""
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+
+    wls = [workload(f"j{k}", opts, gap * k, k + 1, runtime=3000.0 if runtimes is None else float(runtimes[k]))
+           for k, opts in enumerate(jobs)]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, wls, pol, until=until)
+    engine.run()
+    return engine, pol

@@ -15,7 +15,7 @@ from gpupool.formats.pool_dir import load_pool
 from gpupool.model.workload import PodSet
 from gpupool.policy.slurm.select import Free, holds_exclusive, place
 
-from tests.unit.sbatch_plans import workload
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
 
 CONF = """\
 ClusterName=excl
@@ -34,17 +34,12 @@ PartitionName=mixed Nodes=t1 MaxTime=60
 
 
 def _pool(tmp_path: Path, params: str = "bf_interval=30"):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    (tmp_path / "slurm.conf").write_text(CONF.format(params=params))
-    return load_pool(tmp_path)
+    return slurm_pool(tmp_path, CONF.format(params=params))
 
 
 def _run(tmp_path: Path, jobs: list[str], params: str = "bf_interval=30"):
-    pool = _pool(tmp_path, params)
-    wls = [workload(f"j{k}", opts, 2.0 * k, k + 1) for k, opts in enumerate(jobs)]
-    out = Engine(pool, wls, make_policy("slurm", pool), until=2.0 * len(jobs) + 8).run()
-    return sorted(out.jobs, key=lambda j: j.id)
+    engine, _pol = run_spaced(_pool(tmp_path, params), jobs, 2.0, 2.0 * len(jobs) + 8)
+    return sorted(engine.jobs.values(), key=lambda j: j.id)
 
 
 @pytest.mark.parametrize("opts, message", [

@@ -15,7 +15,7 @@ from gpupool.formats.pool_dir import load_pool
 from gpupool.formats.sbatch import parse_sbatch_text, sbatch_to_workload
 from gpupool.policy.slurm.job_defaults import Defaults, fill_pod_set
 
-from tests.unit.sbatch_plans import script, workload
+from tests.unit.sbatch_plans import run_spaced, script, slurm_pool, workload
 
 CONF = """\
 ClusterName=defaults
@@ -35,14 +35,9 @@ PartitionName=q Nodes=n[1-2] MaxTime=60 {q}
 def run(tmp_path: Path, globals_: str, q: str, jobs: list[str], select: str = "CR_Core_Memory", until: float = 20.0):
     """Submit ``jobs`` (sbatch options) a second apart; (memory MiB, CPUs, nodes, state, reason) per job at
     ``until``."""
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    (tmp_path / "slurm.conf").write_text(CONF.format(select=select, globals=globals_, q=q))
-    pool = load_pool(tmp_path)
-    wls = [workload(f"j{k}", opts, float(k), k + 1) for k, opts in enumerate(jobs)]
-    out = Engine(pool, wls, make_policy("slurm", pool), until=until).run()
+    engine, _pol = run_spaced(slurm_pool(tmp_path, CONF.format(select=select, globals=globals_, q=q)), jobs, 1.0, until)
     rows = []
-    for job in sorted(out.jobs, key=lambda j: j.id):
+    for job in sorted(engine.jobs.values(), key=lambda j: j.id):
         (ps,) = job.wl.pod_sets
         node = sorted({pool_node for pool_node, *_ in job.placement}) if job.placement else None
         rows.append((ps.memory_mib * ps.count, ps.cpu_m * ps.count // 1000, node, job.state, job.reason))

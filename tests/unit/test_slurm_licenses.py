@@ -11,20 +11,12 @@ import pytest
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.errors import GpupoolError
-from gpupool.formats.pool_dir import load_pool
 from gpupool.formats.sbatch import parse_sbatch_text
 from gpupool.policy.slurm.submit_check import submit_rejection
 
-from tests.unit.sbatch_plans import script, workload
+from tests.unit.sbatch_plans import SCENARIO_CONF, script, slurm_pool, workload
 
-CONF = """\
-ClusterName=lic
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=30
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=100
-PriorityType=priority/basic
+CONF = "ClusterName=lic\n" + SCENARIO_CONF + """\
 Licenses={licenses}
 GresTypes=gpu
 NodeName=n[1-2] CPUs=16 RealMemory=64000 Gres=gpu:8
@@ -33,10 +25,7 @@ PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60
 
 
 def _pool(tmp_path: Path, licenses: str = "lic:2,solo"):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    (tmp_path / "slurm.conf").write_text(CONF.format(licenses=licenses))
-    return load_pool(tmp_path)
+    return slurm_pool(tmp_path, CONF.format(licenses=licenses))
 
 
 def test_slurm_conf_licenses_are_counted_per_name(tmp_path: Path) -> None:

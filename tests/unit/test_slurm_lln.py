@@ -7,15 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.engine.core import Engine
 from gpupool.engine.nodes import NodeTable
-from gpupool.engine.policy_api import make_policy
 from gpupool.errors import GpupoolError
 from gpupool.formats.pool_dir import load_pool
 from gpupool.policy.slurm.config import partition_infos
 from gpupool.policy.slurm.select import Free, PartNodes, place
 
-from tests.unit.sbatch_plans import workload
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
 
 CONF = """\
 ClusterName=lln
@@ -34,17 +32,13 @@ HOLD = ["-c8 -w gpu01", "-c4 -w gpu02"]
 
 
 def _pool(tmp_path: Path, select: str = "CR_Core_Memory", lln: str = "YES", weight: str = ""):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    (tmp_path / "slurm.conf").write_text(CONF.format(select=select, lln=lln, weight=weight))
-    return load_pool(tmp_path)
+    return slurm_pool(tmp_path, CONF.format(select=select, lln=lln, weight=weight))
 
 
 def _rows(pool, jobs: list[str]):
-    wls = [workload(f"j{k}", opts, 2.0 * k, k + 1) for k, opts in enumerate(jobs)]
-    out = Engine(pool, wls, make_policy("slurm", pool), until=2.0 * len(jobs) + 8).run()
+    engine, _pol = run_spaced(pool, jobs, 2.0, 2.0 * len(jobs) + 8)
     return [(sum(p[2] for p in j.placement) // 1000, sorted({p[0] for p in j.placement}))
-            for j in sorted(out.jobs, key=lambda j: j.id)]
+            for j in sorted(engine.jobs.values(), key=lambda j: j.id)]
 
 
 def test_an_lln_partition_puts_jobs_on_the_least_loaded_nodes(tmp_path: Path) -> None:

@@ -13,16 +13,9 @@ from gpupool.errors import GpupoolError
 from gpupool.formats.pool_dir import load_pool
 from gpupool.policy.slurm.main_sched import REASON_NO_NODES
 
-from tests.unit.sbatch_plans import workload
+from tests.unit.sbatch_plans import SCENARIO_CONF, run_spaced, slurm_pool
 
-CONF = """\
-ClusterName=cap
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=30
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=100
-PriorityType=priority/basic
+CONF = "ClusterName=cap\n" + SCENARIO_CONF + """\
 GresTypes=gpu
 NodeName=gpu[01-02] CPUs=16 RealMemory=64000 Gres=gpu:8
 PartitionName=p Nodes=gpu[01-02] Default=YES MaxTime=60
@@ -31,14 +24,7 @@ PartitionName=q Nodes=gpu[01-02] MaxTime=60 MaxCPUsPerNode={cap}
 
 
 def _run(tmp_path: Path, jobs: list[str], cap: str = "4", until: float = 100.0):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    (tmp_path / "slurm.conf").write_text(CONF.format(cap=cap))
-    pool = load_pool(tmp_path)
-    wls = [workload(f"j{k}", opts, 2.0 * k, k + 1) for k, opts in enumerate(jobs)]
-    pol = make_policy("slurm", pool)
-    engine = Engine(pool, wls, pol, until=until)
-    engine.run()
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF.format(cap=cap)), jobs, 2.0, until)
     rows = []
     for job in sorted(engine.jobs.values(), key=lambda j: j.id):
         nodes = sorted({p[0] for p in job.placement})

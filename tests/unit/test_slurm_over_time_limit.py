@@ -15,7 +15,7 @@ from gpupool.engine.policy_api import make_policy
 from gpupool.errors import GpupoolError
 from gpupool.formats.pool_dir import load_pool
 
-from tests.unit.sbatch_plans import workload
+from tests.unit.sbatch_plans import slurm_pool, workload
 
 CONF = """\
 ClusterName=otl
@@ -35,10 +35,7 @@ PartitionName=r Nodes=n[1-2] MaxTime=60 {r}
 
 def _pool(tmp_path: Path, globals_: str = "OverTimeLimit=1", q: str = "OverTimeLimit=3",
           r: str = "OverTimeLimit=UNLIMITED"):
-    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
-
-    (tmp_path / "slurm.conf").write_text(CONF.format(globals=globals_, q=q, r=r))
-    return load_pool(tmp_path)
+    return slurm_pool(tmp_path, CONF.format(globals=globals_, q=q, r=r))
 
 
 def _ends(pool, jobs: list[tuple[str, float]], policy: str = "slurm", options: dict | None = None):
