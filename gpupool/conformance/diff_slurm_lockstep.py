@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gpupool.engine.decisions import Start, WakeAt
 from gpupool.policy.slurm.select import exclusive_memory
+from gpupool.policy.slurm.split_tasks import even
 
 
 @dataclass(slots=True)
@@ -122,6 +123,8 @@ class LockstepPolicy:
         per node as gpupool's own placement would take them."""
         real_start, gpus = self.real[job.id]
         ps = job.wl.pod_sets[0]
+        if ps.split:  # real Slurm's CPUs per node are not read back: the even share
+            ps = even(ps)
         nodes = snap.nodes
         placement = []
         for node, mask in gpus:

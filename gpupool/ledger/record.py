@@ -147,8 +147,8 @@ def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) 
 
 
 def _req_tres(wl) -> str:
-    cpus = sum(math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
-    mem = sum(ps.memory_mib * ps.count for ps in wl.pod_sets)
+    cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
+    mem = sum(ps.memory_total for ps in wl.pod_sets)
     gpus = wl.total_gpus
     nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
     return _alloc_tres(cpus, cpus, mem, gpus, nodes).split(",", 1)[1] if cpus else f"node={nodes}"

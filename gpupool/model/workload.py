@@ -87,6 +87,35 @@ class PodSet:
     #: real 22.05.8 with DefMemPerGPU=20000 left ``--gres=gpu:1 --mem=6000`` pending on a node
     #: with 14000 MB free and ran it where 25000 were free, holding 6000M)
     memory_fit: int = 0
+    #: Slurm, ``--nodes=N --ntasks=T`` with no ``--ntasks-per-node`` (T > N): the job's T tasks,
+    #: which select/cons_tres spreads unevenly over its N nodes (a real 22.05.8 ran ``-N2 -n6``
+    #: as 5 + 1 CPUs on idle nodes). As submitted, ``cpu_m`` and ``memory_mib`` are the even
+    #: share, ⌈T/N⌉ tasks (what other policies place); the Slurm policy turns the pod into one
+    #: task, the least a node takes, and gives each node its tasks when it places the job
+    #: (``policy/slurm/split_tasks.py``). 0: the pods are as given.
+    split_tasks: int = 0
+
+    @property
+    def split(self) -> bool:
+        """Whether the pods are one task each with ``split_tasks`` to spread (the Slurm
+        policy's form): a split pod set as submitted holds ⌈T/N⌉ > 1 tasks per pod."""
+        return bool(self.split_tasks) and self.cpu_m == (self.cpus_per_task or 0) * 1000
+
+    @property
+    def cpus_total(self) -> int:
+        """The CPUs of all pods together: tasks × CPUs per task in the split form, else count
+        × each pod's whole CPUs."""
+        if self.split:
+            return self.split_tasks * (self.cpus_per_task or 1)
+        return self.count * -(-self.cpu_m // 1000)
+
+    @property
+    def memory_total(self) -> int:
+        """The memory of all pods together (in the split form, memory per CPU follows the
+        tasks; memory per node is each node's)."""
+        if self.split and self.memory_per == "cpu":
+            return self.split_tasks * self.memory_mib
+        return self.count * self.memory_mib
 
     @property
     def memory_to_fit(self) -> int:

@@ -168,6 +168,7 @@ def needs_defaults(wl: Workload, d: Defaults) -> bool:
     per_cpu = d.max_mem_per_cpu is not None
     per_gpu = bool(d.mem_per_gpu)
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
+               or (ps.split_tasks and not ps.split)
                or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) or (per_gpu and ps.gpus and ps.memory_per != "gpu")
                for ps in wl.pod_sets)
 
@@ -234,9 +235,26 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     exclusive pod's ``memory_unit`` set where its memory is per CPU or per GPU, and
     ``memory_fit`` where DefMemPerGPU asks more free memory than the pod holds). A pod that
     carries either was filled already and is returned as it is."""
-    if ps.memory_unit is not None or ps.memory_fit:
+    if ps.memory_unit is not None or ps.memory_fit or ps.split:
         return ps
-    return _fit_under_gpu_default(ps, _filled(ps, d), d)
+    filled = _fit_under_gpu_default(ps, _filled(ps, d), d)
+    return _split_form(ps, filled, d) if ps.split_tasks else filled
+
+
+def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
+    """A split pod set (``PodSet.split_tasks``; ``asked`` as submitted, ``ps`` filled in) as the
+    Slurm policy holds it: one task per pod, the least a node takes, memory per CPU for that
+    task or per node as asked; select/cons_tres then gives each node its tasks
+    (``split_tasks.py``). Where the defaults changed the pod's CPUs (DefCpuPerGPU,
+    MaxMemPerCPU) or its memory needs more free than it holds (DefMemPerGPU), it stays even:
+    those combinations were not probed."""
+    cpt = asked.cpus_per_task
+    if not cpt or ps.cpu_m != asked.cpu_m or ps.memory_fit or ps.memory_unit is not None:
+        return replace(ps, split_tasks=0)
+    mem, per = ps.memory_mib, ps.memory_per
+    if _memory(asked, asked.cpu_m, d)[1] == "cpu":
+        mem, per = mem // (ps.cpu_m // 1000) * cpt, "cpu"
+    return replace(ps, cpu_m=cpt * 1000, memory_mib=mem, memory_per=per)
 
 
 def _fit_under_gpu_default(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:

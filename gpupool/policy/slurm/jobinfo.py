@@ -1,7 +1,6 @@
 """What the scheduler derives once from a workload: partitions, association, QOS, TRES request."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gpupool.model.slurm import Accounting
@@ -58,9 +57,9 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) ->
     cpus = gpus = mem = 0
     for ps in wl.pod_sets:
         nodes += ps.count if ps.one_per_node else 1
-        cpus += ps.count * math.ceil(ps.cpu_m / 1000)
+        cpus += ps.cpus_total
         gpus += ps.count * ps.gpus
-        mem += ps.count * ps.memory_mib
+        mem += ps.memory_total
     nodes = max(1, nodes)
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem,
                   {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}, wl.time_limit)

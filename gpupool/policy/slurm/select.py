@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
+from gpupool.engine.nodes import NodeTable, consecutive_runs, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
+from gpupool.policy.slurm.split_tasks import even, split_nodes
 
 
 class Free:
@@ -241,7 +242,12 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
                 return None
     last = len(pod_sets) - 1
     for k, ps in enumerate(pod_sets):
-        if required:
+        split = ps.split_tasks and ps.split
+        if split and (required or busy is not None or least_loaded):
+            ps, split = even(ps), False  # node choices the uneven split was not probed for
+        if split:
+            chosen = split_nodes(ps, pool, free, weight)
+        elif required:
             chosen = _with_required(ps, pool, free, weight, required, busy, least_loaded)
         elif busy is not None:
             chosen = _busy_first(ps, pool, free, weight, busy)
@@ -388,17 +394,6 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
             and fcpu[i] >= cm and fmem[i] >= need_mem]
 
 
-def _runs(indices) -> list[list[int]]:
-    """Runs of consecutive node indices, in index order."""
-    runs: list[list[int]] = []
-    for i in sorted(indices):
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs
-
-
 def _one_node(ps, pool: list[int], free: Free, weight):
     """One node for one pod, as cons_tres 22.05 picks it: lowest weight; among the runs of
     consecutive node indices where the pod fits, the run with the fewest available CPUs in all;
@@ -457,7 +452,7 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
         return None
     out: list = []
     for w in sorted({weight[i] for i in fitting}):
-        runs = _runs(i for i in fitting if weight[i] == w)
+        runs = consecutive_runs(i for i in fitting if weight[i] == w)
         while need and runs:
             sufficient = [r for r in runs if len(r) >= need]
             if sufficient:

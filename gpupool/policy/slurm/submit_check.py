@@ -119,7 +119,7 @@ def _misfit(wl: Workload, info: PartInfo) -> str:
     cpus = nodes = 0
     for ps in wl.pod_sets:
         count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
-        cpus += count * ps.cpu_m
+        cpus += ps.cpus_total * 1000 if ps.split else count * ps.cpu_m
         if ps.one_per_node:
             nodes += count
     if cpus > info.tres_total["cpu"] * 1000:

@@ -1,0 +1,127 @@
+"""select/cons_tres's node choice for ``--nodes=N --ntasks=T`` (T > N, no ``--ntasks-per-node``):
+the tasks are not spread evenly, each node gets as many as it can while every later node
+keeps one.
+
+Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md finding 47):
+
+- on idle nodes ``-N2 -n6`` ran as 5 + 1 CPUs, ``-N3 -n4`` 2 + 1 + 1, ``-N2 -n20`` 16 + 4;
+  ``--mem-per-cpu`` followed the CPUs (5000 + 1000), ``--mem`` stayed per node;
+- nodes are taken in index order inside the chosen run of consecutive usable nodes, but the
+  last node must hold all that is left: with gpu01-02 at 2 free CPUs, ``-N2 -n6`` took
+  gpu01 (2) and gpu03 (4), ``-N2 -n3`` gpu01 (2) and gpu02 (1);
+- when that fails, the nodes with the fewest free CPUs are dropped and the choice is made
+  again: ``-N2 -n20`` there ran on gpu03-04 (16 + 4); with gpu01 at 1 free, on gpu02 (16) and
+  gpu04 (4), gpu03 having 3;
+- a node's share is capped by its free memory where memory is per CPU: gpu01 with 1000 MB
+  free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100.
+
+Counted in whole tasks (a task is ``cpus_per_task`` CPUs: ``-N2 -n3 -c2`` ran as 4 + 2).
+Node weights are taken lowest first, as for other multi-node requests.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpupool.engine.nodes import consecutive_runs, lowest_bits
+from gpupool.model.workload import PodSet
+
+
+def even(ps: PodSet) -> PodSet:
+    """``ps`` with its tasks spread evenly (⌈T/N⌉ per node, as submitted): for the node
+    choices the uneven split is not known for (``--nodelist``, bf_busy_nodes, least loaded)."""
+    per_node = -(-ps.split_tasks // ps.count)
+    mem = ps.memory_mib * per_node if ps.memory_per == "cpu" else ps.memory_mib
+    return replace(ps, cpu_m=ps.cpu_m * per_node, memory_mib=mem, split_tasks=0)
+
+
+def split_nodes(ps: PodSet, pool: list[int], free, weight) -> list | None:
+    """The pods of split pod set ``ps`` (one per node, each with its tasks' CPUs and memory)
+    on nodes of ``pool``, or None when they do not fit; ``free`` is not changed."""
+    tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps))}
+    got = _choose(tasks, ps.count, ps.split_tasks, weight)
+    if got is None:
+        # drop the nodes with the fewest free CPUs and try again, fewest first
+        for least in sorted(set(tasks.values()))[:-1]:
+            tasks = {i: n for i, n in tasks.items() if n > least}
+            if len(tasks) < ps.count:
+                break
+            got = _choose(tasks, ps.count, ps.split_tasks, weight)
+            if got is not None:
+                break
+    if got is None:
+        return None
+    cpu_m, per_cpu = ps.cpu_m, ps.memory_per == "cpu"
+    out = []
+    for i, n in sorted(got):
+        mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
+        out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_cpu else ps.memory_mib))
+    return out
+
+
+def _gpus(free, i: int, ps: PodSet) -> int:
+    """The free GPU bits of node ``i`` a pod of ``ps`` may take (of its type, if it names one)."""
+    if not ps.gpu_type:
+        return free.mask[i]
+    typed = free.nodes.typed_mask(i, ps.gpu_type)
+    return 0 if typed is None else free.mask[i] & typed
+
+
+def _tasks_fit(free, i: int, ps: PodSet) -> int:
+    """How many tasks of ``ps`` node ``i`` can take now (0: not one): its free CPUs (and its
+    partition's MaxCPUsPerNode allowance) in whole tasks, capped by free memory where memory
+    is per CPU; a per-node amount of memory and the node's GPUs must fit whole."""
+    if ps.gpus and _gpus(free, i, ps).bit_count() < ps.gpus:
+        return 0
+    cpu = free.cpu[i]
+    if free.cap is not None:
+        cpu = min(cpu, free.cap[i])
+    n = cpu // ps.cpu_m
+    if ps.memory_per == "cpu":
+        if ps.memory_mib:
+            n = min(n, free.mem[i] // ps.memory_mib)
+    elif free.mem[i] < ps.memory_mib:
+        return 0
+    return max(n, 0)
+
+
+def _choose(tasks: dict[int, int], nodes: int, total: int, weight) -> list[tuple[int, int]] | None:
+    """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
+    takes them from the nodes of ``tasks`` (each node's free tasks): per weight, lowest first,
+    runs of consecutive nodes; the first run that holds what is left (tasks and nodes), the
+    one with the fewest tasks among those, else the largest; in it the nodes in index order,
+    each taking all it has but one task for each node still to come, the last node only where
+    it holds all that is left (a run entered for the last node alone gives it to the node with
+    the fewest tasks that holds them)."""
+    if len(tasks) < nodes or sum(tasks.values()) < total:
+        return None
+    out: list[tuple[int, int]] = []
+    left_nodes, left = nodes, total
+    for w in sorted({weight[i] for i in tasks}):
+        runs = consecutive_runs(i for i in tasks if weight[i] == w)
+        while runs and left_nodes:
+            best = best_sum = None
+            best_ok = False
+            for run in runs:
+                size = sum(tasks[i] for i in run)
+                ok = size >= left and len(run) >= left_nodes
+                if (best is None or (ok and not best_ok) or (ok and size < best_sum)
+                        or (not ok and not best_ok and size > best_sum)):
+                    best, best_sum, best_ok = run, size, ok
+            runs.remove(best)
+            if left_nodes == 1:
+                holding = [i for i in best if tasks[i] >= left]
+                if holding:
+                    out.append((min(holding, key=lambda i: (tasks[i], i)), left))
+                    return out
+                continue
+            for i in best:
+                have = tasks[i]
+                if left_nodes == 1 and have < left:
+                    continue
+                take = min(have, left - (left_nodes - 1))
+                out.append((i, take))
+                left -= take
+                left_nodes -= 1
+                if not left_nodes:
+                    return out
+    return None

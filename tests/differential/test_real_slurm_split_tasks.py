@@ -1,0 +1,90 @@
+"""``--nodes=N --ntasks=T`` without ``--ntasks-per-node`` on a real Slurm 22.05 and in gpupool:
+the CPUs and memory each node gets (the rules: ``gpupool/policy/slurm/split_tasks.py``; more
+cases without a real Slurm: ``tests/unit/test_slurm_split_tasks.py``).
+
+One cluster of four 16-core 64000 MB nodes (CR_Core_Memory, DefMemPerCPU=100) runs each case
+in turn: its holders, then the job; the job's CPU_IDs and memory per node are read from
+``scontrol -d show job``, then everything is cancelled and the nodes left idle before the next
+case. gpupool replays each case on the cluster's own slurm.conf. Skipped where Slurm is not
+installed. Run alone with
+``python -m pytest tests/differential/test_real_slurm_split_tasks.py -o addopts=""``.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from gpupool.formats.hostlist import expand_hostlist
+
+from tests.differential.real_cluster import gpu_cluster, need, replay, submit_each
+
+pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
+
+GAP_S = 2.0
+SETTLE_S = 6.0
+
+#: (holders, the job): the cases that tell the rule apart (first fit in index order, the last
+#: node holding all that is left, a retry without the nodes with the fewest free CPUs, memory
+#: per CPU capping a node's share)
+CASES = [
+    ([], "-N3 -n4"),
+    (["-w gpu01 -c14", "-w gpu02 -c14"], "-N2 -n6"),
+    (["-w gpu01 -c14", "-w gpu02 -c14"], "-N2 -n20"),
+    (["-w gpu01 -c1 --mem=63000"], "-N2 -n6 --mem-per-cpu=500"),
+    (["-w gpu01 -c15", "-w gpu03 -c13"], "-N3 -n6"),
+]
+
+
+def _cpu_count(ids: str) -> int:
+    """``0-4,8`` -> 6."""
+    total = 0
+    for part in ids.split(","):
+        lo, _, hi = part.partition("-")
+        total += int(hi or lo) - int(lo) + 1
+    return total
+
+
+def _pods(rs, jid: int) -> list[tuple[int, int, int]] | str:
+    """(node index, CPUs, MB) per node of a running job, else its state."""
+    text = rs.run(["scontrol", "-d", "show", "job", str(jid)]).stdout
+    state = re.search(r"JobState=(\S+)", text).group(1)
+    if state != "RUNNING":
+        return state
+    names = rs.node_names
+    out = []
+    for nodes, cpus, mem in re.findall(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+)", text):
+        out += [(names.index(n), _cpu_count(cpus), int(mem)) for n in expand_hostlist(nodes)]
+    return sorted(out)
+
+
+def _idle(rs, ids: list) -> None:
+    """Cancel ``ids`` and wait (real seconds) until no job is left and no node completing."""
+    rs.run(["scancel", *(str(i) for i in ids if isinstance(i, int))], check=False)
+    rs.wait_idle(timeout=120)
+    for _ in range(200):
+        if "comp" not in rs.run(["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout:
+            return
+        time.sleep(0.3)
+
+
+def test_tasks_split_over_nodes_as_on_a_real_slurm(tmp_path) -> None:
+    need("none")
+    rs = gpu_cluster(tmp_path / "real", 4, "bf_interval=30", {"p": (0, 1, 2, 3)})
+    real = []
+    try:
+        for holders, job in CASES:
+            ids = submit_each(rs, holders + [job], GAP_S)
+            rs.sleep(SETTLE_S)
+            real.append(_pods(rs, ids[-1]))
+            _idle(rs, ids)
+    finally:
+        rs.stop()
+    ours = []
+    for holders, job in CASES:
+        engine, _ = replay(rs.etc, holders + [job], GAP_S, GAP_S * len(holders) + SETTLE_S)
+        last = engine.jobs[len(holders) + 1]
+        ours.append(sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in last.placement)
+                    if last.state == "RUNNING" else last.state)
+    assert ours == real

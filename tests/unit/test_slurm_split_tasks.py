@@ -1,0 +1,94 @@
+"""``--nodes=N --ntasks=T`` without ``--ntasks-per-node``: select/cons_tres gives each node as
+many tasks as it can while every later node keeps one (``gpupool/policy/slurm/split_tasks.py``).
+Every expectation is what a real 22.05.8 did with the same holders and submission on four
+16-core 64000 MB nodes (docs/differential.md finding 47;
+``tests/differential/test_real_slurm_split_tasks.py`` runs some of them on both)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.sbatch_plans import SCENARIO_CONF, run_spaced, slurm_pool, workload
+
+CONF = "ClusterName=split\n" + SCENARIO_CONF + """\
+GresTypes=gpu
+NodeName=gpu[01-04] CPUs=16 RealMemory=64000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60
+"""
+
+IDLE: list[str] = []
+TWO_FREE_ON_01_02 = ["-w gpu01 -c14", "-w gpu02 -c14"]
+LITTLE_MEMORY_ON_01 = ["-w gpu01 -c1 --mem=63000"]
+ONE_FREE_ON_01_THREE_ON_03 = ["-w gpu01 -c15", "-w gpu03 -c13"]
+ONE_FREE_ON_02_03_04 = ["-w gpu02 -c15", "-w gpu03 -c15", "-w gpu04 -c15"]
+SIX_FREE_ON_02_FOUR_ON_04 = ["-w gpu02 -c10", "-w gpu04 -c12"]
+
+#: (holders, the job, its pods as (node index, CPUs, MB) or its state)
+CASES = [
+    (IDLE, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
+    (IDLE, "-N3 -n4", [(0, 2, 200), (1, 1, 100), (2, 1, 100)]),
+    (IDLE, "-N4 -n5", [(0, 2, 200), (1, 1, 100), (2, 1, 100), (3, 1, 100)]),
+    (IDLE, "-N2 -n20", [(0, 16, 1600), (1, 4, 400)]),
+    (IDLE, "-N2 -n6 --mem-per-cpu=1000", [(0, 5, 5000), (1, 1, 1000)]),
+    (IDLE, "-N2 -n6 --mem=2000", [(0, 5, 2000), (1, 1, 2000)]),
+    (IDLE, "-N2 -n3 -c2", [(0, 4, 400), (1, 2, 200)]),
+    (IDLE, "-N2 -n40", "REJECTED"),
+    (TWO_FREE_ON_01_02, "-N2 -n6", [(0, 2, 200), (2, 4, 400)]),
+    (TWO_FREE_ON_01_02, "-N2 -n3", [(0, 2, 200), (1, 1, 100)]),
+    (TWO_FREE_ON_01_02, "-N3 -n6", [(0, 2, 200), (1, 2, 200), (2, 2, 200)]),
+    (TWO_FREE_ON_01_02, "-N2 -n20", [(2, 16, 1600), (3, 4, 400)]),
+    (LITTLE_MEMORY_ON_01, "-N2 -n6 --mem-per-cpu=500", [(0, 2, 1000), (1, 4, 2000)]),
+    (LITTLE_MEMORY_ON_01, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
+    (LITTLE_MEMORY_ON_01, "-N4 -n20", [(0, 10, 1000), (1, 8, 800), (2, 1, 100), (3, 1, 100)]),
+    (ONE_FREE_ON_01_THREE_ON_03, "-N2 -n6", [(0, 1, 100), (1, 5, 500)]),
+    (ONE_FREE_ON_01_THREE_ON_03, "-N2 -n20", [(1, 16, 1600), (3, 4, 400)]),
+    (ONE_FREE_ON_01_THREE_ON_03, "-N3 -n6", [(0, 1, 100), (1, 4, 400), (2, 1, 100)]),
+    (ONE_FREE_ON_02_03_04, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
+    (ONE_FREE_ON_02_03_04, "-N2 -n18", "PENDING"),
+    (ONE_FREE_ON_02_03_04, "-N2 -n17", [(0, 16, 1600), (1, 1, 100)]),
+    (SIX_FREE_ON_02_FOUR_ON_04, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
+    (SIX_FREE_ON_02_FOUR_ON_04, "-N2 -n10", [(0, 9, 900), (1, 1, 100)]),
+    (SIX_FREE_ON_02_FOUR_ON_04, "-N3 -n8", [(0, 6, 600), (1, 1, 100), (2, 1, 100)]),
+]
+
+
+def _pods(tmp_path: Path, holders: list[str], job: str):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    last = engine.jobs[len(holders) + 1]
+    if last.state != "RUNNING":
+        return last.state
+    return sorted((node, cpu // 1000, mem) for node, _mask, cpu, mem in last.placement)
+
+
+@pytest.mark.parametrize("holders,job,expected", CASES, ids=[f"{'+'.join(h) or 'idle'}:{j}" for h, j, _ in CASES])
+def test_tasks_are_split_as_a_real_slurm_split_them(tmp_path: Path, holders, job, expected) -> None:
+    assert _pods(tmp_path, holders, job) == expected
+
+
+def test_per_node_gpus_stay_per_node_and_the_totals_count_tasks(tmp_path: Path) -> None:
+    # real: -N2 -n5 --gpus=2 ran as 4 + 1 CPUs, one GPU on each node; ReqTRES cpu=5
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-N2 -n5 --gpus=2 --mem-per-cpu=100"], 2.0, 10)
+    job = engine.jobs[1]
+    assert [(n, mask.bit_count(), cpu // 1000, mem) for n, mask, cpu, mem in job.placement] == [
+        (0, 1, 4, 400), (1, 1, 1, 100)]
+    (ps,) = job.wl.pod_sets
+    assert (ps.cpus_total, ps.memory_total, ps.split) == (5, 500, True)
+
+
+def test_other_policies_see_the_even_share() -> None:
+    (ps,) = workload("j", "-N2 -n5 --mem-per-cpu=100", 0.0, 1).pod_sets
+    assert (ps.count, ps.cpu_m, ps.memory_mib, ps.split_tasks, ps.split) == (2, 3000, 300, 5, False)
+    assert (ps.cpus_total, ps.memory_total) == (6, 600)
+
+
+@pytest.mark.parametrize("opts", ["-N2 -n6 --ntasks-per-node=3", "-N2 -n2", "-N1 -n4", "-N1-2 -n6", "-N2 -n6 --exclusive",
+                                  "-N2 -n6 --gpus-per-task=1", "-N2 -n6 --cpus-per-gpu=2 --gres=gpu:1"])
+def test_shapes_left_even(opts: str) -> None:
+    assert workload("j", opts, 0.0, 1).pod_sets[0].split_tasks == 0
+
+
+def test_a_nodelist_keeps_the_even_split(tmp_path: Path) -> None:
+    # the uneven split was not probed with --nodelist: the even share, as before
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), ["-N2 -n6 -w gpu02"], 2.0, 10)
+    assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in engine.jobs[1].placement) == [(0, 3), (1, 3)]
