@@ -932,8 +932,13 @@ class Engine:
         offset = len(job.placement)
         for k, (node, mask, cpu, mem) in enumerate(placement):
             ps = shapes[offset + k]
-            if not ps.exclusive and mask.bit_count() != ps.gpus:
-                raise InvariantViolation(f"job {job.id}: pod {offset + k} got {mask.bit_count()} GPUs, asked {ps.gpus}")
+            got = mask.bit_count()
+            if ps.split_gpus and ps.split:  # GPUs per task: a whole number of tasks' GPUs
+                if not got or got % ps.gpus:
+                    raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, not a multiple "
+                                             f"of {ps.gpus} per task")
+            elif not ps.exclusive and got != ps.gpus:
+                raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, asked {ps.gpus}")
             if ps.gpu_type and self.nodes.gpu_type[node] != ps.gpu_type:
                 typed = self.nodes.typed_mask(node, ps.gpu_type)
                 if typed is None or (mask & ~typed and not ps.exclusive):  # exclusive: every device

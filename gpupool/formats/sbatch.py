@@ -1068,6 +1068,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         "gpu" if job.mem_per_gpu is not None else "",
         cpus_per_task=job.cpus_per_task if job.cpus_per_task is not None else (1 if job.cpus_per_gpu is None else None),
         split_tasks=_split_tasks(job, shape),
+        split_gpus=bool(_split_tasks(job, shape)) and job.gpus_per_task is not None and job.gpus_per_node is None
+        and _gres_gpus(job) is None and job.gpus is None,  # the pod's GPUs came from --gpus-per-task
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
@@ -1075,11 +1077,11 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 def _split_tasks(job: SbatchJob, shape: _Shape) -> int:
     """``--ntasks`` where select/cons_tres spreads the tasks unevenly over a fixed node count
     (``PodSet.split_tasks``), else 0: ``--nodes=N --ntasks=T`` with T > N ≥ 2 and no
-    ``--ntasks-per-node``. Left even (not probed): exclusive jobs, which take whole nodes, and
-    ``--gpus-per-task``/``--cpus-per-gpu``, whose GPUs or CPUs would follow the tasks too."""
+    ``--ntasks-per-node`` (with ``--gpus-per-task`` the GPUs follow the tasks). Left even (not
+    probed): exclusive jobs, which take whole nodes, and ``--cpus-per-gpu``."""
     if (job.nodes is None or not shape.one_per_node or shape.count < 2 or shape.min_count is not None or job.ntasks is None
             or job.ntasks <= shape.count or job.ntasks_per_node is not None or job.exclusive
-            or job.gpus_per_task is not None or job.cpus_per_gpu is not None):
+            or job.cpus_per_gpu is not None):
         return 0
     return job.ntasks
 

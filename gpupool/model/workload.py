@@ -69,7 +69,8 @@ class PodSet:
     memory_whole_node: bool = False
     #: Slurm, what ``memory_mib`` was asked per: "" a node (``--mem``; split over task pods that
     #: may share a node), "cpu" (``--mem-per-cpu`` × the pod's CPUs, so it follows CPUs filled
-    #: in later), "gpu" (``--mem-per-gpu`` × its GPUs)
+    #: in later), "gpu" (``--mem-per-gpu`` × its GPUs), "task" (the Slurm policy's form of a
+    #: split pod set, ``split_tasks``: one task's memory, a node holding it for each of its tasks)
     memory_per: str = ""
     #: Slurm, the CPUs of one task where the submission fixes them (``--cpus-per-task``, else 1
     #: when it gives no CPU option), so a pod holding several tasks is cut in whole tasks;
@@ -94,6 +95,10 @@ class PodSet:
     #: task, the least a node takes, and gives each node its tasks when it places the job
     #: (``policy/slurm/split_tasks.py``). 0: the pods are as given.
     split_tasks: int = 0
+    #: Slurm, a split pod set's GPUs are per task (``--gpus-per-task``): in the split form
+    #: ``gpus`` is one task's and a node's GPUs follow its tasks (a real 22.05.8 gave ``-N2 -n6
+    #: --gpus-per-task=1`` 5 + 1 GPUs)
+    split_gpus: bool = False
 
     @property
     def split(self) -> bool:
@@ -111,9 +116,9 @@ class PodSet:
 
     @property
     def memory_total(self) -> int:
-        """The memory of all pods together (in the split form, memory per CPU follows the
+        """The memory of all pods together (in the split form, memory per task follows the
         tasks; memory per node is each node's)."""
-        if self.split and self.memory_per == "cpu":
+        if self.split and self.memory_per == "task":
             return self.split_tasks * self.memory_mib
         return self.count * self.memory_mib
 
@@ -125,6 +130,8 @@ class PodSet:
 
     @property
     def total_gpus(self) -> int:
+        if self.split_gpus and self.split:
+            return self.split_tasks * self.gpus
         return self.count * self.gpus
 
     def requests(self) -> dict[str, int]:
@@ -202,7 +209,7 @@ class Workload:
 
     @property
     def total_gpus(self) -> int:
-        return sum(ps.count * ps.gpus for ps in self.pod_sets)
+        return sum(ps.total_gpus for ps in self.pod_sets)
 
     @property
     def pod_count(self) -> int:

@@ -1,9 +1,9 @@
 """``--nodes=N --ntasks=T`` without ``--ntasks-per-node`` on a real Slurm 22.05 and in gpupool:
-the CPUs and memory each node gets (the rules: ``gpupool/policy/slurm/split_tasks.py``; more
+the CPUs, memory and GPUs each node gets (the rules: ``gpupool/policy/slurm/split_tasks.py``; more
 cases without a real Slurm: ``tests/unit/test_slurm_split_tasks.py``).
 
 One cluster of four 16-core 64000 MB nodes (CR_Core_Memory, DefMemPerCPU=100) runs each case
-in turn: its holders, then the job; the job's CPU_IDs and memory per node are read from
+in turn: its holders, then the job; the job's CPU_IDs, memory and GPU indices per node are read from
 ``scontrol -d show job``, then everything is cancelled and the nodes left idle before the next
 case. gpupool replays each case on the cluster's own slurm.conf. Skipped where Slurm is not
 installed. Run alone with
@@ -34,11 +34,14 @@ CASES = [
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N2 -n20"),
     (["-w gpu01 -c1 --mem=63000"], "-N2 -n6 --mem-per-cpu=500"),
     (["-w gpu01 -c15", "-w gpu03 -c13"], "-N3 -n6"),
+    # GPUs per task follow the tasks, and a node needs the even share's GPUs free
+    ([], "-N2 -n10 --gpus-per-task=1"),
+    (["-w gpu01 -c1 --gres=gpu:6"], "-N2 -n6 --gpus-per-task=1"),
 ]
 
 
 def _cpu_count(ids: str) -> int:
-    """``0-4,8`` -> 6."""
+    """``0-4,8`` -> 6 (CPU or GPU indices)."""
     total = 0
     for part in ids.split(","):
         lo, _, hi = part.partition("-")
@@ -46,16 +49,18 @@ def _cpu_count(ids: str) -> int:
     return total
 
 
-def _pods(rs, jid: int) -> list[tuple[int, int, int]] | str:
-    """(node index, CPUs, MB) per node of a running job, else its state."""
+def _pods(rs, jid: int) -> list[tuple[int, int, int, int]] | str:
+    """(node index, CPUs, MB, GPUs) per node of a running job, else its state."""
     text = rs.run(["scontrol", "-d", "show", "job", str(jid)]).stdout
     state = re.search(r"JobState=(\S+)", text).group(1)
     if state != "RUNNING":
         return state
     names = rs.node_names
     out = []
-    for nodes, cpus, mem in re.findall(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+)", text):
-        out += [(names.index(n), _cpu_count(cpus), int(mem)) for n in expand_hostlist(nodes)]
+    for nodes, cpus, mem, gres in re.findall(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+) GRES=(\S*)", text):
+        idx = re.search(r"IDX:([\d,-]+)", gres)
+        gpus = _cpu_count(idx.group(1)) if idx else 0
+        out += [(names.index(n), _cpu_count(cpus), int(mem), gpus) for n in expand_hostlist(nodes)]
     return sorted(out)
 
 
@@ -85,6 +90,6 @@ def test_tasks_split_over_nodes_as_on_a_real_slurm(tmp_path) -> None:
     for holders, job in CASES:
         engine, _ = replay(rs.etc, holders + [job], GAP_S, GAP_S * len(holders) + SETTLE_S)
         last = engine.jobs[len(holders) + 1]
-        ours.append(sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in last.placement)
+        ours.append(sorted((n, cpu // 1000, mem, mask.bit_count()) for n, mask, cpu, mem in last.placement)
                     if last.state == "RUNNING" else last.state)
     assert ours == real

@@ -53,17 +53,54 @@ CASES = [
 ]
 
 
-def _pods(tmp_path: Path, holders: list[str], job: str):
+SIX_GPUS_ON_01 = ["-w gpu01 -c1 --gres=gpu:6"]
+SEVEN_GPUS_ON_01_02 = ["-w gpu01 -c1 --gres=gpu:7", "-w gpu02 -c1 --gres=gpu:7"]
+
+#: --gpus-per-task: (holders, the job, its pods as (node index, CPUs, MB, GPUs) or its state)
+GPU_CASES = [
+    (IDLE, "-N2 -n6 --gpus-per-task=1", [(0, 5, 500, 5), (1, 1, 100, 1)]),
+    (IDLE, "-N2 -n10 --gpus-per-task=1", [(0, 8, 800, 8), (1, 2, 200, 2)]),
+    (IDLE, "-N2 -n6 --gpus-per-task=2", [(0, 4, 400, 8), (1, 2, 200, 4)]),
+    (IDLE, "-N3 -n5 --gpus-per-task=1 -c2", [(0, 6, 600, 3), (1, 2, 200, 1), (2, 2, 200, 1)]),
+    (IDLE, "-N2 -n20 --gpus-per-task=1", "REJECTED"),
+    (SIX_GPUS_ON_01, "-N2 -n6 --gpus-per-task=1", [(1, 5, 500, 5), (2, 1, 100, 1)]),
+    (SIX_GPUS_ON_01, "-N2 -n12 --gpus-per-task=1", [(1, 8, 800, 8), (2, 4, 400, 4)]),
+    (SEVEN_GPUS_ON_01_02, "-N2 -n6 --gpus-per-task=1", [(2, 5, 500, 5), (3, 1, 100, 1)]),
+    (SEVEN_GPUS_ON_01_02, "-N2 -n3 --gpus-per-task=1", [(2, 2, 200, 2), (3, 1, 100, 1)]),
+]
+
+
+def _pods(tmp_path: Path, holders: list[str], job: str, gpus: bool = False):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
     last = engine.jobs[len(holders) + 1]
     if last.state != "RUNNING":
         return last.state
-    return sorted((node, cpu // 1000, mem) for node, _mask, cpu, mem in last.placement)
+    return sorted((node, cpu // 1000, mem, mask.bit_count())[:4 if gpus else 3]
+                  for node, mask, cpu, mem in last.placement)
 
 
-@pytest.mark.parametrize("holders,job,expected", CASES, ids=[f"{'+'.join(h) or 'idle'}:{j}" for h, j, _ in CASES])
+def _ids(cases) -> list[str]:
+    return [f"{'+'.join(h) or 'idle'}:{j}" for h, j, _ in cases]
+
+
+@pytest.mark.parametrize("holders,job,expected", CASES, ids=_ids(CASES))
 def test_tasks_are_split_as_a_real_slurm_split_them(tmp_path: Path, holders, job, expected) -> None:
     assert _pods(tmp_path, holders, job) == expected
+
+
+@pytest.mark.parametrize("holders,job,expected", GPU_CASES, ids=_ids(GPU_CASES))
+def test_gpus_per_task_follow_the_tasks(tmp_path: Path, holders, job, expected) -> None:
+    assert _pods(tmp_path, holders, job, gpus=True) == expected
+
+
+def test_the_totals_of_gpus_per_task_count_tasks(tmp_path: Path) -> None:
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-N2 -n5 --gpus-per-task=1 --mem-per-gpu=300"], 2.0, 10)
+    job = engine.jobs[1]
+    assert [(n, mask.bit_count(), mem) for n, mask, _cpu, mem in job.placement] == [(0, 4, 1200), (1, 1, 300)]
+    (ps,) = job.wl.pod_sets
+    assert (ps.total_gpus, job.total_gpus, job.wl.total_gpus, ps.memory_total, ps.cpus_total) == (5, 5, 5, 1500, 5)
+    req = pol.req(job)
+    assert (req.cpus, req.gpus, req.mem) == (5, 5, 1500)
 
 
 def test_per_node_gpus_stay_per_node_and_the_totals_count_tasks(tmp_path: Path) -> None:
@@ -83,7 +120,7 @@ def test_other_policies_see_the_even_share() -> None:
 
 
 @pytest.mark.parametrize("opts", ["-N2 -n6 --ntasks-per-node=3", "-N2 -n2", "-N1 -n4", "-N1-2 -n6", "-N2 -n6 --exclusive",
-                                  "-N2 -n6 --gpus-per-task=1", "-N2 -n6 --cpus-per-gpu=2 --gres=gpu:1"])
+                                  "-N2 -n6 --cpus-per-gpu=2 --gres=gpu:1"])
 def test_shapes_left_even(opts: str) -> None:
     assert workload("j", opts, 0.0, 1).pod_sets[0].split_tasks == 0
 

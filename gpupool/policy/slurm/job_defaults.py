@@ -243,18 +243,23 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
 
 def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     """A split pod set (``PodSet.split_tasks``; ``asked`` as submitted, ``ps`` filled in) as the
-    Slurm policy holds it: one task per pod, the least a node takes, memory per CPU for that
-    task or per node as asked; select/cons_tres then gives each node its tasks
+    Slurm policy holds it: one task per pod, the least a node takes, with one task's GPUs where
+    they are per task and one task's memory where it follows the tasks (per CPU, or per GPU of
+    GPUs per task: ``memory_per`` "task"), else memory per node as asked; select/cons_tres then
+    gives each node its tasks
     (``split_tasks.py``). Where the defaults changed the pod's CPUs (DefCpuPerGPU,
     MaxMemPerCPU) or its memory needs more free than it holds (DefMemPerGPU), it stays even:
     those combinations were not probed."""
     cpt = asked.cpus_per_task
     if not cpt or ps.cpu_m != asked.cpu_m or ps.memory_fit or ps.memory_unit is not None:
         return replace(ps, split_tasks=0)
+    tasks = asked.cpu_m // (cpt * 1000)  # the even share's tasks per pod
     mem, per = ps.memory_mib, ps.memory_per
-    if _memory(asked, asked.cpu_m, d)[1] == "cpu":
-        mem, per = mem // (ps.cpu_m // 1000) * cpt, "cpu"
-    return replace(ps, cpu_m=cpt * 1000, memory_mib=mem, memory_per=per)
+    source = _memory(asked, asked.cpu_m, d)[1]
+    if source == "cpu" or (source == "gpu" and ps.split_gpus):  # memory that follows the tasks
+        mem, per = mem // tasks, "task"
+    gpus = ps.gpus // tasks if ps.split_gpus else ps.gpus
+    return replace(ps, cpu_m=cpt * 1000, memory_mib=mem, memory_per=per, gpus=gpus)
 
 
 def _fit_under_gpu_default(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:

@@ -58,7 +58,7 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) ->
     for ps in wl.pod_sets:
         nodes += ps.count if ps.one_per_node else 1
         cpus += ps.cpus_total
-        gpus += ps.count * ps.gpus
+        gpus += ps.total_gpus
         mem += ps.memory_total
     nodes = max(1, nodes)
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem,

@@ -13,7 +13,11 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   again: ``-N2 -n20`` there ran on gpu03-04 (16 + 4); with gpu01 at 1 free, on gpu02 (16) and
   gpu04 (4), gpu03 having 3;
 - a node's share is capped by its free memory where memory is per CPU: gpu01 with 1000 MB
-  free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100.
+  free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100;
+- with ``--gpus-per-task`` the GPUs follow the tasks and cap them (``-N2 -n6
+  --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes), but a node needs the
+  GPUs of the even share free: with 2 free on gpu01, ``-N2 -n6 --gpus-per-task=1`` ran on
+  gpu02-03; with 1 free on gpu01-02, ``-N2 -n3`` on gpu03-04 (2 + 1).
 
 Counted in whole tasks (a task is ``cpus_per_task`` CPUs: ``-N2 -n3 -c2`` ran as 4 + 2).
 Node weights are taken lowest first, as for other multi-node requests.
@@ -30,14 +34,18 @@ def even(ps: PodSet) -> PodSet:
     """``ps`` with its tasks spread evenly (⌈T/N⌉ per node, as submitted): for the node
     choices the uneven split is not known for (``--nodelist``, bf_busy_nodes, least loaded)."""
     per_node = -(-ps.split_tasks // ps.count)
-    mem = ps.memory_mib * per_node if ps.memory_per == "cpu" else ps.memory_mib
-    return replace(ps, cpu_m=ps.cpu_m * per_node, memory_mib=mem, split_tasks=0)
+    mem = ps.memory_mib * per_node if ps.memory_per == "task" else ps.memory_mib
+    gpus = ps.gpus * per_node if ps.split_gpus else ps.gpus
+    return replace(ps, cpu_m=ps.cpu_m * per_node, memory_mib=mem, gpus=gpus, split_tasks=0, split_gpus=False)
 
 
 def split_nodes(ps: PodSet, pool: list[int], free, weight) -> list | None:
     """The pods of split pod set ``ps`` (one per node, each with its tasks' CPUs and memory)
     on nodes of ``pool``, or None when they do not fit; ``free`` is not changed."""
-    tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps))}
+    # GPUs per task: a node needs the GPUs of the even share (a real 22.05.8 passed over a node
+    # with 2 free GPUs for -N2 -n6 --gpus-per-task=1), though it may then get fewer tasks
+    least_gpus = ps.gpus * -(-ps.split_tasks // ps.count) if ps.split_gpus else ps.gpus
+    tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps, least_gpus))}
     got = _choose(tasks, ps.count, ps.split_tasks, weight)
     if got is None:
         # drop the nodes with the fewest free CPUs and try again, fewest first
@@ -50,11 +58,11 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight) -> list | None:
                 break
     if got is None:
         return None
-    cpu_m, per_cpu = ps.cpu_m, ps.memory_per == "cpu"
+    cpu_m, per_task = ps.cpu_m, ps.memory_per == "task"
     out = []
     for i, n in sorted(got):
-        mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
-        out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_cpu else ps.memory_mib))
+        mask = lowest_bits(_gpus(free, i, ps), n * ps.gpus if ps.split_gpus else ps.gpus) if ps.gpus else 0
+        out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
     return out
 
 
@@ -66,17 +74,22 @@ def _gpus(free, i: int, ps: PodSet) -> int:
     return 0 if typed is None else free.mask[i] & typed
 
 
-def _tasks_fit(free, i: int, ps: PodSet) -> int:
+def _tasks_fit(free, i: int, ps: PodSet, least_gpus: int) -> int:
     """How many tasks of ``ps`` node ``i`` can take now (0: not one): its free CPUs (and its
     partition's MaxCPUsPerNode allowance) in whole tasks, capped by free memory where memory
-    is per CPU; a per-node amount of memory and the node's GPUs must fit whole."""
-    if ps.gpus and _gpus(free, i, ps).bit_count() < ps.gpus:
-        return 0
+    follows the tasks and by free GPUs where GPUs do; the node needs ``least_gpus`` free GPUs
+    and a per-node amount of memory whole."""
+    if ps.gpus:
+        gpus = _gpus(free, i, ps).bit_count()
+        if gpus < least_gpus:
+            return 0
     cpu = free.cpu[i]
     if free.cap is not None:
         cpu = min(cpu, free.cap[i])
     n = cpu // ps.cpu_m
-    if ps.memory_per == "cpu":
+    if ps.split_gpus and ps.gpus:
+        n = min(n, gpus // ps.gpus)
+    if ps.memory_per == "task":
         if ps.memory_mib:
             n = min(n, free.mem[i] // ps.memory_mib)
     elif free.mem[i] < ps.memory_mib:
