@@ -34,6 +34,8 @@ CASES = [
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N2 -n20"),
     (["-w gpu01 -c1 --mem=63000"], "-N2 -n6 --mem-per-cpu=500"),
     (["-w gpu01 -c15", "-w gpu03 -c13"], "-N3 -n6"),
+    # --nodelist nodes first, then up from them, then down
+    (["-w gpu01 -c14", "-w gpu02 -c14"], "-N3 -n6 -w gpu04"),
     # GPUs per task follow the tasks, and a node needs the even share's GPUs free
     ([], "-N2 -n10 --gpus-per-task=1"),
     (["-w gpu01 -c1 --gres=gpu:6"], "-N2 -n6 --gpus-per-task=1"),

@@ -50,6 +50,15 @@ CASES = [
     (SIX_FREE_ON_02_FOUR_ON_04, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
     (SIX_FREE_ON_02_FOUR_ON_04, "-N2 -n10", [(0, 9, 900), (1, 1, 100)]),
     (SIX_FREE_ON_02_FOUR_ON_04, "-N3 -n8", [(0, 6, 600), (1, 1, 100), (2, 1, 100)]),
+    # --nodelist nodes first, then up from them in their run, then down; --exclude narrows
+    (IDLE, "-N2 -n6 -w gpu02", [(1, 5, 500), (2, 1, 100)]),
+    (IDLE, "-N2 -n6 -w gpu03,gpu04", [(2, 5, 500), (3, 1, 100)]),
+    (IDLE, "-N3 -n8 -w gpu03", [(1, 1, 100), (2, 6, 600), (3, 1, 100)]),
+    (IDLE, "-N2 -n20 -w gpu04", [(2, 4, 400), (3, 16, 1600)]),
+    (IDLE, "-N2 -n6 -x gpu01", [(1, 5, 500), (2, 1, 100)]),
+    (TWO_FREE_ON_01_02, "-N2 -n6 -w gpu02", [(1, 2, 200), (2, 4, 400)]),
+    (TWO_FREE_ON_01_02, "-N2 -n20 -w gpu01", "PENDING"),
+    (TWO_FREE_ON_01_02, "-N3 -n6 -w gpu04", [(1, 1, 100), (2, 1, 100), (3, 4, 400)]),
 ]
 
 
@@ -125,7 +134,8 @@ def test_shapes_left_even(opts: str) -> None:
     assert workload("j", opts, 0.0, 1).pod_sets[0].split_tasks == 0
 
 
-def test_a_nodelist_keeps_the_even_split(tmp_path: Path) -> None:
-    # the uneven split was not probed with --nodelist: the even share, as before
-    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), ["-N2 -n6 -w gpu02"], 2.0, 10)
+def test_least_loaded_nodes_keep_the_even_split(tmp_path: Path) -> None:
+    # the uneven split was not probed under LLN: the even share, as before
+    conf = CONF.replace("MaxTime=60\n", "MaxTime=60 LLN=YES\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-N2 -n6"], 2.0, 10)
     assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in engine.jobs[1].placement) == [(0, 3), (1, 3)]

@@ -243,10 +243,10 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     last = len(pod_sets) - 1
     for k, ps in enumerate(pod_sets):
         split = ps.split_tasks and ps.split
-        if split and (required or busy is not None or least_loaded):
+        if split and (busy is not None or least_loaded):
             ps, split = even(ps), False  # node choices the uneven split was not probed for
         if split:
-            chosen = split_nodes(ps, pool, free, weight)
+            chosen = split_nodes(ps, pool, free, weight, required)
         elif required:
             chosen = _with_required(ps, pool, free, weight, required, busy, least_loaded)
         elif busy is not None:

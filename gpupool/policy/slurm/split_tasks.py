@@ -14,6 +14,8 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   gpu04 (4), gpu03 having 3;
 - a node's share is capped by its free memory where memory is per CPU: gpu01 with 1000 MB
   free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100;
+- ``--nodelist`` nodes come first, then the nodes above them in their run, then below:
+  ``-N2 -n6 -w gpu02`` ran as gpu02 5 + gpu03 1, ``-N2 -n20 -w gpu04`` gpu03 4 + gpu04 16;
 - with ``--gpus-per-task`` the GPUs follow the tasks and cap them (``-N2 -n6
   --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes), but a node needs the
   GPUs of the even share free: with 2 free on gpu01, ``-N2 -n6 --gpus-per-task=1`` ran on
@@ -39,21 +41,24 @@ def even(ps: PodSet) -> PodSet:
     return replace(ps, cpu_m=ps.cpu_m * per_node, memory_mib=mem, gpus=gpus, split_tasks=0, split_gpus=False)
 
 
-def split_nodes(ps: PodSet, pool: list[int], free, weight) -> list | None:
+def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int]) -> list | None:
     """The pods of split pod set ``ps`` (one per node, each with its tasks' CPUs and memory)
-    on nodes of ``pool``, or None when they do not fit; ``free`` is not changed."""
+    on nodes of ``pool`` (``required``: the ``--nodelist`` nodes among them, each taking a pod),
+    or None when they do not fit; ``free`` is not changed."""
     # GPUs per task: a node needs the GPUs of the even share (a real 22.05.8 passed over a node
     # with 2 free GPUs for -N2 -n6 --gpus-per-task=1), though it may then get fewer tasks
     least_gpus = ps.gpus * -(-ps.split_tasks // ps.count) if ps.split_gpus else ps.gpus
     tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps, least_gpus))}
-    got = _choose(tasks, ps.count, ps.split_tasks, weight)
+    if any(i not in tasks for i in required):
+        return None
+    got = _choose(tasks, ps.count, ps.split_tasks, weight, required)
     if got is None:
-        # drop the nodes with the fewest free CPUs and try again, fewest first
+        # drop the nodes with the fewest free CPUs (never a required one) and try again
         for least in sorted(set(tasks.values()))[:-1]:
-            tasks = {i: n for i, n in tasks.items() if n > least}
+            tasks = {i: n for i, n in tasks.items() if n > least or i in required}
             if len(tasks) < ps.count:
                 break
-            got = _choose(tasks, ps.count, ps.split_tasks, weight)
+            got = _choose(tasks, ps.count, ps.split_tasks, weight, required)
             if got is not None:
                 break
     if got is None:
@@ -97,44 +102,83 @@ def _tasks_fit(free, i: int, ps: PodSet, least_gpus: int) -> int:
     return max(n, 0)
 
 
-def _choose(tasks: dict[int, int], nodes: int, total: int, weight) -> list[tuple[int, int]] | None:
+class _Shares:
+    """The nodes taken so far and what is left to place: each node takes all the tasks it has
+    room for but one for each node still to come (cons_tres's ``_cpus_to_use``)."""
+
+    def __init__(self, tasks: dict[int, int], nodes: int, total: int) -> None:
+        self.tasks = tasks
+        self.out: list[tuple[int, int]] = []
+        self.left_nodes, self.left = nodes, total
+
+    def offer(self, i: int, required: bool = False) -> None:
+        """Take node ``i`` unless it is the last one and cannot hold what is left (a required
+        node is taken anyway: the choice then fails)."""
+        have = self.tasks[i]
+        if self.left_nodes == 1 and have < self.left and not required:
+            return
+        take = min(have, self.left - (self.left_nodes - 1))
+        self.out.append((i, take))
+        self.left -= take
+        self.left_nodes -= 1
+
+    @property
+    def done(self) -> bool:
+        return not self.left_nodes
+
+
+def _choose(tasks: dict[int, int], nodes: int, total: int, weight,
+            required: list[int]) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
-    takes them from the nodes of ``tasks`` (each node's free tasks): per weight, lowest first,
-    runs of consecutive nodes; the first run that holds what is left (tasks and nodes), the
-    one with the fewest tasks among those, else the largest; in it the nodes in index order,
-    each taking all it has but one task for each node still to come, the last node only where
-    it holds all that is left (a run entered for the last node alone gives it to the node with
-    the fewest tasks that holds them)."""
+    takes them from the nodes of ``tasks`` (each node's free tasks).
+
+    The ``required`` nodes (``--nodelist``) first, in index order; then, in each run of
+    consecutive nodes holding one of them, the nodes above the first such node, then those
+    below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6, gpu04 1).
+    Then per weight, lowest first, runs of consecutive nodes: the first run that holds what is
+    left (tasks and nodes), the one with the fewest tasks among those, else the largest; in it
+    the nodes in index order (``_Shares.offer``); a run entered for the last node alone gives
+    it to the node with the fewest tasks that holds what is left."""
     if len(tasks) < nodes or sum(tasks.values()) < total:
         return None
-    out: list[tuple[int, int]] = []
-    left_nodes, left = nodes, total
+    shares = _Shares(tasks, nodes, total)
+    for i in required:
+        shares.offer(i, required=True)
+    seen = set(required)
+    if required and not shares.done:
+        for run in consecutive_runs(tasks):
+            anchor = next((k for k, i in enumerate(run) if i in seen), None)
+            if anchor is None:
+                continue
+            for i in run[anchor + 1:] + run[:anchor][::-1]:
+                if i not in seen:
+                    shares.offer(i)
+                    if shares.done:
+                        break
+            seen.update(run)
+            if shares.done:
+                break
     for w in sorted({weight[i] for i in tasks}):
-        runs = consecutive_runs(i for i in tasks if weight[i] == w)
-        while runs and left_nodes:
+        if shares.done:
+            break
+        runs = consecutive_runs(i for i in tasks if weight[i] == w and i not in seen)
+        while runs and not shares.done:
             best = best_sum = None
             best_ok = False
             for run in runs:
                 size = sum(tasks[i] for i in run)
-                ok = size >= left and len(run) >= left_nodes
+                ok = size >= shares.left and len(run) >= shares.left_nodes
                 if (best is None or (ok and not best_ok) or (ok and size < best_sum)
                         or (not ok and not best_ok and size > best_sum)):
                     best, best_sum, best_ok = run, size, ok
             runs.remove(best)
-            if left_nodes == 1:
-                holding = [i for i in best if tasks[i] >= left]
+            if shares.left_nodes == 1:
+                holding = [i for i in best if tasks[i] >= shares.left]
                 if holding:
-                    out.append((min(holding, key=lambda i: (tasks[i], i)), left))
-                    return out
+                    shares.offer(min(holding, key=lambda i: (tasks[i], i)))
                 continue
             for i in best:
-                have = tasks[i]
-                if left_nodes == 1 and have < left:
-                    continue
-                take = min(have, left - (left_nodes - 1))
-                out.append((i, take))
-                left -= take
-                left_nodes -= 1
-                if not left_nodes:
-                    return out
-    return None
+                shares.offer(i)
+                if shares.done:
+                    break
+    return shares.out if shares.done and shares.left <= 0 else None
