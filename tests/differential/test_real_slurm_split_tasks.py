@@ -5,7 +5,7 @@ cases without a real Slurm: ``tests/unit/test_slurm_split_tasks.py``).
 One cluster of four 16-core 64000 MB nodes (CR_Core_Memory, DefMemPerCPU=100) runs each case
 in turn: its holders, then the job; the job's CPU_IDs, memory and GPU indices per node are read from
 ``scontrol -d show job``, then everything is cancelled and the nodes left idle before the next
-case. gpupool replays each case on the cluster's own slurm.conf. Skipped where Slurm is not
+case; a second cluster does the same in an LLN partition. gpupool replays each case on the cluster's own slurm.conf. Skipped where Slurm is not
 installed. Run alone with
 ``python -m pytest tests/differential/test_real_slurm_split_tasks.py -o addopts=""``.
 """
@@ -18,7 +18,7 @@ import pytest
 
 from gpupool.formats.hostlist import expand_hostlist
 
-from tests.differential.real_cluster import gpu_cluster, need, replay, submit_each
+from tests.differential.real_cluster import gpu_cluster, need, replay, submit_each, two_partitions
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
@@ -76,12 +76,19 @@ def _idle(rs, ids: list) -> None:
         time.sleep(0.3)
 
 
-def test_tasks_split_over_nodes_as_on_a_real_slurm(tmp_path) -> None:
-    need("none")
-    rs = gpu_cluster(tmp_path / "real", 4, "bf_interval=30", {"p": (0, 1, 2, 3)})
+#: an LLN partition q: the nodes with the most free CPUs first (gpu01-04: 8, 12, 16, 1 free)
+LLN_CASES = [
+    (["-w gpu01 -c8", "-w gpu02 -c4", "-w gpu04 -c15"], "-p q -N3 -n30"),
+    (["-w gpu01 -c8", "-w gpu02 -c4", "-w gpu04 -c15"], "-p q -N3 -n6"),
+]
+
+
+def _both(rs, cases) -> tuple[list, list]:
+    """Each case on the started cluster ``rs`` (stopped at the end), then on gpupool with the
+    cluster's slurm.conf: the last job's pods per case, (ours, real)."""
     real = []
     try:
-        for holders, job in CASES:
+        for holders, job in cases:
             ids = submit_each(rs, holders + [job], GAP_S)
             rs.sleep(SETTLE_S)
             real.append(_pods(rs, ids[-1]))
@@ -89,9 +96,21 @@ def test_tasks_split_over_nodes_as_on_a_real_slurm(tmp_path) -> None:
     finally:
         rs.stop()
     ours = []
-    for holders, job in CASES:
+    for holders, job in cases:
         engine, _ = replay(rs.etc, holders + [job], GAP_S, GAP_S * len(holders) + SETTLE_S)
         last = engine.jobs[len(holders) + 1]
         ours.append(sorted((n, cpu // 1000, mem, mask.bit_count()) for n, mask, cpu, mem in last.placement)
                     if last.state == "RUNNING" else last.state)
+    return ours, real
+
+
+def test_tasks_split_over_nodes_as_on_a_real_slurm(tmp_path) -> None:
+    need("none")
+    ours, real = _both(gpu_cluster(tmp_path / "real", 4, "bf_interval=30", {"p": (0, 1, 2, 3)}), CASES)
+    assert ours == real
+
+
+def test_least_loaded_nodes_take_tasks_first_as_on_a_real_slurm(tmp_path) -> None:
+    need("none")
+    ours, real = _both(two_partitions(tmp_path / "real", 4, {"DefMemPerCPU": "100"}, {"LLN": "YES"}), LLN_CASES)
     assert ours == real

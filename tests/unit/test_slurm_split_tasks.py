@@ -134,8 +134,41 @@ def test_shapes_left_even(opts: str) -> None:
     assert workload("j", opts, 0.0, 1).pod_sets[0].split_tasks == 0
 
 
-def test_least_loaded_nodes_keep_the_even_split(tmp_path: Path) -> None:
-    # the uneven split was not probed under LLN: the even share, as before
+#: an LLN partition: the nodes with the most free CPUs first (16 on gpu03, 12, 8, 1 on gpu04)
+LLN_HOLDERS = ["-w gpu01 -c8", "-w gpu02 -c4", "-w gpu04 -c15"]
+LLN_CASES = [
+    (IDLE, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
+    (LLN_HOLDERS, "-N2 -n6", [(1, 1, 100), (2, 5, 500)]),
+    (LLN_HOLDERS, "-N2 -n20", [(1, 4, 400), (2, 16, 1600)]),
+    (LLN_HOLDERS, "-N3 -n30", [(0, 2, 200), (1, 12, 1200), (2, 16, 1600)]),
+    (LLN_HOLDERS, "-N2 -n13", [(1, 1, 100), (2, 12, 1200)]),
+    (LLN_HOLDERS, "-N3 -n6", [(0, 1, 100), (1, 1, 100), (2, 4, 400)]),
+]
+
+
+@pytest.mark.parametrize("holders,job,expected", LLN_CASES, ids=_ids(LLN_CASES))
+def test_least_loaded_nodes_take_the_tasks_first(tmp_path: Path, holders, job, expected) -> None:
     conf = CONF.replace("MaxTime=60\n", "MaxTime=60 LLN=YES\n")
-    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-N2 -n6"], 2.0, 10)
-    assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in engine.jobs[1].placement) == [(0, 3), (1, 3)]
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    last = engine.jobs[len(holders) + 1]
+    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in last.placement) == expected
+
+
+def test_a_node_range_of_memory_under_max_mem_per_cpu_stays_even(tmp_path: Path) -> None:
+    # one task's CPU cannot hold --mem=10000 at MaxMemPerCPU=4000: the even share (3 CPUs each)
+    conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-N2 -n6 --mem=10000"], 2.0, 10)
+    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == [
+        (0, 3, 10000), (1, 3, 10000)]
+
+
+def test_busy_nodes_first_for_a_later_start(tmp_path: Path) -> None:
+    # bf_busy_nodes: a later start of a split job is planned busy nodes first, with the split
+    # (an even share of 12 CPUs per node would fit nowhere: no plan, and the short job below
+    # would be backfilled onto gpu01 ahead of it)
+    conf = CONF.replace("bf_interval=30", "bf_interval=30,bf_busy_nodes")
+    jobs = ["-w gpu01 -c12 -t 2", "-w gpu02 -c8", "-w gpu03 -c8", "-w gpu04 -c8", "-N2 -n24", "-w gpu01 -c4 -t 30"]
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), jobs, 2.0, 400, runtimes=[100, 3000, 3000, 3000, 3000, 1800])
+    big, short = engine.jobs[5], engine.jobs[6]
+    assert big.state == "RUNNING" and short.state == "PENDING"
+    assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in big.placement) == [(0, 16), (1, 8)]

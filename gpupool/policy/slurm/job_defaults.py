@@ -248,14 +248,18 @@ def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     GPUs per task: ``memory_per`` "task"), else memory per node as asked; select/cons_tres then
     gives each node its tasks
     (``split_tasks.py``). Where the defaults changed the pod's CPUs (DefCpuPerGPU,
-    MaxMemPerCPU) or its memory needs more free than it holds (DefMemPerGPU), it stays even:
+    MaxMemPerCPU), where a node's memory under MaxMemPerCPU needs more CPUs than one task
+    has, or where its memory needs more free than it holds (DefMemPerGPU), it stays even:
     those combinations were not probed."""
     cpt = asked.cpus_per_task
-    if not cpt or ps.cpu_m != asked.cpu_m or ps.memory_fit or ps.memory_unit is not None:
-        return replace(ps, split_tasks=0)
+    source = _memory(asked, asked.cpu_m, d)[1]
+    # a node's memory under MaxMemPerCPU may need more CPUs than one task has
+    per_node_cap = (d.max_mem_per_cpu and source in ("node", "whole", "whole-default")
+                    and math.ceil(ps.memory_mib / d.max_mem_per_cpu) > (cpt or 0))
+    if not cpt or ps.cpu_m != asked.cpu_m or ps.memory_fit or ps.memory_unit is not None or per_node_cap:
+        return replace(ps, split_tasks=0, split_gpus=False)
     tasks = asked.cpu_m // (cpt * 1000)  # the even share's tasks per pod
     mem, per = ps.memory_mib, ps.memory_per
-    source = _memory(asked, asked.cpu_m, d)[1]
     if source == "cpu" or (source == "gpu" and ps.split_gpus):  # memory that follows the tasks
         mem, per = mem // tasks, "task"
     gpus = ps.gpus // tasks if ps.split_gpus else ps.gpus

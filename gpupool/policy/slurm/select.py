@@ -14,7 +14,7 @@ from dataclasses import replace
 from gpupool.engine.nodes import NodeTable, consecutive_runs, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.split_tasks import even, split_nodes
+from gpupool.policy.slurm.split_tasks import split_nodes
 
 
 class Free:
@@ -242,11 +242,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
                 return None
     last = len(pod_sets) - 1
     for k, ps in enumerate(pod_sets):
-        split = ps.split_tasks and ps.split
-        if split and (busy is not None or least_loaded):
-            ps, split = even(ps), False  # node choices the uneven split was not probed for
-        if split:
-            chosen = split_nodes(ps, pool, free, weight, required)
+        if ps.split_tasks and ps.split:
+            chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
         elif required:
             chosen = _with_required(ps, pool, free, weight, required, busy, least_loaded)
         elif busy is not None:

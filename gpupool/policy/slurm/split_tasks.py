@@ -16,6 +16,8 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100;
 - ``--nodelist`` nodes come first, then the nodes above them in their run, then below:
   ``-N2 -n6 -w gpu02`` ran as gpu02 5 + gpu03 1, ``-N2 -n20 -w gpu04`` gpu03 4 + gpu04 16;
+- in an LLN partition the nodes with the most free CPUs come first, in the same way: with
+  16, 12 and 8 free, ``-N2 -n20`` ran as 16 + 4 and ``-N3 -n6`` as 4 + 1 + 1;
 - with ``--gpus-per-task`` the GPUs follow the tasks and cap them (``-N2 -n6
   --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes), but a node needs the
   GPUs of the even share free: with 2 free on gpu01, ``-N2 -n6 --gpus-per-task=1`` ran on
@@ -33,32 +35,38 @@ from gpupool.model.workload import PodSet
 
 
 def even(ps: PodSet) -> PodSet:
-    """``ps`` with its tasks spread evenly (⌈T/N⌉ per node, as submitted): for the node
-    choices the uneven split is not known for (``--nodelist``, bf_busy_nodes, least loaded)."""
+    """``ps`` with its tasks spread evenly (⌈T/N⌉ per node, as submitted): what the
+    lockstep comparison adopts real starts with, not knowing real Slurm's CPUs per node."""
     per_node = -(-ps.split_tasks // ps.count)
     mem = ps.memory_mib * per_node if ps.memory_per == "task" else ps.memory_mib
     gpus = ps.gpus * per_node if ps.split_gpus else ps.gpus
     return replace(ps, cpu_m=ps.cpu_m * per_node, memory_mib=mem, gpus=gpus, split_tasks=0, split_gpus=False)
 
 
-def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int]) -> list | None:
+def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], busy: int | None = None,
+                least_loaded: bool = False) -> list | None:
     """The pods of split pod set ``ps`` (one per node, each with its tasks' CPUs and memory)
     on nodes of ``pool`` (``required``: the ``--nodelist`` nodes among them, each taking a pod),
-    or None when they do not fit; ``free`` is not changed."""
+    or None when they do not fit; ``free`` is not changed. ``busy`` (bf_busy_nodes' nodes
+    busy now, for a later start) and ``least_loaded`` (an LLN partition) order the nodes as
+    select's ``_busy_first`` and ``_least_loaded`` do: within each weight the busy nodes
+    first, or the nodes with the most free CPUs first (a real 22.05.8 in an LLN partition ran
+    ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
     # GPUs per task: a node needs the GPUs of the even share (a real 22.05.8 passed over a node
     # with 2 free GPUs for -N2 -n6 --gpus-per-task=1), though it may then get fewer tasks
     least_gpus = ps.gpus * -(-ps.split_tasks // ps.count) if ps.split_gpus else ps.gpus
     tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps, least_gpus))}
     if any(i not in tasks for i in required):
         return None
-    got = _choose(tasks, ps.count, ps.split_tasks, weight, required)
+    order = _order(weight, busy, free.cpu if least_loaded else None)
+    got = _choose(tasks, ps.count, ps.split_tasks, weight, required, order)
     if got is None:
         # drop the nodes with the fewest free CPUs (never a required one) and try again
         for least in sorted(set(tasks.values()))[:-1]:
             tasks = {i: n for i, n in tasks.items() if n > least or i in required}
             if len(tasks) < ps.count:
                 break
-            got = _choose(tasks, ps.count, ps.split_tasks, weight, required)
+            got = _choose(tasks, ps.count, ps.split_tasks, weight, required, order)
             if got is not None:
                 break
     if got is None:
@@ -69,6 +77,16 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int]) 
         mask = lowest_bits(_gpus(free, i, ps), n * ps.gpus if ps.split_gpus else ps.gpus) if ps.gpus else 0
         out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
     return out
+
+
+def _order(weight, busy: int | None, cpu: list[int] | None):
+    """The sort key of the nodes for bf_busy_nodes (busy ones first within a weight) or, given
+    the free ``cpu``, for a least-loaded partition (most free CPUs first); None: by runs."""
+    if busy is not None:
+        return lambda i: (weight[i], not (busy >> i) & 1, i)
+    if cpu is not None:
+        return lambda i: (weight[i], -cpu[i], i)
+    return None
 
 
 def _gpus(free, i: int, ps: PodSet) -> int:
@@ -127,8 +145,8 @@ class _Shares:
         return not self.left_nodes
 
 
-def _choose(tasks: dict[int, int], nodes: int, total: int, weight,
-            required: list[int]) -> list[tuple[int, int]] | None:
+def _choose(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
+            order=None) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -138,14 +156,22 @@ def _choose(tasks: dict[int, int], nodes: int, total: int, weight,
     Then per weight, lowest first, runs of consecutive nodes: the first run that holds what is
     left (tasks and nodes), the one with the fewest tasks among those, else the largest; in it
     the nodes in index order (``_Shares.offer``); a run entered for the last node alone gives
-    it to the node with the fewest tasks that holds what is left."""
+    it to the node with the fewest tasks that holds what is left.
+
+    With ``order`` (a sort key: least loaded nodes, or bf_busy_nodes' busy ones first) the
+    nodes after the required ones are offered in that order instead of by runs."""
     if len(tasks) < nodes or sum(tasks.values()) < total:
         return None
     shares = _Shares(tasks, nodes, total)
     for i in required:
         shares.offer(i, required=True)
     seen = set(required)
-    if required and not shares.done:
+    if order is not None:
+        for i in sorted((i for i in tasks if i not in seen), key=order):
+            if shares.done:
+                break
+            shares.offer(i)
+    elif required and not shares.done:
         for run in consecutive_runs(tasks):
             anchor = next((k for k, i in enumerate(run) if i in seen), None)
             if anchor is None:
@@ -158,7 +184,7 @@ def _choose(tasks: dict[int, int], nodes: int, total: int, weight,
             seen.update(run)
             if shares.done:
                 break
-    for w in sorted({weight[i] for i in tasks}):
+    for w in sorted({weight[i] for i in tasks}) if order is None else ():
         if shares.done:
             break
         runs = consecutive_runs(i for i in tasks if weight[i] == w and i not in seen)
