@@ -933,10 +933,11 @@ class Engine:
         for k, (node, mask, cpu, mem) in enumerate(placement):
             ps = shapes[offset + k]
             got = mask.bit_count()
-            if ps.split_gpus and ps.split:  # GPUs per task: a whole number of tasks' GPUs
-                if not got or got % ps.gpus:
-                    raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, not a multiple "
-                                             f"of {ps.gpus} per task")
+            if ps.split_gpus and ps.split and ps.gpus:  # GPUs per task: those of the pod's tasks
+                tasks = cpu // ((ps.cpus_per_task or 1) * 1000)
+                if got != tasks * ps.gpus:
+                    raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs for {tasks} "
+                                             f"task(s) of {ps.gpus}")
             elif not ps.exclusive and got != ps.gpus:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, asked {ps.gpus}")
             if ps.gpu_type and self.nodes.gpu_type[node] != ps.gpu_type:

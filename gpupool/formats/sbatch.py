@@ -1068,8 +1068,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         "gpu" if job.mem_per_gpu is not None else "",
         cpus_per_task=job.cpus_per_task if job.cpus_per_task is not None else (1 if job.cpus_per_gpu is None else None),
         split_tasks=_split_tasks(job, shape),
-        split_gpus=bool(_split_tasks(job, shape)) and job.gpus_per_task is not None and job.gpus_per_node is None
-        and _gres_gpus(job) is None and job.gpus is None,  # the pod's GPUs came from --gpus-per-task
+        split_gpus=bool(_split_tasks(job, shape)) and job.gpus_per_task is not None and job.gpus_per_task.count > 0
+        and job.gpus_per_node is None and _gres_gpus(job) is None and job.gpus is None,  # GPUs from --gpus-per-task
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

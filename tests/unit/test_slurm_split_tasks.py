@@ -172,3 +172,27 @@ def test_busy_nodes_first_for_a_later_start(tmp_path: Path) -> None:
     big, short = engine.jobs[5], engine.jobs[6]
     assert big.state == "RUNNING" and short.state == "PENDING"
     assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in big.placement) == [(0, 16), (1, 8)]
+
+
+def test_nodes_after_the_nodelist_go_by_weight(tmp_path: Path) -> None:
+    # gpu02 weighs more: after the required gpu01 the next node is gpu03, as for an even job
+    conf = CONF.replace("NodeName=gpu[01-04] CPUs=16 RealMemory=64000 Gres=gpu:8\n",
+                        "NodeName=gpu01 CPUs=16 RealMemory=64000 Gres=gpu:8\n"
+                        "NodeName=gpu02 CPUs=16 RealMemory=64000 Gres=gpu:8 Weight=100\n"
+                        "NodeName=gpu[03-04] CPUs=16 RealMemory=64000 Gres=gpu:8\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-N2 -n6 -w gpu01", "-N2 -n4 --ntasks-per-node=2 -w gpu01"],
+                           2.0, 10)
+    assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in engine.jobs[1].placement) == [(0, 5), (2, 1)]
+    assert sorted(n for n, *_ in engine.jobs[2].placement) == [0, 2]
+
+
+def test_no_gpus_per_task_passes_the_engines_checks(tmp_path: Path) -> None:
+    import gpupool.policy.slurm  # noqa: F401  (registers the policy)
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+
+    pool = slurm_pool(tmp_path, CONF)
+    wls = [workload("j0", "-N2 -n6 --gpus-per-task=0", 0.0, 1), workload("j1", "-N2 -n6 --gpus-per-task=2", 0.0, 2)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=10, check=True)
+    engine.run()
+    assert [sorted(m.bit_count() for _n, m, _c, _mem in engine.jobs[k].placement) for k in (1, 2)] == [[0, 0], [4, 8]]

@@ -151,8 +151,8 @@ def _choose(tasks: dict[int, int], nodes: int, total: int, weight, required: lis
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
     The ``required`` nodes (``--nodelist``) first, in index order; then, in each run of
-    consecutive nodes holding one of them, the nodes above the first such node, then those
-    below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6, gpu04 1).
+    consecutive nodes of one weight holding one of them (lowest weight first), the nodes above
+    the first such node, then those below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6, gpu04 1).
     Then per weight, lowest first, runs of consecutive nodes: the first run that holds what is
     left (tasks and nodes), the one with the fewest tasks among those, else the largest; in it
     the nodes in index order (``_Shares.offer``); a run entered for the last node alone gives
@@ -172,7 +172,8 @@ def _choose(tasks: dict[int, int], nodes: int, total: int, weight, required: lis
                 break
             shares.offer(i)
     elif required and not shares.done:
-        for run in consecutive_runs(tasks):
+        for run in (run for w in sorted({weight[i] for i in tasks})
+                    for run in consecutive_runs(i for i in tasks if weight[i] == w)):
             anchor = next((k for k, i in enumerate(run) if i in seen), None)
             if anchor is None:
                 continue
