@@ -26,14 +26,17 @@ GAP_S = 2.0
 SETTLE_S = 6.0
 
 #: (holders, the job): the cases that tell the rule apart (first fit in index order, the last
-#: node holding all that is left, a retry without the nodes with the fewest free CPUs, memory
-#: per CPU capping a node's share)
+#: node holding all that is left, a retry without the nodes with the fewest free CPUs, one at a
+#: time, memory per CPU capping a node's share, a larger run that cannot hold the job chosen
+#: over a smaller one that can)
 CASES = [
     ([], "-N3 -n4"),
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N2 -n6"),
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N2 -n20"),
     (["-w gpu01 -c1 --mem=63000"], "-N2 -n6 --mem-per-cpu=500"),
     (["-w gpu01 -c15", "-w gpu03 -c13"], "-N3 -n6"),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 -c12", "-w gpu04 -c12"], "-N3 -n8"),
+    (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N2 -n6"),
     # --nodelist nodes first, then up from them, then down
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N3 -n6 -w gpu04"),
     # GPUs per task follow the tasks, and a node needs the even share's GPUs free

@@ -50,6 +50,15 @@ CASES = [
     (SIX_FREE_ON_02_FOUR_ON_04, "-N2 -n6", [(0, 5, 500), (1, 1, 100)]),
     (SIX_FREE_ON_02_FOUR_ON_04, "-N2 -n10", [(0, 9, 900), (1, 1, 100)]),
     (SIX_FREE_ON_02_FOUR_ON_04, "-N3 -n8", [(0, 6, 600), (1, 1, 100), (2, 1, 100)]),
+    # the retry drops the nodes with the fewest free CPUs one at a time: gpu01 alone here
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 -c12", "-w gpu04 -c12"], "-N3 -n9", [(1, 1, 100), (2, 4, 400), (3, 4, 400)]),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 -c12", "-w gpu04 -c12"], "-N3 -n8", [(1, 1, 100), (2, 4, 400), (3, 3, 300)]),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 -c12", "-w gpu04 -c12"], "-N3 -n6", [(0, 1, 100), (1, 1, 100), (2, 4, 400)]),
+    # runs split by a full node: a larger run that cannot hold the job is chosen over a smaller
+    # one that can (gpu04 first), the rest then goes to the best fitting node of the other run
+    (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N2 -n6", [(0, 1, 100), (3, 5, 500)]),
+    (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N2 -n8", [(0, 1, 100), (3, 7, 700)]),
+    (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N3 -n9", [(0, 1, 100), (1, 1, 100), (3, 7, 700)]),
     # --nodelist nodes first, then up from them in their run, then down; --exclude narrows
     (IDLE, "-N2 -n6 -w gpu02", [(1, 5, 500), (2, 1, 100)]),
     (IDLE, "-N2 -n6 -w gpu03,gpu04", [(2, 5, 500), (3, 1, 100)]),

@@ -9,9 +9,10 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
 - nodes are taken in index order inside the chosen run of consecutive usable nodes, but the
   last node must hold all that is left: with gpu01-02 at 2 free CPUs, ``-N2 -n6`` took
   gpu01 (2) and gpu03 (4), ``-N2 -n3`` gpu01 (2) and gpu02 (1);
-- when that fails, the nodes with the fewest free CPUs are dropped and the choice is made
-  again: ``-N2 -n20`` there ran on gpu03-04 (16 + 4); with gpu01 at 1 free, on gpu02 (16) and
-  gpu04 (4), gpu03 having 3;
+- when that fails, nodes with the fewest free CPUs are dropped one at a time and the choice
+  is made again: ``-N2 -n20`` there ran on gpu03-04 (16 + 4); with gpu01 at 1 free, on gpu02
+  (16) and gpu04 (4), gpu03 having 3; with 1, 1, 4, 4 free, ``-N3 -n8`` dropped gpu01 alone
+  and ran on gpu02-04 (1 + 4 + 3);
 - a node's share is capped by its free memory where memory is per CPU: gpu01 with 1000 MB
   free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100;
 - ``--nodelist`` nodes come first, then the nodes above them in their run, then below:
@@ -61,14 +62,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     order = _order(weight, busy, free.cpu if least_loaded else None)
     got = _choose(tasks, ps.count, ps.split_tasks, weight, required, order)
     if got is None:
-        # drop the nodes with the fewest free CPUs (never a required one) and try again
-        for least in sorted(set(tasks.values()))[:-1]:
-            tasks = {i: n for i, n in tasks.items() if n > least or i in required}
-            if len(tasks) < ps.count:
-                break
-            got = _choose(tasks, ps.count, ps.split_tasks, weight, required, order)
-            if got is not None:
-                break
+        got = _retry(ps, free, tasks, weight, required, order)
     if got is None:
         return None
     cpu_m, per_task = ps.cpu_m, ps.memory_per == "task"
@@ -77,6 +71,33 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
         mask = lowest_bits(_gpus(free, i, ps), n * ps.gpus if ps.split_gpus else ps.gpus) if ps.gpus else 0
         out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
     return out
+
+
+def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order):
+    """cons_tres's second chance (``choose_nodes``): for count = 1, 2, … the nodes whose free
+    resources (CPUs, plus free GPUs for a GPU job) are at most count are dropped one at a
+    time in index order, never a required one and never below the job's node count, and the
+    choice is made again after each round that dropped one (and after the first). With
+    gpu01-04 at 1, 1, 4 and 4 free CPUs a real 22.05.8 dropped gpu01 alone and ran ``-N3
+    -n8`` as gpu02 1, gpu03 4, gpu04 3."""
+    cpt = ps.cpu_m // 1000
+    res = {i: n * cpt + (_gpus(free, i, ps).bit_count() if ps.gpus else 0) for i, n in tasks.items()}
+    left = dict(tasks)
+    for count in range(1, max(res.values(), default=0)):
+        if len(left) <= ps.count:
+            break
+        dropped = False
+        for i in sorted(left):
+            if len(left) <= ps.count:
+                break
+            if res[i] <= count and i not in required:
+                del left[i]
+                dropped = True
+        if dropped or count == 1:
+            got = _choose(left, ps.count, ps.split_tasks, weight, required, order)
+            if got is not None:
+                return got
+    return None
 
 
 def _order(weight, busy: int | None, cpu: list[int] | None):
@@ -153,10 +174,12 @@ def _choose(tasks: dict[int, int], nodes: int, total: int, weight, required: lis
     The ``required`` nodes (``--nodelist``) first, in index order; then, in each run of
     consecutive nodes of one weight holding one of them (lowest weight first), the nodes above
     the first such node, then those below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6, gpu04 1).
-    Then per weight, lowest first, runs of consecutive nodes: the first run that holds what is
-    left (tasks and nodes), the one with the fewest tasks among those, else the largest; in it
-    the nodes in index order (``_Shares.offer``); a run entered for the last node alone gives
-    it to the node with the fewest tasks that holds what is left.
+    Then per weight, lowest first, runs of consecutive nodes, compared in index order: a run
+    that holds what is left (tasks and nodes) replaces one that does not or one with more
+    tasks; one that does not replaces one with fewer tasks, even one that holds it all (the
+    real test reads so). In the run chosen the nodes go in index order (``_Shares.offer``); a
+    run entered for the last node alone gives it to the node with the fewest tasks that holds
+    what is left.
 
     With ``order`` (a sort key: least loaded nodes, or bf_busy_nodes' busy ones first) the
     nodes after the required ones are offered in that order instead of by runs."""
@@ -195,8 +218,10 @@ def _choose(tasks: dict[int, int], nodes: int, total: int, weight, required: lis
             for run in runs:
                 size = sum(tasks[i] for i in run)
                 ok = size >= shares.left and len(run) >= shares.left_nodes
+                # (a larger run that does not hold it all replaces even one that does: the
+                # real test has no exception for that)
                 if (best is None or (ok and not best_ok) or (ok and size < best_sum)
-                        or (not ok and not best_ok and size > best_sum)):
+                        or (not ok and size > best_sum)):
                     best, best_sum, best_ok = run, size, ok
             runs.remove(best)
             if shares.left_nodes == 1:
