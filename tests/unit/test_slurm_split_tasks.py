@@ -59,6 +59,12 @@ CASES = [
     (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N2 -n6", [(0, 1, 100), (3, 5, 500)]),
     (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N2 -n8", [(0, 1, 100), (3, 7, 700)]),
     (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N3 -n9", [(0, 1, 100), (1, 1, 100), (3, 7, 700)]),
+    # even jobs choose their nodes the same way (finding 48)
+    (["-w gpu01 -c14", "-w gpu02 -c14", "-w gpu03 -c16"], "-N2", [(0, 1, 100), (3, 1, 100)]),
+    (["-w gpu01 -c14", "-w gpu02 -c14", "-w gpu03 -c16"], "-N2 --ntasks-per-node=2", [(0, 2, 200), (3, 2, 200)]),
+    (["-w gpu01 -c14", "-w gpu02 -c14", "-w gpu03 -c16"], "-N2 -c2", [(0, 2, 200), (3, 2, 200)]),
+    (["-w gpu01 -c14", "-w gpu02 -c14", "-w gpu03 -c16"], "-N3", [(0, 1, 100), (1, 1, 100), (3, 1, 100)]),
+    (["-w gpu01 -c12", "-w gpu02 -c12", "-w gpu03 -c16"], "-N2 --ntasks-per-node=3", [(0, 3, 300), (3, 3, 300)]),
     # --nodelist nodes first, then up from them in their run, then down; --exclude narrows
     (IDLE, "-N2 -n6 -w gpu02", [(1, 5, 500), (2, 1, 100)]),
     (IDLE, "-N2 -n6 -w gpu03,gpu04", [(2, 5, 500), (3, 1, 100)]),

@@ -2,8 +2,10 @@
 
 Node choice: nodes grouped by Weight (lowest first); a one-node request takes the node with
 the fewest available CPUs that still fits (ties: lowest index) inside the tightest run of
-consecutive fitting nodes; a multi-node request takes
-runs of consecutive usable nodes, the tightest sufficient run first. GPUs: the lowest free
+consecutive fitting nodes; a multi-node request walks runs of consecutive fitting nodes as
+``_eval_nodes`` does (``split_tasks.pick_nodes``: a run that holds the job's CPUs and nodes
+beats one that does not or one with more CPUs, a larger run that does not beats a smaller
+one, the last node goes to the best fitting one). GPUs: the lowest free
 device indices (of the type asked, when a request names one; any type otherwise). ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
 GRES are never shared.
 """
@@ -11,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpupool.engine.nodes import NodeTable, consecutive_runs, lowest_bits, mask_indices
+from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.split_tasks import split_nodes
+from gpupool.policy.slurm.split_tasks import pick_nodes, split_nodes
 
 
 class Free:
@@ -441,29 +443,22 @@ def _node_count(ps, fitting: int) -> int:
 
 
 def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
-    """``ps.count`` distinct nodes (a range: as many as fit, ``_node_count``): lowest weight
-    first, runs of consecutive indices, tightest fit."""
+    """``ps.count`` distinct nodes (a range: as many as fit, ``_node_count``), chosen as
+    cons_tres's ``_eval_nodes`` walks runs of consecutive fitting nodes (``pick_nodes``, the
+    rule of split tasks too), counting each node's free CPUs against the job's: a real
+    22.05.8 with gpu01-02 at 2 free CPUs, gpu03 full and gpu04 idle ran ``-N2``, ``-N2 -c2``
+    and ``-N2 --ntasks-per-node=2`` on gpu01 and gpu04 (the larger run first, though it
+    cannot hold the job, then the best fitting node of the other)."""
     fitting = fitting_nodes(ps, pool, free)
     need = _node_count(ps, len(fitting))
     if not need:
         return None
-    out: list = []
-    for w in sorted({weight[i] for i in fitting}):
-        runs = consecutive_runs(i for i in fitting if weight[i] == w)
-        while need and runs:
-            sufficient = [r for r in runs if len(r) >= need]
-            if sufficient:
-                run = min(sufficient, key=lambda r: (sum(free.cpu[i] for i in r), r[0]))
-                take = run[:need]
-            else:
-                run = max(runs, key=lambda r: (len(r), -r[0]))
-                take = run
-            out.extend(pod_fits(free, i, ps) for i in take)
-            need -= len(take)
-            runs.remove(run)
-        if not need:
-            return out
-    return None if need else out
+    cpu, cap = free.cpu, free.cap
+    avail = {i: max(1, (cpu[i] if cap is None else min(cpu[i], cap[i])) // 1000) for i in fitting}
+    got = pick_nodes(avail, need, need * max(1, -(-ps.cpu_m // 1000)), weight, [])
+    if got is None:
+        return None
+    return [pod_fits(free, i, ps) for i, _cpus in sorted(got)]
 
 
 def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,

@@ -60,7 +60,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     if any(i not in tasks for i in required):
         return None
     order = _order(weight, busy, free.cpu if least_loaded else None)
-    got = _choose(tasks, ps.count, ps.split_tasks, weight, required, order)
+    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order)
     if got is None:
         got = _retry(ps, free, tasks, weight, required, order)
     if got is None:
@@ -94,7 +94,7 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
                 del left[i]
                 dropped = True
         if dropped or count == 1:
-            got = _choose(left, ps.count, ps.split_tasks, weight, required, order)
+            got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order)
             if got is not None:
                 return got
     return None
@@ -166,7 +166,7 @@ class _Shares:
         return not self.left_nodes
 
 
-def _choose(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
+def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
             order=None) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
