@@ -3,7 +3,7 @@
 Node choice: nodes grouped by Weight (lowest first); a one-node request takes the node with
 the fewest available CPUs that still fits (ties: lowest index) inside the tightest run of
 consecutive fitting nodes; a multi-node request walks runs of consecutive fitting nodes as
-``_eval_nodes`` does (``split_tasks.pick_nodes``: a run that holds the job's CPUs and nodes
+``_eval_nodes`` does (``eval_nodes.pick_nodes``: a run that holds the job's CPUs and nodes
 beats one that does not or one with more CPUs, a larger run that does not beats a smaller
 one, the last node goes to the best fitting one). GPUs: the lowest free
 device indices (of the type asked, when a request names one; any type otherwise). ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
@@ -16,7 +16,8 @@ from dataclasses import replace
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.split_tasks import pick_nodes, split_nodes
+from gpupool.policy.slurm.eval_nodes import pick_nodes
+from gpupool.policy.slurm.split_tasks import split_nodes
 
 
 class Free:
@@ -444,8 +445,8 @@ def _node_count(ps, fitting: int) -> int:
 
 def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     """``ps.count`` distinct nodes (a range: as many as fit, ``_node_count``), chosen as
-    cons_tres's ``_eval_nodes`` walks runs of consecutive fitting nodes (``pick_nodes``, the
-    rule of split tasks too), counting each node's free CPUs against the job's: a real
+    cons_tres's ``_eval_nodes`` walks runs of consecutive fitting nodes (``eval_nodes.pick_nodes``,
+    the rule of split tasks too), counting each node's free CPUs against the job's: a real
     22.05.8 with gpu01-02 at 2 free CPUs, gpu03 full and gpu04 idle ran ``-N2``, ``-N2 -c2``
     and ``-N2 --ntasks-per-node=2`` on gpu01 and gpu04 (the larger run first, though it
     cannot hold the job, then the best fitting node of the other)."""

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpupool.engine.nodes import consecutive_runs, lowest_bits
+from gpupool.engine.nodes import lowest_bits
 from gpupool.model.workload import PodSet
+from gpupool.policy.slurm.eval_nodes import pick_nodes
 
 
 def even(ps: PodSet) -> PodSet:
@@ -139,98 +140,3 @@ def _tasks_fit(free, i: int, ps: PodSet, least_gpus: int) -> int:
     elif free.mem[i] < ps.memory_mib:
         return 0
     return max(n, 0)
-
-
-class _Shares:
-    """The nodes taken so far and what is left to place: each node takes all the tasks it has
-    room for but one for each node still to come (cons_tres's ``_cpus_to_use``)."""
-
-    def __init__(self, tasks: dict[int, int], nodes: int, total: int) -> None:
-        self.tasks = tasks
-        self.out: list[tuple[int, int]] = []
-        self.left_nodes, self.left = nodes, total
-
-    def offer(self, i: int, required: bool = False) -> None:
-        """Take node ``i`` unless it is the last one and cannot hold what is left (a required
-        node is taken anyway: the choice then fails)."""
-        have = self.tasks[i]
-        if self.left_nodes == 1 and have < self.left and not required:
-            return
-        take = min(have, self.left - (self.left_nodes - 1))
-        self.out.append((i, take))
-        self.left -= take
-        self.left_nodes -= 1
-
-    @property
-    def done(self) -> bool:
-        return not self.left_nodes
-
-
-def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
-            order=None) -> list[tuple[int, int]] | None:
-    """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
-    takes them from the nodes of ``tasks`` (each node's free tasks).
-
-    The ``required`` nodes (``--nodelist``) first, in index order; then, in each run of
-    consecutive nodes of one weight holding one of them (lowest weight first), the nodes above
-    the first such node, then those below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6, gpu04 1).
-    Then per weight, lowest first, runs of consecutive nodes, compared in index order: a run
-    that holds what is left (tasks and nodes) replaces one that does not or one with more
-    tasks; one that does not replaces one with fewer tasks, even one that holds it all (the
-    real test reads so). In the run chosen the nodes go in index order (``_Shares.offer``); a
-    run entered for the last node alone gives it to the node with the fewest tasks that holds
-    what is left.
-
-    With ``order`` (a sort key: least loaded nodes, or bf_busy_nodes' busy ones first) the
-    nodes after the required ones are offered in that order instead of by runs."""
-    if len(tasks) < nodes or sum(tasks.values()) < total:
-        return None
-    shares = _Shares(tasks, nodes, total)
-    for i in required:
-        shares.offer(i, required=True)
-    seen = set(required)
-    if order is not None:
-        for i in sorted((i for i in tasks if i not in seen), key=order):
-            if shares.done:
-                break
-            shares.offer(i)
-    elif required and not shares.done:
-        for run in (run for w in sorted({weight[i] for i in tasks})
-                    for run in consecutive_runs(i for i in tasks if weight[i] == w)):
-            anchor = next((k for k, i in enumerate(run) if i in seen), None)
-            if anchor is None:
-                continue
-            for i in run[anchor + 1:] + run[:anchor][::-1]:
-                if i not in seen:
-                    shares.offer(i)
-                    if shares.done:
-                        break
-            seen.update(run)
-            if shares.done:
-                break
-    for w in sorted({weight[i] for i in tasks}) if order is None else ():
-        if shares.done:
-            break
-        runs = consecutive_runs(i for i in tasks if weight[i] == w and i not in seen)
-        while runs and not shares.done:
-            best = best_sum = None
-            best_ok = False
-            for run in runs:
-                size = sum(tasks[i] for i in run)
-                ok = size >= shares.left and len(run) >= shares.left_nodes
-                # (a larger run that does not hold it all replaces even one that does: the
-                # real test has no exception for that)
-                if (best is None or (ok and not best_ok) or (ok and size < best_sum)
-                        or (not ok and size > best_sum)):
-                    best, best_sum, best_ok = run, size, ok
-            runs.remove(best)
-            if shares.left_nodes == 1:
-                holding = [i for i in best if tasks[i] >= shares.left]
-                if holding:
-                    shares.offer(min(holding, key=lambda i: (tasks[i], i)))
-                continue
-            for i in best:
-                shares.offer(i)
-                if shares.done:
-                    break
-    return shares.out if shares.done and shares.left <= 0 else None
