@@ -211,3 +211,18 @@ def test_no_gpus_per_task_passes_the_engines_checks(tmp_path: Path) -> None:
     engine = Engine(pool, wls, make_policy("slurm", pool), until=10, check=True)
     engine.run()
     assert [sorted(m.bit_count() for _n, m, _c, _mem in engine.jobs[k].placement) for k in (1, 2)] == [[0, 0], [4, 8]]
+
+
+def test_a_pod_of_part_cpus_still_counts_a_node_it_fits() -> None:
+    # a node that fits a 1.5-CPU pod counts a whole pod's CPUs in the walk (found by review:
+    # counts rounded down to 1 left two fitting nodes unused)
+    from gpupool.engine.nodes import NodeTable
+    from gpupool.model.pool import Node, Pool
+    from gpupool.model.workload import PodSet
+    from gpupool.policy.slurm.select import Free, _multi_node
+
+    pool = Pool(name="p", nodes={f"n{i}": Node(name=f"n{i}", cpus=2, memory_mib=1024) for i in range(4)})
+    free = Free(NodeTable(pool))
+    free.cpu[:] = [1500, 1500, 0, 0]
+    got = _multi_node(PodSet(count=2, cpu_m=1500, one_per_node=True), [0, 1, 2, 3], free, [1] * 4)
+    assert [p[0] for p in got] == [0, 1]

@@ -86,22 +86,23 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
             seen.update(run)
             if shares.done:
                 break
-    for w in sorted({weight[i] for i in tasks}) if order is None else ():
+    weights = {weight[i] for i in tasks} if order is None else ()
+    for w in sorted(weights) if len(weights) > 1 else weights:
         if shares.done:
             break
-        runs = consecutive_runs(i for i in tasks if weight[i] == w and i not in seen)
+        runs = _runs_with_counts(tasks, seen, weight if len(weights) > 1 else None, w)
         while runs and not shares.done:
-            best = best_sum = None
+            best_k = best_sum = -1
             best_ok = False
-            for run in runs:
-                size = sum(tasks[i] for i in run)
-                ok = size >= shares.left and len(run) >= shares.left_nodes
+            left, left_nodes = shares.left, shares.left_nodes
+            for k, (run, size) in enumerate(runs):
+                ok = size >= left and len(run) >= left_nodes
                 # (a larger run that does not hold it all replaces even one that does: the
                 # real test has no exception for that)
-                if (best is None or (ok and not best_ok) or (ok and size < best_sum)
+                if (best_k < 0 or (ok and not best_ok) or (ok and size < best_sum)
                         or (not ok and size > best_sum)):
-                    best, best_sum, best_ok = run, size, ok
-            runs.remove(best)
+                    best_k, best_sum, best_ok = k, size, ok
+            best = runs.pop(best_k)[0]
             if shares.left_nodes == 1:
                 holding = [i for i in best if tasks[i] >= shares.left]
                 if holding:
@@ -112,3 +113,25 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                 if shares.done:
                     break
     return shares.out if shares.done and shares.left <= 0 else None
+
+
+def _runs_with_counts(tasks: dict[int, int], seen: set[int], weight, w) -> list[list]:
+    """[run, its count] for each run of consecutive nodes of ``tasks`` not in ``seen`` (of
+    weight ``w`` where ``weight`` is given), in index order: a run is used whole, so the
+    others' counts never change while the job's nodes are picked."""
+    runs: list[list] = []
+    cur: list[int] = []
+    size = 0
+    prev = -2
+    for i in sorted(tasks):
+        if i in seen or (weight is not None and weight[i] != w):
+            continue
+        if i != prev + 1 and cur:
+            runs.append([cur, size])
+            cur, size = [], 0
+        cur.append(i)
+        size += tasks[i]
+        prev = i
+    if cur:
+        runs.append([cur, size])
+    return runs

@@ -455,8 +455,12 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     if not need:
         return None
     cpu, cap = free.cpu, free.cap
-    avail = {i: max(1, (cpu[i] if cap is None else min(cpu[i], cap[i])) // 1000) for i in fitting}
-    got = pick_nodes(avail, need, need * max(1, -(-ps.cpu_m // 1000)), weight, [])
+    each = max(1, -(-ps.cpu_m // 1000))  # a fitting node counts at least one pod's CPUs
+    if cap is None:
+        avail = {i: c if (c := cpu[i] // 1000) > each else each for i in fitting}
+    else:
+        avail = {i: c if (c := min(cpu[i], cap[i]) // 1000) > each else each for i in fitting}
+    got = pick_nodes(avail, need, need * each, weight, [])
     if got is None:
         return None
     return [pod_fits(free, i, ps) for i, _cpus in sorted(got)]
