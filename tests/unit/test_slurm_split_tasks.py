@@ -226,3 +226,19 @@ def test_a_pod_of_part_cpus_still_counts_a_node_it_fits() -> None:
     free.cpu[:] = [1500, 1500, 0, 0]
     got = _multi_node(PodSet(count=2, cpu_m=1500, one_per_node=True), [0, 1, 2, 3], free, [1] * 4)
     assert [p[0] for p in got] == [0, 1]
+
+
+#: even jobs with --nodelist: on from the required nodes as _eval_nodes walks (a real 22.05.8)
+NODELIST_CASES = [
+    (IDLE, "-N2 -w gpu02", [1, 2]),
+    (IDLE, "-N3 -w gpu02", [1, 2, 3]),
+    (IDLE, "-N2 -w gpu03 -c2", [2, 3]),
+    (TWO_FREE_ON_01_02, "-N3 -w gpu04", [1, 2, 3]),
+    (TWO_FREE_ON_01_02, "-N2 -w gpu01", [0, 1]),
+]
+
+
+@pytest.mark.parametrize("holders,job,expected", NODELIST_CASES, ids=_ids(NODELIST_CASES))
+def test_even_jobs_walk_on_from_their_nodelist(tmp_path: Path, holders, job, expected) -> None:
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    assert sorted(n for n, *_ in engine.jobs[len(holders) + 1].placement) == expected

@@ -450,9 +450,14 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     22.05.8 with gpu01-02 at 2 free CPUs, gpu03 full and gpu04 idle ran ``-N2``, ``-N2 -c2``
     and ``-N2 --ntasks-per-node=2`` on gpu01 and gpu04 (the larger run first, though it
     cannot hold the job, then the best fitting node of the other)."""
-    fitting = fitting_nodes(ps, pool, free)
+    return _walked(ps, fitting_nodes(ps, pool, free), free, weight, [])
+
+
+def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> list | None:
+    """One pod of ``ps`` on each node ``pick_nodes`` takes from the ``fitting`` nodes (the
+    ``required`` ones first), as many nodes as ``_node_count`` asks."""
     need = _node_count(ps, len(fitting))
-    if not need:
+    if not need or need < len(required):
         return None
     cpu, cap = free.cpu, free.cap
     each = max(1, -(-ps.cpu_m // 1000))  # a fitting node counts at least one pod's CPUs
@@ -460,7 +465,7 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
         avail = {i: c if (c := cpu[i] // 1000) > each else each for i in fitting}
     else:
         avail = {i: c if (c := min(cpu[i], cap[i]) // 1000) > each else each for i in fitting}
-    got = pick_nodes(avail, need, need * each, weight, [])
+    got = pick_nodes(avail, need, need * each, weight, required)
     if got is None:
         return None
     return [pod_fits(free, i, ps) for i, _cpus in sorted(got)]
@@ -469,11 +474,20 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
 def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
                    least_loaded: bool = False) -> list | None:
     """The pods of ``ps`` on a job with required nodes (``--nodelist``): one pod on each of
-    them first; the rest, for one pod per node, on other nodes chosen as usual; task pods
-    go to the required nodes while they fit, then to others (a real 22.05.8 ran ``-N3 -w
-    gpu02`` on gpu01-03 and ``-n3 -w gpu01,gpu02`` on those two nodes alone)."""
+    them first; the rest, for one pod per node, as ``_eval_nodes`` walks on from them (in
+    their run of consecutive nodes up, then down, then other runs: ``pick_nodes``; a real
+    22.05.8 on four idle nodes ran ``-N2 -w gpu02`` on gpu02-03 and ``-N3 -w gpu02`` on
+    gpu02-04, and with gpu01-02 at 2 free CPUs ``-N3 -w gpu04`` on gpu02-04), or under
+    bf_busy_nodes or LLN on other nodes in their order; task pods go to the required nodes
+    while they fit, then to others (``-n3 -w gpu01,gpu02`` ran on those two nodes alone)."""
     if ps.count < len(required):
         return None  # each required node takes a pod (sbatch refuses such shapes)
+    if ps.one_per_node and busy is None and not least_loaded:
+        fitting = fitting_nodes(ps, pool, free)
+        fits = set(fitting)
+        if any(i not in fits for i in required):
+            return None
+        return _walked(ps, fitting, free, weight, required)
     out: list = []
     taken: list = []
     packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes
@@ -494,15 +508,11 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
             # a node range needs only what its least count leaves; the rest as many as fit
             least = rest if ps.min_count is None else max(0, ps.min_count - len(required))
             sub = replace(ps, count=rest, min_count=None if least == rest else least)
+            # (bf_busy_nodes or LLN: the walk from the required nodes returned above otherwise)
             if busy is not None:
                 more = _busy_first(sub, others, free, weight, busy)
-            elif least_loaded:
-                more = _least_loaded(sub, others, free, weight)
-            elif rest == 1:
-                pod = _one_node(sub, others, free, weight)
-                more = None if pod is None else [pod]
             else:
-                more = _multi_node(sub, others, free, weight)
+                more = _least_loaded(sub, others, free, weight)
             if more is None and not least:
                 more = []
         elif least_loaded and not packs:  # the rest on the least loaded nodes, required ones too
