@@ -209,15 +209,3 @@ def lowest_bits(mask: int, n: int) -> int:
         out |= low
         mask ^= low
     return out
-
-
-def consecutive_runs(indices) -> list[list[int]]:
-    """Runs of consecutive node indices, in index order (select/cons_tres's sets of
-    consecutive nodes)."""
-    runs: list[list[int]] = []
-    for i in sorted(indices):
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs

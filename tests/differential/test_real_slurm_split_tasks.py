@@ -40,6 +40,7 @@ CASES = [
     # the same choice of runs for an even job (finding 48)
     (["-w gpu01 -c14", "-w gpu02 -c14", "-w gpu03 -c16"], "-N2 -c2"),
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N3 -w gpu04"),
+    (["-w gpu02 -c2", "-w gpu03 -c16", "-w gpu04 -c12"], "-N2 -n6 -w gpu01"),
     # --nodelist nodes first, then up from them, then down
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N3 -n6 -w gpu04"),
     # GPUs per task follow the tasks, and a node needs the even share's GPUs free

@@ -235,6 +235,11 @@ NODELIST_CASES = [
     (IDLE, "-N2 -w gpu03 -c2", [2, 3]),
     (TWO_FREE_ON_01_02, "-N3 -w gpu04", [1, 2, 3]),
     (TWO_FREE_ON_01_02, "-N2 -w gpu01", [0, 1]),
+    # the run holding the required node competes with the others: gpu04 (4 free) fits tighter
+    # than gpu02 (14 free) beside gpu01
+    (["-w gpu02 -c2", "-w gpu03 -c16", "-w gpu04 -c12"], "-N2 -w gpu01", [0, 3]),
+    (["-w gpu02 -c2", "-w gpu03 -c16", "-w gpu04 -c12"], "-N2 -c2 -w gpu01", [0, 3]),
+    (["-w gpu02 -c2", "-w gpu03 -c16", "-w gpu04 -c12"], "-N2 -n6 -w gpu01", [0, 3]),
 ]
 
 

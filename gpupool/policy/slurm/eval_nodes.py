@@ -16,8 +16,6 @@ turn free resources into counts and the answer into pods.
 """
 from __future__ import annotations
 
-from gpupool.engine.nodes import consecutive_runs
-
 
 class _Shares:
     """The nodes taken so far and what is left to place: each node takes all the tasks it has
@@ -26,6 +24,7 @@ class _Shares:
     def __init__(self, tasks: dict[int, int], nodes: int, total: int) -> None:
         self.tasks = tasks
         self.out: list[tuple[int, int]] = []
+        self.placed: set[int] = set()
         self.left_nodes, self.left = nodes, total
 
     def offer(self, i: int, required: bool = False) -> None:
@@ -36,6 +35,7 @@ class _Shares:
             return
         take = min(have, self.left - (self.left_nodes - 1))
         self.out.append((i, take))
+        self.placed.add(i)
         self.left -= take
         self.left_nodes -= 1
 
@@ -45,19 +45,21 @@ class _Shares:
 
 
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
-            order=None) -> list[tuple[int, int]] | None:
+               order=None) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
-    The ``required`` nodes (``--nodelist``) first, in index order; then, in each run of
-    consecutive nodes of one weight holding one of them (lowest weight first), the nodes above
-    the first such node, then those below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6, gpu04 1).
-    Then per weight, lowest first, runs of consecutive nodes, compared in index order: a run
-    that holds what is left (tasks and nodes) replaces one that does not or one with more
-    tasks; one that does not replaces one with fewer tasks, even one that holds it all (the
-    real test reads so). In the run chosen the nodes go in index order (``_Shares.offer``); a
-    run entered for the last node alone gives it to the node with the fewest tasks that holds
-    what is left.
+    The ``required`` nodes (``--nodelist``) first, in index order. Then runs of consecutive
+    nodes of one weight, compared in index order (a run's count and nodes leave its required
+    ones out): a run replaces the best so far when it is the first, when it holds a required
+    node and the best does not, or when it weighs less; at equal weight a run that holds what
+    is left (tasks and nodes) replaces one that does not or one with more tasks, and one that
+    does not replaces one with fewer tasks, even one that holds it all (the real test reads
+    so). In a run holding a required node the nodes above the first such node go first, then
+    those below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6,
+    gpu04 1); in another run the nodes go in index order (``_Shares.offer``), and a run
+    entered for the last node alone gives it to the node with the fewest tasks that holds
+    what is left. A chosen run is used up; the choice is made again until the job is placed.
 
     With ``order`` (a sort key: least loaded nodes, or bf_busy_nodes' busy ones first) the
     nodes after the required ones are offered in that order instead of by runs."""
@@ -66,72 +68,67 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     shares = _Shares(tasks, nodes, total)
     for i in required:
         shares.offer(i, required=True)
-    seen = set(required)
     if order is not None:
-        for i in sorted((i for i in tasks if i not in seen), key=order):
+        taken = set(required)
+        for i in sorted((i for i in tasks if i not in taken), key=order):
             if shares.done:
                 break
             shares.offer(i)
-    elif required and not shares.done:
-        for run in (run for w in sorted({weight[i] for i in tasks})
-                    for run in consecutive_runs(i for i in tasks if weight[i] == w)):
-            anchor = next((k for k, i in enumerate(run) if i in seen), None)
-            if anchor is None:
-                continue
-            for i in run[anchor + 1:] + run[:anchor][::-1]:
-                if i not in seen:
-                    shares.offer(i)
-                    if shares.done:
-                        break
-            seen.update(run)
-            if shares.done:
-                break
-    weights = {weight[i] for i in tasks} if order is None else ()
-    for w in sorted(weights) if len(weights) > 1 else weights:
-        if shares.done:
-            break
-        runs = _runs_with_counts(tasks, seen, weight if len(weights) > 1 else None, w)
-        while runs and not shares.done:
-            best_k = best_sum = -1
-            best_ok = False
-            left, left_nodes = shares.left, shares.left_nodes
-            for k, (run, size) in enumerate(runs):
-                ok = size >= left and len(run) >= left_nodes
-                # (a larger run that does not hold it all replaces even one that does: the
-                # real test has no exception for that)
-                if (best_k < 0 or (ok and not best_ok) or (ok and size < best_sum)
-                        or (not ok and size > best_sum)):
-                    best_k, best_sum, best_ok = k, size, ok
-            best = runs.pop(best_k)[0]
-            if shares.left_nodes == 1:
-                holding = [i for i in best if tasks[i] >= shares.left]
-                if holding:
-                    shares.offer(min(holding, key=lambda i: (tasks[i], i)))
-                continue
-            for i in best:
+        return shares.out if shares.done and shares.left <= 0 else None
+    runs = _runs(tasks, weight, required)
+    while runs and not shares.done:
+        left, left_nodes = shares.left, shares.left_nodes
+        best_k = -1
+        best_size = best_w = 0
+        best_ok = best_anchored = False
+        for k, (run, size, free_nodes, w, anchor) in enumerate(runs):
+            ok = size >= left and free_nodes >= left_nodes
+            if (best_k < 0 or (anchor is not None and not best_anchored) or w < best_w
+                    or (w == best_w and ((ok and not best_ok) or (ok and size < best_size)
+                                         or (not ok and size > best_size)))):
+                best_k, best_size, best_w, best_ok, best_anchored = k, size, w, ok, anchor is not None
+        run, _size, _free, _w, anchor = runs.pop(best_k)
+        if anchor is not None:
+            walk = run[anchor + 1:] + run[:anchor][::-1]
+        elif left_nodes == 1:
+            holding = [i for i in run if tasks[i] >= left]
+            if holding:
+                shares.offer(min(holding, key=lambda i: (tasks[i], i)))
+            continue
+        else:
+            walk = run
+        for i in walk:
+            if i not in shares.placed:
                 shares.offer(i)
                 if shares.done:
                     break
     return shares.out if shares.done and shares.left <= 0 else None
 
 
-def _runs_with_counts(tasks: dict[int, int], seen: set[int], weight, w) -> list[list]:
-    """[run, its count] for each run of consecutive nodes of ``tasks`` not in ``seen`` (of
-    weight ``w`` where ``weight`` is given), in index order: a run is used whole, so the
-    others' counts never change while the job's nodes are picked."""
-    runs: list[list] = []
+def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
+    """(run, its tasks, its nodes, its weight, the position of its first required node or
+    None) for each run of consecutive nodes of ``tasks`` of one weight, in index order; the
+    tasks and nodes leave the required ones out (they are taken first)."""
+    req = set(required)
+    out: list[tuple] = []
     cur: list[int] = []
-    size = 0
+    size = count = 0
+    anchor = None
     prev = -2
+    w_cur = None
     for i in sorted(tasks):
-        if i in seen or (weight is not None and weight[i] != w):
-            continue
-        if i != prev + 1 and cur:
-            runs.append([cur, size])
-            cur, size = [], 0
+        w = weight[i]
+        if cur and (i != prev + 1 or w != w_cur):
+            out.append((cur, size, count, w_cur, anchor))
+            cur, size, count, anchor = [], 0, 0, None
+        if i in req:
+            if anchor is None:
+                anchor = len(cur)
+        else:
+            size += tasks[i]
+            count += 1
         cur.append(i)
-        size += tasks[i]
-        prev = i
+        prev, w_cur = i, w
     if cur:
-        runs.append([cur, size])
-    return runs
+        out.append((cur, size, count, w_cur, anchor))
+    return out
