@@ -457,8 +457,10 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
     """One pod of ``ps`` on each node ``pick_nodes`` takes from the ``fitting`` nodes (the
     ``required`` ones first), as many nodes as ``_node_count`` asks."""
     need = _node_count(ps, len(fitting))
-    if not need or need < len(required):
+    if not need:
         return None
+    if need == len(fitting):  # every fitting node is taken, whatever the walk's order
+        return [pod_fits(free, i, ps) for i in sorted(fitting)]
     cpu, cap = free.cpu, free.cap
     each = max(1, -(-ps.cpu_m // 1000))  # a fitting node counts at least one pod's CPUs
     if cap is None:
