@@ -123,10 +123,17 @@ class LockstepPolicy:
         per node as gpupool's own placement would take them."""
         real_start, gpus = self.real[job.id]
         ps = job.wl.pod_sets[0]
-        if ps.split:  # real Slurm's CPUs per node are not read back: the even share
-            ps = even(ps)
         nodes = snap.nodes
         placement = []
+        if ps.split and ps.split_gpus and ps.gpus:
+            # GPUs per task: each node's tasks from real Slurm's GPUs there
+            per_task = ps.memory_per == "task"
+            for node, mask in gpus:
+                n = mask.bit_count() // ps.gpus
+                placement.append((node, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
+            return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))
+        if ps.split:  # real Slurm's CPUs per node are not read back: the even share
+            ps = even(ps)
         for node, mask in gpus:
             if ps.exclusive:  # whole node, as select's pod_fits takes it
                 placement.append((node, mask, nodes.cpu_total[node], exclusive_memory(nodes, node, ps)))

@@ -74,6 +74,10 @@ CASES = [
     (TWO_FREE_ON_01_02, "-N2 -n6 -w gpu02", [(1, 2, 200), (2, 4, 400)]),
     (TWO_FREE_ON_01_02, "-N2 -n20 -w gpu01", "PENDING"),
     (TWO_FREE_ON_01_02, "-N3 -n6 -w gpu04", [(1, 1, 100), (2, 1, 100), (3, 4, 400)]),
+    # walking on from a required node the last node is taken though it cannot hold the rest:
+    # the choice fails, gpu02 (2 free) is dropped and the retry picks gpu04's run
+    (["-w gpu02 -c14", "-w gpu04 -c8"], "-N2 -n20 -w gpu01", [(0, 16, 1600), (3, 4, 400)]),
+    (["-w gpu02 -c14", "-w gpu04 -c8"], "-N2 -n20", [(0, 16, 1600), (2, 4, 400)]),
 ]
 
 
@@ -223,7 +227,7 @@ def test_a_pod_of_part_cpus_still_counts_a_node_it_fits() -> None:
 
     pool = Pool(name="p", nodes={f"n{i}": Node(name=f"n{i}", cpus=2, memory_mib=1024) for i in range(4)})
     free = Free(NodeTable(pool))
-    free.cpu[:] = [1500, 1500, 0, 0]
+    free.cpu[:] = [1500, 1500, 0, 1500]  # three fit, two needed: the walk decides
     got = _multi_node(PodSet(count=2, cpu_m=1500, one_per_node=True), [0, 1, 2, 3], free, [1] * 4)
     assert [p[0] for p in got] == [0, 1]
 

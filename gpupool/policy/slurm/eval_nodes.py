@@ -11,7 +11,7 @@ go in index order, each taking all it has but one for each node still to come, t
 only where it holds all that is left; a run entered for the last node alone gives it to the
 node with the fewest that holds what is left. ``--nodelist`` nodes come first.
 
-Pure functions of counts: the callers (``select._multi_node``, ``split_tasks.split_nodes``)
+Pure functions of counts: the callers (``select._walked``, ``split_tasks.split_nodes``)
 turn free resources into counts and the answer into pods.
 """
 from __future__ import annotations
@@ -99,7 +99,9 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
             walk = run
         for i in walk:
             if i not in shares.placed:
-                shares.offer(i)
+                # from a required node the last node is taken even where it cannot hold the
+                # rest (the choice then fails and is made again), as the source reads
+                shares.offer(i, required=anchor is not None)
                 if shares.done:
                     break
     return shares.out if shares.done and shares.left <= 0 else None
@@ -108,27 +110,30 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
 def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
     """(run, its tasks, its nodes, its weight, the position of its first required node or
     None) for each run of consecutive nodes of ``tasks`` of one weight, in index order; the
-    tasks and nodes leave the required ones out (they are taken first)."""
+    tasks and nodes leave the required ones out (they are taken first), and a required node
+    neither sets a run's weight nor ends the run (as the source reads)."""
     req = set(required)
     out: list[tuple] = []
     cur: list[int] = []
     size = count = 0
     anchor = None
     prev = -2
-    w_cur = None
+    w_cur = None  # the run's weight: set by its first node that is not required
     for i in sorted(tasks):
         w = weight[i]
-        if cur and (i != prev + 1 or w != w_cur):
-            out.append((cur, size, count, w_cur, anchor))
-            cur, size, count, anchor = [], 0, 0, None
+        if cur and (i != prev + 1 or (w_cur is not None and w != w_cur)):
+            out.append((cur, size, count, weight[cur[0]] if w_cur is None else w_cur, anchor))
+            cur, size, count, anchor, w_cur = [], 0, 0, None, None
         if i in req:
             if anchor is None:
                 anchor = len(cur)
         else:
             size += tasks[i]
             count += 1
+            if w_cur is None:
+                w_cur = w
         cur.append(i)
-        prev, w_cur = i, w
+        prev = i
     if cur:
-        out.append((cur, size, count, w_cur, anchor))
+        out.append((cur, size, count, weight[cur[0]] if w_cur is None else w_cur, anchor))
     return out

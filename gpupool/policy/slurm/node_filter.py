@@ -5,9 +5,10 @@ Every placement reads them through :func:`job_nodes`, so the main pass, backfill
 preemption and the submit check all see the same limits. What a real 22.05.8 did
 (``tests/differential/test_real_slurm_node_filter.py``):
 
-* ``-N3 -w gpu02`` ran on three nodes including gpu02: required nodes are a subset the job
-  must hold, the rest is chosen as usual; ``-n3 -w gpu01,gpu02`` ran its three tasks on those
-  two nodes; ``-x gpu01`` never used gpu01.
+* ``-N3 -w gpu02`` ran on three nodes including gpu02 (all of a three-node partition):
+  required nodes are a subset the job must hold, the rest is chosen as ``_eval_nodes`` walks on
+  from them (``eval_nodes.pick_nodes``; on four idle nodes ``-N2 -w gpu02`` ran on gpu02-03);
+  ``-n3 -w gpu01,gpu02`` ran its three tasks on those two nodes; ``-x gpu01`` never used gpu01.
 * A job whose required nodes were busy waited (Resources) without blocking its partition: lower
   jobs started at once on other nodes (slurmctld withholds only the required nodes when they
   are at least the job's node count).

@@ -5,8 +5,9 @@ the fewest available CPUs that still fits (ties: lowest index) inside the tighte
 consecutive fitting nodes; a multi-node request walks runs of consecutive fitting nodes as
 ``_eval_nodes`` does (``eval_nodes.pick_nodes``: a run that holds the job's CPUs and nodes
 beats one that does not or one with more CPUs, a larger run that does not beats a smaller
-one, the last node goes to the best fitting one). GPUs: the lowest free
-device indices (of the type asked, when a request names one; any type otherwise). ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
+one, and a run entered for the last node alone gives it to the best fitting node). GPUs:
+the lowest free device indices (of the type asked, when a request names one; any type
+otherwise). ``--exclusive`` takes every CPU and GPU of a node but only the memory asked.
 GRES are never shared.
 """
 from __future__ import annotations
@@ -476,10 +477,11 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
 def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
                    least_loaded: bool = False) -> list | None:
     """The pods of ``ps`` on a job with required nodes (``--nodelist``): one pod on each of
-    them first; the rest, for one pod per node, as ``_eval_nodes`` walks on from them (in
-    their run of consecutive nodes up, then down, then other runs: ``pick_nodes``; a real
-    22.05.8 on four idle nodes ran ``-N2 -w gpu02`` on gpu02-03 and ``-N3 -w gpu02`` on
-    gpu02-04, and with gpu01-02 at 2 free CPUs ``-N3 -w gpu04`` on gpu02-04), or under
+    them first; the rest, for one pod per node, as ``_eval_nodes`` walks on (``pick_nodes``:
+    the run holding them competes with the other runs and, when chosen, is walked up from
+    them, then down; a real 22.05.8 on four idle nodes ran ``-N2 -w gpu02`` on gpu02-03 and
+    ``-N3 -w gpu02`` on gpu02-04, with gpu01-02 at 2 free CPUs ``-N3 -w gpu04`` on gpu02-04,
+    and ``-N2 -w gpu01`` beside the tighter run, on gpu04), or under
     bf_busy_nodes or LLN on other nodes in their order; task pods go to the required nodes
     while they fit, then to others (``-n3 -w gpu01,gpu02`` ran on those two nodes alone)."""
     if ps.count < len(required):

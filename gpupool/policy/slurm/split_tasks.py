@@ -15,8 +15,10 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   and ran on gpu02-04 (1 + 4 + 3);
 - a node's share is capped by its free memory where memory is per CPU: gpu01 with 1000 MB
   free took 2 tasks of ``--mem-per-cpu=500``, and 10 of ``-N4 -n20`` at DefMemPerCPU=100;
-- ``--nodelist`` nodes come first, then the nodes above them in their run, then below:
-  ``-N2 -n6 -w gpu02`` ran as gpu02 5 + gpu03 1, ``-N2 -n20 -w gpu04`` gpu03 4 + gpu04 16;
+- ``--nodelist`` nodes come first; their run competes with the others and, when chosen, the
+  nodes above them go next, then those below: ``-N2 -n6 -w gpu02`` ran as gpu02 5 + gpu03 1,
+  ``-N2 -n20 -w gpu04`` gpu03 4 + gpu04 16, but with gpu04 the tighter run ``-N2 -n6 -w gpu01``
+  as gpu01 5 + gpu04 1;
 - in an LLN partition the nodes with the most free CPUs come first, in the same way: with
   16, 12 and 8 free, ``-N2 -n20`` ran as 16 + 4 and ``-N3 -n6`` as 4 + 1 + 1;
 - with ``--gpus-per-task`` the GPUs follow the tasks and cap them (``-N2 -n6
