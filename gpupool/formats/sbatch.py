@@ -1055,6 +1055,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     check_sbatch_limits(job.source, job.lines, job.nodelist, job.exclude, job.constraint, job.nodes is not None,
                         job.max_nodes if job.nodes is not None else shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
+    split = _split_tasks(job, shape)
     pod_set = PodSet(
         name="main", count=shape.count, cpu_m=shape.cpus * 1000,
         memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
@@ -1067,8 +1068,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         memory_per="" if job.mem is not None else "cpu" if job.mem_per_cpu is not None else
         "gpu" if job.mem_per_gpu is not None else "",
         cpus_per_task=job.cpus_per_task if job.cpus_per_task is not None else (1 if job.cpus_per_gpu is None else None),
-        split_tasks=_split_tasks(job, shape),
-        split_gpus=bool(_split_tasks(job, shape)) and job.gpus_per_task is not None and job.gpus_per_task.count > 0
+        split_tasks=split,
+        split_gpus=bool(split) and job.gpus_per_task is not None and job.gpus_per_task.count > 0
         and job.gpus_per_node is None and _gres_gpus(job) is None and job.gpus is None,  # GPUs from --gpus-per-task
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL

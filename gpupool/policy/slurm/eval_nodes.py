@@ -44,6 +44,18 @@ class _Shares:
         return not self.left_nodes
 
 
+def node_order(weight, busy: int | None, cpu: list[int] | None):
+    """The sort key cons_tres's other walks take nodes in, or None for the walk over runs:
+    bf_busy_nodes' later starts (``_eval_nodes_busy``: within each weight the nodes busy now
+    first, then by index) or, given the free ``cpu``, a least-loaded partition
+    (``_eval_nodes_lln``: within each weight the most free CPUs first, then by index)."""
+    if busy is not None:
+        return lambda i: (weight[i], not (busy >> i) & 1, i)
+    if cpu is not None:
+        return lambda i: (weight[i], -cpu[i], i)
+    return None
+
+
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
                order=None) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
@@ -69,8 +81,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     for i in required:
         shares.offer(i, required=True)
     if order is not None:
-        taken = set(required)
-        for i in sorted((i for i in tasks if i not in taken), key=order):
+        for i in sorted((i for i in tasks if i not in shares.placed), key=order):
             if shares.done:
                 break
             shares.offer(i)

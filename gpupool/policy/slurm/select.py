@@ -17,7 +17,7 @@ from dataclasses import replace
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.eval_nodes import pick_nodes
+from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.split_tasks import split_nodes
 
 
@@ -537,7 +537,7 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | No
     fitting nodes busy now, then the idle ones, each in index order; a node takes as many of
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
-    order = sorted(fitting_nodes(ps, pool, free), key=lambda i: (weight[i], not (busy >> i) & 1, i))
+    order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, busy, None))
     return _in_order(ps, order, free)
 
 
@@ -569,8 +569,7 @@ def _least_loaded(ps, pool: list[int], free: Free, weight) -> list | None:
     it as fit, then the next. A real 22.05.8 with gpu01 holding 8 CPUs and gpu02 4 put two
     ``-c2`` jobs on idle gpu03, ``-N2 -c2`` on gpu02-03 and ``-n3 -c4`` as two tasks on gpu02
     (10 free) and one on gpu03, where best fit would have chosen gpu01."""
-    cpu = free.cpu
-    order = sorted(fitting_nodes(ps, pool, free), key=lambda i: (weight[i], -cpu[i], i))
+    order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, None, free.cpu))
     return _in_order(ps, order, free)
 
 

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from gpupool.engine.nodes import lowest_bits
 from gpupool.model.workload import PodSet
-from gpupool.policy.slurm.eval_nodes import pick_nodes
+from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 
 
 def even(ps: PodSet) -> PodSet:
@@ -53,7 +53,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     on nodes of ``pool`` (``required``: the ``--nodelist`` nodes among them, each taking a pod),
     or None when they do not fit; ``free`` is not changed. ``busy`` (bf_busy_nodes' nodes
     busy now, for a later start) and ``least_loaded`` (an LLN partition) order the nodes as
-    select's ``_busy_first`` and ``_least_loaded`` do: within each weight the busy nodes
+    for other jobs (``eval_nodes.node_order``): within each weight the busy nodes
     first, or the nodes with the most free CPUs first (a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
     # GPUs per task: a node needs the GPUs of the even share (a real 22.05.8 passed over a node
@@ -62,7 +62,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps, least_gpus))}
     if any(i not in tasks for i in required):
         return None
-    order = _order(weight, busy, free.cpu if least_loaded else None)
+    order = node_order(weight, busy, free.cpu if least_loaded else None)
     got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order)
     if got is None:
         got = _retry(ps, free, tasks, weight, required, order)
@@ -100,16 +100,6 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
             got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order)
             if got is not None:
                 return got
-    return None
-
-
-def _order(weight, busy: int | None, cpu: list[int] | None):
-    """The sort key of the nodes for bf_busy_nodes (busy ones first within a weight) or, given
-    the free ``cpu``, for a least-loaded partition (most free CPUs first); None: by runs."""
-    if busy is not None:
-        return lambda i: (weight[i], not (busy >> i) & 1, i)
-    if cpu is not None:
-        return lambda i: (weight[i], -cpu[i], i)
     return None
 
 
