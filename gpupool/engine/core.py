@@ -934,10 +934,13 @@ class Engine:
             ps = shapes[offset + k]
             got = mask.bit_count()
             if ps.split_gpus and ps.split and ps.gpus:  # GPUs per task: those of the pod's tasks
-                tasks = cpu // ((ps.cpus_per_task or 1) * 1000)
-                if got != tasks * ps.gpus:
-                    raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs for {tasks} "
-                                             f"task(s) of {ps.gpus}")
+                # (the pod's CPUs may be rounded up to whole cores: its tasks' CPUs and less
+                # than a core more)
+                tasks, odd = divmod(got, ps.gpus)
+                cpt = (ps.cpus_per_task or 1) * 1000
+                if odd or not tasks or not tasks * cpt <= cpu < tasks * cpt + self.nodes.cpu_step[node]:
+                    raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs and {cpu // 1000} "
+                                             f"CPUs for tasks of {ps.gpus} GPUs and {cpt // 1000} CPUs")
             elif not ps.exclusive and got != ps.gpus:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, asked {ps.gpus}")
             if ps.gpu_type and self.nodes.gpu_type[node] != ps.gpu_type:

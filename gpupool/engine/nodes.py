@@ -9,13 +9,26 @@ from gpupool.errors import InvariantViolation
 from gpupool.model.pool import Pool
 
 
+def cpu_steps(pool: Pool, nodes: list) -> list[int]:
+    """Per node, the millicores a job's CPUs there are rounded up to under the pool's Slurm
+    configuration: ThreadsPerCore CPUs where SelectTypeParameters allocates cores (CR_Core,
+    CR_Core_Memory, and the default), one CPU under CR_CPU/CR_CPU_Memory and in pools without a
+    slurm.conf. A real 22.05.8 with two threads per core gave ``-n1`` 2 CPUs, ``-c3`` and
+    ``-n3`` 4, ``-n2 -c3`` 6 under CR_Core_Memory, and 1, 3, 3 (TRES cpu=, memory per CPU
+    alike) under CR_CPU_Memory (docs/differential.md, finding 49)."""
+    slurm = getattr(pool, "slurm", None)
+    if slurm is None or any(p.upper().startswith("CR_CPU") for p in slurm.select_type_parameters):
+        return [1000] * len(nodes)
+    return [max(1, n.threads_per_core) * 1000 for n in nodes]
+
+
 class NodeTable:
     """Capacity and free resources of the pool's nodes, in pool order."""
 
     __slots__ = (
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
-        "check", "owner", "shared_cpu", "share_n", "type_mask", "features",
+        "check", "owner", "shared_cpu", "share_n", "type_mask", "features", "cpu_step", "stepped", "core_cpus", "threaded",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -34,6 +47,14 @@ class NodeTable:
         self.weight = [n.weight for n in nodes]
         #: slurm.conf Features= of each node (``--constraint``)
         self.features = [frozenset(n.features) for n in nodes]
+        #: the millicores a Slurm job's CPUs on each node come in (``cpu_steps``): a whole core
+        #: where cores are what select/cons_tres allocates; ``stepped`` when any is above one CPU
+        self.cpu_step = cpu_steps(pool, nodes)
+        self.stepped = any(s > 1000 for s in self.cpu_step)
+        #: the millicores of one core (ThreadsPerCore CPUs) of each node, whatever is allocated;
+        #: ``threaded`` when any core has more than one CPU
+        self.core_cpus = [max(1, n.threads_per_core) * 1000 for n in nodes]
+        self.threaded = any(c > 1000 for c in self.core_cpus)
         self.free_mask = list(self.full_mask)
         self.free_gpus = list(self.gpu_total)
         self.free_cpu = list(self.cpu_total)

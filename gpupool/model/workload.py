@@ -88,6 +88,11 @@ class PodSet:
     #: real 22.05.8 with DefMemPerGPU=20000 left ``--gres=gpu:1 --mem=6000`` pending on a node
     #: with 14000 MB free and ran it where 25000 were free, holding 6000M)
     memory_fit: int = 0
+    #: Slurm, MB per allocated CPU where the pod's memory follows its CPUs (``--mem-per-cpu``,
+    #: DefMemPerCPU), once the policy filled it in: a node where the CPUs are rounded up to
+    #: whole cores holds this much more for each CPU added (a real 22.05.8 with two threads
+    #: per core gave ``-n1 --mem-per-cpu=1000`` 2 CPUs and 2000M); 0: not per CPU
+    memory_per_cpu: int = 0
     #: Slurm, ``--nodes=N --ntasks=T`` with no ``--ntasks-per-node`` (T > N): the job's T tasks,
     #: which select/cons_tres spreads unevenly over its N nodes (a real 22.05.8 ran ``-N2 -n6``
     #: as 5 + 1 CPUs on idle nodes). As submitted, ``cpu_m`` and ``memory_mib`` are the even

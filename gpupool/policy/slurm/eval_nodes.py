@@ -21,8 +21,15 @@ class _Shares:
     """The nodes taken so far and what is left to place: each node takes all the tasks it has
     room for but one for each node still to come (cons_tres's ``_cpus_to_use``)."""
 
-    def __init__(self, tasks: dict[int, int], nodes: int, total: int) -> None:
+    def __init__(self, tasks: dict[int, int], nodes: int, total: int, keep: dict[int, int] | None = None,
+                 spill: bool = False) -> None:
         self.tasks = tasks
+        #: more nodes than ``nodes`` may be taken, each taking what it has, until the tasks
+        #: are placed (``-n T`` with no ``--nodes``: one node at least, as many as it takes)
+        self.spill = spill
+        #: per node, the tasks it leaves for each later node when more than one: a core's
+        #: worth where a task is less than a core (``split_tasks.kept_per_node``)
+        self.keep = keep
         self.out: list[tuple[int, int]] = []
         self.placed: set[int] = set()
         self.left_nodes, self.left = nodes, total
@@ -31,9 +38,10 @@ class _Shares:
         """Take node ``i`` unless it is the last one and cannot hold what is left (a required
         node is taken anyway: the choice then fails)."""
         have = self.tasks[i]
-        if self.left_nodes == 1 and have < self.left and not required:
+        if self.left_nodes == 1 and have < self.left and not required and not self.spill:
             return
-        take = min(have, self.left - (self.left_nodes - 1))
+        keep = 1 if self.keep is None else self.keep.get(i, 1)
+        take = min(have, max(1, self.left - max(0, self.left_nodes - 1) * keep))
         self.out.append((i, take))
         self.placed.add(i)
         self.left -= take
@@ -41,7 +49,7 @@ class _Shares:
 
     @property
     def done(self) -> bool:
-        return not self.left_nodes
+        return self.left_nodes <= 0 and (not self.spill or self.left <= 0)
 
 
 def node_order(weight, busy: int | None, cpu: list[int] | None):
@@ -57,7 +65,7 @@ def node_order(weight, busy: int | None, cpu: list[int] | None):
 
 
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
-               order=None) -> list[tuple[int, int]] | None:
+               order=None, keep: dict[int, int] | None = None, spill: bool = False) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -74,10 +82,14 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     what is left. A chosen run is used up; the choice is made again until the job is placed.
 
     With ``order`` (a sort key: least loaded nodes, or bf_busy_nodes' busy ones first) the
-    nodes after the required ones are offered in that order instead of by runs."""
+    nodes after the required ones are offered in that order instead of by runs. ``keep``
+    (node -> tasks): what a node leaves for each later node, where more than one task.
+    ``spill``: ``nodes`` is the least count and more may be taken (``_Shares.spill``): a real
+    22.05.8 ran ``-n3`` on the node with the fewest free CPUs that held all three (4 free,
+    passing one with 2), and ``-n20`` on nodes with 2, 4 and 16 free as 2 + 4 + 14."""
     if len(tasks) < nodes or sum(tasks.values()) < total:
         return None
-    shares = _Shares(tasks, nodes, total)
+    shares = _Shares(tasks, nodes, total, keep, spill)
     for i in required:
         shares.offer(i, required=True)
     if order is not None:
@@ -101,12 +113,12 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
         run, _size, _free, _w, anchor = runs.pop(best_k)
         if anchor is not None:
             walk = run[anchor + 1:] + run[:anchor][::-1]
-        elif left_nodes == 1:
-            holding = [i for i in run if tasks[i] >= left]
-            if holding:
-                shares.offer(min(holding, key=lambda i: (tasks[i], i)))
+        elif left_nodes == 1 and (holding := [i for i in run if tasks[i] >= left]):
+            shares.offer(min(holding, key=lambda i: (tasks[i], i)))
             continue
-        else:
+        elif left_nodes == 1 and not spill:
+            continue
+        else:  # (with ``spill``, no node of the run holding the rest: in index order)
             walk = run
         for i in walk:
             if i not in shares.placed:

@@ -227,7 +227,7 @@ def _per_cpu_request(ps: PodSet, d: Defaults) -> PodSet:
         per_cpu = math.ceil(per_cpu / factor)
     cpus = _default_cpus(ps, d) or cpus
     return replace(ps, cpu_m=cpus * 1000, memory_mib=cpus * per_cpu, cpu_unset=False,
-                   memory_unit=("cpu", per_cpu) if ps.exclusive else None)
+                   memory_unit=("cpu", per_cpu) if ps.exclusive else None, memory_per_cpu=per_cpu)
 
 
 def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
@@ -298,8 +298,9 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
         unit = ("cpu", mem // max(1, math.ceil(cpu_m / 1000)))
     elif ps.exclusive and source == "gpu" and ps.gpus:
         unit = ("gpu", mem // ps.gpus)
+    per_cpu = mem // max(1, math.ceil(cpu_m / 1000)) if source == "cpu" else ps.memory_per_cpu
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
-                   memory_whole_node=False, memory_unit=unit)
+                   memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu)
 
 
 def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: int) -> int:

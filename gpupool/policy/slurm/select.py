@@ -245,6 +245,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             if len(required) != lim.required_count:
                 return None
     last = len(pod_sets) - 1
+    stepped = free.nodes.stepped
+    per_cpu: list[int] = []  # with whole cores: each pod's memory per CPU
     for k, ps in enumerate(pod_sets):
         if ps.split_tasks and ps.split:
             chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
@@ -259,20 +261,74 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.count == 1:
             pod = _one_node(ps, pool, free, weight)
             chosen = None if pod is None else (pod,)
-        else:
+        elif ps.exclusive:
             chosen = _task_pods(ps, pool, free, weight)
+        else:
+            chosen = _spread_tasks(ps, pool, free, weight)
         if chosen is None:
             ok = False
             break
         if ps.memory_fit:  # chosen as holding their memory_fit (``pod_fits``); they hold their own
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         placement.extend(chosen)
+        if stepped:
+            per_cpu.extend([_memory_per_cpu(ps)] * len(chosen))
         if k < last:  # later pod sets see these pods taken
             free.take(chosen)
             taken.extend(chosen)
     if taken:
         free.give(taken)
-    return tuple(placement) if ok else None
+    if not ok:
+        return None
+    if stepped:
+        return whole_cores(placement, per_cpu, free)
+    return tuple(placement)
+
+
+def _memory_per_cpu(ps) -> int:
+    """MB per CPU of a pod whose memory follows its CPUs (``PodSet.memory_per_cpu``, or a
+    ``--mem-per-cpu`` pod the defaults left as asked), else 0."""
+    if ps.memory_per_cpu:
+        return ps.memory_per_cpu
+    if ps.memory_per == "cpu" and not ps.exclusive:
+        return ps.memory_mib // max(1, -(-ps.cpu_m // 1000))
+    return 0
+
+
+def whole_cores(placement: list, per_cpu: list[int], free: Free) -> tuple | None:
+    """``placement`` with each node's CPUs rounded up to whole cores (``NodeTable.cpu_step``),
+    the CPUs added (and the memory they bring where memory is per CPU, ``per_cpu``: MB per
+    CPU of each pod) given to the node's first pod; None when a node lacks the memory or
+    CPUs that adds. Per node, not per task: a real 22.05.8 with two threads per core gave
+    ``-n3`` 4 CPUs, ``-n2 -c3`` 6, ``-N2 --ntasks-per-node=3`` 4 on each node, and
+    ``--mem-per-cpu=1000`` 1000 MB per CPU of those (docs/differential.md, finding 49)."""
+    step = free.nodes.cpu_step
+    first: dict[int, int] = {}
+    cpus: dict[int, int] = {}
+    for k, pod in enumerate(placement):
+        node = pod[0]
+        if node in cpus:
+            cpus[node] += pod[2]
+        else:
+            first[node] = k
+            cpus[node] = pod[2]
+    out = None
+    for node, held in cpus.items():
+        st = step[node]
+        extra = -held % st
+        if not extra:
+            continue
+        k = first[node]
+        more_mem = extra // 1000 * per_cpu[k]
+        if free.cpu[node] < held + extra or (free.cap is not None and free.cap[node] < held + extra):
+            return None
+        if more_mem and free.mem[node] < sum(p[3] for p in placement if p[0] == node) + more_mem:
+            return None
+        if out is None:
+            out = list(placement)
+        n, mask, cpu, mem = out[k]
+        out[k] = (n, mask, cpu + extra, mem + more_mem)
+    return tuple(placement if out is None else out)
 
 
 def _ranged(wl, max_nodes: int | None) -> tuple:
@@ -298,6 +354,47 @@ def _ranged(wl, max_nodes: int | None) -> tuple:
                 ps = replace(ps, count=max_nodes)
         out.append(ps)
     return tuple(out)
+
+
+def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:
+    """The task pods of ``ps`` (``-n T`` with no ``--nodes``), as cons_tres's ``_eval_nodes``
+    takes nodes for a job of one node at least: the node with the fewest free tasks that holds
+    them all (in the run of consecutive nodes chosen as for other jobs), else node after node
+    in index order, each taking all it holds (``eval_nodes.pick_nodes`` with ``spill``; a
+    real 22.05.8, docs/differential.md finding 50)."""
+    tasks = {}
+    for i in pool:
+        n = _pods_on(free, i, ps)
+        if n:
+            tasks[i] = n
+    got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True)
+    if got is None:
+        return None
+    out = []
+    for i, n in sorted(got):
+        avail = gpus_for(free, i, ps)
+        for _ in range(n):
+            bits = lowest_bits(avail, ps.gpus) if ps.gpus else 0
+            avail &= ~bits
+            out.append((i, bits, ps.cpu_m, ps.memory_to_fit))
+    return out
+
+
+def _pods_on(free: Free, i: int, ps) -> int:
+    """How many pods of ``ps`` (not exclusive) fit on node ``i`` now, one after another."""
+    avail = gpus_for(free, i, ps)
+    if avail is None:
+        return 0
+    cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+    fit = ps.memory_to_fit  # each pod needs this much free (DefMemPerGPU's, for every task)
+    if cpu < ps.cpu_m or free.mem[i] < fit or avail.bit_count() < ps.gpus:
+        return 0
+    n = cpu // ps.cpu_m if ps.cpu_m else ps.count
+    if ps.gpus:
+        n = min(n, avail.bit_count() // ps.gpus)
+    if fit:
+        n = min(n, free.mem[i] // fit)
+    return min(n, ps.count)
 
 
 def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None,

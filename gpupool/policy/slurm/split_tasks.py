@@ -63,9 +63,10 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     if any(i not in tasks for i in required):
         return None
     order = node_order(weight, busy, free.cpu if least_loaded else None)
-    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order)
+    keep = kept_per_node(ps, tasks, free.nodes)
+    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, keep)
     if got is None:
-        got = _retry(ps, free, tasks, weight, required, order)
+        got = _retry(ps, free, tasks, weight, required, order, keep)
     if got is None:
         return None
     cpu_m, per_task = ps.cpu_m, ps.memory_per == "task"
@@ -76,7 +77,23 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     return out
 
 
-def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order):
+def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
+    """Per node of ``nodes`` whose core is more than one task of ``ps``, the tasks it leaves
+    for each later node: a core's worth (⌈CPUs per core / CPUs per task⌉); None when every
+    node leaves one task. A real 22.05.8 with two threads per core ran ``-N2 -n6`` as 4 + 2
+    CPUs, ``-N3 -n7`` as 4 + 2 + 2 and ``-N3 -n4`` as 2 + 2 + 2 (at least one task each), but
+    ``-N3 -n6 -c2`` as 8 + 2 + 2 and, with one thread per core, ``-N3 -n5 -c2`` as 6 + 2 + 2;
+    under CR_CPU_Memory too (``-N2 -n6`` 4 + 2 tasks, docs/differential.md, finding 49)."""
+    if not nodes_table.threaded:
+        return None
+    cpt = max(1000, ps.cpu_m)
+    core = nodes_table.core_cpus
+    keep = {i: -(-core[i] // cpt) for i in nodes if core[i] > cpt}
+    return keep or None
+
+
+def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order,
+           keep: dict[int, int] | None = None):
     """cons_tres's second chance (``choose_nodes``): for count = 1, 2, … the nodes whose free
     resources (CPUs, plus free GPUs for a GPU job) are at most count are dropped one at a
     time in index order, never a required one and never below the job's node count, and the
@@ -97,7 +114,7 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
                 del left[i]
                 dropped = True
         if dropped or count == 1:
-            got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order)
+            got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order, keep)
             if got is not None:
                 return got
     return None
@@ -129,6 +146,11 @@ def _tasks_fit(free, i: int, ps: PodSet, least_gpus: int) -> int:
     if ps.memory_per == "task":
         if ps.memory_mib:
             n = min(n, free.mem[i] // ps.memory_mib)
+            step = free.nodes.cpu_step[i]
+            if ps.memory_per_cpu and step > 1000:
+                # the CPUs rounded up to whole cores bring their memory too (``whole_cores``)
+                while n and -(-n * ps.cpu_m // step) * step // 1000 * ps.memory_per_cpu > free.mem[i]:
+                    n -= 1
     elif free.mem[i] < ps.memory_mib:
         return 0
     return max(n, 0)
