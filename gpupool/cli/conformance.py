@@ -135,6 +135,7 @@ def diff_slurm_command(
         "--scheduler-parameters", metavar="TEXT", help="SchedulerParameters for both sides (default: 1 s backfill and main passes).")] = None,
     max_limit: Annotated[int, typer.Option("--max-limit", min=1, help="Longest time limit drawn, in minutes.")] = 5,
     gap: Annotated[float, typer.Option("--gap", min=0.0, help="Mean seconds between arrivals.")] = 6.0,
+    mix: Annotated[str, typer.Option("--mix", help="Workload options: gpus (nodes and GPUs per node only) or rich (also CPUs, memory, tasks, --exclusive).")] = "gpus",
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Keep the real cluster's files here (default: a temporary folder).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -151,11 +152,14 @@ def diff_slurm_command(
     if accounting not in ("dbd", "none"):
         err.print("[bold red]error:[/] --accounting: expected dbd or none", highlight=False)
         raise typer.Exit(2)
+    if mix not in ("gpus", "rich"):
+        err.print(f"[bold red]error:[/] --mix: expected gpus or rich, got {escape(mix)!r}", highlight=False)
+        raise typer.Exit(2)
     try:
         report = diff_slurm(pool, jobs=jobs, seed=seed, accounting=accounting,
                             speedup=None if speedup == 1.0 else speedup, workdir=workdir,
                             scheduler_parameters=sched_params or DEFAULT_SCHEDULER_PARAMETERS,
-                            max_limit_min=max_limit, mean_gap_s=gap)
+                            max_limit_min=max_limit, mean_gap_s=gap, mix=mix)
     except RealSlurmUnavailable as exc:
         err.print(f"[bold red]real Slurm unavailable:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(3) from None

@@ -348,7 +348,8 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
     # rounding cannot fall into the second before)
     decided = {jid: r.start_time - t0 + 1e-3 for jid, r in real.items()
                if r.start is not None and r.start_time is not None}
-    wrapper = LockstepPolicy(policy, forced, lockstep, decided)
+    alloc = {jid: {index[n]: a for n, a in r.alloc.items()} for jid, r in real.items() if r.alloc}
+    wrapper = LockstepPolicy(policy, forced, lockstep, decided, alloc)
     out = Engine(pool, wls, wrapper, check=True, executor=executor).run()
     views: dict[int, object] = {}
     for j in out.jobs:
@@ -372,7 +373,7 @@ def compare(report: DiffReport, jobs: list[DiffJob], real: dict[int, RealRecord]
         sim_start = s.first_start
         sim_end = s.end if s.final_state is not None else None
         rows.append(JobDiff(
-            job.index, job.name, jid, job.account, f"{job.nodes}x{job.gpus_per_node}",
+            job.index, job.name, jid, job.account, job.shape,
             r.submit - t0, None if r.start is None else r.start - t0, sim_start,
             None if r.end is None else r.end - t0, sim_end, r.state, str(s.final_state or s.state),
             {k: sorted(v) for k, v in r.gpus.items()}, {k: sorted(v) for k, v in sim_gpus.items()}))
@@ -443,8 +444,10 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
                speedup: float | None = 10.0, workdir: str | Path | None = None,
                scheduler_parameters: str = DEFAULT_SCHEDULER_PARAMETERS,
                overrides: dict[str, str] | None = None, max_limit_min: int = 5,
-               mean_gap_s: float = 6.0) -> DiffReport:
-    """Run the whole differential once; raises ``RealSlurmUnavailable`` where Slurm is missing."""
+               mean_gap_s: float = 6.0, mix: str = "gpus") -> DiffReport:
+    """Run the whole differential once; raises ``RealSlurmUnavailable`` where Slurm is missing.
+
+    ``mix``: the workload's options (``diff_slurm_workload.MIXES``)."""
     import tempfile
     import time
 
@@ -463,7 +466,7 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
             gpus_per_node = min(len(n.gpus) for n in pool.nodes.values() if n.name in rs.node_names)
             workload = generate(seed, jobs, accounts_of(pool), max_nodes=len(rs.node_names),
                                 gpus_per_node=gpus_per_node, max_limit_min=max_limit_min, mean_gap_s=mean_gap_s,
-                                gpu_caps=gpu_caps(pool))
+                                gpu_caps=gpu_caps(pool), mix=mix)
             # Start once slurmctld has computed fair share with the accounts loaded (before
             # its first decay pass after sacctmgr's load every FairShare is 0, README gotcha
             # 13), and replay on the decay thread's clock: its passes then fall on the same
@@ -493,16 +496,26 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
     return report
 
 
+#: the options every differential script carries; any other ``#SBATCH`` line is one of the
+#: job's ``options`` (``mix="rich"``)
+_FIXED_OPTIONS = ("--job-name=", "--account=", "--nodes=", "--gres=gpu:", "--time=", "--output=")
+
+
 def jobs_from_scripts(workdir: str | Path) -> list[DiffJob]:
     """The workload of a finished run, read back from its ``scripts/*.sbatch`` (arrival unknown: 0)."""
     out = []
     for path in sorted(Path(workdir, "scripts").glob("d*.sbatch")):
-        sb = parse_sbatch_text(path.read_text(), str(path))
+        text = path.read_text()
+        sb = parse_sbatch_text(text, str(path))
         wl = sbatch_to_workload(sb, id=1, submit_time=0.0, runtime=0.0)[0]
-        ps = wl.pod_sets[0]
-        runtime = next(int(ln.split("=", 1)[1]) for ln in path.read_text().splitlines() if ln.startswith("#GPUPOOL runtime="))
-        out.append(DiffJob(int(path.stem[1:]), path.stem, 0.0, ps.count, ps.gpus, int((wl.time_limit or 0) // 60),
-                           runtime, wl.account or ""))
+        runtime = next(int(ln.split("=", 1)[1]) for ln in text.splitlines() if ln.startswith("#GPUPOOL runtime="))
+        flags = [ln[len("#SBATCH "):].strip() for ln in text.splitlines() if ln.startswith("#SBATCH ")]
+        nodes = next(int(f.split("=", 1)[1]) for f in flags if f.startswith("--nodes="))
+        gres = [f for f in flags if f.startswith("--gres=gpu:")]
+        options = tuple(f for f in flags if not f.startswith(_FIXED_OPTIONS))
+        gpus_per_node = int(gres[0].rsplit(":", 1)[1]) if gres else wl.total_gpus // nodes
+        out.append(DiffJob(int(path.stem[1:]), path.stem, 0.0, nodes, gpus_per_node, int((wl.time_limit or 0) // 60),
+                           runtime, wl.account or "", options, bool(gres)))
     return out
 
 
@@ -512,8 +525,8 @@ def replay_workdir(workdir: str | Path, pool_path: str | Path, *, seed: int = 0,
     re-runs only gpupool's side, e.g. after a change to ``policy/slurm``. Job ids are assumed
     to follow submission order from 1, as a fresh cluster gives them."""
     from gpupool.conformance.diff_slurm_real import (
-        parse_job_gres,
         parse_jobcomp,
+        read_job_outputs,
         refine_from_log,
     )
 
@@ -524,10 +537,7 @@ def replay_workdir(workdir: str | Path, pool_path: str | Path, *, seed: int = 0,
     log_text = (rs.log_dir / "slurmctld.log").read_text(errors="replace")
     refine_from_log(real, log_text)
     timing = real_timing(log_text)
-    for jid, rec in real.items():
-        out = rs.out_dir / f"{jid}.out"
-        if out.exists():
-            rec.gpus = parse_job_gres(out.read_text(errors="replace"))
+    read_job_outputs(real, rs.out_dir)
     ids = {j.index: j.index + 1 for j in jobs}
     t0 = rs.decay_started_at()
     gp = replay_pool(rs)

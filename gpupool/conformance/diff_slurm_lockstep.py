@@ -51,7 +51,8 @@ class LockstepPolicy:
     """Wraps a ``SlurmPolicy``: asks it, records its proposals, carries out real Slurm's starts.
 
     ``real`` maps a job id to (real start, real GPUs as (node index, GPU mask) pairs, or None
-    when they are unknown), times run-relative; ``decided`` to real Slurm's start_time for it.
+    when they are unknown), times run-relative; ``decided`` to real Slurm's start_time for it;
+    ``alloc`` to the (CPUs, MB) it held on each node (node index), read inside the job.
     ``tolerance``: how far from real Slurm's start a proposal still counts as the
     same decision (the report's scheduler interval).
     """
@@ -61,8 +62,10 @@ class LockstepPolicy:
         return self.inner.resolve_request(wl)
 
     def __init__(self, inner, real: dict[int, tuple[float, tuple[tuple[int, int], ...] | None]],
-                 tolerance: float = 1.0, decided: dict[int, float] | None = None) -> None:
+                 tolerance: float = 1.0, decided: dict[int, float] | None = None,
+                 alloc: dict[int, dict[int, tuple[int, int]]] | None = None) -> None:
         self.inner = inner
+        self.alloc = alloc or {}
         self.name = inner.name
         self.tick_interval = inner.tick_interval
         self.over_time_limit = inner.over_time_limit
@@ -119,27 +122,60 @@ class LockstepPolicy:
         return out
 
     def _adopt(self, snap, job) -> Start:
-        """Real Slurm's start of ``job``, on its nodes and GPUs, with the job's CPUs and memory
-        per node as gpupool's own placement would take them."""
+        """Real Slurm's start of ``job``, on its nodes and GPUs, with the CPUs and memory it held
+        on each node where its output shows them (``alloc``), else as gpupool's own placement
+        would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
+        pod per node, else as many task pods as its GPUs make."""
         real_start, gpus = self.real[job.id]
+        alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
         nodes = snap.nodes
+        if ps.split and not (ps.split_gpus and ps.gpus) and not alloc:
+            ps = even(ps)  # real Slurm's CPUs per node unknown: the even share
+        per_task_mem = ps.split and ps.memory_per == "task"
         placement = []
-        if ps.split and ps.split_gpus and ps.gpus:
-            # GPUs per task: each node's tasks from real Slurm's GPUs there
-            per_task = ps.memory_per == "task"
-            for node, mask in gpus:
-                n = mask.bit_count() // ps.gpus
-                placement.append((node, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
-            return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))
-        if ps.split:  # real Slurm's CPUs per node are not read back: the even share
-            ps = even(ps)
         for node, mask in gpus:
             if ps.exclusive:  # whole node, as select's pod_fits takes it
                 placement.append((node, mask, nodes.cpu_total[node], exclusive_memory(nodes, node, ps)))
+                continue
+            if ps.split and ps.split_gpus and ps.gpus:  # GPUs per task: the node's tasks from its GPUs
+                tasks = mask.bit_count() // ps.gpus
+                pods = [(mask, tasks * ps.cpu_m, tasks * ps.memory_mib if per_task_mem else ps.memory_mib)]
+            elif ps.one_per_node or ps.split or ps.count == 1 or not ps.gpus:
+                pods = [(mask, ps.cpu_m, ps.memory_mib)]
+            else:  # task pods sharing the node: one per ps.gpus of its GPUs
+                pods = []
+                left = mask
+                for _ in range(max(1, mask.bit_count() // ps.gpus)):
+                    bits = _lowest(left, ps.gpus)
+                    left &= ~bits
+                    pods.append((bits, ps.cpu_m, ps.memory_mib))
+                if left:
+                    pods[-1] = (pods[-1][0] | left, *pods[-1][1:])
+            cpu = sum(p[1] for p in pods)
+            mem = sum(p[2] for p in pods)
+            real = alloc.get(node)
+            if real is not None:
+                cpu, mem = real[0] * 1000, real[1]
             else:
-                placement.append((node, mask, ps.cpu_m, ps.memory_mib))
+                cpu += -cpu % nodes.cpu_step[node]
+            rest_cpu = sum(p[1] for p in pods[1:])
+            rest_mem = sum(p[2] for p in pods[1:])
+            first = (pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem))
+            for m, c, b in [first, *pods[1:]]:
+                placement.append((node, m, c, b))
         return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))
+
+
+def _lowest(mask: int, n: int) -> int:
+    """The ``n`` lowest set bits of ``mask``."""
+    out = 0
+    while n and mask:
+        low = mask & -mask
+        out |= low
+        mask ^= low
+        n -= 1
+    return out
 
 
 def real_gpus(rec_gpus: dict[str, list[int]], node_index: dict[str, int]) -> tuple[tuple[int, int], ...]:

@@ -20,6 +20,7 @@ from gpupool.formats.hostlist import expand_hostlist
 
 _JOBCOMP_FIELD = re.compile(r"(\w+)=(\S*)")
 _GRES_LINE = re.compile(r"Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)")
+_ALLOC_LINE = re.compile(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+)")
 _IDX = re.compile(r"IDX:([0-9,\-]+)")
 _LOG_EVENT = re.compile(
     r"^\[(\S+)\] (?:(?P<submit>_slurm_rpc_submit_batch_job: JobId=(?P<sj>\d+) )"
@@ -44,6 +45,8 @@ class RealRecord:
     nodes: list[str]
     #: node -> GPU indices, read inside the running job
     gpus: dict[str, list[int]] = field(default_factory=dict)
+    #: node -> (CPUs, MB) the job holds there, read in the same place
+    alloc: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: "main" or "backfill": which scheduler started it (slurmctld log)
     via: str | None = None
     #: when slurmctld found it over its time limit (None if it ended before a check)
@@ -103,6 +106,28 @@ def parse_job_gres(text: str) -> dict[str, list[int]]:
         for node in expand_hostlist(nodes):
             out[node] = sorted(set(out.get(node, []) + idx))
     return out
+
+
+def parse_job_alloc(text: str) -> dict[str, tuple[int, int]]:
+    """Per-node (CPUs, MB) from ``scontrol -d show job`` text (``Nodes=… CPU_IDs=0-1,16-17
+    Mem=400``; nodes with equal allocations share one line as a host list)."""
+    out: dict[str, tuple[int, int]] = {}
+    for nodes, cpu_ids, mem in _ALLOC_LINE.findall(text):
+        cpus = len(parse_index_list(cpu_ids))
+        for node in expand_hostlist(nodes):
+            out[node] = (cpus, int(mem))
+    return out
+
+
+def read_job_outputs(records: dict[int, RealRecord], out_dir) -> None:
+    """Fill each record's GPUs and per-node allocation from its job's output file, where it
+    was kept."""
+    for jid, rec in records.items():
+        out = out_dir / f"{jid}.out"
+        if out.exists():
+            text = out.read_text(errors="replace")
+            rec.gpus = parse_job_gres(text)
+            rec.alloc = parse_job_alloc(text)
 
 
 def parse_jobcomp(text: str) -> dict[int, RealRecord]:
@@ -340,10 +365,7 @@ def play(rs: RealSlurm, jobs: list[DiffJob], *, drain_timeout: float = 1800.0,
     if missing:
         raise RealSlurmError(f"jobs {missing} never reached {comp}")
     refine_from_log(records, (rs.log_dir / "slurmctld.log").read_text(errors="replace"))
-    for jid, rec in records.items():
-        out = rs.out_dir / f"{jid}.out"
-        if out.exists():
-            rec.gpus = parse_job_gres(out.read_text(errors="replace"))
+    read_job_outputs(records, rs.out_dir)
     return records, ids
 
 

@@ -31,10 +31,20 @@ class DiffJob:
     limit_min: int
     runtime_s: int
     account: str
+    #: further sbatch options (``mix="rich"``), e.g. ``("--cpus-per-task=24",)``
+    options: tuple[str, ...] = ()
+    #: whether the script asks ``--gres=gpu:N`` per node (False: its GPUs come from
+    #: ``--gpus-per-task`` in ``options``)
+    gres: bool = True
 
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def shape(self) -> str:
+        """The job's shape as a report shows it: nodes x GPUs per node, then any options."""
+        return " ".join((f"{self.nodes}x{self.gpus_per_node}",) + self.options)
 
     @property
     def times_out(self) -> bool:
@@ -42,18 +52,30 @@ class DiffJob:
         return self.runtime_s >= self.limit_min * 60
 
 
+#: the workload mixes ``generate`` draws: ``gpus`` asks only nodes and GPUs per node (CPUs and
+#: memory from the pool's defaults); ``rich`` adds the CPU, memory and task options below
+MIXES = ("gpus", "rich")
+
+
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
              max_limit_min: int = 5, mean_gap_s: float = 6.0, timeout_share: float = 0.1,
-             gpu_caps: dict[str, int] | None = None) -> list[DiffJob]:
+             gpu_caps: dict[str, int] | None = None, mix: str = "gpus") -> list[DiffJob]:
     """``jobs`` jobs drawn from ``seed``: shapes from :data:`SHAPES` that fit the pool, whole-minute
     limits 1..``max_limit_min``, runtimes mostly 20 % of the limit to 15 s before it and ``timeout_share`` of
     them longer than it, exponential gaps between arrivals (whole seconds), accounts uniform.
     ``gpu_caps`` (account -> GPUs) drops shapes an account's GrpTRES could never admit: such a
     job pends forever (AssocGrpGRES) on both sides and only stalls the run.
+
+    ``mix="rich"`` keeps every draw above (the same seed gives the same arrivals, shapes,
+    limits and accounts as ``mix="gpus"``) and adds, from a second stream, the CPU, memory and
+    task options of :func:`rich_options`, so that CPUs and memory bind as well as GPUs.
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
+    if mix not in MIXES:
+        raise ValueError(f"unknown workload mix {mix!r}: expected one of {', '.join(MIXES)}")
     rng = random.Random(seed)
+    rich = random.Random(seed * 1_000_003 + 17) if mix == "rich" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -70,8 +92,51 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
         else:
             # keep 15 s clear of the limit: job start-up costs fake seconds under a sped-up clock
             run = max(5, min(limit * 60 - 15, int(limit * 60 * rng.uniform(0.2, 1.0))))
-        out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account))
+        options: tuple[str, ...] = ()
+        gres = True
+        if rich is not None:
+            options, gres = rich_options(rich, n, g)
+        out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out
+
+
+def rich_options(rng: random.Random, nodes: int, gpus_per_node: int) -> tuple[tuple[str, ...], bool]:
+    """Options beside ``--nodes`` and the GPUs that a training pool's scripts carry, drawn for
+    a job of ``nodes`` x ``gpus_per_node``: (the options, whether ``--gres`` stays).
+
+    Each kind makes a different resource bind: CPUs per task up to most of a node, memory per
+    node or per CPU, several tasks per node, tasks spread unevenly over the nodes (``--ntasks``
+    above ``--nodes``, with ``--gres`` or with ``--gpus-per-task``), whole nodes
+    (``--exclusive``) and CPUs per GPU. The total of GPUs stays ``nodes * gpus_per_node``
+    (``--ntasks`` equals it with ``--gpus-per-task=1``), so accounts' GPU caps read the same.
+    """
+    kinds = ["plain", "cpus", "mem", "tasks", "mem_per_cpu", "gpus_per_task"]
+    weights = [4, 3, 2, 1, 1, 1]
+    if nodes >= 2:
+        kinds.append("split")
+        weights.append(2)
+    else:
+        kinds += ["exclusive", "cpus_per_gpu"]
+        weights += [1, 1]
+    kind = rng.choices(kinds, weights)[0]
+    if kind == "cpus":
+        return (f"--cpus-per-task={rng.choice((8, 24, 48, 96))}",), True
+    if kind == "mem":
+        return (f"--mem={rng.choice((100000, 400000, 700000))}",), True
+    if kind == "tasks":
+        return (f"--ntasks-per-node={rng.choice((2, 4))}", f"--cpus-per-task={rng.choice((4, 16))}"), True
+    if kind == "mem_per_cpu":
+        return (f"--cpus-per-task={rng.choice((4, 16))}", f"--mem-per-cpu={rng.choice((8000, 30000))}"), True
+    if kind == "gpus_per_task":
+        return (f"--ntasks={nodes * gpus_per_node}", "--gpus-per-task=1"), False
+    if kind == "split":
+        tasks = nodes + rng.randint(1, 4 * nodes)
+        return (f"--ntasks={tasks}",) + ((f"--cpus-per-task={rng.choice((2, 8))}",) if rng.random() < 0.5 else ()), True
+    if kind == "exclusive":
+        return ("--exclusive",), True
+    if kind == "cpus_per_gpu":
+        return (f"--cpus-per-gpu={rng.choice((4, 12))}",), True
+    return (), True
 
 
 def sbatch_script(job: DiffJob, output: str) -> str:
@@ -85,7 +150,8 @@ def sbatch_script(job: DiffJob, output: str) -> str:
         f"#SBATCH --job-name={job.name}",
         f"#SBATCH --account={job.account}",
         f"#SBATCH --nodes={job.nodes}",
-        f"#SBATCH --gres=gpu:{job.gpus_per_node}",
+        *([f"#SBATCH --gres=gpu:{job.gpus_per_node}"] if job.gres else []),
+        *(f"#SBATCH {opt}" for opt in job.options),
         f"#SBATCH --time={job.limit_min}",
         f"#SBATCH --output={output}",
         f"#GPUPOOL runtime={job.runtime_s}",

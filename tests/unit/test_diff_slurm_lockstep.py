@@ -237,3 +237,42 @@ def test_a_main_pass_leaves_completing_nodes_out_of_its_selection():
     used = {plain[j].placement[0][0] for j in (1, 2, 3)}
     (empty,) = set(range(len(pool.nodes))) - used
     assert held[4].first_start == 61.0 and held[4].placement[0][0] == empty
+
+
+def test_job_alloc_is_read_per_node_from_scontrol_text():
+    from gpupool.conformance.diff_slurm_real import parse_job_alloc
+
+    text = ("   JOB_GRES=gpu:6\n     Nodes=gpu01 CPU_IDs=0-1,16-17 Mem=400 GRES=gpu:4(IDX:0-3)\n"
+            "     Nodes=gpu[02-03] CPU_IDs=0-1 Mem=200 GRES=gpu:2(IDX:0-1)\n   MinCPUsNode=1\n")
+    assert parse_job_alloc(text) == {"gpu01": (4, 400), "gpu02": (2, 200), "gpu03": (2, 200)}
+
+
+@pytest.mark.parametrize(("opts", "gpus", "alloc", "expect"), [
+    # task pods sharing a node: one pod per GPU of it, the node's real CPUs and memory on them
+    ("-n3 --gpus-per-task=1", ((3, 0b10011000),), {3: (4, 360000)},
+     [(3, 0b1000, 2000, 120000), (3, 0b10000, 1000, 120000), (3, 0b10000000, 1000, 120000)]),
+    # the same without the job's output: gpupool's own amounts, CPUs in whole cores
+    ("-n3 --gpus-per-task=1", ((3, 0b111),), {},
+     [(3, 0b1, 2000, 120000), (3, 0b10, 1000, 120000), (3, 0b100, 1000, 120000)]),
+    # a pod per node: real's CPUs per node (a split job's tasks)
+    ("-N2 -n8 --gres=gpu:2", ((2, 0b11000000), (3, 0b110)), {2: (6, 240000), 3: (2, 240000)},
+     [(2, 0b11000000, 6000, 240000), (3, 0b110, 2000, 240000)]),
+])
+def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    from dataclasses import replace as dc_replace
+
+    pool = _pool()
+    wl = dc_replace(workload("j", opts + " -A ml-research", 0.0, 1, runtime=600.0), user="alice")
+    policy = make_policy("slurm", pool, {"epoch": T0})
+    # real Slurm started it 5 s after its submission: gpupool's proposal at once is withdrawn
+    # and real Slurm's start adopted
+    wrapper = LockstepPolicy(policy, {1: (5.0, gpus)}, 1.0, None, {1: alloc})
+    out = Engine(pool, [wl], wrapper, check=True, until=10.0)
+    out.run()
+    assert wrapper.adopted == {1}
+    assert sorted(out.jobs[1].placement) == sorted(expect)

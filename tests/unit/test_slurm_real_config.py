@@ -195,6 +195,43 @@ def test_script_reads_back_through_gpupools_sbatch_parser():
     assert wl.pod_sets[0].count == job.nodes and wl.pod_sets[0].gpus == job.gpus_per_node
 
 
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_rich_mix_adds_options_to_the_same_draws(seed, n):
+    """``mix="rich"`` keeps arrivals, shapes, limits and accounts of the plain draw, and every
+    script reads back through gpupool's sbatch parser with the job's GPUs and nodes."""
+    accounts = ["ml-research", "ml-serving"]
+    plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
+    rich = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="rich")
+    assert rich == generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="rich")
+    assert [(j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in rich] == [
+        (j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in plain]
+    for j in rich:
+        wl = sbatch_to_workload(parse_sbatch_text(sbatch_script(j, "/x/%j.out"), "t.sbatch"), id=1,
+                                submit_time=0.0, runtime=float(j.runtime_s))[0]
+        assert wl.total_gpus == j.gpus
+        assert j.gres == ("--gpus-per-task=1" not in j.options)
+        if "--exclusive" in j.options:
+            assert wl.pod_sets[0].exclusive
+
+
+def test_rich_mix_draws_every_kind_and_reads_back_from_scripts(tmp_path):
+    from gpupool.conformance.diff_slurm import jobs_from_scripts
+
+    jobs = generate(4, 300, ["ml-research"], max_nodes=4, gpus_per_node=8, mix="rich")
+    kinds = {j.options[0].split("=")[0] if j.options else "" for j in jobs}
+    assert kinds == {"", "--cpus-per-task", "--mem", "--ntasks-per-node", "--ntasks", "--exclusive",
+                     "--cpus-per-gpu"}
+    assert any(j.nodes >= 2 and any(o.startswith("--ntasks=") for o in j.options) and j.gres for j in jobs)
+    (tmp_path / "scripts").mkdir()
+    for j in jobs:
+        (tmp_path / "scripts" / f"{j.name}.sbatch").write_text(sbatch_script(j, "/x/%j.out"))
+    back = jobs_from_scripts(tmp_path)
+    assert [(b.index, b.nodes, b.gpus_per_node, b.limit_min, b.runtime_s, b.account, b.options, b.gres) for b in back] == [
+        (j.index, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account, j.options, j.gres) for j in jobs]
+    with pytest.raises(ValueError, match="unknown workload mix 'odd'"):
+        generate(1, 1, ["a"], max_nodes=1, gpus_per_node=1, mix="odd")
+
+
 def test_scheduler_interval_and_accounts():
     assert _scheduler_interval("bf_interval=1,sched_interval=1") == 1
     assert _scheduler_interval("bf_continue") == 60
