@@ -381,7 +381,8 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:
 
 
 def _pods_on(free: Free, i: int, ps) -> int:
-    """How many pods of ``ps`` (not exclusive) fit on node ``i`` now, one after another."""
+    """How many pods of ``ps`` (not exclusive) fit on node ``i`` now, one after another (not
+    capped at the job's count: nodes are compared by all they hold)."""
     avail = gpus_for(free, i, ps)
     if avail is None:
         return 0
@@ -394,7 +395,7 @@ def _pods_on(free: Free, i: int, ps) -> int:
         n = min(n, avail.bit_count() // ps.gpus)
     if fit:
         n = min(n, free.mem[i] // fit)
-    return min(n, ps.count)
+    return n
 
 
 def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None,
@@ -496,7 +497,8 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     """One node for one pod, as cons_tres 22.05 picks it: lowest weight; among the runs of
     consecutive node indices where the pod fits, the run with the fewest available CPUs in all;
     in that run the node with the fewest available CPUs (ties: lowest index). So a lone empty
-    node can win over two half-used neighbours (seen on a real 22.05.8, docs/differential.md)."""
+    node can win over two half-used neighbours (seen on a real 22.05.8, docs/differential.md).
+    A GPU job counts on each node only the CPUs its tasks can use there (``usable_cpus``)."""
     fitting = fitting_nodes(ps, pool, free)
     if not fitting:
         return None
@@ -507,7 +509,10 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     if max(ws) != best_w:
         fitting = [i for i, w in zip(fitting, ws) if w == best_w]
     fitting.sort()
-    cpu = free.cpu
+    if ps.gpus and ps.slurm_tasks is not None:
+        cpu = {i: usable_cpus(ps, free, i) for i in fitting}
+    else:
+        cpu = free.cpu
     # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
     # so the first run with the least sum
     best_lo = best_hi = 0
@@ -530,6 +535,24 @@ def _one_node(ps, pool: list[int], free: Free, weight):
         best_lo, best_hi = lo, n
     node = min(fitting[best_lo:best_hi], key=lambda i: (cpu[i], i))
     return pod_fits(free, node, ps)
+
+
+def usable_cpus(ps, free: Free, i: int) -> int:
+    """The CPUs (millicores) a GPU job's pod on node ``i`` counts there when nodes are compared
+    (cons_tres's ``_select_cores`` and GRES filter): its tasks' CPUs in whole cores, the tasks
+    being its task count where it gave one (``-n``/``--ntasks-per-node``, ``PodSet.slurm_tasks``)
+    or as many as the node's free CPUs hold. So nodes tie where the same tasks fit: a real
+    22.05.8 ran ``-N1 -n3 --gpus-per-task=1`` and ``--gres=gpu:2 -c24`` on an idle node before
+    one with 2 CPUs held, but ``--gres=gpu:2``, ``-c2`` and ``-c32`` on the one with 2 held,
+    and chose the lone fitting node over a run of two for ``-N1 -n3`` (findings 51)."""
+    _least, most, cpt = ps.slurm_tasks
+    cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+    cpt_m = cpt * 1000
+    tasks = cpu // cpt_m if cpt_m else 0
+    if most and tasks > most:
+        tasks = most
+    core = free.nodes.core_cpus[i]
+    return -(-tasks * cpt_m // core) * core
 
 
 def _node_count(ps, fitting: int) -> int:
