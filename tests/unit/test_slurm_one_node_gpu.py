@@ -1,6 +1,6 @@
 """Which node a one-node GPU job takes (docs/differential.md, finding 51).
 
-Every expectation is what a real 22.05.8 did (2026-12-03): nodes of 128 CPUs (2 sockets x 32
+Every expectation is what a real 22.05.8 did (2026-12-03, probes ``/tmp/probe/later*.json``): nodes of 128 CPUs (2 sockets x 32
 cores x 2 threads), 8 GPUs, 1000000 MB, CR_Core_Memory, DefMemPerGPU=120000; holder jobs
 pinned with ``-w`` first, then the job alone, which started at once.
 """
@@ -32,6 +32,9 @@ FOUR_P = ["-w gpu01 --gres=gpu:4 -c8", "-w gpu02 --gres=gpu:6", "-w gpu03 --gres
 FOUR_Q = ["-w gpu01 --gres=gpu:5 -c16", "-w gpu02 --gres=gpu:4 -c8", "-w gpu03 --gres=gpu:6", "-w gpu04 --gres=gpu:4 -c8"]
 #: three idle nodes but gpu02 with 2 CPUs held
 THREE = ["-w gpu02 -c2 --mem=1000"]
+#: free CPUs, GPUs and MB: gpu01 126, 4, 520000; gpu02 118, 2, 368000; gpu03 112, 2, 540000
+THREE_MEM = ["-w gpu01 --gres=gpu:4 -c2", "-w gpu02 --gres=gpu:6 -c10 --mem=632000",
+             "-w gpu03 --gres=gpu:6 -c16 --mem=460000"]
 
 REAL = [
     (2, TWO, "-N1 -n3 --gpus-per-task=1", "gpu01"),
@@ -61,6 +64,10 @@ REAL = [
     (3, THREE, "-N1 --gres=gpu:2 -c2", "gpu02"),
     (3, THREE, "-N1 -c24 --mem=1000", "gpu02"),
     (3, THREE, "-N1 --gres=gpu:2", "gpu02"),
+    (3, THREE_MEM, "-N1 --gres=gpu:2 -c16 --mem-per-cpu=8000", "gpu02"),
+    (3, THREE_MEM, "-N1 --gres=gpu:2 -c16", "gpu01"),
+    (3, THREE_MEM, "-N1 -c16 --mem-per-cpu=8000", "gpu02"),
+    (3, THREE_MEM, "-N1 --gres=gpu:2 --mem-per-cpu=8000", "gpu02"),
 ]
 
 

@@ -498,7 +498,10 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     consecutive node indices where the pod fits, the run with the fewest available CPUs in all;
     in that run the node with the fewest available CPUs (ties: lowest index). So a lone empty
     node can win over two half-used neighbours (seen on a real 22.05.8, docs/differential.md).
-    A GPU job counts on each node only the CPUs its tasks can use there (``usable_cpus``)."""
+    A GPU job counts on each node only the CPUs its tasks can use there (``usable_cpus``); a
+    job whose memory is per CPU counts no more CPUs than the node's free memory pays for (a real
+    22.05.8 ran ``-c16 --mem-per-cpu=8000`` on a node with 118 CPUs and 368000 MB free rather
+    than one with 112 and 540000, finding 51)."""
     fitting = fitting_nodes(ps, pool, free)
     if not fitting:
         return None
@@ -511,6 +514,8 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     fitting.sort()
     if ps.gpus and ps.slurm_tasks is not None:
         cpu = {i: usable_cpus(ps, free, i) for i in fitting}
+    elif per_cpu := _memory_per_cpu(ps):  # memory per CPU: the free memory caps the CPUs too
+        cpu = {i: min(free.cpu[i], free.mem[i] // per_cpu * 1000) for i in fitting}
     else:
         cpu = free.cpu
     # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
@@ -544,9 +549,14 @@ def usable_cpus(ps, free: Free, i: int) -> int:
     or as many as the node's free CPUs hold. So nodes tie where the same tasks fit: a real
     22.05.8 ran ``-N1 -n3 --gpus-per-task=1`` and ``--gres=gpu:2 -c24`` on an idle node before
     one with 2 CPUs held, but ``--gres=gpu:2``, ``-c2`` and ``-c32`` on the one with 2 held,
-    and chose the lone fitting node over a run of two for ``-N1 -n3`` (findings 51)."""
+    and chose the lone fitting node over a run of two for ``-N1 -n3``; where memory is per CPU
+    the free memory caps the CPUs (``--gres=gpu:2 -c16 --mem-per-cpu=8000`` went to the node
+    whose 368000 MB held 2 tasks, not to those holding 4, finding 51)."""
     _least, most, cpt = ps.slurm_tasks
     cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+    per_cpu = _memory_per_cpu(ps)
+    if per_cpu:  # memory per CPU: the free memory caps the CPUs too
+        cpu = min(cpu, free.mem[i] // per_cpu * 1000)
     cpt_m = cpt * 1000
     tasks = cpu // cpt_m if cpt_m else 0
     if most and tasks > most:
