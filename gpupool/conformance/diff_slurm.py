@@ -25,7 +25,7 @@ from typing import Callable
 from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
 from gpupool.conformance.diff_slurm_real import (RealRecord, RealTiming, parse_jobcomp, play, real_timing,
                                                  sacct_records)
-from gpupool.conformance.diff_slurm_workload import DiffJob, generate, sbatch_script
+from gpupool.conformance.diff_slurm_workload import DiffJob, generate, rich_fits, sbatch_script
 from gpupool.conformance.real_slurm import DEFAULT_SCHEDULER_PARAMETERS, RealSlurm
 from gpupool.engine.core import Engine
 from gpupool.engine.nodes import mask_indices
@@ -84,6 +84,8 @@ class DiffReport:
     #: "open": gpupool runs on its own after the submissions; "lockstep": every decision from
     #: real Slurm's state (``diff_slurm_lockstep``)
     mode: str = "open"
+    #: the workload's options (``diff_slurm_workload.MIXES``)
+    mix: str = "gpus"
     per_job: list[JobDiff] = field(default_factory=list)
     #: the same run replayed in lockstep (a report of its own, ``mode="lockstep"``)
     lockstep: DiffReport | None = None
@@ -101,7 +103,7 @@ class DiffReport:
 
     def summary_lines(self) -> list[str]:
         pct = lambda x: f"{100 * x:.1f}%"
-        head = (f"pool {self.pool}, seed {self.seed}, {self.jobs} jobs, accounting={self.accounting}, "
+        head = (f"pool {self.pool}, seed {self.seed}, {self.jobs} jobs ({self.mix} mix), accounting={self.accounting}, "
                 f"speed-up x{self.speedup or 1:g}, scheduler interval {self.interval:g} s")
         lines = [
             head if self.mode == "open" else
@@ -126,7 +128,7 @@ class DiffReport:
                       ids: dict[int, int], node_names: list[str], t0: float) -> None:
         """Attach the lockstep comparison of the same run (``sim`` from ``replay(lockstep=…)``)."""
         ls = DiffReport(self.pool, self.seed, self.jobs, self.accounting, self.speedup, self.interval,
-                        real_wall_s=self.real_wall_s, mode="lockstep")
+                        real_wall_s=self.real_wall_s, mode="lockstep", mix=self.mix)
         compare(ls, jobs, real, ids, sim, node_names, t0)
         self.lockstep = ls
 
@@ -457,7 +459,9 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="gpupool-diff-slurm-")
         workdir = tmp.name
-    report = DiffReport(pool.name, seed, jobs, accounting, speedup, _scheduler_interval(scheduler_parameters))
+    report = DiffReport(pool.name, seed, jobs, accounting, speedup, _scheduler_interval(scheduler_parameters), mix=mix)
+    if mix == "rich":
+        rich_fits(pool)
     rs = RealSlurm(workdir, pool, accounting=accounting, scheduler_parameters=scheduler_parameters,
                    overrides=over, speedup=speedup, slurmctld_debug="debug")
     wall = time.monotonic()

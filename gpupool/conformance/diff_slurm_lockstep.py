@@ -27,7 +27,7 @@ import heapq
 from dataclasses import dataclass
 
 from gpupool.engine.decisions import Start, WakeAt
-from gpupool.policy.slurm.select import exclusive_memory
+from gpupool.policy.slurm.select import memory_per_cpu_of, exclusive_memory
 from gpupool.policy.slurm.split_tasks import even
 
 
@@ -99,9 +99,16 @@ class LockstepPolicy:
                 self.proposals[jid] = Proposal(now, gpus)
             real = self.real.get(jid)
             if real is not None and abs(now - real[0]) <= self.tolerance and real[1] in (None, gpus):
-                out.append(d)
                 started.add(jid)
                 self.agreed.add(jid)
+                alloc = self.alloc.get(jid)
+                if alloc and real[1] is not None and _amounts(d.placement) != alloc:
+                    # the same decision, but real Slurm's CPUs or memory per node differ (a split
+                    # job's tasks): carried out with real Slurm's, so later decisions see its state
+                    pol.retract_start(jid)
+                    out.append(self._adopt(snap, snap.pending[jid]))
+                    continue
+                out.append(d)
                 if jid in self.decided:  # real Slurm's start_time, which end_time counts from
                     pol.set_reported_start(jid, self.decided[jid])
             else:
@@ -157,14 +164,26 @@ class LockstepPolicy:
             real = alloc.get(node)
             if real is not None:
                 cpu, mem = real[0] * 1000, real[1]
-            else:
-                cpu += -cpu % nodes.cpu_step[node]
+            else:  # gpupool's own amounts: CPUs in whole cores, with their memory per CPU
+                extra = -cpu % nodes.cpu_step[node]
+                cpu += extra
+                mem += extra // 1000 * memory_per_cpu_of(ps)
             rest_cpu = sum(p[1] for p in pods[1:])
             rest_mem = sum(p[2] for p in pods[1:])
             first = (pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem))
             for m, c, b in [first, *pods[1:]]:
                 placement.append((node, m, c, b))
         return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))
+
+
+def _amounts(placement) -> dict[int, tuple[int, int]]:
+    """(CPUs, MB) per node of a placement, as ``alloc`` gives real Slurm's."""
+    per: dict[int, list[int]] = {}
+    for node, _mask, cpu, mem in placement:
+        row = per.setdefault(node, [0, 0])
+        row[0] += cpu
+        row[1] += mem
+    return {node: (cpu // 1000, mem) for node, (cpu, mem) in per.items()}
 
 
 def _lowest(mask: int, n: int) -> int:

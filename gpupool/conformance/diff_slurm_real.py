@@ -21,6 +21,7 @@ from gpupool.formats.hostlist import expand_hostlist
 _JOBCOMP_FIELD = re.compile(r"(\w+)=(\S*)")
 _GRES_LINE = re.compile(r"Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)")
 _ALLOC_LINE = re.compile(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+)")
+_NUM_CPUS = re.compile(r"NumCPUs=(\d+)")
 _IDX = re.compile(r"IDX:([0-9,\-]+)")
 _LOG_EVENT = re.compile(
     r"^\[(\S+)\] (?:(?P<submit>_slurm_rpc_submit_batch_job: JobId=(?P<sj>\d+) )"
@@ -110,12 +111,16 @@ def parse_job_gres(text: str) -> dict[str, list[int]]:
 
 def parse_job_alloc(text: str) -> dict[str, tuple[int, int]]:
     """Per-node (CPUs, MB) from ``scontrol -d show job`` text (``Nodes=… CPU_IDs=0-1,16-17
-    Mem=400``; nodes with equal allocations share one line as a host list)."""
+    Mem=400``; nodes with equal allocations share one line as a host list); {} when the CPUs
+    do not add up to the job's ``NumCPUs`` (scontrol cuts a long CPU_IDs list short)."""
     out: dict[str, tuple[int, int]] = {}
     for nodes, cpu_ids, mem in _ALLOC_LINE.findall(text):
         cpus = len(parse_index_list(cpu_ids))
         for node in expand_hostlist(nodes):
             out[node] = (cpus, int(mem))
+    total = _NUM_CPUS.search(text)
+    if out and (total is None or int(total.group(1)) != sum(c for c, _m in out.values())):
+        return {}
     return out
 
 

@@ -100,6 +100,23 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     return out
 
 
+#: the smallest node the rich options always fit on alone (CPUs, MB): the seed pool's
+RICH_NODE = (128, 1_000_000)
+
+
+def rich_fits(pool) -> None:
+    """Refuse ``mix="rich"`` on a pool with a node smaller than :data:`RICH_NODE`: its CPU and
+    memory options (up to 96 CPUs per task, 700000 MB) could never run there, and sbatch's
+    refusal would stop the real run partway."""
+    from gpupool.errors import InputError
+
+    small = [n.name for n in pool.nodes.values() if n.cpus < RICH_NODE[0] or n.memory_mib < RICH_NODE[1]]
+    if small:
+        raise InputError(pool.name, f"--mix rich needs nodes of at least {RICH_NODE[0]} CPUs and "
+                         f"{RICH_NODE[1]} MB (its options go up to 96 CPUs and 700000 MB); "
+                         f"smaller: {', '.join(small[:5])}{' …' if len(small) > 5 else ''}")
+
+
 def rich_options(rng: random.Random, nodes: int, gpus_per_node: int) -> tuple[tuple[str, ...], bool]:
     """Options beside ``--nodes`` and the GPUs that a training pool's scripts carry, drawn for
     a job of ``nodes`` x ``gpus_per_node``: (the options, whether ``--gres`` stays).

@@ -19,7 +19,17 @@ def cpu_steps(pool: Pool, nodes: list) -> list[int]:
     slurm = getattr(pool, "slurm", None)
     if slurm is None or any(p.upper().startswith("CR_CPU") for p in slurm.select_type_parameters):
         return [1000] * len(nodes)
-    return [max(1, n.threads_per_core) * 1000 for n in nodes]
+    return [threads_per_core(n) * 1000 for n in nodes]
+
+
+def threads_per_core(node) -> int:
+    """The CPUs of one of ``node``'s cores as slurmctld counts them: ThreadsPerCore, but one
+    where ``CPUs=`` is no more than the node's cores (it then schedules a thread per core)."""
+    tpc = max(1, node.threads_per_core)
+    cores = node.sockets * node.cores_per_socket
+    if tpc > 1 and cores and node.cpus <= cores:
+        return 1
+    return tpc
 
 
 class NodeTable:
@@ -53,7 +63,7 @@ class NodeTable:
         self.stepped = any(s > 1000 for s in self.cpu_step)
         #: the millicores of one core (ThreadsPerCore CPUs) of each node, whatever is allocated;
         #: ``threaded`` when any core has more than one CPU
-        self.core_cpus = [max(1, n.threads_per_core) * 1000 for n in nodes]
+        self.core_cpus = [threads_per_core(n) * 1000 for n in nodes]
         self.threaded = any(c > 1000 for c in self.core_cpus)
         self.free_mask = list(self.full_mask)
         self.free_gpus = list(self.gpu_total)

@@ -242,9 +242,12 @@ def test_a_main_pass_leaves_completing_nodes_out_of_its_selection():
 def test_job_alloc_is_read_per_node_from_scontrol_text():
     from gpupool.conformance.diff_slurm_real import parse_job_alloc
 
-    text = ("   JOB_GRES=gpu:6\n     Nodes=gpu01 CPU_IDs=0-1,16-17 Mem=400 GRES=gpu:4(IDX:0-3)\n"
+    text = ("   NumNodes=3 NumCPUs=8 NumTasks=8 CPUs/Task=1\n   JOB_GRES=gpu:6\n"
+            "     Nodes=gpu01 CPU_IDs=0-1,16-17 Mem=400 GRES=gpu:4(IDX:0-3)\n"
             "     Nodes=gpu[02-03] CPU_IDs=0-1 Mem=200 GRES=gpu:2(IDX:0-1)\n   MinCPUsNode=1\n")
     assert parse_job_alloc(text) == {"gpu01": (4, 400), "gpu02": (2, 200), "gpu03": (2, 200)}
+    # scontrol cuts a long CPU_IDs list short: CPUs that do not add up to NumCPUs are not used
+    assert parse_job_alloc(text.replace("NumCPUs=8", "NumCPUs=64")) == {}
 
 
 @pytest.mark.parametrize(("opts", "gpus", "alloc", "expect"), [
@@ -276,3 +279,25 @@ def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
     out.run()
     assert wrapper.adopted == {1}
     assert sorted(out.jobs[1].placement) == sorted(expect)
+
+
+def test_an_agreed_start_takes_real_slurms_cpus_per_node():
+    # gpupool's split -N2 -n10 -c8 --gres=gpu:1 puts its tasks 9 + 1 on gpu01-02; real Slurm's
+    # output says 1 + 9 on the same GPUs: the decision agrees, and real Slurm's amounts are
+    # carried out (else a later adoption could overfill a node)
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    pool = _pool()
+    wl = dc_replace(workload("j", "-N2 -n10 -c8 --gres=gpu:1 -A ml-research", 0.0, 1, runtime=600.0), user="alice")
+    policy = make_policy("slurm", pool, {"epoch": T0})
+    wrapper = LockstepPolicy(policy, {1: (0.0, ((0, 1), (1, 1)))}, 1.0, None,
+                             {1: {0: (8, 120000), 1: (72, 120000)}})
+    out = Engine(pool, [wl], wrapper, check=True, until=5.0)
+    out.run()
+    assert wrapper.agreed == {1} and not wrapper.adopted
+    assert sorted((p[0], p[2] // 1000, p[3]) for p in out.jobs[1].placement) == [(0, 8, 120000), (1, 72, 120000)]

@@ -420,3 +420,15 @@ def test_fair_share_usage_counts_from_the_whole_second_of_the_start(monkeypatch)
     policy = make_policy("slurm", pool, {"epoch": 1_800_000_000.25})
     job = Engine(pool, jobs, policy, check=True).run().jobs[0]
     assert job.first_start == 10.4 and closed[0] == (9.75, 60.4)  # closed at the next call (100 s)
+
+
+def test_rich_mix_refuses_nodes_its_options_cannot_fit(tmp_path):
+    from gpupool.conformance.diff_slurm_workload import rich_fits
+    from gpupool.errors import InputError
+
+    rich_fits(load_pool(SEED_POOL))  # the seed pool's 128-CPU, 1 TB nodes take every option
+    (tmp_path / "slurm.conf").write_text(
+        "ClusterName=small\nNodeName=n[1-2] CPUs=64 RealMemory=512000 Gres=gpu:8\n"
+        "PartitionName=p Nodes=n[1-2] Default=YES State=UP\nGresTypes=gpu\n")
+    with pytest.raises(InputError, match="at least 128 CPUs and 1000000 MB.*n1, n2"):
+        rich_fits(load_pool(tmp_path))

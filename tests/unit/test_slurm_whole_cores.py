@@ -157,3 +157,34 @@ def test_a_node_keeps_a_cores_worth_of_tasks_for_each_later_node():
     assert pick_nodes({0: 32, 1: 32, 2: 32}, 3, 7, w, [], keep={0: 2, 1: 2, 2: 2}) == [(0, 3), (1, 2), (2, 2)]
     assert pick_nodes({0: 32, 1: 32, 2: 32}, 3, 4, w, [], keep={0: 2, 1: 2, 2: 2}) == [(0, 1), (1, 1), (2, 2)]
     assert pick_nodes({0: 32, 1: 32, 2: 32}, 3, 7, w, []) == [(0, 5), (1, 1), (2, 1)]
+
+
+def test_a_node_that_cannot_pay_the_rounded_cores_memory_does_not_fit(tmp_path):
+    # (not probed; slurmctld gives a node no more CPUs than its free memory pays for) gpu01 keeps
+    # 1500 MB: -n1 --mem-per-cpu=1000 holds 2 CPUs and 2000 MB, so it goes to gpu02 rather than
+    # being refused there; -n3 (3 CPUs rounded to 4, 4000 MB) beside 3500 MB free likewise
+    pool = _pool(tmp_path / "a", 2, 2)
+    assert _alloc(pool, ["-w gpu01 -n1 --mem=62500"], "-n1 --mem-per-cpu=1000") == [("gpu02", 2, 2000, 0)]
+    assert _alloc(pool, ["-w gpu01 -n1 --mem=62500"], "--gres=gpu:1 --mem-per-cpu=1000") == [("gpu02", 2, 2000, 1)]
+    assert _alloc(pool, ["-w gpu01 -n1 --mem=60500"], "-n3 --mem-per-cpu=1000") == [("gpu02", 4, 4000, 0)]
+
+
+def test_max_cpus_per_node_counts_whole_cores(tmp_path):
+    # (not probed) MaxCPUsPerNode=5 with two threads per core allows 4 CPUs a node: -N2 -n8 runs
+    # as 4 + 4 instead of being refused, a third -n1 goes to the idle node
+    pool = _pool(tmp_path, 2, 2)
+    conf = (tmp_path / "slurm.conf").read_text().replace("MaxTime=60", "MaxTime=60 MaxCPUsPerNode=5")
+    pool = slurm_pool(tmp_path, conf)
+    assert _alloc(pool, [], "-N2 -n8") == [("gpu01", 4, 400, 0), ("gpu02", 4, 400, 0)]
+    assert _alloc(pool, ["-n1", "-n1"], "-n1") == [("gpu02", 2, 200, 0)]
+
+
+def test_cpus_equal_to_cores_schedule_a_thread_per_core(tmp_path):
+    # slurm.conf CPUs=16 with 2 x 8 cores and ThreadsPerCore=2: slurmctld counts a core as one
+    # CPU (node_conf: threads per core 1 when CPUs do not exceed the cores)
+    (tmp_path / "gres.conf").write_text("".join(f"NodeName=gpu{n:02d} Name=gpu File=/dev/nvidia[0-7]\n" for n in (1, 2)))
+    conf = CONF.format(select="CR_Core_Memory", last=2, cpus=16, tpc=2)
+    pool = slurm_pool(tmp_path, conf)
+    table = NodeTable(pool)
+    assert table.cpu_step == [1000, 1000] and table.core_cpus == [1000, 1000]
+    assert _alloc(pool, [], "-N2 -n6") == [("gpu01", 5, 500, 0), ("gpu02", 1, 100, 0)]

@@ -115,8 +115,10 @@ class Cycle:
         for name in pol.capped_parts:
             info = pol.parts[name]
             cap = [0] * n
+            step = free.nodes.cpu_step
             for i in info.nodes:
-                cap[i] = info.max_cpus_per_node * 1000
+                # in whole cores: the CPUs a job takes there are (``select.whole_cores``)
+                cap[i] = info.max_cpus_per_node * 1000 // step[i] * step[i]
             caps[name] = cap
         cap_of: dict[int, str] = {}
         for job in snap.active.values():

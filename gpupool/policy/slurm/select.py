@@ -115,7 +115,8 @@ def empty_state(nodes: NodeTable, info) -> Free:
     empty.mem = list(nodes.mem_total)
     empty.cap, empty.cap_of, empty.caps = None, {}, None
     if info.max_cpus_per_node is not None:
-        empty.caps = {info.name: [info.max_cpus_per_node * 1000] * len(empty.cpu)}
+        step = nodes.cpu_step  # in whole cores, as ``_cap_partitions``
+        empty.caps = {info.name: [info.max_cpus_per_node * 1000 // s * s for s in step]}
     return empty
 
 
@@ -182,9 +183,23 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
         return None
     need_mem = ps.memory_to_fit
     if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= need_mem and (
-            free.cap is None or free.cap[i] >= ps.cpu_m):
+            free.cap is None or free.cap[i] >= ps.cpu_m) and (
+            not nodes.stepped or free.mem[i] >= memory_to_fit(ps, nodes, i)):
         return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, need_mem)
     return None
+
+
+def memory_to_fit(ps, nodes: NodeTable, i: int) -> int:
+    """The free memory node ``i`` needs for one pod of ``ps``: ``PodSet.memory_to_fit``, and
+    where memory is per CPU the memory of the CPUs ``whole_cores`` adds there (slurmctld gives
+    a node no more CPUs than its free memory pays for, so such a node does not fit)."""
+    need = ps.memory_to_fit
+    if nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu") and not ps.exclusive:
+        step = nodes.cpu_step[i]
+        extra = -ps.cpu_m % step
+        if extra:
+            need += extra // 1000 * memory_per_cpu_of(ps)
+    return need
 
 
 def eligible_nodes(cand, nodes: NodeTable, usable=None) -> list[int]:
@@ -272,7 +287,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         placement.extend(chosen)
         if stepped:
-            per_cpu.extend([_memory_per_cpu(ps)] * len(chosen))
+            per_cpu.extend([memory_per_cpu_of(ps)] * len(chosen))
         if k < last:  # later pod sets see these pods taken
             free.take(chosen)
             taken.extend(chosen)
@@ -285,7 +300,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     return tuple(placement)
 
 
-def _memory_per_cpu(ps) -> int:
+def memory_per_cpu_of(ps) -> int:
     """MB per CPU of a pod whose memory follows its CPUs (``PodSet.memory_per_cpu``, or a
     ``--mem-per-cpu`` pod the defaults left as asked), else 0."""
     if ps.memory_per_cpu:
@@ -395,6 +410,12 @@ def _pods_on(free: Free, i: int, ps) -> int:
         n = min(n, avail.bit_count() // ps.gpus)
     if fit:
         n = min(n, free.mem[i] // fit)
+    nodes = free.nodes
+    if n and nodes.stepped and (per_cpu := memory_per_cpu_of(ps)):
+        # the CPUs rounded up to whole cores bring their memory too (``whole_cores``)
+        step = nodes.cpu_step[i]
+        while n and (n * ps.memory_mib + (-n * ps.cpu_m % step) // 1000 * per_cpu > free.mem[i]):
+            n -= 1
     return n
 
 
@@ -463,7 +484,8 @@ def fits_now(free: Free, i: int, ps) -> bool:
                 and free.mem[i] >= exclusive_memory(nodes, i, ps) and holds_exclusive(nodes, i, ps)
                 and (free.cap is None or free.cap[i] >= ps.cpu_m))
     return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_to_fit
-            and (free.cap is None or free.cap[i] >= ps.cpu_m))
+            and (free.cap is None or free.cap[i] >= ps.cpu_m)
+            and (not nodes.stepped or free.mem[i] >= memory_to_fit(ps, nodes, i)))
 
 
 def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
@@ -485,6 +507,9 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
                 and fmem[i] >= exclusive_memory(nodes, i, ps)]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
     need_mem = ps.memory_to_fit
+    if nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu"):
+        # memory per CPU on CPUs rounded up to whole cores (``memory_to_fit``)
+        pool = [i for i in pool if fmem[i] >= memory_to_fit(ps, nodes, i)]
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
     tmask, fmask = nodes.type_mask, free.mask
@@ -514,8 +539,9 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     fitting.sort()
     if ps.gpus and ps.slurm_tasks is not None:
         cpu = {i: usable_cpus(ps, free, i) for i in fitting}
-    elif per_cpu := _memory_per_cpu(ps):  # memory per CPU: the free memory caps the CPUs too
-        cpu = {i: min(free.cpu[i], free.mem[i] // per_cpu * 1000) for i in fitting}
+    elif per_cpu := memory_per_cpu_of(ps):  # memory per CPU: the free memory caps the CPUs too
+        step = free.nodes.cpu_step
+        cpu = {i: min(free.cpu[i], (paid := free.mem[i] // per_cpu * 1000) - paid % step[i]) for i in fitting}
     else:
         cpu = free.cpu
     # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
@@ -554,14 +580,15 @@ def usable_cpus(ps, free: Free, i: int) -> int:
     whose 368000 MB held 2 tasks, not to those holding 4, finding 51)."""
     _least, most, cpt = ps.slurm_tasks
     cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
-    per_cpu = _memory_per_cpu(ps)
-    if per_cpu:  # memory per CPU: the free memory caps the CPUs too
-        cpu = min(cpu, free.mem[i] // per_cpu * 1000)
+    core = free.nodes.core_cpus[i]
+    per_cpu = memory_per_cpu_of(ps)
+    if per_cpu:  # memory per CPU: the free memory caps the CPUs too, in whole cores
+        paid = free.mem[i] // per_cpu * 1000
+        cpu = min(cpu, paid - paid % free.nodes.cpu_step[i])
     cpt_m = cpt * 1000
     tasks = cpu // cpt_m if cpt_m else 0
     if most and tasks > most:
         tasks = most
-    core = free.nodes.core_cpus[i]
     return -(-tasks * cpt_m // core) * core
 
 
