@@ -184,7 +184,8 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
     need_mem = ps.memory_to_fit
     if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= need_mem and (
             free.cap is None or free.cap[i] >= ps.cpu_m) and (
-            not nodes.stepped or free.mem[i] >= memory_to_fit(ps, nodes, i)):
+            not (nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu"))
+            or free.mem[i] >= memory_to_fit(ps, nodes, i)):
         return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, need_mem)
     return None
 
@@ -318,6 +319,11 @@ def whole_cores(placement: list, per_cpu: list[int], free: Free) -> tuple | None
     ``-n3`` 4 CPUs, ``-n2 -c3`` 6, ``-N2 --ntasks-per-node=3`` 4 on each node, and
     ``--mem-per-cpu=1000`` 1000 MB per CPU of those (docs/differential.md, finding 49)."""
     step = free.nodes.cpu_step
+    for pod in placement:
+        if pod[2] % step[pod[0]]:
+            break
+    else:  # every pod already in whole cores (the common case): nothing to add
+        return tuple(placement)
     first: dict[int, int] = {}
     cpus: dict[int, int] = {}
     for k, pod in enumerate(placement):
@@ -485,7 +491,8 @@ def fits_now(free: Free, i: int, ps) -> bool:
                 and (free.cap is None or free.cap[i] >= ps.cpu_m))
     return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_to_fit
             and (free.cap is None or free.cap[i] >= ps.cpu_m)
-            and (not nodes.stepped or free.mem[i] >= memory_to_fit(ps, nodes, i)))
+            and (not (nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu"))
+                 or free.mem[i] >= memory_to_fit(ps, nodes, i)))
 
 
 def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
