@@ -24,7 +24,7 @@ So a disagreement is one decision: what gpupool would have done next from real S
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpupool.engine.decisions import Start, WakeAt
 from gpupool.policy.slurm.select import memory_per_cpu_of, exclusive_memory
@@ -102,12 +102,15 @@ class LockstepPolicy:
                 started.add(jid)
                 self.agreed.add(jid)
                 alloc = self.alloc.get(jid)
-                if alloc and real[1] is not None and _amounts(d.placement) != alloc:
+                job = snap.pending.get(jid)
+                if alloc and real[1] is not None and job is not None and _amounts(d.placement) != alloc:
                     # the same decision, but real Slurm's CPUs or memory per node differ (a split
-                    # job's tasks): carried out with real Slurm's, so later decisions see its state
-                    pol.retract_start(jid)
-                    out.append(self._adopt(snap, snap.pending[jid]))
-                    continue
+                    # job's tasks): carried out as decided (partition, limit, via) with real
+                    # Slurm's amounts, so later decisions see its state and usage bills them
+                    placement = self._real_placement(snap, job)
+                    if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
+                        d = replace(d, placement=placement)
+                        pol.track_start(job, placement, now)
                 out.append(d)
                 if jid in self.decided:  # real Slurm's start_time, which end_time counts from
                     pol.set_reported_start(jid, self.decided[jid])
@@ -129,11 +132,16 @@ class LockstepPolicy:
         return out
 
     def _adopt(self, snap, job) -> Start:
-        """Real Slurm's start of ``job``, on its nodes and GPUs, with the CPUs and memory it held
+        """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time."""
+        real_start = self.real[job.id][0]
+        return self.inner.adopt_start(job, self._real_placement(snap, job), self.decided.get(job.id, real_start))
+
+    def _real_placement(self, snap, job) -> tuple:
+        """Real Slurm's placement of ``job``: its nodes and GPUs, with the CPUs and memory it held
         on each node where its output shows them (``alloc``), else as gpupool's own placement
         would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
         pod per node, else as many task pods as its GPUs make."""
-        real_start, gpus = self.real[job.id]
+        gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
         nodes = snap.nodes
@@ -173,7 +181,7 @@ class LockstepPolicy:
             first = (pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem))
             for m, c, b in [first, *pods[1:]]:
                 placement.append((node, m, c, b))
-        return self.inner.adopt_start(job, tuple(placement), self.decided.get(job.id, real_start))
+        return tuple(placement)
 
 
 def _amounts(placement) -> dict[int, tuple[int, int]]:

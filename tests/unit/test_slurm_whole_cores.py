@@ -188,3 +188,15 @@ def test_cpus_equal_to_cores_schedule_a_thread_per_core(tmp_path):
     table = NodeTable(pool)
     assert table.cpu_step == [1000, 1000] and table.core_cpus == [1000, 1000]
     assert _alloc(pool, [], "-N2 -n6") == [("gpu01", 5, 500, 0), ("gpu02", 1, 100, 0)]
+
+
+def test_the_rounded_cores_memory_stands_apart_from_def_mem_per_gpus_fit_check(tmp_path):
+    # (not probed) DefMemPerGPU=20000 asks 20000 MB free for one GPU; -c1 --mem-per-cpu=1000
+    # holds 2 CPUs and 2000 MB: a node with 20500 MB free fits it, as it fits -c2
+    conf = (CONF.format(select="CR_Core_Memory", last=2, cpus=32, tpc=2)
+            .replace("DefMemPerCPU=100", "DefMemPerGPU=20000"))
+    (tmp_path / "gres.conf").write_text("".join(f"NodeName=gpu{n:02d} Name=gpu File=/dev/nvidia[0-7]\n" for n in (1, 2)))
+    pool = slurm_pool(tmp_path, conf)
+    holder = ["-w gpu01 -n1 --mem=43500"]
+    assert _alloc(pool, holder, "--gres=gpu:1 -c2 --mem-per-cpu=1000") == [("gpu01", 2, 2000, 1)]
+    assert _alloc(pool, holder, "--gres=gpu:1 -c1 --mem-per-cpu=1000") == [("gpu01", 2, 2000, 1)]

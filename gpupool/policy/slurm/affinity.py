@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpupool.engine.nodes import threads_per_core
+
 #: slurmctld's NO_VAL for "no maximum task count on this node"
 NO_MAX = 0
 
@@ -67,7 +69,8 @@ def topology_of(node) -> Topology | None:
             if 0 <= c < sockets * cps:
                 bits |= 1 << (c // cps)
         socks.append(0 if bits == every and sockets > 1 else bits)
-    return Topology(sockets, cps, max(1, node.threads_per_core), tuple(socks))
+    # (CPUs= no more than the cores: a thread per core, as the node table counts them)
+    return Topology(sockets, cps, threads_per_core(node), tuple(socks))
 
 
 def _drop_highest(avail: int, topo: Topology, s: int) -> int | None:

@@ -198,8 +198,8 @@ def memory_to_fit(ps, nodes: NodeTable, i: int) -> int:
     if nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu") and not ps.exclusive:
         step = nodes.cpu_step[i]
         extra = -ps.cpu_m % step
-        if extra:
-            need += extra // 1000 * memory_per_cpu_of(ps)
+        if extra:  # DefMemPerGPU's fit check stands apart from what the pod holds
+            need = max(need, ps.memory_mib + extra // 1000 * memory_per_cpu_of(ps))
     return need
 
 
