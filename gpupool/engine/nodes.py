@@ -9,7 +9,7 @@ from gpupool.errors import InvariantViolation
 from gpupool.model.pool import Pool
 
 
-def cpu_steps(pool: Pool, nodes: list) -> list[int]:
+def cpu_steps(pool: Pool, core_cpus: list[int]) -> list[int]:
     """Per node, the millicores a job's CPUs there are rounded up to under the pool's Slurm
     configuration: ThreadsPerCore CPUs where SelectTypeParameters allocates cores (CR_Core,
     CR_Core_Memory, and the default), one CPU under CR_CPU/CR_CPU_Memory and in pools without a
@@ -18,8 +18,8 @@ def cpu_steps(pool: Pool, nodes: list) -> list[int]:
     alike) under CR_CPU_Memory (docs/differential.md, finding 49)."""
     slurm = getattr(pool, "slurm", None)
     if slurm is None or any(p.upper().startswith("CR_CPU") for p in slurm.select_type_parameters):
-        return [1000] * len(nodes)
-    return [threads_per_core(n) * 1000 for n in nodes]
+        return [1000] * len(core_cpus)
+    return list(core_cpus)
 
 
 def threads_per_core(node) -> int:
@@ -57,14 +57,14 @@ class NodeTable:
         self.weight = [n.weight for n in nodes]
         #: slurm.conf Features= of each node (``--constraint``)
         self.features = [frozenset(n.features) for n in nodes]
-        #: the millicores a Slurm job's CPUs on each node come in (``cpu_steps``): a whole core
-        #: where cores are what select/cons_tres allocates; ``stepped`` when any is above one CPU
-        self.cpu_step = cpu_steps(pool, nodes)
-        self.stepped = any(s > 1000 for s in self.cpu_step)
         #: the millicores of one core (ThreadsPerCore CPUs) of each node, whatever is allocated;
         #: ``threaded`` when any core has more than one CPU
         self.core_cpus = [threads_per_core(n) * 1000 for n in nodes]
         self.threaded = any(c > 1000 for c in self.core_cpus)
+        #: the millicores a Slurm job's CPUs on each node come in (``cpu_steps``): a whole core
+        #: where cores are what select/cons_tres allocates; ``stepped`` when any is above one CPU
+        self.cpu_step = cpu_steps(pool, self.core_cpus)
+        self.stepped = any(s > 1000 for s in self.cpu_step)
         self.free_mask = list(self.full_mask)
         self.free_gpus = list(self.gpu_total)
         self.free_cpu = list(self.cpu_total)

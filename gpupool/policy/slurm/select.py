@@ -18,7 +18,7 @@ from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
-from gpupool.policy.slurm.split_tasks import split_nodes
+from gpupool.policy.slurm.split_tasks import split_nodes, tasks_memory
 
 
 class Free:
@@ -184,8 +184,7 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
     need_mem = ps.memory_to_fit
     if avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= need_mem and (
             free.cap is None or free.cap[i] >= ps.cpu_m) and (
-            not (nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu"))
-            or free.mem[i] >= memory_to_fit(ps, nodes, i)):
+            not _rounds_memory(ps, nodes) or free.mem[i] >= memory_to_fit(ps, nodes, i)):
         return (i, lowest_bits(avail, ps.gpus) if ps.gpus else 0, ps.cpu_m, need_mem)
     return None
 
@@ -195,12 +194,18 @@ def memory_to_fit(ps, nodes: NodeTable, i: int) -> int:
     where memory is per CPU the memory of the CPUs ``whole_cores`` adds there (slurmctld gives
     a node no more CPUs than its free memory pays for, so such a node does not fit)."""
     need = ps.memory_to_fit
-    if nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu") and not ps.exclusive:
+    if _rounds_memory(ps, nodes):
         step = nodes.cpu_step[i]
         extra = -ps.cpu_m % step
         if extra:  # DefMemPerGPU's fit check stands apart from what the pod holds
             need = max(need, ps.memory_mib + extra // 1000 * memory_per_cpu_of(ps))
     return need
+
+
+def _rounds_memory(ps, nodes: NodeTable) -> bool:
+    """Whether rounding a pod's CPUs up to whole cores can add memory: memory per CPU on a pool
+    whose nodes allocate cores of several CPUs (an exclusive pod holds whole nodes already)."""
+    return nodes.stepped and bool(ps.memory_per_cpu or ps.memory_per == "cpu") and not ps.exclusive
 
 
 def eligible_nodes(cand, nodes: NodeTable, usable=None) -> list[int]:
@@ -262,7 +267,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
                 return None
     last = len(pod_sets) - 1
     stepped = free.nodes.stepped
-    per_cpu: list[int] = []  # with whole cores: each pod's memory per CPU
+    shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
         if ps.split_tasks and ps.split:
             chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
@@ -288,7 +293,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         placement.extend(chosen)
         if stepped:
-            per_cpu.extend([memory_per_cpu_of(ps)] * len(chosen))
+            shapes.extend([ps] * len(chosen))
         if k < last:  # later pod sets see these pods taken
             free.take(chosen)
             taken.extend(chosen)
@@ -297,7 +302,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     if not ok:
         return None
     if stepped:
-        return whole_cores(placement, per_cpu, free)
+        return whole_cores(placement, shapes, free)
     return tuple(placement)
 
 
@@ -311,10 +316,10 @@ def memory_per_cpu_of(ps) -> int:
     return 0
 
 
-def whole_cores(placement: list, per_cpu: list[int], free: Free) -> tuple | None:
+def whole_cores(placement: list, shapes: list, free: Free) -> tuple | None:
     """``placement`` with each node's CPUs rounded up to whole cores (``NodeTable.cpu_step``),
-    the CPUs added (and the memory they bring where memory is per CPU, ``per_cpu``: MB per
-    CPU of each pod) given to the node's first pod; None when a node lacks the memory or
+    the CPUs added (and the memory they bring where memory is per CPU; ``shapes``: each pod's
+    pod set) given to the node's first pod; None when a node lacks the memory or
     CPUs that adds. Per node, not per task: a real 22.05.8 with two threads per core gave
     ``-n3`` 4 CPUs, ``-n2 -c3`` 6, ``-N2 --ntasks-per-node=3`` 4 on each node, and
     ``--mem-per-cpu=1000`` 1000 MB per CPU of those (docs/differential.md, finding 49)."""
@@ -340,7 +345,7 @@ def whole_cores(placement: list, per_cpu: list[int], free: Free) -> tuple | None
         if not extra:
             continue
         k = first[node]
-        more_mem = extra // 1000 * per_cpu[k]
+        more_mem = extra // 1000 * memory_per_cpu_of(shapes[k])
         if free.cpu[node] < held + extra or (free.cap is not None and free.cap[node] < held + extra):
             return None
         if more_mem and free.mem[node] < sum(p[3] for p in placement if p[0] == node) + more_mem:
@@ -420,7 +425,7 @@ def _pods_on(free: Free, i: int, ps) -> int:
     if n and nodes.stepped and (per_cpu := memory_per_cpu_of(ps)):
         # the CPUs rounded up to whole cores bring their memory too (``whole_cores``)
         step = nodes.cpu_step[i]
-        while n and (n * ps.memory_mib + (-n * ps.cpu_m % step) // 1000 * per_cpu > free.mem[i]):
+        while n and tasks_memory(n, ps, step, per_cpu) > free.mem[i]:
             n -= 1
     return n
 
@@ -491,8 +496,7 @@ def fits_now(free: Free, i: int, ps) -> bool:
                 and (free.cap is None or free.cap[i] >= ps.cpu_m))
     return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_to_fit
             and (free.cap is None or free.cap[i] >= ps.cpu_m)
-            and (not (nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu"))
-                 or free.mem[i] >= memory_to_fit(ps, nodes, i)))
+            and (not _rounds_memory(ps, nodes) or free.mem[i] >= memory_to_fit(ps, nodes, i)))
 
 
 def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
@@ -514,8 +518,7 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
                 and fmem[i] >= exclusive_memory(nodes, i, ps)]
     g, cm, fg = ps.gpus, ps.cpu_m, free.gpus
     need_mem = ps.memory_to_fit
-    if nodes.stepped and (ps.memory_per_cpu or ps.memory_per == "cpu"):
-        # memory per CPU on CPUs rounded up to whole cores (``memory_to_fit``)
+    if _rounds_memory(ps, nodes):  # memory per CPU on CPUs rounded up to whole cores
         pool = [i for i in pool if fmem[i] >= memory_to_fit(ps, nodes, i)]
     if not gt:  # the common request: any GPU type (one test fewer per node)
         return [i for i in pool if fg[i] >= g and fcpu[i] >= cm and fmem[i] >= need_mem]
@@ -547,8 +550,7 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     if ps.gpus and ps.slurm_tasks is not None:
         cpu = {i: usable_cpus(ps, free, i) for i in fitting}
     elif per_cpu := memory_per_cpu_of(ps):  # memory per CPU: the free memory caps the CPUs too
-        step = free.nodes.cpu_step
-        cpu = {i: min(free.cpu[i], (paid := free.mem[i] // per_cpu * 1000) - paid % step[i]) for i in fitting}
+        cpu = {i: min(free.cpu[i], _paid_cpus(free, i, per_cpu)) for i in fitting}
     else:
         cpu = free.cpu
     # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
@@ -589,14 +591,20 @@ def usable_cpus(ps, free: Free, i: int) -> int:
     cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
     core = free.nodes.core_cpus[i]
     per_cpu = memory_per_cpu_of(ps)
-    if per_cpu:  # memory per CPU: the free memory caps the CPUs too, in whole cores
-        paid = free.mem[i] // per_cpu * 1000
-        cpu = min(cpu, paid - paid % free.nodes.cpu_step[i])
+    if per_cpu:  # memory per CPU: the free memory caps the CPUs too
+        cpu = min(cpu, _paid_cpus(free, i, per_cpu))
     cpt_m = cpt * 1000
     tasks = cpu // cpt_m if cpt_m else 0
     if most and tasks > most:
         tasks = most
     return -(-tasks * cpt_m // core) * core
+
+
+def _paid_cpus(free: Free, i: int, per_cpu: int) -> int:
+    """The CPUs (millicores, in whole cores) node ``i``'s free memory pays for at ``per_cpu`` MB
+    each: slurmctld counts no more on a node for a job whose memory is per CPU."""
+    paid = free.mem[i] // per_cpu * 1000
+    return paid - paid % free.nodes.cpu_step[i]
 
 
 def _node_count(ps, fitting: int) -> int:

@@ -120,6 +120,12 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
     return None
 
 
+def tasks_memory(n: int, ps: PodSet, step: int, per_cpu: int) -> int:
+    """The memory ``n`` pods (or tasks) of ``ps`` hold on a node whose CPUs come in ``step``
+    millicores: their own, and ``per_cpu`` MB for each CPU the rounding to whole cores adds."""
+    return n * ps.memory_mib + (-n * ps.cpu_m % step) // 1000 * per_cpu
+
+
 def _gpus(free, i: int, ps: PodSet) -> int:
     """The free GPU bits of node ``i`` a pod of ``ps`` may take (of its type, if it names one)."""
     if not ps.gpu_type:
@@ -149,7 +155,7 @@ def _tasks_fit(free, i: int, ps: PodSet, least_gpus: int) -> int:
             step = free.nodes.cpu_step[i]
             if ps.memory_per_cpu and step > 1000:
                 # the CPUs rounded up to whole cores bring their memory too (``whole_cores``)
-                while n and -(-n * ps.cpu_m // step) * step // 1000 * ps.memory_per_cpu > free.mem[i]:
+                while n and tasks_memory(n, ps, step, ps.memory_per_cpu) > free.mem[i]:
                     n -= 1
     elif free.mem[i] < ps.memory_mib:
         return 0
