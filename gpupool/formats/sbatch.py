@@ -1071,6 +1071,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         split_tasks=split,
         split_gpus=bool(split) and job.gpus_per_task is not None and job.gpus_per_task.count > 0
         and job.gpus_per_node is None and _gres_gpus(job) is None and job.gpus is None,  # GPUs from --gpus-per-task
+        gpus_per_job=job.gpus_per_node is None and _gres_gpus(job) is None
+        and (job.gpus is not None or job.gpus_per_task is not None),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

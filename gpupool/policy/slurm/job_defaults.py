@@ -170,6 +170,7 @@ def needs_defaults(wl: Workload, d: Defaults) -> bool:
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
                or (ps.split_tasks and not ps.split)
                or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) or (per_gpu and ps.gpus and ps.memory_per != "gpu")
+               or (ps.gpus and not ps.mem_per_gpu and ps.memory_per == "gpu" and d.whole_node is not None)
                for ps in wl.pod_sets)
 
 
@@ -238,7 +239,21 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     if ps.memory_unit is not None or ps.memory_fit or ps.split:
         return ps
     filled = _fit_under_gpu_default(ps, _filled(ps, d), d)
-    return _split_form(ps, filled, d) if ps.split_tasks else filled
+    filled = _split_form(ps, filled, d) if ps.split_tasks else filled
+    per_gpu = _memory_per_gpu(ps, d)
+    return replace(filled, mem_per_gpu=per_gpu) if per_gpu != filled.mem_per_gpu else filled
+
+
+def _memory_per_gpu(asked: PodSet, d: Defaults) -> int:
+    """The MB per GPU select/cons_tres divides a node's free memory by for ``asked`` (as
+    submitted): its ``--mem-per-gpu``, else DefMemPerGPU, whatever other memory it asked (a GPU
+    job keeps the default per GPU beside ``--mem``); 0 without GPUs or where memory is no
+    consumable."""
+    if not asked.gpus or d.whole_node is None:
+        return 0
+    if asked.memory_per == "gpu" and not asked.memory_unset and not asked.memory_whole_node:
+        return asked.memory_mib // asked.gpus
+    return d.mem_per_gpu or 0
 
 
 def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:

@@ -18,6 +18,7 @@ from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
+from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import split_nodes, tasks_memory
 
 
@@ -249,7 +250,7 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
 
 def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: int | None):
     """``place`` once its nodes are known (``pool``: the eligible ones)."""
-    weight = free.nodes.weight
+    base_weight = free.nodes.weight
     placement: list = []
     taken: list = []
     ok = True
@@ -269,6 +270,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     stepped = free.nodes.stepped
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
+        weight = gpu_weights(ps, pool, free, base_weight, gpus_for)
         if ps.split_tasks and ps.split:
             chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
         elif required:

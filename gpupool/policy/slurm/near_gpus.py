@@ -1,0 +1,64 @@
+"""The node weights select/cons_tres 22.05 uses for a GPU job: nodes offering it more GPUs first.
+
+For every node it evaluates for a job that asks GPUs, cons_tres replaces the low byte of the
+node's scheduling weight (the configured Weight shifted up a byte) by 0xff minus the GPUs the
+node offers the job, so within one configured weight the nodes with more GPUs weigh less and are
+taken first (``_can_job_run_on_node``: "Favor nodes with more co-located GPUs"). What a node
+offers is its free GPUs of the type asked, at most what the job asks per node (``--gres``,
+``--gpus-per-node``) or, without a per-node count, for the whole job (``--gpus``,
+``--gpus-per-task`` × tasks), and at most its free memory over the memory per GPU
+(``--mem-per-gpu``, else DefMemPerGPU); an exclusive job's count is not capped by its request.
+
+A real 22.05.8 (docs/differential.md, finding 52), four 8-GPU nodes with 0, 3, 2 and 3 GPUs
+free: ``-N2 -n4 --gpus-per-task=1`` (four GPUs for the job) weighed the nodes 508, 509, 508
+(3, 2, 3 GPUs offered) and ran on gpu02 and gpu04; with 3, 3, 2 free it ran on gpu02-03;
+``-N2 --gres=gpu:2`` (two per node, offered by all three) ran on gpu02-03.
+
+A per-node request is offered in full by every node that fits it (the node holds the GPUs and
+their memory), so the order changes only for whole-job and exclusive requests spread over
+several nodes; every other job keeps the configured weights, untouched.
+
+Not modelled: GPUs on sockets without a free core are not counted where gres.conf binds GPUs to
+cores (``Cores=``), ``--cpus-per-gpu``/DefCpuPerGPU's cap (free CPUs over CPUs per GPU), and
+the weights backfill's will-run test leaves on nodes from the GPU job it evaluated before (a
+CPU-only job tested next in the same cycle sees them).
+"""
+from __future__ import annotations
+
+
+def offer_cap(ps) -> int | None:
+    """The most GPUs a node can offer ``ps`` by its request, or None where that does not depend
+    on the node (a per-node request, or one pod): the weights stay as configured."""
+    if not ps.gpus:
+        return None
+    if ps.exclusive:
+        return 1 << 30  # whole nodes: no cap but the node's GPUs and memory
+    per_job = ps.gpus_per_job or (not ps.one_per_node and ps.count > 1)
+    if not per_job or (ps.count == 1 and not ps.split):
+        return None
+    return ps.total_gpus
+
+
+def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[int]:
+    """``weight`` as cons_tres orders the nodes of ``pool`` for ``ps``: the configured weights
+    when every node offers it the same GPUs (or it asks per node), else each weight shifted up a
+    byte with 0xff minus the node's offer below it. ``gpus_for(free, i, ps)``: the free GPU
+    mask a pod of ``ps`` may take on node ``i`` (None: no GPU of its type)."""
+    cap = offer_cap(ps)
+    if cap is None:
+        return weight
+    per_gpu = ps.mem_per_gpu
+    mem = free.mem
+    offers = {}
+    for i in pool:
+        mask = gpus_for(free, i, ps)
+        offer = 0 if mask is None else min(mask.bit_count(), cap)
+        if per_gpu:
+            offer = min(offer, mem[i] // per_gpu)
+        offers[i] = 255 - min(offer, 255)
+    if len(set(offers.values())) < 2:
+        return weight
+    shifted = [w << 8 | 255 for w in weight]
+    for i, low in offers.items():
+        shifted[i] = weight[i] << 8 | low
+    return shifted
