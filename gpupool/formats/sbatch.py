@@ -1071,10 +1071,22 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         split_tasks=split,
         split_gpus=bool(split) and job.gpus_per_task is not None and job.gpus_per_task.count > 0
         and job.gpus_per_node is None and _gres_gpus(job) is None and job.gpus is None,  # GPUs from --gpus-per-task
-        gpus_per_job=job.gpus_per_node is None and _gres_gpus(job) is None
-        and (job.gpus is not None or job.gpus_per_task is not None),
+        gpus_per_job=_gpus_per_job(job, shape),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
+
+
+def _gpus_per_job(job: SbatchJob, shape: _Shape) -> int:
+    """The GPUs slurmctld counts for the whole job (its ``gres_per_job``) where the script
+    asks none per node: ``--gpus``, or ``--gpus-per-task`` × the tasks (``--ntasks``, else the
+    least nodes × tasks per node); else 0."""
+    if job.gpus_per_node is not None or _gres_gpus(job) is not None:
+        return 0
+    if job.gpus is not None:
+        return job.gpus.count
+    if job.gpus_per_task is not None:
+        return job.gpus_per_task.count * (job.ntasks or (shape.min_count or shape.count) * shape.tasks)
+    return 0
 
 
 def _split_tasks(job: SbatchJob, shape: _Shape) -> int:

@@ -104,10 +104,11 @@ class PodSet:
     #: ``gpus`` is one task's and a node's GPUs follow its tasks (a real 22.05.8 gave ``-N2 -n6
     #: --gpus-per-task=1`` 5 + 1 GPUs)
     split_gpus: bool = False
-    #: Slurm, the GPUs were asked for the whole job (``--gpus``, ``--gpus-per-task``), not per
-    #: node: select/cons_tres then counts up to all of them on a node when it orders nodes by the
-    #: GPUs they offer (``policy/slurm/near_gpus.py``)
-    gpus_per_job: bool = False
+    #: Slurm, the job's GPUs where they were asked for the whole job (``--gpus``, or
+    #: ``--gpus-per-task`` × ``--ntasks``), not per node: select/cons_tres counts up to that many
+    #: on a node when it orders nodes by the GPUs they offer (``policy/slurm/near_gpus.py``);
+    #: 0: asked per node, or no GPUs
+    gpus_per_job: int = 0
     #: Slurm, MB per GPU by which select/cons_tres divides a node's free memory to cap the GPUs
     #: it counts there (``--mem-per-gpu``, else DefMemPerGPU, where memory is a consumable), once
     #: the policy filled it in; 0: no cap

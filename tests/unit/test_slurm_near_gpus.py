@@ -65,17 +65,19 @@ def test_nodes_of_a_gpu_job_as_real_slurm(tmp_path, holders, job, real):
 
 
 @pytest.mark.parametrize(("options", "per_job"), [
-    ("-N2 --gres=gpu:2", False), ("-N2 --gpus-per-node=2", False), ("-N2 --gpus=4", True),
-    ("-N2 -n4 --gpus-per-task=1", True), ("-n4 --gpus-per-task=1", True), ("-N2 -c4", False),
-    ("-N2 -n4 --gres=gpu:2 --gpus-per-task=1", False),
+    ("-N2 --gres=gpu:2", 0), ("-N2 --gpus-per-node=2", 0), ("-N2 --gpus=4", 4),
+    ("-N2 -n4 --gpus-per-task=1", 4), ("-n4 --gpus-per-task=1", 4), ("-N2 -c4", 0),
+    ("-N2 -n4 --gres=gpu:2 --gpus-per-task=1", 0), ("-N2 --ntasks-per-node=3 --gpus-per-task=1", 6),
+    ("-N2 -n3 --gpus-per-task=2 --cpus-per-gpu=1", 6),
 ])
-def test_sbatch_reader_tells_whole_job_gpus_from_per_node_ones(options, per_job):
+def test_sbatch_reader_keeps_the_whole_job_gpu_count(options, per_job):
+    """slurmctld's gres_per_job: --gpus, or --gpus-per-task x tasks; 0 for per-node requests."""
     job = parse_sbatch_text(script(options), "job.sh")
-    assert job_pod_set(job)[0].gpus_per_job is per_job
+    assert job_pod_set(job)[0].gpus_per_job == per_job
 
 
 def _free(masks: list[int], mem: list[int]):
-    return SimpleNamespace(mask=masks, mem=mem)
+    return SimpleNamespace(mask=masks, gpus=[m.bit_count() for m in masks], mem=mem)
 
 
 def _any_gpu(free, i, ps):
@@ -85,14 +87,14 @@ def _any_gpu(free, i, ps):
 def test_per_node_requests_and_single_pods_keep_the_configured_weights():
     weight = [1, 1, 1]
     free = _free([0b111, 0b11, 0b1], [10**6] * 3)
-    for ps in (PodSet(count=2, one_per_node=True, gpus=2), PodSet(count=1, gpus=3, gpus_per_job=True),
+    for ps in (PodSet(count=2, one_per_node=True, gpus=2), PodSet(count=1, gpus=3, gpus_per_job=3),
                PodSet(count=2, one_per_node=True)):
         assert offer_cap(ps) is None
         assert gpu_weights(ps, [0, 1, 2], free, weight, _any_gpu) is weight
 
 
 def test_whole_job_requests_weigh_nodes_by_the_gpus_they_offer():
-    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=True)
+    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=4)
     free = _free([0b111, 0b11, 0b111, 0b1111], [10**6] * 4)
     # the job asks 4 in all: offers 3, 2, 3, 4 -> 0xff minus each, under the weight shifted a byte
     assert gpu_weights(ps, [0, 1, 2, 3], free, [1, 1, 1, 1], _any_gpu) == [508, 509, 508, 507]
@@ -101,13 +103,13 @@ def test_whole_job_requests_weigh_nodes_by_the_gpus_they_offer():
 
 
 def test_free_memory_over_memory_per_gpu_caps_the_offer():
-    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=True, mem_per_gpu=120000)
+    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=4, mem_per_gpu=120000)
     free = _free([0b111, 0b111, 0b111], [250000, 400000, 10**6])
     assert gpu_weights(ps, [0, 1, 2], free, [1, 1, 1], _any_gpu) == [509, 508, 508]
 
 
 def test_nodes_offering_the_same_keep_the_configured_weights():
-    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=True)
+    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=4)
     weight = [1, 1, 1]
     assert gpu_weights(ps, [0, 1, 2], _free([0b1111, 0b11111, 0xff], [10**6] * 3), weight, _any_gpu) is weight
 
@@ -116,3 +118,31 @@ def test_exclusive_jobs_count_every_free_gpu():
     ps = PodSet(count=2, one_per_node=True, gpus=1, exclusive=True)
     free = _free([0xf, 0xff, 0xff], [10**6] * 3)
     assert gpu_weights(ps, [0, 1, 2], free, [1, 1, 1], _any_gpu) == [256 + 251, 256 + 247, 256 + 247]
+
+
+#: free GPUs 0, 3, 3, 4: every node offers a 3-GPU job all 3, so the walk keeps index order
+FREE_3_3_4 = ["-w gpu01 --gres=gpu:8 -t 20", "-w gpu02 --gres=gpu:5 -t 20", "-w gpu03 --gres=gpu:5 -t 20",
+              "-w gpu04 --gres=gpu:4 -t 20"]
+
+
+@pytest.mark.parametrize("job", ["-N2 -n3 --gpus-per-task=1 -t 5", "-N2 -n3 --gpus-per-task=1 --mem=1000 -t 5",
+                                 "-N2 -n3 --gpus-per-task=1 --cpus-per-gpu=1 -t 5"])
+def test_the_cap_is_the_jobs_count_whatever_form_its_pods_take(tmp_path, job):
+    """Not probed, from the source (gres_per_job = tasks x GPUs per task): the job asks 3, so
+    gpu04's 4 free weigh like gpu02's and gpu03's 3, in the split form and in the even one
+    (``--mem`` under DefMemPerGPU and ``--cpus-per-gpu`` keep the job even: 2 GPUs per pod)."""
+    (tmp_path / "gres.conf").write_text("".join(f"NodeName=gpu{n:02d} Name=gpu File=/dev/nvidia[0-7]\n"
+                                                for n in range(1, 5)))
+    pool = slurm_pool(tmp_path, CONF)
+    engine, _pol = run_spaced(pool, [*FREE_3_3_4, job], 5, 5 * 5 + 1)
+    got = engine.jobs[5]
+    assert {list(pool.nodes)[p[0]] for p in got.placement} == {"gpu02", "gpu03"}
+
+
+def test_fill_sets_the_memory_per_gpu_where_memory_is_a_consumable(tmp_path):
+    from gpupool.policy.slurm.job_defaults import Defaults, fill_pod_set
+    ps = job_pod_set(parse_sbatch_text(script("-N2 --gpus=4 --mem=1000"), "job.sh"))[0]
+    assert fill_pod_set(ps, Defaults(None, 120000, None, None, 1000000)).mem_per_gpu == 120000
+    assert fill_pod_set(ps, Defaults(None, 120000, None, None, None)).mem_per_gpu == 0  # not consumable
+    own = job_pod_set(parse_sbatch_text(script("-N2 --gpus=4 --mem-per-gpu=5000"), "job.sh"))[0]
+    assert fill_pod_set(own, Defaults(None, 120000, None, None, 1000000)).mem_per_gpu == 5000

@@ -14,9 +14,11 @@ free: ``-N2 -n4 --gpus-per-task=1`` (four GPUs for the job) weighed the nodes 50
 (3, 2, 3 GPUs offered) and ran on gpu02 and gpu04; with 3, 3, 2 free it ran on gpu02-03;
 ``-N2 --gres=gpu:2`` (two per node, offered by all three) ran on gpu02-03.
 
-A per-node request is offered in full by every node that fits it (the node holds the GPUs and
-their memory), so the order changes only for whole-job and exclusive requests spread over
-several nodes; every other job keeps the configured weights, untouched.
+A per-node request is offered in full by every node that fits it in gpupool's fit tests (the
+node holds the GPUs and their memory), so the order changes only for whole-job and exclusive
+requests spread over several nodes; every other job keeps the configured weights, untouched.
+(Under gres.conf ``Cores=`` real Slurm does not count GPUs on sockets without a free core, so
+there even a per-node request can be offered less; not modelled, below.)
 
 Not modelled: GPUs on sockets without a free core are not counted where gres.conf binds GPUs to
 cores (``Cores=``), ``--cpus-per-gpu``/DefCpuPerGPU's cap (free CPUs over CPUs per GPU), and
@@ -33,10 +35,11 @@ def offer_cap(ps) -> int | None:
         return None
     if ps.exclusive:
         return 1 << 30  # whole nodes: no cap but the node's GPUs and memory
-    per_job = ps.gpus_per_job or (not ps.one_per_node and ps.count > 1)
-    if not per_job or (ps.count == 1 and not ps.split):
-        return None
-    return ps.total_gpus
+    if ps.gpus_per_job:  # the whole job's count, as submitted (whatever form the pods take)
+        return ps.gpus_per_job if ps.count > 1 or ps.split else None
+    if not ps.one_per_node and ps.count > 1:  # task pods: their GPUs are the job's
+        return ps.total_gpus
+    return None
 
 
 def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[int]:
@@ -49,10 +52,19 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
         return weight
     per_gpu = ps.mem_per_gpu
     mem = free.mem
+    counts = free.gpus
+    typed = ps.gpu_type is not None
+    least = ps.gpus
     offers = {}
     for i in pool:
-        mask = gpus_for(free, i, ps)
-        offer = 0 if mask is None else min(mask.bit_count(), cap)
+        if typed:
+            mask = gpus_for(free, i, ps)
+            have = 0 if mask is None else mask.bit_count()
+        else:
+            have = counts[i]
+        if have < least:
+            continue  # the node cannot hold a pod: its weight is never read
+        offer = have if have < cap else cap
         if per_gpu:
             offer = min(offer, mem[i] // per_gpu)
         offers[i] = 255 - min(offer, 255)

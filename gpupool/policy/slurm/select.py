@@ -270,7 +270,10 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     stepped = free.nodes.stepped
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
-        weight = gpu_weights(ps, pool, free, base_weight, gpus_for)
+        weight = base_weight
+        if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
+            # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
+            weight = gpu_weights(ps, pool, free, base_weight, gpus_for)
         if ps.split_tasks and ps.split:
             chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
         elif required:
