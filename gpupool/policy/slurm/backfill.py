@@ -696,7 +696,7 @@ def run(cy, records) -> None:
         if max_user and per_user.get(user, 0) >= max_user:
             continue
         info = rec.part
-        if limit_reason(job, info) is not None or array_limit(job) is not None:
+        if limit_reason(job, info, False) is not None or array_limit(job) is not None:
             continue
         if license_limit is not None and license_limit(job) is not None:
             continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
@@ -719,6 +719,7 @@ def run(cy, records) -> None:
                 plan(jid, kept)
             continue
         kept = None
+        limited = False  # stopped by its whole nodes' limits: an answer of this job, not its kind
         mark = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         version = len(space.touched)
         walk = walks.get(okey)
@@ -837,6 +838,13 @@ def run(cy, records) -> None:
                     reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                 break
             if est <= now:
+                whole = cy.start_limit(job, info)
+                if whole is not None:
+                    # slurmctld's _start_job fails on the limits of the job's whole nodes
+                    # (ESLURM_ACCOUNTING_POLICY): the job is skipped, no reservation
+                    cy.reason(job, whole)
+                    limited = True
+                    break
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
                 forget_answers()
                 started += 1
@@ -880,7 +888,8 @@ def run(cy, records) -> None:
             break
         after = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         if after == mark:
-            outcome[okey] = kept
+            if not limited:
+                outcome[okey] = kept
         else:
             outcome.clear()
         if after[1:] != mark[1:]:

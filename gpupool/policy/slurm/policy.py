@@ -305,7 +305,10 @@ class Cycle:
             return
         self.reasons[job.id] = why
 
-    def limit_reason(self, job, info) -> str | None:
+    def limit_reason(self, job, info, placed: bool = True) -> str | None:
+        """The QOS or association limit ``job`` breaks in partition ``info`` (its reason), else
+        None; ``placed``: with what it would hold on the nodes it gets (an exclusive job's
+        whole nodes, ``SlurmPolicy.limit_req``), else with what it asked."""
         pol = self.pol
         if not pol.s.limits_enforced:
             return None
@@ -313,8 +316,22 @@ class Cycle:
         applies = pol.limits_applying(req)
         if applies is None:
             return None
-        return limits.check(pol.limit_req(job, info, req), pol.time_limit(job, info), applies[0], applies[1],
-                            self.usage)
+        return limits.check(pol.limit_req(job, info, req) if placed else req, pol.time_limit(job, info),
+                            applies[0], applies[1], self.usage)
+
+    def start_limit(self, job, info) -> str | None:
+        """The limit that stops ``job`` from starting on the nodes it would get, where that
+        differs from its request: an exclusive job's whole nodes (else None).
+
+        Backfill tests TRES limits twice: before it adds a reservation, with the GPUs as asked
+        (``gres_ctld_set_job_tres_cnt`` on the request), and when it starts a job, on the whole
+        nodes of an exclusive one (``select_nodes``; 22.05.8 source). A real 22.05.8 with
+        GrpTRES=gres/gpu=8 on the account, 1 GPU of it in use and no idle node, showed an
+        exclusive ``--gres=gpu:1`` job pending with AssocGrpGRES (the main scheduler's test,
+        on whole nodes) and a planned start on gpu01 (backfill's, as asked; finding 53)."""
+        if not any(ps.exclusive for ps in job.wl.pod_sets):
+            return None
+        return self.limit_reason(job, info)
 
     def array_limit(self, job) -> str | None:
         wl = job.wl

@@ -1,0 +1,67 @@
+"""An exclusive job's TRES limits: on whole nodes to start, as asked to be planned (finding 53).
+
+The first expectation is what a real 22.05.8 did (2026-12-03, probe ``/tmp/p53/probe.py``):
+two 16-core, 8-GPU nodes, account teamA with GrpTRES=gres/gpu=8 and one of its GPUs in use on
+gpu01, gpu02 busy with teamB: an exclusive ``--gres=gpu:1`` job of teamA stayed pending with
+AssocGrpGRES (its whole node's 8 GPUs would make 9) and had a planned start when the holders
+end (``scontrol show job``: StartTime set, SchedNodeList gpu01). gpupool used to count the whole
+node in backfill's test too and gave it no planned start.
+"""
+from __future__ import annotations
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool
+
+CONF = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1000
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+PriorityType=priority/multifactor
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+GresTypes=gpu
+NodeName=gpu[01-02] CPUs=16 RealMemory=64000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-02] Default=YES MaxTime=60 State=UP
+"""
+
+ACCOUNTS = """QOS - 'normal':Priority=0
+Cluster - 't':Fairshare=1:QOS='normal'
+Parent - 'root'
+Account - 'teamA':Fairshare=1:GrpTRES=gres/gpu=8:QOS='normal':DefaultQOS='normal'
+Account - 'teamB':Fairshare=1:QOS='normal':DefaultQOS='normal'
+Parent - 'teamA'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+Parent - 'teamB'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+"""
+
+
+def _pool(tmp_path):
+    (tmp_path / "gres.conf").write_text("NodeName=gpu[01-02] Name=gpu File=/dev/nvidia[0-7]\n")
+    (tmp_path / "accounts.cfg").write_text(ACCOUNTS)
+    return slurm_pool(tmp_path, CONF)
+
+
+def test_an_exclusive_job_over_its_group_limit_on_whole_nodes_is_still_planned(tmp_path):
+    pool = _pool(tmp_path)
+    jobs = ["-A teamA -w gpu01 --gres=gpu:1 -t 20", "-A teamB -w gpu02 --gres=gpu:1 -t 20",
+            "-A teamA --exclusive --gres=gpu:1 -t 10"]
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    job = engine.jobs[3]
+    assert (job.state, job.reason) == ("PENDING", "AssocGrpGRES")
+    assert pol.planned.get(3) == 1203.0  # when gpu02's holder ends (gpu01's at 1200 is one batch)
+
+
+def test_an_exclusive_job_that_fits_does_not_start_over_its_group_limit_on_whole_nodes(tmp_path):
+    """Not probed, from the source: backfill's start of a job goes through ``select_nodes``,
+    which counts an exclusive job's whole nodes, and a job it stops is skipped without a
+    reservation, so a later job still starts on the idle node."""
+    pool = _pool(tmp_path)
+    jobs = ["-A teamA -w gpu01 --gres=gpu:1 -t 20", "-A teamA --exclusive --gres=gpu:1 -t 10",
+            "-A teamB --gres=gpu:2 -t 30"]
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    assert (engine.jobs[2].state, engine.jobs[2].reason) == ("PENDING", "AssocGrpGRES")
+    assert engine.jobs[2].start is None
+    assert engine.jobs[3].state == "RUNNING"
