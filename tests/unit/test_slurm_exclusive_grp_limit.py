@@ -54,14 +54,47 @@ def test_an_exclusive_job_over_its_group_limit_on_whole_nodes_is_still_planned(t
     assert pol.planned.get(3) == 1203.0  # when gpu02's holder ends (gpu01's at 1200 is one batch)
 
 
-def test_an_exclusive_job_that_fits_does_not_start_over_its_group_limit_on_whole_nodes(tmp_path):
-    """Not probed, from the source: backfill's start of a job goes through ``select_nodes``,
-    which counts an exclusive job's whole nodes, and a job it stops is skipped without a
-    reservation, so a later job still starts on the idle node."""
-    pool = _pool(tmp_path)
-    jobs = ["-A teamA -w gpu01 --gres=gpu:1 -t 20", "-A teamA --exclusive --gres=gpu:1 -t 10",
-            "-A teamB --gres=gpu:2 -t 30"]
+def _pool_with(tmp_path, conf: str = CONF, accounts: str = ACCOUNTS):
+    (tmp_path / "gres.conf").write_text("NodeName=gpu[01-02] Name=gpu File=/dev/nvidia[0-7]\n")
+    (tmp_path / "accounts.cfg").write_text(accounts)
+    return slurm_pool(tmp_path, conf)
+
+
+def test_cpus_count_on_whole_nodes_before_a_reservation(tmp_path):
+    """Not probed, from the source: backfill's test before a reservation counts the CPUs
+    will-run found, an exclusive job's whole nodes (cons_common ``_job_test`` sets total_cpus
+    so in will-run mode too), so over GrpTRES=cpu=20 with 8 in use it gets no planned start."""
+    pool = _pool_with(tmp_path, accounts=ACCOUNTS.replace("GrpTRES=gres/gpu=8", "GrpTRES=cpu=20"))
+    jobs = ["-A teamB -w gpu01 -n16 -t 20", "-A teamA -w gpu02 -n8 -t 20", "-A teamA --exclusive -n1 -t 10",
+            "-A teamB -w gpu02 -n4 -t 30"]
     engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
-    assert (engine.jobs[2].state, engine.jobs[2].reason) == ("PENDING", "AssocGrpGRES")
-    assert engine.jobs[2].start is None
-    assert engine.jobs[3].state == "RUNNING"
+    assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpCpuLimit")
+    assert pol.planned.get(3) is None
+    assert engine.jobs[4].state == "RUNNING"
+
+
+def test_no_job_is_preempted_for_an_exclusive_job_over_its_limit_on_whole_nodes(tmp_path):
+    """Not probed, from the source: ``select_nodes`` tests the whole nodes' limits before it
+    preempts, so the preemptable job keeps running and the preemptor gets no reservation."""
+    conf = CONF + "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
+    accounts = ACCOUNTS.replace("QOS - 'normal':Priority=0\n", "QOS - 'normal':Priority=0\n"
+                                "QOS - 'high':Priority=100:Preempt='normal':PreemptMode='REQUEUE'\n")
+    accounts = accounts.replace("QOS='normal':DefaultQOS", "QOS='normal,high':DefaultQOS")
+    pool = _pool_with(tmp_path, conf, accounts)
+    jobs = ["-A teamA --qos=high -w gpu01 --gres=gpu:1 -t 20", "-A teamB --requeue -w gpu02 --gres=gpu:1 -t 20",
+            "-A teamA --qos=high --exclusive --gres=gpu:1 -t 10"]
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    assert (engine.jobs[2].state, engine.jobs[2].start) == ("RUNNING", 3.0)
+    assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpGRES")
+    assert pol.planned.get(3) is None
+
+
+def test_an_oversubscribed_partition_does_not_start_an_exclusive_job_over_its_limit(tmp_path):
+    """Not probed, from the source: every start goes through ``select_nodes``, a co-allocation
+    under OverSubscribe=FORCE too."""
+    pool = _pool_with(tmp_path, CONF.replace("State=UP", "State=UP OverSubscribe=FORCE:2"),
+                      ACCOUNTS.replace("GrpTRES=gres/gpu=8", "GrpTRES=cpu=20"))
+    jobs = ["-A teamA -w gpu01 -n8 -t 20", "-A teamB -w gpu01 -n8 -t 20", "-A teamB -w gpu02 -n16 -t 20",
+            "-A teamA --exclusive -n1 -t 10"]
+    engine, _pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    assert (engine.jobs[4].state, engine.jobs[4].reason) == ("PENDING", "AssocGrpCpuLimit")

@@ -403,8 +403,9 @@ def test_a_replay_of_a_verbose_log_runs_main_passes_on_the_ticks_and_where_the_l
 
 
 def test_fair_share_usage_counts_from_the_whole_second_of_the_start(monkeypatch):
-    """slurmctld's start_time is a whole epoch second, and fair-share usage accrues from it: a
-    job started at 10.4 s with t=0 at epoch ...0.25 s is charged from 9.75 s, to its end."""
+    """slurmctld's start_time and end_time are whole epoch seconds, and fair-share usage accrues
+    between them: a job started at 10.4 s with t=0 at epoch ...0.25 s is charged from 9.75 s,
+    and one ending at 60.4 s to 59.75 s (findings 24 and 54)."""
     from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from gpupool.model.workload import PodSet, Workload
@@ -419,7 +420,7 @@ def test_fair_share_usage_counts_from_the_whole_second_of_the_start(monkeypatch)
     monkeypatch.setattr(UsageLedger, "close", lambda self, key, s, e, w: (closed.append((s, e)), close(self, key, s, e, w)))
     policy = make_policy("slurm", pool, {"epoch": 1_800_000_000.25})
     job = Engine(pool, jobs, policy, check=True).run().jobs[0]
-    assert job.first_start == 10.4 and closed[0] == (9.75, 60.4)  # closed at the next call (100 s)
+    assert job.first_start == 10.4 and job.end == 60.4 and closed[0] == (9.75, 59.75)  # closed at the next call (100 s)
 
 
 def test_rich_mix_refuses_nodes_its_options_cannot_fit(tmp_path):

@@ -676,6 +676,10 @@ def run(cy, records) -> None:
             planned[jid] = t
 
     limit_reason, array_limit = cy.limit_reason, cy.array_limit
+    # an exclusive job's whole nodes count at a start only (finding 53), except under
+    # assoc_limit_stop, where they count before will-run too (as before that finding)
+    assoc_stop = bool(s.assoc_limit_stop)
+    start_limit = (lambda job, info: None) if assoc_stop else cy.start_limit
     license_limit = cy.license_limit if cy.licenses is not None else None
     for rec in records:
         job = rec.job
@@ -696,7 +700,7 @@ def run(cy, records) -> None:
         if max_user and per_user.get(user, 0) >= max_user:
             continue
         info = rec.part
-        if limit_reason(job, info, False) is not None or array_limit(job) is not None:
+        if limit_reason(job, info, assoc_stop) is not None or array_limit(job) is not None:
             continue
         if license_limit is not None and license_limit(job) is not None:
             continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
@@ -787,7 +791,8 @@ def run(cy, records) -> None:
                             None, eligible.get((pname, avail)), busy)
                     est, pl = phit
                     by_preempting = est == neg_inf
-            if (est is None or est > now) and start_res <= now and pname in share_parts:
+            if ((est is None or est > now) and start_res <= now and pname in share_parts
+                    and start_limit(job, info) is None):
                 # OverSubscribe without gang: will-run may also place the job in a
                 # co-allocation row of its partition, on nodes no reservation claims for its
                 # whole limit; it then starts at once beside the jobs holding those CPUs
@@ -813,6 +818,11 @@ def run(cy, records) -> None:
                 est = pol.whole_second(now) + 1.0
                 later_start = 0
                 held = True
+            if est <= now and by_preempting and start_limit(job, info) is not None:
+                # select_nodes tests the whole nodes' limits before it preempts (finding 53)
+                cy.reason(job, start_limit(job, info))
+                limited = True
+                break
             if est <= now and by_preempting:
                 # slurmctld's _start_job: select_nodes preempts (a SUSPEND preemptor may start
                 # at once); with victims signalled it fails ("nodes busy") and the cycle reserves
@@ -838,7 +848,7 @@ def run(cy, records) -> None:
                     reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                 break
             if est <= now:
-                whole = cy.start_limit(job, info)
+                whole = start_limit(job, info)
                 if whole is not None:
                     # slurmctld's _start_job fails on the limits of the job's whole nodes
                     # (ESLURM_ACCOUNTING_POLICY): the job is skipped, no reservation
