@@ -23,6 +23,20 @@ PriorityType=priority/basic
 """
 
 
+#: four-or-fewer 128-CPU, 8-GPU, 1000000 MB nodes as the probes of findings 51 and 52 had them
+#: (2 sockets x 32 cores x 2 threads, CR_Core_Memory, DefMemPerGPU=120000); ``{last}``: the
+#: last node's number
+GPU_NODES_CONF = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=120000
+SchedulerType=sched/backfill
+GresTypes=gpu
+NodeName=gpu[01-{last:02d}] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-{last:02d}] Default=YES MaxTime=60 State=UP
+"""
+
+
 def split_options(opts: str) -> list[str]:
     """``"-N2 -n2 --gres=gpu:8"`` -> ``["-N2", "-n2", "--gres=gpu:8"]``; an option's value
     written apart (``-t 5``) stays with it, one ``#SBATCH`` line per option."""

@@ -15,17 +15,9 @@ import pytest
 from gpupool.formats.sbatch import job_pod_set, parse_sbatch_text
 from gpupool.model.workload import PodSet
 from gpupool.policy.slurm.near_gpus import gpu_weights, offer_cap
-from tests.unit.sbatch_plans import run_spaced, script, slurm_pool
+from tests.unit.sbatch_plans import GPU_NODES_CONF, run_spaced, script, slurm_pool
 
-CONF = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerGPU=120000
-SchedulerType=sched/backfill
-GresTypes=gpu
-NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
-PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP
-"""
+CONF = GPU_NODES_CONF.format(last=4)
 
 #: free GPUs 0, 3, 2, 3 (the job's offers: 3, 2, 3)
 FREE_3_2_3 = ["-w gpu01 --gres=gpu:8 -t 20", "-w gpu02 --gres=gpu:5 -t 20", "-w gpu03 --gres=gpu:6 -t 20",

@@ -8,17 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.sbatch_plans import run_spaced, slurm_pool
+from tests.unit.sbatch_plans import GPU_NODES_CONF, run_spaced, slurm_pool
 
-CONF = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerGPU=120000
-SchedulerType=sched/backfill
-GresTypes=gpu
-NodeName=gpu[01-{last:02d}] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
-PartitionName=p Nodes=gpu[01-{last:02d}] Default=YES MaxTime=60 State=UP
-"""
+CONF = GPU_NODES_CONF
 
 #: gpu01 120 free CPUs and 4 GPUs, gpu02 112 and 3
 TWO = ["-w gpu01 --gres=gpu:4 -c8", "-w gpu02 --gres=gpu:5 -c16"]
