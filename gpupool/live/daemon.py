@@ -696,7 +696,8 @@ class Daemon:
                                       "associations": len(usage), "running_then": len(saved.running)}
         fairshare.seed(pol, usage)
         self.journal = fairshare.UsageJournal(s.calc_period, s.half_life, s.reset_period, s.limits_enforced,
-                                              epoch=self.epoch, seed=usage, running=fairshare.open_segments(pol))
+                                              epoch=self.epoch, seed=usage, running=fairshare.open_segments(pol),
+                                              clock_epoch=pol.epoch)
         batch.meta[fairshare.META_KEY] = self.journal.saved().to_json()
 
     def share(self) -> dict:

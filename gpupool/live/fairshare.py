@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from gpupool.engine.snapshot import Snapshot
 from gpupool.errors import GpupoolError
 from gpupool.policy.slurm import priority as prio
-from gpupool.policy.slurm.decay import UsageLedger, decay_factor, reset_boundary, segment_usage
+from gpupool.policy.slurm.decay import UsageLedger, decay_factor, reset_boundary, segment_usage, usage_clock
 from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
 
 #: The ``live_meta`` key of the saved usage.
@@ -181,12 +181,16 @@ class UsageJournal:
     """
 
     def __init__(self, period: float, half_life: float, reset_period: str, remainder: bool, *,
-                 epoch: float, seed: dict | None = None, running: dict | None = None) -> None:
+                 epoch: float, seed: dict | None = None, running: dict | None = None,
+                 clock_epoch: float = 0.0) -> None:
         self.ledger = UsageLedger(period, half_life, reset_period, remainder)
         if seed:
             self.ledger.folded = dict(seed)
         self.half_life = float(half_life)
         self.epoch = epoch
+        #: the policy's epoch, by which it puts a segment's end on fair share's clock
+        #: (``decay.usage_clock``): the journal closes segments where the policy does
+        self.clock_epoch = clock_epoch
         self.running: dict[int, Segment] = dict(running or {})
         #: per association: the ``ledger.recent`` segments' value at the last pass, remainder included
         self._closed: dict = {}
@@ -208,7 +212,7 @@ class UsageJournal:
             now_open = {jid: seg for jid, seg in segs.items() if jid in active}
             for jid, seg in running.items():
                 if now_open.get(jid) != seg:
-                    led.close(seg[1], seg[0], _segment_end(jobs.get(jid), now), seg[2])
+                    led.close(seg[1], seg[0], usage_clock(_segment_end(jobs.get(jid), now), self.clock_epoch), seg[2])
             if now_open != running:
                 self.running = now_open
                 changed = True
@@ -252,7 +256,8 @@ class UsageJournal:
 
 
 def _segment_end(job, now: float) -> float:
-    """Where the policy closes a segment: the job's end, or (requeued) its new submit time."""
+    """Where the policy closes a segment, before ``usage_clock``: the job's end, or (requeued)
+    its new submit time."""
     if job is None:
         return now
     if job.final_state is not None and job.end is not None:

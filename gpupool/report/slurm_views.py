@@ -571,7 +571,7 @@ def sprio_text(rows: list[dict], *, parsable2: bool = False, norm: bool = False)
 def usage_at(inst: Instant, pol) -> dict:
     """Decayed RawUsage by (account, user) at the last decay pass ≤ T, recomputed from the
     run's segments with the policy's rules (billing × seconds × QOS UsageFactor)."""
-    from gpupool.policy.slurm.decay import UsageLedger
+    from gpupool.policy.slurm.decay import UsageLedger, usage_clock
 
     s = pol.s
     ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
@@ -595,10 +595,11 @@ def usage_at(inst: Instant, pol) -> dict:
         for run in _runs(job, evs, s.requeue_delay):
             if run["start"] is None:
                 continue
+            start = usage_clock(run["start"], pol.epoch)  # whole seconds, as the policy counts
             if run["end"] is None:
-                running.append((req.assoc, run["start"], w))
+                running.append((req.assoc, start, w))
             else:
-                ledger.close(req.assoc, run["start"], run["end"], w)
+                ledger.close(req.assoc, start, usage_clock(run["end"], pol.epoch), w)
     return ledger.at(now, running)
 
 

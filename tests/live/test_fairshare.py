@@ -237,3 +237,16 @@ def test_usage_rebuilt_from_job_records_for_a_ledger_without_saved_usage(tmp_pat
         B: pytest.approx(segment_usage(-30.0, 0.0, 0.0, P, DF, 2.0, True), rel=1e-12),
     }
     assert got[B] == pytest.approx(2.0 * sum(10.0 * DF ** 10.0 * DF ** (10.0 * k) for k in range(3)), rel=1e-12)
+
+
+def test_the_journal_closes_a_segment_where_the_policy_does(monkeypatch):
+    """The policy closes usage at the job's end on fair share's clock (a whole epoch second,
+    finding 54); the journal, following it, must close the same segment at the same instant."""
+    closed = []
+    close = UsageLedger.close
+    monkeypatch.setattr(UsageLedger, "close", lambda self, key, s, e, w: (closed.append((s, e)), close(self, key, s, e, w)))
+    j = UsageJournal(P, HL, "NONE", True, epoch=1000.0, clock_epoch=0.25)
+    job = SimpleNamespace(final_state="COMPLETED", end=60.4, submit=0.0)
+    j.observe({1: (10.0, A, 1.0)}, {1: job}, {1: job}, 30.0)
+    j.observe({}, {}, {1: job}, 61.0)
+    assert closed == [(10.0, 60.0)]  # floor(60.4 + 0.25) - floor(0.25)

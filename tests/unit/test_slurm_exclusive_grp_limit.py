@@ -89,12 +89,25 @@ def test_no_job_is_preempted_for_an_exclusive_job_over_its_limit_on_whole_nodes(
     assert pol.planned.get(3) is None
 
 
-def test_an_oversubscribed_partition_does_not_start_an_exclusive_job_over_its_limit(tmp_path):
-    """Not probed, from the source: every start goes through ``select_nodes``, a co-allocation
-    under OverSubscribe=FORCE too."""
-    pool = _pool_with(tmp_path, CONF.replace("State=UP", "State=UP OverSubscribe=FORCE:2"),
-                      ACCOUNTS.replace("GrpTRES=gres/gpu=8", "GrpTRES=cpu=20"))
-    jobs = ["-A teamA -w gpu01 -n8 -t 20", "-A teamB -w gpu01 -n8 -t 20", "-A teamB -w gpu02 -n16 -t 20",
-            "-A teamA --exclusive -n1 -t 10"]
-    engine, _pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
-    assert (engine.jobs[4].state, engine.jobs[4].reason) == ("PENDING", "AssocGrpCpuLimit")
+def test_an_oversubscribed_partition_skips_an_exclusive_job_over_its_limit(tmp_path):
+    """Not probed, from the source: will-run finds a start now in a co-allocation row under
+    OverSubscribe=FORCE, the start (``select_nodes``) fails on the whole node's GPUs, and the
+    job is skipped with no reservation."""
+    pool = _pool_with(tmp_path, CONF.replace("State=UP", "State=UP OverSubscribe=FORCE:2"))
+    jobs = ["-A teamB -w gpu01 -n16 -t 20", "-A teamA -w gpu02 -N1 -n16 --gres=gpu:1 -t 30",
+            "-A teamA --exclusive --gres=gpu:1 -t 10"]
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpGRES")
+    assert pol.planned.get(3) is None
+
+
+def test_memory_per_gpu_counts_for_the_gpus_asked_before_a_reservation(tmp_path):
+    """Not probed, from the source: will-run frees the job's resources, so the memory backfill
+    counts before a reservation is ``--mem-per-gpu`` x the GPUs asked (4000 within
+    GrpTRES=mem=20000 beside 1000 in use), while a start counts the whole node's 8 GPUs (32000)."""
+    pool = _pool_with(tmp_path, accounts=ACCOUNTS.replace("GrpTRES=gres/gpu=8", "GrpTRES=mem=20000"))
+    jobs = ["-A teamA -w gpu01 --gres=gpu:1 --mem=1000 -t 20", "-A teamB -w gpu02 --gres=gpu:1 -t 20",
+            "-A teamA --exclusive --gres=gpu:1 --mem-per-gpu=4000 -t 10"]
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpMemLimit")
+    assert pol.planned.get(3) is not None

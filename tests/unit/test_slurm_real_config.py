@@ -404,8 +404,9 @@ def test_a_replay_of_a_verbose_log_runs_main_passes_on_the_ticks_and_where_the_l
 
 def test_fair_share_usage_counts_from_the_whole_second_of_the_start(monkeypatch):
     """slurmctld's start_time and end_time are whole epoch seconds, and fair-share usage accrues
-    between them: a job started at 10.4 s with t=0 at epoch ...0.25 s is charged from 9.75 s,
-    and one ending at 60.4 s to 59.75 s (findings 24 and 54)."""
+    between them: with t=0 at epoch ...0.25 s, a job from 10.4 s to 60.4 s is charged from epoch
+    ...10 s to ...60 s, which fair share's clock (passes at multiples of the period from t=0's
+    whole second) reads as 10.0 and 60.0 (findings 24 and 54)."""
     from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from gpupool.model.workload import PodSet, Workload
@@ -420,7 +421,7 @@ def test_fair_share_usage_counts_from_the_whole_second_of_the_start(monkeypatch)
     monkeypatch.setattr(UsageLedger, "close", lambda self, key, s, e, w: (closed.append((s, e)), close(self, key, s, e, w)))
     policy = make_policy("slurm", pool, {"epoch": 1_800_000_000.25})
     job = Engine(pool, jobs, policy, check=True).run().jobs[0]
-    assert job.first_start == 10.4 and job.end == 60.4 and closed[0] == (9.75, 59.75)  # closed at the next call (100 s)
+    assert job.first_start == 10.4 and job.end == 60.4 and closed[0] == (10.0, 60.0)  # closed at the next call (100 s)
 
 
 def test_rich_mix_refuses_nodes_its_options_cannot_fit(tmp_path):

@@ -791,8 +791,7 @@ def run(cy, records) -> None:
                             None, eligible.get((pname, avail)), busy)
                     est, pl = phit
                     by_preempting = est == neg_inf
-            if ((est is None or est > now) and start_res <= now and pname in share_parts
-                    and start_limit(job, info) is None):
+            if (est is None or est > now) and start_res <= now and pname in share_parts:
                 # OverSubscribe without gang: will-run may also place the job in a
                 # co-allocation row of its partition, on nodes no reservation claims for its
                 # whole limit; it then starts at once beside the jobs holding those CPUs
@@ -801,7 +800,14 @@ def run(cy, records) -> None:
                 where = usable
                 if cy.completing:  # nothing starts on a node still COMPLETING (a replay's holds)
                     where = (info.node_set if usable is None else usable) - cy.completing
-                if cy.try_coallocate(job, info, where, VIA_BACKFILL, limit=short):
+                whole = start_limit(job, info)
+                if whole is not None:
+                    if cy.try_coallocate(job, info, where, VIA_BACKFILL, dry_run=True):
+                        # the start fails on its whole nodes' limits: skipped, no reservation
+                        cy.reason(job, whole)
+                        limited = True
+                        break
+                elif cy.try_coallocate(job, info, where, VIA_BACKFILL, limit=short):
                     forget_answers()
                     started += 1
                     break

@@ -19,6 +19,17 @@ _RESET_SECONDS = {"DAILY": 86400, "WEEKLY": 7 * 86400}
 _MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
+def usage_clock(t: float, epoch: float) -> float:
+    """Engine time ``t`` on fair share's clock, where ``epoch`` is the wall clock of t=0.
+
+    slurmctld counts usage between whole epoch seconds: a job's start_time and end_time, and
+    each decay pass's time(NULL), the thread's start plus k × PriorityCalcPeriod, rounded down
+    (priority/multifactor, 22.05.8 source; docs/differential.md, findings 24 and 54). Shifting
+    the whole second by the fraction of ``epoch`` puts those passes on k × period, where the
+    ledger has them, and leaves every duration as slurmctld counts it."""
+    return math.floor(t + epoch) - math.floor(epoch)
+
+
 def decay_factor(half_life: float) -> float:
     """Per-second decay factor ``1 − 0.693/half_life`` (1.0 = no decay when half_life is 0)."""
     return 1.0 if not half_life else 1.0 - DECAY_CONSTANT / half_life

@@ -33,7 +33,7 @@ from gpupool.policy.slurm import (
 )
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos, partition_over_time_limit
 from gpupool.policy.slurm.cores import CoreBook
-from gpupool.policy.slurm.decay import UsageLedger
+from gpupool.policy.slurm.decay import UsageLedger, usage_clock
 from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
@@ -224,11 +224,11 @@ class Cycle:
             self.rows[part] = rows
         return rows
 
-    def try_coallocate(self, job, info, usable, via: str, limit: float | None = None) -> bool:
+    def try_coallocate(self, job, info, usable, via: str, limit: float | None = None, dry_run: bool = False) -> bool:
         """Co-allocate ``job`` in an OverSubscribe=FORCE:N or YES:N partition (cons_tres: a job
         that does not fit on idle CPUs goes into a row of the partition where its CPUs are free,
         up to N rows). GPUs and memory must be free as for any start: they are never shared.
-        True when it was started. With gang scheduling, gang then decides whether it runs or
+        True when it was started (``dry_run``: when it would be, nothing started). With gang scheduling, gang then decides whether it runs or
         waits suspended; without, it runs at once on the shared CPUs, and in a YES partition
         only a job asking ``--oversubscribe`` is co-allocated (a real 22.05.8 did so)."""
         pol = self.pol
@@ -251,7 +251,8 @@ class Cycle:
             placement = place(job.wl, info.nodes, f, usable)
             if placement is None:
                 continue
-            self.start_in_row(job, placement, info, via, index, limit)
+            if not dry_run:
+                self.start_in_row(job, placement, info, via, index, limit)
             return True
         return False
 
@@ -688,13 +689,16 @@ class SlurmPolicy:
             return req
         if gpus_as_asked:
             whole = self.limit_req(job, info, req)
-            if whole is req or whole.tres.get("gres/gpu") == req.tres.get("gres/gpu"):
+            if whole is req:
                 return whole
             tres = dict(whole.tres)
-            if "gres/gpu" in req.tres:
-                tres["gres/gpu"] = req.tres["gres/gpu"]
-            else:
-                tres.pop("gres/gpu", None)
+            tres["gres/gpu"] = req.tres.get("gres/gpu", 0)
+            # memory asked per GPU counts for the GPUs asked (job_get_tres_mem without the job's
+            # resources, which will-run has freed); per CPU or per node it stays the whole nodes'
+            gpu_mem = [ps.memory_unit[1] * ps.total_gpus for ps in job.wl.pod_sets
+                       if ps.memory_unit is not None and ps.memory_unit[0] == "gpu"]
+            if gpu_mem:
+                tres["mem"] = sum(gpu_mem)
             return replace(whole, tres=tres)
         nodes = self._nodes
         # which nodes ``place`` may take (up, not draining) is part of the answer
@@ -877,7 +881,7 @@ class SlurmPolicy:
         self.reported_start[jid] = started
         seg = self._segs.get(jid)
         if seg is not None:
-            self._segs[jid] = (started,) + tuple(seg[1:])
+            self._segs[jid] = (usage_clock(started, self.epoch),) + tuple(seg[1:])
 
     def retract_start(self, jid: int) -> None:
         """Forget a start this policy decided that was not carried out (the job stays pending)."""
@@ -969,12 +973,12 @@ class SlurmPolicy:
 
     def track_start(self, job, placement, now: float) -> None:
         """Open the job's fair-share usage segment at its start_time, which slurmctld takes in
-        whole epoch seconds (docs/differential.md, finding 24)."""
+        whole epoch seconds (``decay.usage_clock``; docs/differential.md, finding 24)."""
         if self.use_fs:
             req = self.req(job)
             q = self.qos.get(req.qos or "")
             w = self.billing(job, placement) * (q.usage_factor if q is not None else 1.0)
-            self._segs[job.id] = (self.whole_second(now), req.assoc, w)
+            self._segs[job.id] = (usage_clock(now, self.epoch), req.assoc, w)
 
     def _update_usage(self, snap: Snapshot) -> None:
         active = snap.active
@@ -990,7 +994,7 @@ class SlurmPolicy:
                 end = job.end if job.final_state is not None and job.end is not None else job.submit
                 # slurmctld counts to the job's end_time, a whole epoch second like its start
                 # (finding 54: seed 2 of the rich mix, where fractional ends tipped a near tie)
-                self.ledger.close(key, start, self.whole_second(end), w)
+                self.ledger.close(key, start, usage_clock(end, self.epoch), w)
         T = math.floor(snap.now / self.s.calc_period) * self.s.calc_period
         if T != self._fs_T:
             self._fs_T = T
