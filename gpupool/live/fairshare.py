@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from gpupool.engine.snapshot import Snapshot
 from gpupool.errors import GpupoolError
 from gpupool.policy.slurm import priority as prio
-from gpupool.policy.slurm.decay import UsageLedger, decay_factor, reset_boundary, segment_usage, usage_clock
+from gpupool.policy.slurm.decay import UsageLedger, decay_factor, reset_boundary, segment_usage, usage_end
 from gpupool.policy.slurm.fairshare import build_tree, classic, fair_tree
 
 #: The ``live_meta`` key of the saved usage.
@@ -212,7 +212,7 @@ class UsageJournal:
             now_open = {jid: seg for jid, seg in segs.items() if jid in active}
             for jid, seg in running.items():
                 if now_open.get(jid) != seg:
-                    led.close(seg[1], seg[0], usage_clock(_segment_end(jobs.get(jid), now), self.clock_epoch), seg[2])
+                    led.close(seg[1], seg[0], usage_end(_segment_end(jobs.get(jid), now), self.clock_epoch, led.period), seg[2])
             if now_open != running:
                 self.running = now_open
                 changed = True
@@ -256,7 +256,7 @@ class UsageJournal:
 
 
 def _segment_end(job, now: float) -> float:
-    """Where the policy closes a segment, before ``usage_clock``: the job's end, or (requeued)
+    """Where the policy closes a segment, before ``usage_end``: the job's end, or (requeued)
     its new submit time."""
     if job is None:
         return now

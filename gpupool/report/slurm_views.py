@@ -571,7 +571,7 @@ def sprio_text(rows: list[dict], *, parsable2: bool = False, norm: bool = False)
 def usage_at(inst: Instant, pol) -> dict:
     """Decayed RawUsage by (account, user) at the last decay pass ≤ T, recomputed from the
     run's segments with the policy's rules (billing × seconds × QOS UsageFactor)."""
-    from gpupool.policy.slurm.decay import UsageLedger, usage_clock
+    from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 
     s = pol.s
     ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
@@ -599,7 +599,7 @@ def usage_at(inst: Instant, pol) -> dict:
             if run["end"] is None:
                 running.append((req.assoc, start, w))
             else:
-                ledger.close(req.assoc, start, usage_clock(run["end"], pol.epoch), w)
+                ledger.close(req.assoc, start, usage_end(run["end"], pol.epoch, s.calc_period), w)
     return ledger.at(now, running)
 
 

@@ -1,11 +1,15 @@
 """Usage decay: closed form against a step-by-step decay thread (spec §4, case decay-001)."""
 import math
 
+import pytest
+
 from gpupool.policy.slurm.decay import (
     UsageLedger,
     decay_factor,
     reset_boundary,
     segment_usage,
+    usage_clock,
+    usage_end,
 )
 
 DF = decay_factor(604800)
@@ -83,3 +87,38 @@ def test_ledger_fold_and_reset():
     daily.close("a", 0, 3600, 1.0)
     assert daily.at(86400 + 10, []).get("a", 0.0) == 0.0
     assert reset_boundary(86400 * 3 + 5, "WEEKLY") == 0 and reset_boundary(40 * 86400, "MONTHLY") == 31 * 86400
+
+
+def _slurmctld_usage(start_w: float, end_w: float, passes: int, limits: bool, epoch: float, period: float,
+                     half_life: float) -> float:
+    """priority/multifactor 22.05.8 as its source reads, on the wall clock: the decay thread
+    wakes at ``epoch`` + k × period (fraction kept) and counts to time(NULL), its whole second;
+    a running job gets the piece since the last pass; a job that ended before a pass gets none
+    there, but with limits enforced its end adds the piece up to its end_time (whole second)."""
+    df = decay_factor(half_life)
+    st, et = math.floor(start_w), math.floor(end_w)
+    u, last = 0.0, math.floor(epoch)
+    for k in range(1, passes + 1):
+        wake = epoch + k * period
+        now = math.floor(wake)
+        if limits and epoch + (k - 1) * period <= end_w < wake:
+            d = et - max(last, st)
+            u += d * df ** d if d > 0 else 0.0
+        u *= df ** (now - last)
+        if start_w < wake <= end_w:
+            d = now - max(last, st)
+            u += d * df ** d if d > 0 else 0.0
+        last = now
+    return u
+
+
+@pytest.mark.parametrize("limits", [False, True])
+@pytest.mark.parametrize("end", [9.7, 10.2, 9.4, 15.0])
+def test_a_job_ended_in_the_second_of_a_pass_but_before_it_gets_no_piece_of_it(limits, end):
+    """Findings 24 and 54: starts, ends and passes on fair share's clock (``usage_clock``), an
+    end in the second of a pass but before the thread wakes kept before it (``usage_end``)."""
+    period, half_life, epoch = 10.0, 100.0, 1000.5
+    ledger = UsageLedger(period, half_life, "NONE", limits)
+    ledger.close("a", usage_clock(1.0, epoch), usage_end(end, epoch, period), 1.0)
+    got = ledger.at(10.0, []).get("a", 0.0)
+    assert got == pytest.approx(_slurmctld_usage(1.0 + epoch, end + epoch, 1, limits, epoch, period, half_life))

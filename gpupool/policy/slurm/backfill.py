@@ -700,7 +700,7 @@ def run(cy, records) -> None:
         if max_user and per_user.get(user, 0) >= max_user:
             continue
         info = rec.part
-        if limit_reason(job, info, assoc_stop) is not None or array_limit(job) is not None:
+        if limit_reason(job, info, placed=assoc_stop) is not None or array_limit(job) is not None:
             continue
         if license_limit is not None and license_limit(job) is not None:
             continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
@@ -824,12 +824,13 @@ def run(cy, records) -> None:
                 est = pol.whole_second(now) + 1.0
                 later_start = 0
                 held = True
-            if est <= now and by_preempting and start_limit(job, info) is not None:
-                # select_nodes tests the whole nodes' limits before it preempts (finding 53)
-                cy.reason(job, start_limit(job, info))
-                limited = True
-                break
             if est <= now and by_preempting:
+                whole = start_limit(job, info)
+                if whole is not None:
+                    # select_nodes tests the whole nodes' limits before it preempts (finding 53)
+                    cy.reason(job, whole)
+                    limited = True
+                    break
                 # slurmctld's _start_job: select_nodes preempts (a SUSPEND preemptor may start
                 # at once); with victims signalled it fails ("nodes busy") and the cycle reserves
                 # the will-run nodes for the preemptor from now (a real 22.05.8,

@@ -30,6 +30,18 @@ def usage_clock(t: float, epoch: float) -> float:
     return math.floor(t + epoch) - math.floor(epoch)
 
 
+def usage_end(t: float, epoch: float, period: float) -> float:
+    """A job's end ``t`` on fair share's clock (``usage_clock``), kept before a decay pass that
+    runs after it within the same whole second: the pass wakes at the thread's start plus
+    k × period, fraction included, so a job ended in the part of that second before it is
+    already finished there and gets no piece of the pass (with limits enforced, its last
+    part-period is added at its end instead, then decayed by the pass)."""
+    u = usage_clock(t, epoch)
+    if u > t and u % period == 0:
+        return math.nextafter(u, -math.inf)
+    return u
+
+
 def decay_factor(half_life: float) -> float:
     """Per-second decay factor ``1 − 0.693/half_life`` (1.0 = no decay when half_life is 0)."""
     return 1.0 if not half_life else 1.0 - DECAY_CONSTANT / half_life

@@ -33,7 +33,7 @@ from gpupool.policy.slurm import (
 )
 from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos, partition_over_time_limit
 from gpupool.policy.slurm.cores import CoreBook
-from gpupool.policy.slurm.decay import UsageLedger, usage_clock
+from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
@@ -695,8 +695,9 @@ class SlurmPolicy:
             tres["gres/gpu"] = req.tres.get("gres/gpu", 0)
             # memory asked per GPU counts for the GPUs asked (job_get_tres_mem without the job's
             # resources, which will-run has freed); per CPU or per node it stays the whole nodes'
+            # (``--mem-per-gpu`` only: DefMemPerGPU is not read there, the whole nodes' memory stays)
             gpu_mem = [ps.memory_unit[1] * ps.total_gpus for ps in job.wl.pod_sets
-                       if ps.memory_unit is not None and ps.memory_unit[0] == "gpu"]
+                       if ps.memory_unit is not None and ps.memory_unit[0] == "gpu" and ps.memory_per == "gpu"]
             if gpu_mem:
                 tres["mem"] = sum(gpu_mem)
             return replace(whole, tres=tres)
@@ -994,7 +995,7 @@ class SlurmPolicy:
                 end = job.end if job.final_state is not None and job.end is not None else job.submit
                 # slurmctld counts to the job's end_time, a whole epoch second like its start
                 # (finding 54: seed 2 of the rich mix, where fractional ends tipped a near tie)
-                self.ledger.close(key, start, usage_clock(end, self.epoch), w)
+                self.ledger.close(key, start, usage_end(end, self.epoch, self.s.calc_period), w)
         T = math.floor(snap.now / self.s.calc_period) * self.s.calc_period
         if T != self._fs_T:
             self._fs_T = T
