@@ -138,3 +138,18 @@ def test_fill_sets_the_memory_per_gpu_where_memory_is_a_consumable(tmp_path):
     assert fill_pod_set(ps, Defaults(None, 120000, None, None, None)).mem_per_gpu == 0  # not consumable
     own = job_pod_set(parse_sbatch_text(script("-N2 --gpus=4 --mem-per-gpu=5000"), "job.sh"))[0]
     assert fill_pod_set(own, Defaults(None, 120000, None, None, 1000000)).mem_per_gpu == 5000
+
+
+def test_a_split_job_takes_a_node_with_fewer_gpus_than_its_even_share(tmp_path):
+    """Rich seed 3 of the differential (a real 22.05.8, 2026-12-03, job 68 at 1539 s): with
+    gpu01 idle, gpu02-03 without a free GPU and gpu04 with 2, ``-N2 -n8 --gpus-per-task=1``
+    ran as 6 GPUs on gpu01 and 2 on gpu04 (the two threads of a core kept for the later node),
+    though its even share is 4."""
+    (tmp_path / "gres.conf").write_text("".join(f"NodeName=gpu{n:02d} Name=gpu File=/dev/nvidia[0-7]\n"
+                                                for n in range(1, 5)))
+    pool = slurm_pool(tmp_path, CONF)
+    holders = ["-w gpu02 --gres=gpu:8 -t 20", "-w gpu03 --gres=gpu:8 -t 20", "-w gpu04 --gres=gpu:6 -t 20"]
+    engine, _pol = run_spaced(pool, [*holders, "-N2 -n8 --gpus-per-task=1 -t 5"], 5, 5 * 4 + 1)
+    got = engine.jobs[4]
+    names = list(pool.nodes)
+    assert sorted((names[p[0]], p[1].bit_count()) for p in got.placement) == [("gpu01", 6), ("gpu04", 2)]

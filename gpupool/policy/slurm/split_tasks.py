@@ -22,9 +22,11 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
 - in an LLN partition the nodes with the most free CPUs come first, in the same way: with
   16, 12 and 8 free, ``-N2 -n20`` ran as 16 + 4 and ``-N3 -n6`` as 4 + 1 + 1;
 - with ``--gpus-per-task`` the GPUs follow the tasks and cap them (``-N2 -n6
-  --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes), but a node needs the
-  GPUs of the even share free: with 2 free on gpu01, ``-N2 -n6 --gpus-per-task=1`` ran on
-  gpu02-03; with 1 free on gpu01-02, ``-N2 -n3`` on gpu03-04 (2 + 1).
+  --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes); nodes offering the job
+  fewer GPUs weigh more (``near_gpus``, finding 52): with 2 free on gpu01, ``-N2 -n6
+  --gpus-per-task=1`` ran on gpu02-03, with 1 free on gpu01-02 ``-N2 -n3`` on gpu03-04
+  (2 + 1), yet with gpu01 idle and 2 GPUs free on gpu04 alone, ``-N2 -n8`` ran as 6 + 2 there
+  (rich seed 3: a node needs one task's GPUs, not the even share's, as was thought before).
 
 Counted in whole tasks (a task is ``cpus_per_task`` CPUs: ``-N2 -n3 -c2`` ran as 4 + 2).
 Node weights are taken lowest first, as for other multi-node requests.
@@ -56,10 +58,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     for other jobs (``eval_nodes.node_order``): within each weight the busy nodes
     first, or the nodes with the most free CPUs first (a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
-    # GPUs per task: a node needs the GPUs of the even share (a real 22.05.8 passed over a node
-    # with 2 free GPUs for -N2 -n6 --gpus-per-task=1), though it may then get fewer tasks
-    least_gpus = ps.gpus * -(-ps.split_tasks // ps.count) if ps.split_gpus else ps.gpus
-    tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps, least_gpus))}
+    tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
     order = node_order(weight, busy, free.cpu if least_loaded else None)
@@ -134,14 +133,14 @@ def _gpus(free, i: int, ps: PodSet) -> int:
     return 0 if typed is None else free.mask[i] & typed
 
 
-def _tasks_fit(free, i: int, ps: PodSet, least_gpus: int) -> int:
+def _tasks_fit(free, i: int, ps: PodSet) -> int:
     """How many tasks of ``ps`` node ``i`` can take now (0: not one): its free CPUs (and its
     partition's MaxCPUsPerNode allowance) in whole tasks, capped by free memory where memory
-    follows the tasks and by free GPUs where GPUs do; the node needs ``least_gpus`` free GPUs
+    follows the tasks and by free GPUs where GPUs do; the node needs one pod's GPUs free
     and a per-node amount of memory whole."""
     if ps.gpus:
         gpus = _gpus(free, i, ps).bit_count()
-        if gpus < least_gpus:
+        if gpus < ps.gpus:
             return 0
     cpu = free.cpu[i]
     if free.cap is not None:
