@@ -212,7 +212,8 @@ class UsageJournal:
             now_open = {jid: seg for jid, seg in segs.items() if jid in active}
             for jid, seg in running.items():
                 if now_open.get(jid) != seg:
-                    led.close(seg[1], seg[0], usage_end(_segment_end(jobs.get(jid), now), self.clock_epoch, led.period), seg[2])
+                    end = usage_end(_segment_end(jobs.get(jid), now), self.clock_epoch, led.period)
+                    led.close(seg[1], seg[0], end, seg[2])
             if now_open != running:
                 self.running = now_open
                 changed = True

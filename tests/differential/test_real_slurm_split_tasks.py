@@ -43,7 +43,7 @@ CASES = [
     (["-w gpu02 -c2", "-w gpu03 -c16", "-w gpu04 -c12"], "-N2 -n6 -w gpu01"),
     # --nodelist nodes first, then up from them, then down
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N3 -n6 -w gpu04"),
-    # GPUs per task follow the tasks, and a node needs the even share's GPUs free
+    # GPUs per task follow the tasks; nodes offering fewer GPUs are walked later (findings 52, 55)
     ([], "-N2 -n10 --gpus-per-task=1"),
     (["-w gpu01 -c1 --gres=gpu:6"], "-N2 -n6 --gpus-per-task=1"),
 ]

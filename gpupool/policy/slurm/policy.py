@@ -224,13 +224,15 @@ class Cycle:
             self.rows[part] = rows
         return rows
 
-    def try_coallocate(self, job, info, usable, via: str, limit: float | None = None, dry_run: bool = False) -> bool:
+    def try_coallocate(self, job, info, usable, via: str, limit: float | None = None,
+                       dry_run: bool = False) -> bool:
         """Co-allocate ``job`` in an OverSubscribe=FORCE:N or YES:N partition (cons_tres: a job
         that does not fit on idle CPUs goes into a row of the partition where its CPUs are free,
         up to N rows). GPUs and memory must be free as for any start: they are never shared.
-        True when it was started (``dry_run``: when it would be, nothing started). With gang scheduling, gang then decides whether it runs or
-        waits suspended; without, it runs at once on the shared CPUs, and in a YES partition
-        only a job asking ``--oversubscribe`` is co-allocated (a real 22.05.8 did so)."""
+        True when it was started (``dry_run``: when it would be, nothing started). With gang
+        scheduling, gang then decides whether it runs or waits suspended; without, it runs at
+        once on the shared CPUs, and in a YES partition only a job asking ``--oversubscribe``
+        is co-allocated (a real 22.05.8 did so)."""
         pol = self.pol
         n_max = pol.share.get(info.name, 1)
         if n_max <= 1 or info.name not in pol.row_parts:
@@ -329,8 +331,9 @@ class Cycle:
         (``gres_ctld_set_job_tres_cnt`` on the request; CPUs and memory on the whole nodes
         will-run found), and when it starts a job or preempts for it, on the whole nodes of an
         exclusive one (``select_nodes``; 22.05.8 source). Under assoc_limit_stop backfill keeps
-        the whole nodes' test before will-run (not modelled: 22.05 then plans such a job anyway). A real 22.05.8 with
-        GrpTRES=gres/gpu=8 on the account, 1 GPU of it in use and no idle node, showed an
+        the whole nodes' test before will-run (not modelled: 22.05 then plans such a job
+        anyway). A real 22.05.8 with GrpTRES=gres/gpu=8 on the account, 1 GPU of it in use and
+        no idle node, showed an
         exclusive ``--gres=gpu:1`` job pending with AssocGrpGRES (the main scheduler's test,
         on whole nodes) and a planned start on gpu01 (backfill's, as asked; finding 53)."""
         if not any(ps.exclusive for ps in job.wl.pod_sets):

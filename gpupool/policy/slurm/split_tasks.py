@@ -25,8 +25,9 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes); nodes offering the job
   fewer GPUs weigh more (``near_gpus``, finding 52): with 2 free on gpu01, ``-N2 -n6
   --gpus-per-task=1`` ran on gpu02-03, with 1 free on gpu01-02 ``-N2 -n3`` on gpu03-04
-  (2 + 1), yet with gpu01 idle and 2 GPUs free on gpu04 alone, ``-N2 -n8`` ran as 6 + 2 there
-  (rich seed 3: a node needs one task's GPUs, not the even share's, as was thought before).
+  (2 + 1); a node needs one task's GPUs, not the even share's, as was thought before (finding
+  55: on four 128-CPU nodes with two threads per core, DefMemPerGPU=120000, gpu01 idle, gpu02-03
+  without a free GPU and gpu04 with 2, ``-N2 -n8`` ran as 6 + 2, gpu04 keeping a core's worth).
 
 Counted in whole tasks (a task is ``cpus_per_task`` CPUs: ``-N2 -n3 -c2`` ran as 4 + 2).
 Node weights are taken lowest first, as for other multi-node requests.
