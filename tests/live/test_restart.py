@@ -21,7 +21,7 @@ from gpupool.ledger.store import Ledger
 from gpupool.live import proc
 from gpupool.live.client import Client
 from gpupool.live.fairshare import META_KEY, SavedUsage
-from gpupool.policy.slurm.decay import decay_factor, segment_usage
+from gpupool.policy.slurm.decay import decay_factor, segment_usage, usage_end
 from gpupool.policy.slurm.fairshare import build_tree, fair_tree
 from tests.live.conftest import SLURM_CONF, DaemonProc, cancel_all, script, wait_for
 
@@ -232,7 +232,8 @@ def test_fair_share_usage_and_age_survive_kill9(tmp_path):
     assert [(st, key, w) for st, key, w in saved.running] == [(s2, ("team", "bob"), 2.0)]
     usage = {r["user"]: r["raw_usage"] for r in after["associations"] if r["user"]}
     # alice: uninterrupted, her job's usage at the first pass after it ended, decayed since
-    s1, end = math.floor(f1["start"] - e1), f1["end"] - e1
+    # (to the whole second of its end too, kept before a pass in that second: finding 54)
+    s1, end = math.floor(f1["start"] - e1), usage_end(f1["end"] - e1, 0.0, P)
     first_pass = math.ceil(end / P) * P
     alice_expected = segment_usage(s1, end, first_pass, P, DF, 16.0, True) * DF ** (W - e1 - first_pass)
     assert usage["alice"] == pytest.approx(alice_expected, rel=1e-6)
