@@ -95,6 +95,11 @@ GPU_CASES = [
     (SIX_GPUS_ON_01, "-N2 -n12 --gpus-per-task=1", [(1, 8, 800, 8), (2, 4, 400, 4)]),
     (SEVEN_GPUS_ON_01_02, "-N2 -n6 --gpus-per-task=1", [(2, 5, 500, 5), (3, 1, 100, 1)]),
     (SEVEN_GPUS_ON_01_02, "-N2 -n3 --gpus-per-task=1", [(2, 2, 200, 2), (3, 1, 100, 1)]),
+    # the retry drops the node with the fewest free CPUs plus GPUs, its CPUs not capped by its
+    # GPUs: gpu01 (2 + 8) goes, gpu02 (15 + 3) stays (finding 56; real: three idle 16-core
+    # nodes, gpu04 here is full)
+    (["-w gpu01 -c14", "-w gpu02 -c1 --gres=gpu:5", "-w gpu03 -c1 --gres=gpu:1", "-w gpu04 -c16"],
+     "-N2 -n10 --gpus-per-task=1", [(1, 3, 300, 3), (2, 7, 700, 7)]),
 ]
 
 

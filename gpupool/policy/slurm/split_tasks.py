@@ -99,9 +99,11 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
     time in index order, never a required one and never below the job's node count, and the
     choice is made again after each round that dropped one (and after the first). With
     gpu01-04 at 1, 1, 4 and 4 free CPUs a real 22.05.8 dropped gpu01 alone and ran ``-N3
-    -n8`` as gpu02 1, gpu03 4, gpu04 3."""
-    cpt = ps.cpu_m // 1000
-    res = {i: n * cpt + (_gpus(free, i, ps).bit_count() if ps.gpus else 0) for i, n in tasks.items()}
+    -n8`` as gpu02 1, gpu03 4, gpu04 3. A node's resources are its free CPUs as a whole (not
+    capped by its free GPUs: ``_free_resources``): on 16-core nodes at 2, 15 and 15 free CPUs
+    with 8, 3 and 7 free GPUs, ``-N2 -n10 --gpus-per-task=1`` dropped gpu01 (2 + 8) and ran as
+    gpu02 3 + gpu03 7 (finding 56)."""
+    res = {i: _free_resources(free, i, ps) for i in tasks}
     left = dict(tasks)
     for count in range(1, max(res.values(), default=0)):
         if len(left) <= ps.count:
@@ -118,6 +120,27 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
             if got is not None:
                 return got
     return None
+
+
+def _free_resources(free, i: int, ps: PodSet) -> int:
+    """cons_tres's ``avail_res_cnt`` of node ``i`` for ``ps``: its free CPUs, fewer where memory
+    per CPU runs out first and in whole tasks' CPUs, plus its free GPUs of the job's type, fewer
+    where memory per GPU runs out first (GPU jobs only). Not modelled: the first node walk
+    (``_cpus_to_use``) may already have lowered the CPUs of the nodes it took."""
+    cpu = free.cpu[i]
+    if free.cap is not None:
+        cpu = min(cpu, free.cap[i])
+    if ps.memory_per == "task" and ps.memory_per_cpu:
+        step = max(free.nodes.cpu_step[i], 1000)
+        cpu = min(cpu, free.mem[i] // ps.memory_per_cpu * 1000 // step * step)
+    cpus = cpu // 1000
+    cpus -= cpus % max(1, ps.cpu_m // 1000)
+    if not ps.gpus:
+        return cpus
+    gpus = _gpus(free, i, ps).bit_count()
+    if ps.mem_per_gpu:
+        gpus = min(gpus, free.mem[i] // ps.mem_per_gpu)
+    return cpus + gpus
 
 
 def tasks_memory(n: int, ps: PodSet, step: int, per_cpu: int) -> int:
