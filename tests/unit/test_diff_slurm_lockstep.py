@@ -301,3 +301,32 @@ def test_an_agreed_start_takes_real_slurms_cpus_per_node():
     out.run()
     assert wrapper.agreed == {1} and not wrapper.adopted
     assert sorted((p[0], p[2] // 1000, p[3]) for p in out.jobs[1].placement) == [(0, 8, 120000), (1, 72, 120000)]
+
+
+def test_a_backfill_start_selects_again_without_the_completing_nodes(tmp_path: Path):
+    """slurmctld's backfill decides with will-run, which counts a COMPLETING node as free, but
+    starts the job through select_nodes, where cons_tres skips that node: the runs of fitting
+    nodes change and so may the choice (docs/differential.md, finding 57; rich seed 5 at
+    631.5 s). Job 4 (``--ntasks-per-node=4 -c4``, one GPU) ties on every idle node; with gpu02
+    free, the runs are gpu01-02 and gpu04 and the smaller one wins; with gpu02 COMPLETING the
+    runs are gpu01 and gpu04 and the first wins."""
+    from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool, workload
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+
+    pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4))
+    names = list(pool.nodes)
+
+    def run(holds):
+        jobs = [workload("j1", "-w gpu03 --gres=gpu:8 -t 60", 0.0, 1),
+                workload("j2", "-w gpu02 --gres=gpu:4 -t 60", 0.0, 2, runtime=60.0),
+                workload("j3", "-N4 --gres=gpu:8 -t 60", 1.0, 3),  # holds the main pass back
+                workload("j4", "-N1 --gres=gpu:1 --ntasks-per-node=4 -c4 -t 5", 61.0, 4, runtime=100.0)]
+        policy = make_policy("slurm", pool)
+        policy.node_holds = list(holds)
+        return {j.id: j for j in Engine(pool, jobs, policy, check=True, until=200.0).run().jobs}
+
+    plain = run([])
+    assert plain[4].first_start == 90.0 and names[plain[4].placement[0][0]] == "gpu04"
+    held = run([(names.index("gpu02"), 60.0, 100.0, 100.0, True)])
+    assert held[4].first_start == 90.0 and names[held[4].placement[0][0]] == "gpu01"

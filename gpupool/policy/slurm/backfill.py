@@ -862,6 +862,17 @@ def run(cy, records) -> None:
                     cy.reason(job, whole)
                     limited = True
                     break
+                if cy.completing:
+                    # slurmctld's _start_job selects again (select_nodes) on the window's
+                    # nodes, where cons_tres now skips the COMPLETING ones that will-run
+                    # counted: the runs of fitting nodes, and so the choice, may differ (rich
+                    # seed 5 at 631.5 s: gpu02 completing, a real 22.05.8 took gpu01, the
+                    # first of two lone nodes, where will-run's runs had made it gpu04;
+                    # finding 57)
+                    if usable is unset:
+                        usable = _usable(avail, pmask, usable_of)
+                    where = (info.node_set if usable is None else usable) - cy.completing
+                    pl = place(job.wl, info.nodes, cy.free, where) or pl
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
                 forget_answers()
                 started += 1
