@@ -78,6 +78,12 @@ CASES = [
     # the choice fails, gpu02 (2 free) is dropped and the retry picks gpu04's run
     (["-w gpu02 -c14", "-w gpu04 -c8"], "-N2 -n20 -w gpu01", [(0, 16, 1600), (3, 4, 400)]),
     (["-w gpu02 -c14", "-w gpu04 -c8"], "-N2 -n20", [(0, 16, 1600), (2, 4, 400)]),
+    # the retry's count of a node's CPUs is in whole tasks only where memory is per CPU: with
+    # 2, 6, 3 and 16 free, gpu03 counts 3 with --mem and is kept while gpu01 goes, so gpu02
+    # takes 3 tasks; per CPU it counts 2 and both go at once, gpu02 then taking 2 (finding 56)
+    (["-w gpu01 -c14", "-w gpu02 -c10", "-w gpu03 -c13"], "-N2 -n10 -c2 --mem=100", [(1, 6, 100), (3, 14, 100)]),
+    (["-w gpu01 -c14", "-w gpu02 -c10", "-w gpu03 -c13"], "-N2 -n10 -c2 --mem-per-cpu=100",
+     [(1, 4, 400), (3, 16, 1600)]),
 ]
 
 

@@ -123,18 +123,20 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
 
 
 def _free_resources(free, i: int, ps: PodSet) -> int:
-    """cons_tres's ``avail_res_cnt`` of node ``i`` for ``ps``: its free CPUs, fewer where memory
-    per CPU runs out first and in whole tasks' CPUs, plus its free GPUs of the job's type, fewer
+    """cons_tres's ``avail_res_cnt`` of node ``i`` for ``ps``: its free CPUs (where memory is
+    per CPU, those it pays for, in whole tasks' CPUs), plus its free GPUs of the job's type, fewer
     where memory per GPU runs out first (GPU jobs only). Not modelled: the first node walk
     (``_cpus_to_use``) may already have lowered the CPUs of the nodes it took."""
     cpu = free.cpu[i]
     if free.cap is not None:
         cpu = min(cpu, free.cap[i])
     if ps.memory_per == "task" and ps.memory_per_cpu:
+        # memory per CPU: the CPUs it pays for, then whole tasks' CPUs (that rounding is in
+        # the same branch of 22.05.8's can_job_run_on_node; other memory leaves the CPUs whole)
         step = max(free.nodes.cpu_step[i], 1000)
         cpu = min(cpu, free.mem[i] // ps.memory_per_cpu * 1000 // step * step)
+        cpu -= cpu % max(1000, ps.cpu_m // 1000 * 1000)
     cpus = cpu // 1000
-    cpus -= cpus % max(1, ps.cpu_m // 1000)
     if not ps.gpus:
         return cpus
     gpus = _gpus(free, i, ps).bit_count()
