@@ -85,8 +85,11 @@ def run(cy, records, full: bool) -> None:
             cy.preempting.add(job.id)
             if job.id in cy.started:  # SUSPEND,GANG: the preemptor started at once
                 continue
+        # select_nodes tests the TRES limits even after a failed selection, a job asking its
+        # GPUs per job counted with its nodes' GPUs; failing them is no "nodes busy" (finding 58)
+        over = None if job.id in cy.preempting else cy.failed_select_limit(job, info)
         lim = job_nodes(job.wl, nodes)
-        cy.reason(job, _unavailable(lim.required, nodes) if lim.required else "Resources", first=True)
+        cy.reason(job, over or (_unavailable(lim.required, nodes) if lim.required else "Resources"), first=True)
         if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
             # only them from lower jobs and goes on with the partition (a real 22.05.8 started
@@ -94,6 +97,8 @@ def run(cy, records, full: bool) -> None:
             withheld.update(mask_nodes(lim.required))
             usable_of.clear()
             continue
+        if over is not None and not s.assoc_limit_stop:
+            continue  # ESLURM_ACCOUNTING_POLICY: the partition is not held back
         if not cy.may_block(job, rec.prio):
             continue
         failed.add(info.name)

@@ -35,7 +35,7 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import job_req
+from gpupool.policy.slurm.jobinfo import job_req, least_nodes
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place
 
@@ -322,6 +322,37 @@ class Cycle:
             return None
         return limits.check(pol.limit_req(job, info, req, gpus_as_asked=not placed), pol.time_limit(job, info),
                             applies[0], applies[1], self.usage)
+
+    def failed_select_limit(self, job, info) -> str | None:
+        """The limit a main pass's failed selection reports for ``job`` in partition ``info``
+        (its reason), else None. slurmctld's select_nodes tests the TRES limits after the
+        selection even when it failed ("Replacing scheduling error code ... to 'Accounting
+        policy'"), and a job asking its GPUs for the whole job (``--gpus``, ``--gpus-per-task``)
+        then counts all GPUs of its least nodes; a job failing there holds no partition back
+        (finding 58). A real 22.05.8 with GrpTRES=gres/gpu=24 on the account and 14 in use
+        counted ``-N2 --gpus=8``, ``-N2 -n8 --gpus-per-task=1`` and ``-N2 -n4
+        --gpus-per-task=2`` as 16, ``-N3 --gpus=6`` as 24 (8-GPU nodes), and left ``-N2
+        --gres=gpu:4`` (per node) at its 8. In a partition of nodes with different GPU counts
+        the largest are counted (not probed)."""
+        pol = self.pol
+        if not pol.s.limits_enforced:
+            return None
+        per_job = [ps for ps in job.wl.pod_sets if ps.gpus_per_job]
+        if not per_job:
+            return None
+        req = pol.req(job)
+        applies = pol.limits_applying(req)
+        if applies is None:
+            return None
+        gpu_total = self.snap.nodes.gpu_total
+        most = max((gpu_total[i] for i in info.nodes), default=0)
+        whole = least_nodes(job.wl) * most
+        asked = sum(ps.total_gpus for ps in per_job)
+        if whole <= asked:
+            return None
+        tres = dict(req.tres)
+        tres["gres/gpu"] = tres.get("gres/gpu", 0) - asked + whole
+        return limits.check(replace(req, tres=tres), pol.time_limit(job, info), applies[0], applies[1], self.usage)
 
     def start_limit(self, job, info) -> str | None:
         """The limit that stops ``job`` from starting on the nodes it would get, where that
@@ -1131,7 +1162,10 @@ class SlurmPolicy:
                 continue
             if cy.try_coallocate(job, info, None, main_sched.VIA_MAIN):
                 continue
-            cy.reason(job, "Resources", first=True)
+            over = cy.failed_select_limit(job, info)  # as in the main pass (finding 58)
+            cy.reason(job, over or "Resources", first=True)
+            if over is not None and not self.s.assoc_limit_stop:
+                continue
             if cy.may_block(job, rec.prio):
                 failed.add(info.name)
 

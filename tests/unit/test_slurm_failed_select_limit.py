@@ -1,0 +1,106 @@
+"""A main pass's failed selection still tests the TRES limits, a job asking its GPUs for the
+whole job counted with all GPUs of its least nodes; failing them, the job pends with the
+limit's reason and holds no partition back (docs/differential.md, finding 58).
+
+Every expectation is what a real 22.05.8 did (2026-12-03, slurmdbd, debug2 logs: "being held,
+... group max tres(gres/gpu) limit 24 with already used 14 + requested 16"): four 128-CPU,
+8-GPU, 1000000 MB nodes, DefMemPerGPU=120000, account teamA with GrpTRES=gres/gpu=24; the
+holders leave 5 GPUs (640000 MB) free on gpu01 and 3 GPUs (112000 MB: none usable) on gpu04,
+teamA using 14, or no GPU free with teamA using 18.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool
+
+CONF = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=120000
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+PriorityType=priority/multifactor
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+GresTypes=gpu
+NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP
+"""
+
+ACCOUNTS = """QOS - 'normal':Priority=0
+Cluster - 't':Fairshare=1:QOS='normal'
+Parent - 'root'
+Account - 'teamA':Fairshare=1:GrpTRES=gres/gpu=24:QOS='normal':DefaultQOS='normal'
+Account - 'teamB':Fairshare=1:QOS='normal':DefaultQOS='normal'
+Parent - 'teamA'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+Parent - 'teamB'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+"""
+
+#: teamA holds 14 GPUs; gpu01 has 5 free, gpu04 3 without the memory for one
+FOURTEEN = ["-A teamA -w gpu01 --gres=gpu:3 -c2 --mem=360000", "-A teamA -w gpu02 --gres=gpu:8 -c2 --mem=1000",
+            "-A teamB -w gpu03 --gres=gpu:8 -c2 --mem=1000", "-A teamA -w gpu04 --gres=gpu:3 -c2 --mem=444000",
+            "-A teamB -w gpu04 --gres=gpu:2 -c2 --mem=444000"]
+#: teamA holds 18 GPUs; no GPU is free
+EIGHTEEN = ["-A teamA -w gpu02 --gres=gpu:8 -c2 --mem=1000", "-A teamA -w gpu03 --gres=gpu:8 -c2 --mem=1000",
+            "-A teamA -w gpu04 --gres=gpu:2 -c2 --mem=1000", "-A teamB -w gpu01 --gres=gpu:8 -c2 --mem=1000",
+            "-A teamB -w gpu04 --gres=gpu:6 -c2 --mem=1000"]
+
+
+def _pool(tmp_path, accounts: str = ACCOUNTS):
+    (tmp_path / "gres.conf").write_text("NodeName=gpu[01-04] Name=gpu File=/dev/nvidia[0-7]\n")
+    (tmp_path / "accounts.cfg").write_text(accounts)
+    return slurm_pool(tmp_path, CONF)
+
+
+def _run(tmp_path, jobs: list[str], accounts: str = ACCOUNTS):
+    """Submitted 3 s apart; stopped before the first backfill cycle (t=30)."""
+    engine, _ = run_spaced(_pool(tmp_path, accounts), jobs, 3, 3 * len(jobs) + 1)
+    return engine
+
+
+def test_a_job_failing_its_limit_after_a_failed_selection_holds_no_partition_back(tmp_path):
+    """X (8 GPUs per job on two nodes) fits nowhere and counts 16 against 24 - 14: it pends
+    with AssocGrpGRES and Y, lower in the queue, starts in the same pass on gpu01."""
+    x, y = "-A teamA -N2 -n8 --gpus-per-task=1 -t 5", "-A teamA --gres=gpu:4 -c16 --mem-per-cpu=30000 -t 5"
+    engine = _run(tmp_path, FOURTEEN + [x, y])
+    got_x, got_y = engine.jobs[6], engine.jobs[7]
+    assert (got_x.state, got_x.reason) == ("PENDING", "AssocGrpGRES")
+    assert got_y.state == "RUNNING" and got_y.placement[0][0] == 0
+
+
+def test_without_a_limit_the_failed_job_holds_its_partition(tmp_path):
+    """The same jobs in teamB (no limit): X waits for Resources and Y behind it (Priority)."""
+    x, y = "-A teamB -N2 -n8 --gpus-per-task=1 -t 5", "-A teamB --gres=gpu:4 -c16 --mem-per-cpu=30000 -t 5"
+    engine = _run(tmp_path, FOURTEEN + [x, y])
+    assert (engine.jobs[6].state, engine.jobs[6].reason) == ("PENDING", "Resources")
+    assert (engine.jobs[7].state, engine.jobs[7].reason) == ("PENDING", "Priority")
+
+
+@pytest.mark.parametrize(("holders", "job", "reason"), [
+    # whole-job GPUs: the least nodes' 8 GPUs each (16 or 24 with 14 or 18 in use)
+    (FOURTEEN, "-N2 -n8 --gpus-per-task=1", "AssocGrpGRES"),
+    (FOURTEEN, "-N2 --gpus=8", "AssocGrpGRES"),
+    (FOURTEEN, "-N2 -n4 --gpus-per-task=2", "AssocGrpGRES"),
+    (EIGHTEEN, "-N3 --gpus=6", "AssocGrpGRES"),
+    (EIGHTEEN, "-N3 -n6 --gpus-per-task=1", "AssocGrpGRES"),
+    (EIGHTEEN, "-N2 --gpus=2", "AssocGrpGRES"),
+    (EIGHTEEN, "-N1 --gpus=2", "AssocGrpGRES"),
+    (EIGHTEEN, "--gpus=2", "AssocGrpGRES"),
+    (EIGHTEEN, "-n2 --gpus-per-task=1", "AssocGrpGRES"),
+    # one node's 8 with 14 in use: within 24
+    (FOURTEEN, "-n8 --gpus-per-task=1", "Resources"),
+    # GPUs per node: as asked
+    (FOURTEEN, "-N2 --gres=gpu:4", "Resources"),
+    (FOURTEEN, "-N2 --gres=gpu:3", "Resources"),
+    (FOURTEEN, "-N1 --gres=gpu:8", "Resources"),
+    (FOURTEEN, "-N1 --gres=gpu:6", "Resources"),
+    (EIGHTEEN, "-N2 --gres=gpu:1", "Resources"),
+])
+def test_the_reason_of_a_job_that_fits_nowhere(tmp_path, holders, job, reason):
+    engine = _run(tmp_path, holders + [f"-A teamA {job} -t 5"])
+    got = engine.jobs[len(holders) + 1]
+    assert (got.state, got.reason) == ("PENDING", reason)
