@@ -62,6 +62,8 @@ class JobDiff:
     sim_rank: int = -1
     order_ok: bool = True
     problems: list[str] = field(default_factory=list)
+    #: what the replay had to change in real Slurm's decision to carry it out (no disagreement)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -306,6 +308,7 @@ class SimView:
     final_state: object
     state: object
     end: float | None
+    notes: tuple[str, ...] = ()
 
 
 def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: dict[int, int], t0: float,
@@ -358,7 +361,7 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
         p = wrapper.proposals.get(j.id)
         placement = () if p is None else tuple((n, m, 0, 0) for n, m in p.gpus)
         views[j.id] = SimView(placement, None if p is None else p.time, j.final_state, j.state,
-                              j.end if j.final_state is not None else None)
+                              j.end if j.final_state is not None else None, tuple(wrapper.notes.get(j.id, ())))
     return views
 
 
@@ -378,7 +381,8 @@ def compare(report: DiffReport, jobs: list[DiffJob], real: dict[int, RealRecord]
             job.index, job.name, jid, job.account, job.shape,
             r.submit - t0, None if r.start is None else r.start - t0, sim_start,
             None if r.end is None else r.end - t0, sim_end, r.state, str(s.final_state or s.state),
-            {k: sorted(v) for k, v in r.gpus.items()}, {k: sorted(v) for k, v in sim_gpus.items()}))
+            {k: sorted(v) for k, v in r.gpus.items()}, {k: sorted(v) for k, v in sim_gpus.items()},
+            notes=list(getattr(s, "notes", ()))))
     inf = float("inf")
     for key, attr in (("real_rank", "real_start"), ("sim_rank", "sim_start")):
         ordered = sorted(rows, key=lambda d: (inf if getattr(d, attr) is None else getattr(d, attr), d.job_id))

@@ -81,6 +81,8 @@ class LockstepPolicy:
         #: jobs carried out as gpupool proposed them / started from real Slurm's decision
         self.agreed: set[int] = set()
         self.adopted: set[int] = set()
+        #: job id -> what carrying out real Slurm's start changed (``_real_placement``)
+        self.notes: dict[int, list[str]] = {}
         # (deadline, job id): when a job real Slurm started must be started here at the latest
         self._due = sorted((start + tolerance, jid) for jid, (start, _g) in real.items())
 
@@ -89,6 +91,7 @@ class LockstepPolicy:
         now = snap.now
         out = []
         started: set[int] = set()
+        taken: dict[int, list[int]] = {}  # node -> [CPUs, MB] this call's starts take
         for d in pol.decide(snap):
             if type(d) is not Start:
                 out.append(d)
@@ -107,10 +110,11 @@ class LockstepPolicy:
                     # the same decision, but real Slurm's CPUs or memory per node differ (a split
                     # job's tasks): carried out as decided (partition, limit, via) with real
                     # Slurm's amounts, so later decisions see its state and usage bills them
-                    placement = self._real_placement(snap, job)
+                    placement = self._real_placement(snap, job, taken)
                     if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
                         d = replace(d, placement=placement)
                         pol.track_start(job, placement, now)
+                _take(taken, d.placement)
                 out.append(d)
                 if jid in self.decided:  # real Slurm's start_time, which end_time counts from
                     pol.set_reported_start(jid, self.decided[jid])
@@ -125,22 +129,29 @@ class LockstepPolicy:
                 # already started (by an agreed proposal), or real Slurm's GPUs are unknown
                 # (the job's output was lost): gpupool's own start stands
                 continue
-            out.append(self._adopt(snap, job))
+            d = self._adopt(snap, job, taken)
+            _take(taken, d.placement)
+            out.append(d)
             self.adopted.add(jid)
         if due:
             out.append(WakeAt(due[0][0]))
         return out
 
-    def _adopt(self, snap, job) -> Start:
+    def _adopt(self, snap, job, taken: dict[int, list[int]] | None = None) -> Start:
         """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time."""
         real_start = self.real[job.id][0]
-        return self.inner.adopt_start(job, self._real_placement(snap, job), self.decided.get(job.id, real_start))
+        return self.inner.adopt_start(job, self._real_placement(snap, job, taken), self.decided.get(job.id, real_start))
 
-    def _real_placement(self, snap, job) -> tuple:
+    def _real_placement(self, snap, job, taken: dict[int, list[int]] | None = None) -> tuple:
         """Real Slurm's placement of ``job``: its nodes and GPUs, with the CPUs and memory it held
         on each node where its output shows them (``alloc``), else as gpupool's own placement
         would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
-        pod per node, else as many task pods as its GPUs make."""
+        pod per node, else as many task pods as its GPUs make.
+
+        No more than the node has free (less what ``taken`` records for this instant's other
+        starts) is taken: a real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of
+        DefMemPerGPU memory on a node with 120000 MB free (rich seed 7, job 27; finding 59),
+        which gpupool's nodes, never over-allocated, cannot hold; the job is noted."""
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
@@ -176,12 +187,27 @@ class LockstepPolicy:
                 extra = -cpu % nodes.cpu_step[node]
                 cpu += extra
                 mem += extra // 1000 * memory_per_cpu_of(ps)
+            used = taken.get(node, (0, 0)) if taken is not None else (0, 0)
+            free_cpu, free_mem = nodes.free_cpu[node] - used[0], nodes.free_mem[node] - used[1]
+            if cpu > free_cpu or mem > free_mem:
+                self.notes.setdefault(job.id, []).append(
+                    f"real Slurm held {cpu // 1000} CPUs and {mem} MB on {nodes.names[node]} with "
+                    f"{free_cpu // 1000} CPUs and {free_mem} MB free: carried out with the free amounts")
+                cpu, mem = min(cpu, max(free_cpu, 0)), min(mem, max(free_mem, 0))
             rest_cpu = sum(p[1] for p in pods[1:])
             rest_mem = sum(p[2] for p in pods[1:])
             first = (pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem))
             for m, c, b in [first, *pods[1:]]:
                 placement.append((node, m, c, b))
         return tuple(placement)
+
+
+def _take(taken: dict[int, list[int]], placement) -> None:
+    """Add a start's CPUs and memory per node to ``taken``."""
+    for node, _mask, cpu, mem in placement:
+        row = taken.setdefault(node, [0, 0])
+        row[0] += cpu
+        row[1] += mem
 
 
 def _amounts(placement) -> dict[int, tuple[int, int]]:

@@ -330,3 +330,31 @@ def test_a_backfill_start_selects_again_without_the_completing_nodes(tmp_path: P
     assert plain[4].first_start == 90.0 and names[plain[4].placement[0][0]] == "gpu04"
     held = run([(names.index("gpu02"), 60.0, 100.0, 100.0, True)])
     assert held[4].first_start == 90.0 and names[held[4].placement[0][0]] == "gpu01"
+    assert plain[4].via == held[4].via == "SchedBackfill"  # backfill's start, not a main pass
+
+
+def test_a_real_start_over_the_free_memory_is_carried_out_with_what_is_free():
+    """A real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on
+    a node with 120000 MB free (rich seed 7, job 27; docs/differential.md, finding 59). gpupool's
+    nodes are never over-allocated: the lockstep replay carries the start out with the free
+    memory and notes it on the job, instead of stopping on the engine's invariant."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    pool = _pool()
+    big = dc_replace(workload("j1", "-w gpu01 --gres=gpu:1 --mem=900000 -A ml-platform", 0.0, 1, runtime=600.0),
+                     user="alice")
+    small = dc_replace(workload("j2", "--gres=gpu:1 -A ml-platform", 1.0, 2, runtime=600.0), user="alice")
+    policy = make_policy("slurm", pool, {"epoch": T0})
+    wrapper = LockstepPolicy(policy, {1: (0.0, ((0, 0b1),)), 2: (5.0, ((0, 0b10),))}, 1.0, None,
+                             {1: {0: (2, 900000)}, 2: {0: (2, 240000)}})
+    out = Engine(pool, [big, small], wrapper, check=True, until=20.0)
+    out.run()
+    assert 2 in wrapper.adopted
+    assert [(p[0], p[1], p[3]) for p in out.jobs[2].placement] == [(0, 0b10, 100000)]
+    (note,) = wrapper.notes[2]
+    assert "240000 MB on gpu01" in note and "100000 MB free" in note

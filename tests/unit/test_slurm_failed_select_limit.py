@@ -104,3 +104,52 @@ def test_the_reason_of_a_job_that_fits_nowhere(tmp_path, holders, job, reason):
     engine = _run(tmp_path, holders + [f"-A teamA {job} -t 5"])
     got = engine.jobs[len(holders) + 1]
     assert (got.state, got.reason) == ("PENDING", reason)
+
+
+# From the 22.05.8 source, not probed: the count is what the test-only selection on an idle
+# cluster (``_pick_best_nodes``) summed into the job's total_gres, node by node: the node's
+# GPUs of the type asked, no more than its RealMemory pays for at memory per GPU.
+
+G8 = "NodeName=gpu[01-04] Name=gpu File=/dev/nvidia[0-7]\n"
+#: teamA holds 10 GPUs; no GPU is free
+TEN = ["-A teamA -w gpu02 --gres=gpu:8 -c2 --mem=1000", "-A teamA -w gpu03 --gres=gpu:2 -c2 --mem=1000",
+       "-A teamB -w gpu01 --gres=gpu:8 -c2 --mem=1000", "-A teamB -w gpu03 --gres=gpu:6 -c2 --mem=1000",
+       "-A teamB -w gpu04 --gres=gpu:8 -c2 --mem=1000"]
+LOWER = "-A teamA -c4 --mem=1000 -t 5"  # a CPU-only job of the account, lower in the queue
+TYPED_CONF = CONF.replace("Gres=gpu:8", "Gres=gpu:a100:4,gpu:v100:4")
+TYPED_GRES = ("NodeName=gpu[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-3]\n"
+              "NodeName=gpu[01-04] Name=gpu Type=v100 File=/dev/nvidia[4-7]\n")
+TYPED_TEN = [f"-A teamB -w gpu0{n} --gres=gpu:a100:4 -c2 --mem=1000" for n in range(1, 5)] + [
+    "-A teamA -w gpu01 --gres=gpu:v100:4 -c2 --mem=1000", "-A teamA -w gpu02 --gres=gpu:v100:4 -c2 --mem=1000",
+    "-A teamA -w gpu03 --gres=gpu:v100:2 -c2 --mem=1000"]
+MIXED_CONF = CONF.replace(
+    "NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8",
+    "NodeName=gpu[01-02] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:4\n"
+    "NodeName=gpu[03-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8")
+MIXED_GRES = "NodeName=gpu[01-02] Name=gpu File=/dev/nvidia[0-3]\nNodeName=gpu[03-04] Name=gpu File=/dev/nvidia[0-7]\n"
+MIXED_EIGHTEEN = ["-A teamA -w gpu03 --gres=gpu:8 -c2 --mem=1000", "-A teamA -w gpu04 --gres=gpu:8 -c2 --mem=1000",
+                  "-A teamA -w gpu01 --gres=gpu:2 -c2 --mem=1000", "-A teamB -w gpu01 --gres=gpu:2 -c2 --mem=1000",
+                  "-A teamB -w gpu02 --gres=gpu:4 -c2 --mem=1000"]
+SMALL_CONF = CONF.replace("RealMemory=1000000", "RealMemory=500000")
+
+
+@pytest.mark.parametrize(("conf", "gres", "holders", "job", "expected"), [
+    # no node count, but two nodes' GPUs: 16 with 10 in use
+    (CONF, G8, TEN, "-n12 --gpus-per-task=1", ("AssocGrpGRES", "RUNNING")),
+    (CONF, G8, TEN, "-n3 --gpus-per-task=4", ("AssocGrpGRES", "RUNNING")),
+    (CONF, G8, TEN, "-n2 -c100 --gpus=2", ("AssocGrpGRES", "RUNNING")),
+    # the type asked: two nodes' 4 a100 make 8, with 10 in use within 24
+    (TYPED_CONF, TYPED_GRES, TYPED_TEN, "-N2 --gpus=a100:2", ("Resources", "PENDING")),
+    # the node the selection picks: one 4-GPU node, with 18 in use within 24
+    (MIXED_CONF, MIXED_GRES, MIXED_EIGHTEEN, "--gpus=2", ("Resources", "PENDING")),
+    # 500000 MB pays for 4 GPUs at DefMemPerGPU=120000: two nodes' 8 with 10 in use
+    (SMALL_CONF, G8, [t.replace("--mem=1000", "--mem-per-gpu=1000") for t in TEN], "-N2 --gpus=2",
+     ("Resources", "PENDING")),
+])
+def test_what_the_idle_selection_counts(tmp_path, conf, gres, holders, job, expected):
+    (tmp_path / "gres.conf").write_text(gres)
+    (tmp_path / "accounts.cfg").write_text(ACCOUNTS)
+    jobs = holders + [f"-A teamA {job} -t 5", LOWER]
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), jobs, 3, 3 * len(jobs) + 1)
+    x, lower = engine.jobs[len(holders) + 1], engine.jobs[len(holders) + 2]
+    assert (x.state, x.reason, lower.state) == ("PENDING", *expected)

@@ -837,7 +837,10 @@ def run(cy, records) -> None:
                 # docs/differential.md, finding 25)
                 if usable is unset:
                     usable = _usable(avail, pmask, usable_of)
-                if preempt.try_preempt(cy, job, info, usable, VIA_BACKFILL):
+                where = usable
+                if cy.completing:  # select_nodes leaves COMPLETING nodes out (finding 57)
+                    where = (info.node_set if usable is None else usable) - cy.completing
+                if preempt.try_preempt(cy, job, info, where, VIA_BACKFILL):
                     cy.preempting.add(job.id)
                     pre_states.clear()  # the victims chosen are no candidates any more
                     pre_memo.clear()
@@ -872,7 +875,16 @@ def run(cy, records) -> None:
                     if usable is unset:
                         usable = _usable(avail, pmask, usable_of)
                     where = (info.node_set if usable is None else usable) - cy.completing
-                    pl = place(job.wl, info.nodes, cy.free, where) or pl
+                    again = place(job.wl, info.nodes, cy.free, where)
+                    if again is None:
+                        # "planned start failed": the will-run nodes are reserved from now
+                        # (not seen: a job will-run places off the COMPLETING nodes fits there)
+                        plan(jid, now)
+                        kept = now
+                        if not no_reserve:
+                            reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
+                        break
+                    pl = again
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
                 forget_answers()
                 started += 1

@@ -35,7 +35,7 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import job_req, least_nodes
+from gpupool.policy.slurm.jobinfo import job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place
 
@@ -327,13 +327,12 @@ class Cycle:
         """The limit a main pass's failed selection reports for ``job`` in partition ``info``
         (its reason), else None. slurmctld's select_nodes tests the TRES limits after the
         selection even when it failed ("Replacing scheduling error code ... to 'Accounting
-        policy'"), and a job asking its GPUs for the whole job (``--gpus``, ``--gpus-per-task``)
-        then counts all GPUs of its least nodes; a job failing there holds no partition back
-        (finding 58). A real 22.05.8 with GrpTRES=gres/gpu=24 on the account and 14 in use
-        counted ``-N2 --gpus=8``, ``-N2 -n8 --gpus-per-task=1`` and ``-N2 -n4
-        --gpus-per-task=2`` as 16, ``-N3 --gpus=6`` as 24 (8-GPU nodes), and left ``-N2
-        --gres=gpu:4`` (per node) at its 8. In a partition of nodes with different GPU counts
-        the largest are counted (not probed)."""
+        policy'"); a job asking its GPUs for the whole job (``--gpus``, ``--gpus-per-task``)
+        then counts what the selection on an idle cluster found (``SlurmPolicy.idle_gpus``),
+        and a job failing there holds no partition back (finding 58). A real 22.05.8 with
+        GrpTRES=gres/gpu=24 on the account and 14 in use counted ``-N2 --gpus=8``, ``-N2 -n8
+        --gpus-per-task=1`` and ``-N2 -n4 --gpus-per-task=2`` as 16, ``-N3 --gpus=6`` as 24
+        (8-GPU nodes), and left ``-N2 --gres=gpu:4`` (per node) at its 8."""
         pol = self.pol
         if not pol.s.limits_enforced:
             return None
@@ -344,12 +343,10 @@ class Cycle:
         applies = pol.limits_applying(req)
         if applies is None:
             return None
-        gpu_total = self.snap.nodes.gpu_total
-        most = max((gpu_total[i] for i in info.nodes), default=0)
-        whole = least_nodes(job.wl) * most
+        whole = pol.idle_gpus(job, info, per_job)
         asked = sum(ps.total_gpus for ps in per_job)
         if whole <= asked:
-            return None
+            return None  # as asked: the test before the selection already passed
         tres = dict(req.tres)
         tres["gres/gpu"] = tres.get("gres/gpu", 0) - asked + whole
         return limits.check(replace(req, tres=tres), pol.time_limit(job, info), applies[0], applies[1], self.usage)
@@ -600,6 +597,7 @@ class SlurmPolicy:
         self._chains: dict[str, tuple[str, ...]] = {}
         self._limits_applying: dict[tuple, tuple | None] = {}  # see ``limits_applying``
         self._exclusive_req: dict[tuple, object] = {}  # (job id, partition, node states) -> ``limit_req``
+        self._idle_gpus: dict[tuple, int] = {}  # (job id, partition, node states) -> ``idle_gpus``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
@@ -747,6 +745,35 @@ class SlurmPolicy:
             if pl is not None:
                 got = replace(req, tres={**req.tres, **self.alloc_tres(pl)})
             self._exclusive_req[key] = got
+        return got
+
+    def idle_gpus(self, job, info, per_job) -> int:
+        """The GPUs a failed selection leaves counted for ``job``'s pod sets ``per_job`` (GPUs
+        asked per job) in partition ``info``: those of the nodes a selection on an idle cluster
+        picks (slurmctld's test-only pass in ``_pick_best_nodes``, whose ``_eval_nodes`` sums
+        each node's GPUs of the type asked, no more than its memory pays for at memory per GPU,
+        into the job's ``total_gres``; 22.05.8 source, read by a reviewer). Not modelled: the
+        cap by CPUs per GPU. Memoised per job, partition and node states."""
+        nodes = self._nodes
+        key = (job.id, info.name, tuple(nodes.up), tuple(nodes.drain))
+        got = self._idle_gpus.get(key)
+        if got is None:
+            if len(self._idle_gpus) > 50_000:  # a bound on memory, not on speed
+                self._idle_gpus.clear()
+            got = 0
+            pl = place(job.wl, info.nodes, empty_state(nodes, info))
+            if pl is not None:
+                ps = per_job[0]
+                for i in {p[0] for p in pl}:
+                    if ps.gpu_type:
+                        typed = nodes.typed_mask(i, ps.gpu_type)
+                        n = 0 if typed is None else typed.bit_count()
+                    else:
+                        n = nodes.gpu_total[i]
+                    if ps.mem_per_gpu:
+                        n = min(n, nodes.mem_total[i] // ps.mem_per_gpu)
+                    got += n
+            self._idle_gpus[key] = got
         return got
 
     def assoc_limits(self, req) -> list:
@@ -1156,11 +1183,13 @@ class SlurmPolicy:
             if (cy.limit_reason(job, info) is not None or cy.array_limit(job) is not None
                     or cy.license_limit(job) is not None):
                 continue
-            placement = place(job.wl, info.nodes, cy.free, None)
+            # nothing starts on a node still COMPLETING (a replay's holds), as in the main pass
+            usable = info.node_set - cy.completing if cy.completing else None
+            placement = place(job.wl, info.nodes, cy.free, usable)
             if placement is not None:
                 cy.start(job, placement, info, main_sched.VIA_MAIN)
                 continue
-            if cy.try_coallocate(job, info, None, main_sched.VIA_MAIN):
+            if cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN):
                 continue
             over = cy.failed_select_limit(job, info)  # as in the main pass (finding 58)
             cy.reason(job, over or "Resources", first=True)
