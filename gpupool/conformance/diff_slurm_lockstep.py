@@ -91,7 +91,7 @@ class LockstepPolicy:
         now = snap.now
         out = []
         started: set[int] = set()
-        taken: dict[int, list[int]] = {}  # node -> [CPUs, MB] this call's starts take
+        taken: dict[int, int] = {}  # node -> MB this call's starts take
         for d in pol.decide(snap):
             if type(d) is not Start:
                 out.append(d)
@@ -110,10 +110,11 @@ class LockstepPolicy:
                     # the same decision, but real Slurm's CPUs or memory per node differ (a split
                     # job's tasks): carried out as decided (partition, limit, via) with real
                     # Slurm's amounts, so later decisions see its state and usage bills them
-                    placement = self._real_placement(snap, job, taken)
+                    placement, notes = self._real_placement(snap, job, taken)
                     if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
                         d = replace(d, placement=placement)
                         pol.track_start(job, placement, now)
+                        self._note(jid, notes)
                 _take(taken, d.placement)
                 out.append(d)
                 if jid in self.decided:  # real Slurm's start_time, which end_time counts from
@@ -137,21 +138,29 @@ class LockstepPolicy:
             out.append(WakeAt(due[0][0]))
         return out
 
-    def _adopt(self, snap, job, taken: dict[int, list[int]] | None = None) -> Start:
+    def _adopt(self, snap, job, taken: dict[int, int] | None = None) -> Start:
         """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time."""
         real_start = self.real[job.id][0]
-        return self.inner.adopt_start(job, self._real_placement(snap, job, taken), self.decided.get(job.id, real_start))
+        placement, notes = self._real_placement(snap, job, taken)
+        self._note(job.id, notes)
+        return self.inner.adopt_start(job, placement, self.decided.get(job.id, real_start))
 
-    def _real_placement(self, snap, job, taken: dict[int, list[int]] | None = None) -> tuple:
+    def _note(self, jid: int, notes: list[str]) -> None:
+        if notes:
+            self.notes.setdefault(jid, []).extend(notes)
+
+    def _real_placement(self, snap, job, taken: dict[int, int] | None = None) -> tuple[tuple, list[str]]:
         """Real Slurm's placement of ``job``: its nodes and GPUs, with the CPUs and memory it held
         on each node where its output shows them (``alloc``), else as gpupool's own placement
         would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
         pod per node, else as many task pods as its GPUs make.
 
-        No more than the node has free (less what ``taken`` records for this instant's other
-        starts) is taken: a real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of
+        No more memory than the node has free (less what ``taken`` records for this instant's
+        other starts) is taken: a real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of
         DefMemPerGPU memory on a node with 120000 MB free (rich seed 7, job 27; finding 59),
-        which gpupool's nodes, never over-allocated, cannot hold; the job is noted."""
+        which gpupool's nodes, never over-allocated, cannot hold. The free memory is shared out
+        pod by pod, and the returned notes say so (CPUs are taken as real Slurm held them)."""
+        notes: list[str] = []
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
@@ -187,27 +196,26 @@ class LockstepPolicy:
                 extra = -cpu % nodes.cpu_step[node]
                 cpu += extra
                 mem += extra // 1000 * memory_per_cpu_of(ps)
-            used = taken.get(node, (0, 0)) if taken is not None else (0, 0)
-            free_cpu, free_mem = nodes.free_cpu[node] - used[0], nodes.free_mem[node] - used[1]
-            if cpu > free_cpu or mem > free_mem:
-                self.notes.setdefault(job.id, []).append(
-                    f"real Slurm held {cpu // 1000} CPUs and {mem} MB on {nodes.names[node]} with "
-                    f"{free_cpu // 1000} CPUs and {free_mem} MB free: carried out with the free amounts")
-                cpu, mem = min(cpu, max(free_cpu, 0)), min(mem, max(free_mem, 0))
             rest_cpu = sum(p[1] for p in pods[1:])
             rest_mem = sum(p[2] for p in pods[1:])
-            first = (pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem))
-            for m, c, b in [first, *pods[1:]]:
+            shares = [(pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem)), *pods[1:]]
+            free_mem = nodes.free_mem[node] - (taken.get(node, 0) if taken is not None else 0)
+            if mem > free_mem:
+                notes.append(f"real Slurm held {mem} MB on {nodes.names[node]} with {free_mem} MB free: "
+                             f"carried out with the free memory")
+                left = max(free_mem, 0)
+                for k, (m, c, b) in enumerate(shares):
+                    shares[k] = (m, c, min(b, left))
+                    left -= shares[k][2]
+            for m, c, b in shares:
                 placement.append((node, m, c, b))
-        return tuple(placement)
+        return tuple(placement), notes
 
 
-def _take(taken: dict[int, list[int]], placement) -> None:
-    """Add a start's CPUs and memory per node to ``taken``."""
-    for node, _mask, cpu, mem in placement:
-        row = taken.setdefault(node, [0, 0])
-        row[0] += cpu
-        row[1] += mem
+def _take(taken: dict[int, int], placement) -> None:
+    """Add a start's memory per node to ``taken``."""
+    for node, _mask, _cpu, mem in placement:
+        taken[node] = taken.get(node, 0) + mem
 
 
 def _amounts(placement) -> dict[int, tuple[int, int]]:

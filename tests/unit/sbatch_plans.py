@@ -37,6 +37,37 @@ PartitionName=p Nodes=gpu[01-{last:02d}] Default=YES MaxTime=60 State=UP
 """
 
 
+#: slurm.conf lines of the scenarios with slurmdbd limits (multifactor priority, limits
+#: enforced, GPUs accounted); a test adds its cluster name and memory keys before them, its
+#: nodes and partitions after
+DBD_LIMITS_CONF = """\
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+PriorityType=priority/multifactor
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+GresTypes=gpu
+"""
+
+
+def team_accounts(grp_tres: str) -> str:
+    """accounts.cfg with account teamA (limited by ``grp_tres``, root's default) and teamB
+    (no limit), root a user of both."""
+    return f"""QOS - 'normal':Priority=0
+Cluster - 't':Fairshare=1:QOS='normal'
+Parent - 'root'
+Account - 'teamA':Fairshare=1:GrpTRES={grp_tres}:QOS='normal':DefaultQOS='normal'
+Account - 'teamB':Fairshare=1:QOS='normal':DefaultQOS='normal'
+Parent - 'teamA'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+Parent - 'teamB'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+"""
+
+
 def split_options(opts: str) -> list[str]:
     """``"-N2 -n2 --gres=gpu:8"`` -> ``["-N2", "-n2", "--gres=gpu:8"]``; an option's value
     written apart (``-t 5``) stays with it, one ``#SBATCH`` line per option."""

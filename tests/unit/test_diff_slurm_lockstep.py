@@ -358,3 +358,35 @@ def test_a_real_start_over_the_free_memory_is_carried_out_with_what_is_free():
     assert [(p[0], p[1], p[3]) for p in out.jobs[2].placement] == [(0, 0b10, 100000)]
     (note,) = wrapper.notes[2]
     assert "240000 MB on gpu01" in note and "100000 MB free" in note
+
+
+def test_free_memory_is_shared_out_pod_by_pod_and_noted_only_where_used():
+    """Task pods sharing a node share the free memory in order (none over-allocates the node);
+    an agreed start carried out with gpupool's own amounts gets no note."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    def run(opts, real2, alloc2=None):
+        pool = _pool()
+        big = dc_replace(workload("j1", "-w gpu01 --gres=gpu:1 --mem=900000 -A ml-platform", 0.0, 1, runtime=600.0),
+                         user="alice")
+        other = dc_replace(workload("j2", f"{opts} -A ml-platform", 1.0, 2, runtime=600.0), user="alice")
+        wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), {1: (0.0, ((0, 0b1),)), 2: real2}, 1.0,
+                                 None, {1: {0: (2, 900000)}, **({2: alloc2} if alloc2 else {})})
+        out = Engine(pool, [big, other], wrapper, check=True, until=20.0)
+        out.run()
+        return wrapper, out.jobs[2]
+
+    wrapper, job = run("-n3 --gpus-per-task=1 --mem-per-gpu=60000", (5.0, ((0, 0b1110),)))
+    assert 2 in wrapper.adopted and sum(p[3] for p in job.placement) == 100000
+    assert [p[3] for p in job.placement] == [60000, 40000, 0] and len(wrapper.notes[2]) == 1
+    # gpupool proposes the same start (its own 50000 MB): agreed, carried out as proposed
+    opts = "-w gpu01 --gres=gpu:1 --mem-per-gpu=50000"
+    probe, _ = run(opts, (15.0, ((0, 0b10),)))
+    proposal = probe.proposals[2]
+    wrapper, job = run(opts, (proposal.time, proposal.gpus), {0: (2, 240000)})
+    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [50000] and 2 not in wrapper.notes

@@ -9,33 +9,14 @@ node in backfill's test too and gave it no planned start.
 """
 from __future__ import annotations
 
-from tests.unit.sbatch_plans import run_spaced, slurm_pool
+from tests.unit.sbatch_plans import DBD_LIMITS_CONF, run_spaced, slurm_pool, team_accounts
 
-CONF = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=1000
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=30
-PriorityType=priority/multifactor
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageEnforce=associations,limits,qos
-AccountingStorageTRES=gres/gpu
-GresTypes=gpu
+CONF = "ClusterName=t\nDefMemPerCPU=1000\n" + DBD_LIMITS_CONF + """\
 NodeName=gpu[01-02] CPUs=16 RealMemory=64000 Gres=gpu:8
 PartitionName=p Nodes=gpu[01-02] Default=YES MaxTime=60 State=UP
 """
 
-ACCOUNTS = """QOS - 'normal':Priority=0
-Cluster - 't':Fairshare=1:QOS='normal'
-Parent - 'root'
-Account - 'teamA':Fairshare=1:GrpTRES=gres/gpu=8:QOS='normal':DefaultQOS='normal'
-Account - 'teamB':Fairshare=1:QOS='normal':DefaultQOS='normal'
-Parent - 'teamA'
-User - 'root':DefaultAccount='teamA':Fairshare=1
-Parent - 'teamB'
-User - 'root':DefaultAccount='teamA':Fairshare=1
-"""
+ACCOUNTS = team_accounts("gres/gpu=8")
 
 
 def _pool(tmp_path):

@@ -12,33 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.sbatch_plans import run_spaced, slurm_pool
+from tests.unit.sbatch_plans import DBD_LIMITS_CONF, run_spaced, slurm_pool, team_accounts
 
-CONF = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerGPU=120000
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=30
-PriorityType=priority/multifactor
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageEnforce=associations,limits,qos
-AccountingStorageTRES=gres/gpu
-GresTypes=gpu
+CONF = "ClusterName=t\nDefMemPerGPU=120000\n" + DBD_LIMITS_CONF + """\
 NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
 PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP
 """
 
-ACCOUNTS = """QOS - 'normal':Priority=0
-Cluster - 't':Fairshare=1:QOS='normal'
-Parent - 'root'
-Account - 'teamA':Fairshare=1:GrpTRES=gres/gpu=24:QOS='normal':DefaultQOS='normal'
-Account - 'teamB':Fairshare=1:QOS='normal':DefaultQOS='normal'
-Parent - 'teamA'
-User - 'root':DefaultAccount='teamA':Fairshare=1
-Parent - 'teamB'
-User - 'root':DefaultAccount='teamA':Fairshare=1
-"""
+ACCOUNTS = team_accounts("gres/gpu=24")
 
 #: teamA holds 14 GPUs; gpu01 has 5 free, gpu04 3 without the memory for one
 FOURTEEN = ["-A teamA -w gpu01 --gres=gpu:3 -c2 --mem=360000", "-A teamA -w gpu02 --gres=gpu:8 -c2 --mem=1000",

@@ -56,6 +56,10 @@ def _wake_at_next(at: list[float], now: float, out: list) -> None:
         out.append(WakeAt(at[k]))
 
 
+#: ``idle_placement``'s memo: not computed yet (None is an answer: no placement)
+_NOT_PLACED = object()
+
+
 class Cycle:
     """Working state of one ``decide`` call (discarded afterwards)."""
 
@@ -596,8 +600,7 @@ class SlurmPolicy:
         self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
         self._limits_applying: dict[tuple, tuple | None] = {}  # see ``limits_applying``
-        self._exclusive_req: dict[tuple, object] = {}  # (job id, partition, node states) -> ``limit_req``
-        self._idle_gpus: dict[tuple, int] = {}  # (job id, partition, node states) -> ``idle_gpus``
+        self._idle_place: dict[tuple, object] = {}  # (job id, partition, node states) -> ``idle_placement``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
@@ -733,18 +736,24 @@ class SlurmPolicy:
             if gpu_mem:
                 tres["mem"] = sum(gpu_mem)
             return replace(whole, tres=tres)
+        pl = self.idle_placement(job, info)
+        if pl is None:
+            return req  # no placement now: the job cannot start, whatever its limits
+        return replace(req, tres={**req.tres, **self.alloc_tres(pl)})
+
+    def idle_placement(self, job, info):
+        """``job``'s placement on partition ``info``'s nodes with nothing running (those up and
+        not draining), or None: what slurmctld's selections on an idle cluster find, an
+        exclusive job's whole nodes for its limits (``limit_req``) and a failed selection's
+        test-only pass (``idle_gpus``). Memoised per job, partition and node states."""
         nodes = self._nodes
         # which nodes ``place`` may take (up, not draining) is part of the answer
         key = (job.id, info.name, tuple(nodes.up), tuple(nodes.drain))
-        got = self._exclusive_req.get(key)
-        if got is None:
-            if len(self._exclusive_req) > 50_000:  # a bound on memory, not on speed
-                self._exclusive_req.clear()
-            got = req  # no placement now: the job cannot start, whatever its limits
-            pl = place(job.wl, info.nodes, empty_state(nodes, info))
-            if pl is not None:
-                got = replace(req, tres={**req.tres, **self.alloc_tres(pl)})
-            self._exclusive_req[key] = got
+        got = self._idle_place.get(key, _NOT_PLACED)
+        if got is _NOT_PLACED:
+            if len(self._idle_place) > 50_000:  # a bound on memory, not on speed
+                self._idle_place.clear()
+            got = self._idle_place[key] = place(job.wl, info.nodes, empty_state(nodes, info))
         return got
 
     def idle_gpus(self, job, info, per_job) -> int:
@@ -753,27 +762,23 @@ class SlurmPolicy:
         picks (slurmctld's test-only pass in ``_pick_best_nodes``, whose ``_eval_nodes`` sums
         each node's GPUs of the type asked, no more than its memory pays for at memory per GPU,
         into the job's ``total_gres``; 22.05.8 source, read by a reviewer). Not modelled: the
-        cap by CPUs per GPU. Memoised per job, partition and node states."""
+        cap by CPUs per GPU, and the second test-only pass over DOWN and DRAINED nodes too when
+        the first finds nothing (0 here)."""
+        pl = self.idle_placement(job, info)
+        if pl is None:
+            return 0
         nodes = self._nodes
-        key = (job.id, info.name, tuple(nodes.up), tuple(nodes.drain))
-        got = self._idle_gpus.get(key)
-        if got is None:
-            if len(self._idle_gpus) > 50_000:  # a bound on memory, not on speed
-                self._idle_gpus.clear()
-            got = 0
-            pl = place(job.wl, info.nodes, empty_state(nodes, info))
-            if pl is not None:
-                ps = per_job[0]
-                for i in {p[0] for p in pl}:
-                    if ps.gpu_type:
-                        typed = nodes.typed_mask(i, ps.gpu_type)
-                        n = 0 if typed is None else typed.bit_count()
-                    else:
-                        n = nodes.gpu_total[i]
-                    if ps.mem_per_gpu:
-                        n = min(n, nodes.mem_total[i] // ps.mem_per_gpu)
-                    got += n
-            self._idle_gpus[key] = got
+        ps = per_job[0]
+        got = 0
+        for i in {p[0] for p in pl}:
+            if ps.gpu_type:
+                typed = nodes.typed_mask(i, ps.gpu_type)
+                n = 0 if typed is None else typed.bit_count()
+            else:
+                n = nodes.gpu_total[i]
+            if ps.mem_per_gpu:
+                n = min(n, nodes.mem_total[i] // ps.mem_per_gpu)
+            got += n
         return got
 
     def assoc_limits(self, req) -> list:
