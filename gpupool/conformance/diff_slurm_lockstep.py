@@ -91,8 +91,14 @@ class LockstepPolicy:
         now = snap.now
         out = []
         started: set[int] = set()
-        taken: dict[int, int] = {}  # node -> MB this call's starts take
-        for d in pol.decide(snap):
+        decisions = pol.decide(snap)
+        # node -> [CPUs, MB] this call's starts take: gpupool's own first, then what carrying
+        # out real Slurm's amounts adds (so that no start here over-allocates a node)
+        taken: dict[int, list[int]] = {}
+        for d in decisions:
+            if type(d) is Start:
+                _take(taken, d, d.placement)
+        for d in decisions:
             if type(d) is not Start:
                 out.append(d)
                 continue
@@ -109,17 +115,23 @@ class LockstepPolicy:
                 if alloc and real[1] is not None and job is not None and _amounts(d.placement) != alloc:
                     # the same decision, but real Slurm's CPUs or memory per node differ (a split
                     # job's tasks): carried out as decided (partition, limit, via) with real
-                    # Slurm's amounts, so later decisions see its state and usage bills them
-                    placement, notes = self._real_placement(snap, job, taken)
+                    # Slurm's amounts, so later decisions see its state and usage bills them,
+                    # where what they add to gpupool's own amounts is free
+                    placement, _ = self._real_placement(snap, job)
                     if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
-                        d = replace(d, placement=placement)
-                        pol.track_start(job, placement, now)
-                        self._note(jid, notes)
-                _take(taken, d.placement)
+                        if _fits_more(snap, taken, d, d.placement, placement):
+                            _take(taken, d, d.placement, -1)
+                            _take(taken, d, placement)
+                            d = replace(d, placement=placement)
+                            pol.track_start(job, placement, now)
+                        else:
+                            self._note(jid, ["real Slurm's CPUs and memory per node are more than the nodes "
+                                             "have free here: carried out with gpupool's own"])
                 out.append(d)
                 if jid in self.decided:  # real Slurm's start_time, which end_time counts from
                     pol.set_reported_start(jid, self.decided[jid])
             else:
+                _take(taken, d, d.placement, -1)
                 pol.retract_start(jid)
         due = self._due
         pending = snap.pending
@@ -131,15 +143,16 @@ class LockstepPolicy:
                 # (the job's output was lost): gpupool's own start stands
                 continue
             d = self._adopt(snap, job, taken)
-            _take(taken, d.placement)
+            _take(taken, d, d.placement)
             out.append(d)
             self.adopted.add(jid)
         if due:
             out.append(WakeAt(due[0][0]))
         return out
 
-    def _adopt(self, snap, job, taken: dict[int, int] | None = None) -> Start:
-        """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time."""
+    def _adopt(self, snap, job, taken: dict[int, list[int]]) -> Start:
+        """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time,
+        with no more CPUs or memory on a node than it has free (less ``taken``)."""
         real_start = self.real[job.id][0]
         placement, notes = self._real_placement(snap, job, taken)
         self._note(job.id, notes)
@@ -149,17 +162,17 @@ class LockstepPolicy:
         if notes:
             self.notes.setdefault(jid, []).extend(notes)
 
-    def _real_placement(self, snap, job, taken: dict[int, int] | None = None) -> tuple[tuple, list[str]]:
+    def _real_placement(self, snap, job, taken: dict[int, list[int]] | None = None) -> tuple[tuple, list[str]]:
         """Real Slurm's placement of ``job``: its nodes and GPUs, with the CPUs and memory it held
         on each node where its output shows them (``alloc``), else as gpupool's own placement
         would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
         pod per node, else as many task pods as its GPUs make.
 
-        No more memory than the node has free (less what ``taken`` records for this instant's
-        other starts) is taken: a real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of
-        DefMemPerGPU memory on a node with 120000 MB free (rich seed 7, job 27; finding 59),
-        which gpupool's nodes, never over-allocated, cannot hold. The free memory is shared out
-        pod by pod, and the returned notes say so (CPUs are taken as real Slurm held them)."""
+        With ``taken`` (this instant's other starts), no more than a node has free is taken: a
+        real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on a
+        node with 120000 MB free (rich seed 7, job 27; finding 59), which gpupool's nodes, never
+        over-allocated, cannot hold. The free memory, and CPUs beyond each pod's least, are
+        shared out pod by pod, and the returned notes say so."""
         notes: list[str] = []
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
@@ -187,6 +200,7 @@ class LockstepPolicy:
                     pods.append((bits, ps.cpu_m, ps.memory_mib))
                 if left:
                     pods[-1] = (pods[-1][0] | left, *pods[-1][1:])
+            least = [p[1] for p in pods]  # the CPUs each pod's tasks need
             cpu = sum(p[1] for p in pods)
             mem = sum(p[2] for p in pods)
             real = alloc.get(node)
@@ -199,23 +213,57 @@ class LockstepPolicy:
             rest_cpu = sum(p[1] for p in pods[1:])
             rest_mem = sum(p[2] for p in pods[1:])
             shares = [(pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem)), *pods[1:]]
-            free_mem = nodes.free_mem[node] - (taken.get(node, 0) if taken is not None else 0)
-            if mem > free_mem:
-                notes.append(f"real Slurm held {mem} MB on {nodes.names[node]} with {free_mem} MB free: "
-                             f"carried out with the free memory")
-                left = max(free_mem, 0)
-                for k, (m, c, b) in enumerate(shares):
-                    shares[k] = (m, c, min(b, left))
-                    left -= shares[k][2]
+            if taken is not None:
+                used = taken.get(node, (0, 0))
+                free_cpu = nodes.free_cpu[node] - used[0]
+                free_mem = nodes.free_mem[node] - used[1]
+                need_cpu = sum(c for _m, c, _b in shares)
+                need_mem = sum(b for _m, _c, b in shares)
+                if need_mem > free_mem:
+                    notes.append(f"real Slurm held {need_mem} MB on {nodes.names[node]} with {free_mem} MB "
+                                 f"free here: carried out with the free memory")
+                    left = max(free_mem, 0)
+                    for k, (m, c, b) in enumerate(shares):
+                        shares[k] = (m, c, min(b, left))
+                        left -= shares[k][2]
+                if need_cpu > free_cpu:
+                    notes.append(f"real Slurm held {need_cpu // 1000} CPUs on {nodes.names[node]} with "
+                                 f"{free_cpu // 1000} free here: carried out with no more than each pod needs")
+                    over = need_cpu - max(free_cpu, 0)
+                    for k, (m, c, b) in enumerate(shares):
+                        cut = min(over, max(0, c - least[k]))
+                        shares[k] = (m, c - cut, b)
+                        over -= cut
             for m, c, b in shares:
                 placement.append((node, m, c, b))
         return tuple(placement), notes
 
 
-def _take(taken: dict[int, int], placement) -> None:
-    """Add a start's memory per node to ``taken``."""
-    for node, _mask, _cpu, mem in placement:
-        taken[node] = taken.get(node, 0) + mem
+def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> None:
+    """Add (``sign`` -1: take back) a start's CPUs and memory per node to ``taken``; CPUs only
+    for a start that takes them from the free ones (not suspended, not sharing them)."""
+    plain = not d.suspended and d.cpu_share <= 1
+    for node, _mask, cpu, mem in placement:
+        row = taken.setdefault(node, [0, 0])
+        if plain:
+            row[0] += sign * cpu
+        row[1] += sign * mem
+
+
+def _fits_more(snap, taken: dict[int, list[int]], d: Start, own, other) -> bool:
+    """Whether placement ``other`` instead of ``own`` (of start ``d``) fits what the nodes have
+    free less ``taken`` (which counts ``own``)."""
+    plain = not d.suspended and d.cpu_share <= 1
+    nodes = snap.nodes
+    mine, theirs = _amounts(own), _amounts(other)
+    for node, (cpu, mem) in theirs.items():
+        have_cpu, have_mem = mine.get(node, (0, 0))
+        used = taken.get(node, (0, 0))
+        if mem - have_mem > nodes.free_mem[node] - used[1]:
+            return False
+        if plain and (cpu - have_cpu) * 1000 > nodes.free_cpu[node] - used[0]:
+            return False
+    return True
 
 
 def _amounts(placement) -> dict[int, tuple[int, int]]:

@@ -362,7 +362,7 @@ def test_a_real_start_over_the_free_memory_is_carried_out_with_what_is_free():
 
 def test_free_memory_is_shared_out_pod_by_pod_and_noted_only_where_used():
     """Task pods sharing a node share the free memory in order (none over-allocates the node);
-    an agreed start carried out with gpupool's own amounts gets no note."""
+    an agreed start whose real amounts are not free is carried out with gpupool's own, noted."""
     from dataclasses import replace as dc_replace
 
     from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
@@ -389,4 +389,51 @@ def test_free_memory_is_shared_out_pod_by_pod_and_noted_only_where_used():
     probe, _ = run(opts, (15.0, ((0, 0b10),)))
     proposal = probe.proposals[2]
     wrapper, job = run(opts, (proposal.time, proposal.gpus), {0: (2, 240000)})
-    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [50000] and 2 not in wrapper.notes
+    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [50000]
+    assert wrapper.notes[2] == ["real Slurm's CPUs and memory per node are more than the nodes have free here: "
+                                "carried out with gpupool's own"]
+
+
+def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until: float = 50.0):
+    """Jobs (sbatch options, submit time) of account ml-platform, ids 1, 2, …, replayed in
+    lockstep with ``real`` starts and ``alloc`` amounts: (wrapper, jobs by id)."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    pool = _pool()
+    wls = [dc_replace(workload(f"j{k}", f"{opts} -A ml-platform", at, k, runtime=600.0), user="alice")
+           for k, (opts, at) in enumerate(jobs, start=1)]
+    wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), real, 1.0, None, alloc)
+    engine = Engine(pool, wls, wrapper, check=True, until=until)
+    engine.run()
+    return wrapper, engine.jobs
+
+
+def test_an_agreed_start_takes_real_amounts_only_where_the_other_starts_leave_room():
+    """Jobs 2 and 3 start together on gpu01 (100000 MB free), 40000 MB each as gpupool places
+    them; real Slurm's 90000 MB for job 2 would leave job 3 no room: job 2 keeps its own."""
+    jobs = [("-w gpu01 --gres=gpu:1 --mem=900000", 0.0), ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0),
+            ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0)]
+    probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
+    real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
+    wrapper, got = _run_lockstep(jobs, real, {1: {0: (2, 900000)}, 2: {0: (2, 90000)}})
+    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][3] for j in (2, 3)] == [40000, 40000]
+    assert list(wrapper.notes) == [2]
+
+
+def test_an_adopted_start_is_held_to_the_free_memory_and_cpus():
+    """The pods' shares, not real Slurm's node total, are held to the free memory (70000 MB);
+    and CPUs beyond what each pod needs give way where gpupool's node holds more."""
+    wrapper, got = _run_lockstep([("-w gpu01 --gres=gpu:1 --mem=930000", 0.0),
+                                  ("-n3 --gpus-per-task=1 --mem-per-gpu=40000", 1.0)],
+                                 {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 0b1110),))},
+                                 {1: {0: (2, 930000)}, 2: {0: (3, 50000)}})
+    assert 2 in wrapper.adopted and sum(p[3] for p in got[2].placement) == 70000
+    wrapper, got = _run_lockstep([("-w gpu01 --gres=gpu:1 -c100 --mem-per-gpu=1000", 0.0),
+                                  ("-w gpu01 --gres=gpu:1 -c2 --mem-per-gpu=1000", 1.0)],
+                                 {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 2),))}, {2: {0: (60, 1000)}})
+    assert got[2].state == "RUNNING" and got[2].placement[0][2] <= 28000 and wrapper.notes[2]
