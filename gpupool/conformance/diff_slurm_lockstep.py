@@ -91,50 +91,53 @@ class LockstepPolicy:
         now = snap.now
         out = []
         started: set[int] = set()
-        decisions = pol.decide(snap)
-        # node -> [CPUs, MB] this call's starts take: gpupool's own first, then what carrying
-        # out real Slurm's amounts adds (so that no start here over-allocates a node)
+        # node -> [CPUs, MB] this call's starts take: the agreed ones as gpupool placed them
+        # first (retracted ones never count), then what carrying out real Slurm's amounts adds,
+        # so that no start here over-allocates a node
         taken: dict[int, list[int]] = {}
-        for d in decisions:
+        kept = []
+        for d in pol.decide(snap):
             if type(d) is Start:
+                jid = d.job_id
+                gpus = _gpus_of(d.placement)
+                if jid not in self.proposals:
+                    self.proposals[jid] = Proposal(now, gpus)
+                real = self.real.get(jid)
+                if real is None or abs(now - real[0]) > self.tolerance or real[1] not in (None, gpus):
+                    pol.retract_start(jid)
+                    continue
                 _take(taken, d, d.placement)
-        for d in decisions:
+            kept.append(d)
+        for d in kept:
             if type(d) is not Start:
                 out.append(d)
                 continue
             jid = d.job_id
-            gpus = _gpus_of(d.placement)
-            if jid not in self.proposals:
-                self.proposals[jid] = Proposal(now, gpus)
-            real = self.real.get(jid)
-            if real is not None and abs(now - real[0]) <= self.tolerance and real[1] in (None, gpus):
-                started.add(jid)
-                self.agreed.add(jid)
-                alloc = self.alloc.get(jid)
-                job = snap.pending.get(jid)
-                if alloc and real[1] is not None and job is not None and _amounts(d.placement) != alloc:
-                    # the same decision, but real Slurm's CPUs or memory per node differ (a split
-                    # job's tasks): carried out as decided (partition, limit, via) with real
-                    # Slurm's amounts, so later decisions see its state and usage bills them,
-                    # where what they add to gpupool's own amounts is free
-                    placement, _ = self._real_placement(snap, job)
-                    if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
-                        if _fits_more(snap, taken, d, d.placement, placement):
-                            _take(taken, d, d.placement, -1)
-                            _take(taken, d, placement)
-                            d = replace(d, placement=placement)
-                            pol.track_start(job, placement, now)
-                        else:
-                            self._note(jid, ["real Slurm's CPUs and memory per node are more than the nodes "
-                                             "have free here: carried out with gpupool's own"])
-                out.append(d)
-                if jid in self.decided:  # real Slurm's start_time, which end_time counts from
-                    pol.set_reported_start(jid, self.decided[jid])
-            else:
-                _take(taken, d, d.placement, -1)
-                pol.retract_start(jid)
+            started.add(jid)
+            self.agreed.add(jid)
+            alloc = self.alloc.get(jid)
+            job = snap.pending.get(jid)
+            if alloc and self.real[jid][1] is not None and job is not None and _amounts(d.placement) != alloc:
+                # the same decision, but real Slurm's CPUs or memory per node differ (a split
+                # job's tasks): carried out as decided (partition, limit, via) with real Slurm's
+                # amounts, so later decisions see its state and usage bills them, where what
+                # they add to gpupool's own amounts is free
+                placement, _, _ = self._real_placement(snap, job)
+                if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
+                    if _fits_more(snap, taken, d, d.placement, placement):
+                        _take(taken, d, d.placement, -1)
+                        _take(taken, d, placement)
+                        d = replace(d, placement=placement)
+                        pol.track_start(job, placement, now)
+                    else:
+                        self._note(jid, ["real Slurm's CPUs and memory per node are more than the nodes "
+                                         "have free here: carried out with gpupool's own"])
+            out.append(d)
+            if jid in self.decided:  # real Slurm's start_time, which end_time counts from
+                pol.set_reported_start(jid, self.decided[jid])
         due = self._due
         pending = snap.pending
+        retry = []
         while due and due[0][0] <= now:
             _deadline, jid = heapq.heappop(due)
             job = pending.get(jid)
@@ -143,18 +146,30 @@ class LockstepPolicy:
                 # (the job's output was lost): gpupool's own start stands
                 continue
             d = self._adopt(snap, job, taken)
+            if d is None:
+                retry.append((now + 1.0, jid))  # it does not fit here yet: tried again (noted)
+                continue
             _take(taken, d, d.placement)
             out.append(d)
             self.adopted.add(jid)
+        for item in retry:
+            heapq.heappush(due, item)
         if due:
             out.append(WakeAt(due[0][0]))
         return out
 
-    def _adopt(self, snap, job, taken: dict[int, list[int]]) -> Start:
+    def _adopt(self, snap, job, taken: dict[int, list[int]]) -> Start | None:
         """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time,
-        with no more CPUs or memory on a node than it has free (less ``taken``)."""
+        with no more CPUs or memory on a node than it has free (less ``taken``); None where even
+        its pods' least CPUs are not free (gpupool's state has drifted from real Slurm's: it is
+        tried again a second later, noted once)."""
         real_start = self.real[job.id][0]
-        placement, notes = self._real_placement(snap, job, taken)
+        placement, notes, fits = self._real_placement(snap, job, taken)
+        if not fits:
+            if job.id not in self.notes:
+                self._note(job.id, notes + [f"not carried out at {snap.now:.1f} s: the job's least CPUs are "
+                                            f"not free here; tried again each second"])
+            return None
         self._note(job.id, notes)
         return self.inner.adopt_start(job, placement, self.decided.get(job.id, real_start))
 
@@ -162,7 +177,7 @@ class LockstepPolicy:
         if notes:
             self.notes.setdefault(jid, []).extend(notes)
 
-    def _real_placement(self, snap, job, taken: dict[int, list[int]] | None = None) -> tuple[tuple, list[str]]:
+    def _real_placement(self, snap, job, taken: dict[int, list[int]] | None = None) -> tuple[tuple, list[str], bool]:
         """Real Slurm's placement of ``job``: its nodes and GPUs, with the CPUs and memory it held
         on each node where its output shows them (``alloc``), else as gpupool's own placement
         would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
@@ -172,8 +187,10 @@ class LockstepPolicy:
         real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on a
         node with 120000 MB free (rich seed 7, job 27; finding 59), which gpupool's nodes, never
         over-allocated, cannot hold. The free memory, and CPUs beyond each pod's least, are
-        shared out pod by pod, and the returned notes say so."""
+        shared out pod by pod; the notes say so, and the flag is False where even the pods'
+        least CPUs are not free."""
         notes: list[str] = []
+        fits = True
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
@@ -234,9 +251,10 @@ class LockstepPolicy:
                         cut = min(over, max(0, c - least[k]))
                         shares[k] = (m, c - cut, b)
                         over -= cut
+                    fits = fits and over <= 0
             for m, c, b in shares:
                 placement.append((node, m, c, b))
-        return tuple(placement), notes
+        return tuple(placement), notes, fits
 
 
 def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> None:

@@ -437,3 +437,27 @@ def test_an_adopted_start_is_held_to_the_free_memory_and_cpus():
                                   ("-w gpu01 --gres=gpu:1 -c2 --mem-per-gpu=1000", 1.0)],
                                  {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 2),))}, {2: {0: (60, 1000)}})
     assert got[2].state == "RUNNING" and got[2].placement[0][2] <= 28000 and wrapper.notes[2]
+
+
+def test_withdrawn_starts_leave_room_and_a_start_that_cannot_fit_waits():
+    """A start gpupool withdraws (real Slurm put that job elsewhere) takes no room from an agreed
+    start's real amounts; and where gpupool's state holds more CPUs than real Slurm's did (an
+    agreed split job kept with gpupool's own amounts), a real start whose least CPUs are not
+    free is not carried out: it is noted and tried again each second, the engine never
+    over-allocating."""
+    jobs = [("-w gpu01 --gres=gpu:1 --mem=900000", 0.0), ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0),
+            ("--gres=gpu:1 --mem-per-gpu=40000", 1.0)]
+    probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {}, until=5.0)
+    real = {1: (0.0, ((0, 0b1),)), 2: (probe.proposals[2].time, probe.proposals[2].gpus), 3: (1.0, ((1, 0b1),))}
+    wrapper, got = _run_lockstep(jobs, real, {1: {0: (2, 900000)}, 2: {0: (2, 90000)}}, until=20.0)
+    assert got[2].placement[0][3] == 90000 and got[3].placement[0][0] == 1 and not wrapper.notes
+
+    split = "-N2 -n10 -c8 --mem-per-cpu=8000 --gres=gpu:1"
+    jobs = [("-w gpu02 --gres=gpu:1 --mem=500000", 0.0), (split, 1.0), ("-w gpu01 --gres=gpu:1 -c64 --mem=1000", 2.0)]
+    probe, _ = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),))}, {}, until=5.0)
+    p = probe.proposals[2]
+    _, own = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),)), 2: (p.time, p.gpus)}, {}, until=5.0)
+    amounts = {q[0]: (q[2] // 1000, q[3]) for q in own[2].placement}
+    wrapper, got = _run_lockstep(jobs, {1: (0.0, ((1, 1),)), 2: (p.time, p.gpus), 3: (5.0, ((0, 0b10),))},
+                                 {2: {0: amounts[1], 1: amounts[0]}}, until=10.0)
+    assert got[3].state == "PENDING" and 3 not in wrapper.adopted and "tried again" in wrapper.notes[3][-1]
