@@ -255,6 +255,9 @@ class ReplayExecutor:
         #: intervals of the jobs ended as in real Slurm; the replay hands this very list to the
         #: policy (``SlurmPolicy.node_holds``)
         self.node_holds: list[tuple[int, float, float, float, bool]] = []
+        #: jobs a lockstep replay started as real Slurm did, however late (its ``adopted``): they
+        #: end when real Slurm ended them too
+        self.adopted: set[int] = set()
 
     def next_check(self, due: float) -> float:
         """The first check at or after ``due``: an observed one within 30 s, else the grid."""
@@ -271,7 +274,7 @@ class ReplayExecutor:
 
     def launch(self, job, now: float) -> tuple[float, str]:
         rec = self.real.get(job.id)
-        if rec is not None and abs(now - rec[0]) <= self.lockstep:
+        if rec is not None and (abs(now - rec[0]) <= self.lockstep or job.id in self.adopted):
             # started where real Slurm started it (within the launch latency slurmctld has and
             # gpupool does not model): end it when real Slurm ended it, so both runs see the
             # same sequence of ends and the comparison stays one of decisions
@@ -355,6 +358,7 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
                if r.start is not None and r.start_time is not None}
     alloc = {jid: {index[n]: a for n, a in r.alloc.items()} for jid, r in real.items() if r.alloc}
     wrapper = LockstepPolicy(policy, forced, lockstep, decided, alloc)
+    executor.adopted = wrapper.adopted  # the same set: a start adopted late still ends as real Slurm's
     out = Engine(pool, wls, wrapper, check=True, executor=executor).run()
     views: dict[int, object] = {}
     for j in out.jobs:

@@ -91,7 +91,7 @@ class LockstepPolicy:
         now = snap.now
         out = []
         started: set[int] = set()
-        # node -> [CPUs, MB] this call's starts take: the agreed ones as gpupool placed them
+        # node -> [CPUs, MB, GPU mask] this call's starts take: the agreed ones as gpupool placed them
         # first (retracted ones never count), then what carrying out real Slurm's amounts adds,
         # so that no start here over-allocates a node
         taken: dict[int, list[int]] = {}
@@ -161,14 +161,14 @@ class LockstepPolicy:
     def _adopt(self, snap, job, taken: dict[int, list[int]]) -> Start | None:
         """Real Slurm's start of ``job`` (``_real_placement``), counted from its start_time,
         with no more CPUs or memory on a node than it has free (less ``taken``); None where even
-        its pods' least CPUs are not free (gpupool's state has drifted from real Slurm's: it is
-        tried again a second later, noted once)."""
+        its pods' least CPUs, or its GPUs, are not free (gpupool's state has drifted from real
+        Slurm's: it is tried again a second later, noted once)."""
         real_start = self.real[job.id][0]
         placement, notes, fits = self._real_placement(snap, job, taken)
         if not fits:
             if job.id not in self.notes:
-                self._note(job.id, notes + [f"not carried out at {snap.now:.1f} s: the job's least CPUs are "
-                                            f"not free here; tried again each second"])
+                self._note(job.id, notes + [f"not carried out at {snap.now:.1f} s: what it needs is not free "
+                                            f"here; tried again each second"])
             return None
         self._note(job.id, notes)
         return self.inner.adopt_start(job, placement, self.decided.get(job.id, real_start))
@@ -188,7 +188,7 @@ class LockstepPolicy:
         node with 120000 MB free (rich seed 7, job 27; finding 59), which gpupool's nodes, never
         over-allocated, cannot hold. The free memory, and CPUs beyond each pod's least, are
         shared out pod by pod; the notes say so, and the flag is False where even the pods'
-        least CPUs are not free."""
+        least CPUs, or real Slurm's GPUs, are not free."""
         notes: list[str] = []
         fits = True
         gpus = self.real[job.id][1]
@@ -231,7 +231,10 @@ class LockstepPolicy:
             rest_mem = sum(p[2] for p in pods[1:])
             shares = [(pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem)), *pods[1:]]
             if taken is not None:
-                used = taken.get(node, (0, 0))
+                used = taken.get(node, (0, 0, 0))
+                if mask & ~(nodes.free_mask[node] & ~used[2]):
+                    fits = False  # GPUs still held here (gpupool's state has drifted)
+                    notes.append(f"real Slurm's GPUs on {nodes.names[node]} are not free here")
                 free_cpu = nodes.free_cpu[node] - used[0]
                 free_mem = nodes.free_mem[node] - used[1]
                 need_cpu = sum(c for _m, c, _b in shares)
@@ -258,14 +261,15 @@ class LockstepPolicy:
 
 
 def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> None:
-    """Add (``sign`` -1: take back) a start's CPUs and memory per node to ``taken``; CPUs only
-    for a start that takes them from the free ones (not suspended, not sharing them)."""
+    """Add (``sign`` -1: take back) a start's CPUs, memory and GPUs per node to ``taken``; CPUs
+    only for a start that takes them from the free ones (not suspended, not sharing them)."""
     plain = not d.suspended and d.cpu_share <= 1
-    for node, _mask, cpu, mem in placement:
-        row = taken.setdefault(node, [0, 0])
+    for node, mask, cpu, mem in placement:
+        row = taken.setdefault(node, [0, 0, 0])
         if plain:
             row[0] += sign * cpu
         row[1] += sign * mem
+        row[2] = row[2] | mask if sign > 0 else row[2] & ~mask
 
 
 def _fits_more(snap, taken: dict[int, list[int]], d: Start, own, other) -> bool:
@@ -276,7 +280,7 @@ def _fits_more(snap, taken: dict[int, list[int]], d: Start, own, other) -> bool:
     mine, theirs = _amounts(own), _amounts(other)
     for node, (cpu, mem) in theirs.items():
         have_cpu, have_mem = mine.get(node, (0, 0))
-        used = taken.get(node, (0, 0))
+        used = taken.get(node, (0, 0, 0))
         if mem - have_mem > nodes.free_mem[node] - used[1]:
             return False
         if plain and (cpu - have_cpu) * 1000 > nodes.free_cpu[node] - used[0]:

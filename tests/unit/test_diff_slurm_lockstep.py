@@ -461,3 +461,19 @@ def test_withdrawn_starts_leave_room_and_a_start_that_cannot_fit_waits():
     wrapper, got = _run_lockstep(jobs, {1: (0.0, ((1, 1),)), 2: (p.time, p.gpus), 3: (5.0, ((0, 0b10),))},
                                  {2: {0: amounts[1], 1: amounts[0]}}, until=10.0)
     assert got[3].state == "PENDING" and 3 not in wrapper.adopted and "tried again" in wrapper.notes[3][-1]
+
+
+def test_a_late_start_holds_back_a_real_start_on_its_gpus():
+    """A start carried out late (job 3, its CPUs not free until 601 s) still holds its GPU when
+    real Slurm put job 4 on that GPU at 606 s: job 4 waits for it instead of taking it twice."""
+    split = "-N2 -n10 -c8 --mem-per-cpu=8000 --gres=gpu:1"
+    jobs = [("-w gpu02 --gres=gpu:1 --mem=500000", 0.0), (split, 1.0), ("-w gpu01 --gres=gpu:1 -c64 --mem=1000", 2.0),
+            ("-w gpu01 --gres=gpu:1 -c1 --mem=1000", 3.0)]
+    probe, _ = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),))}, {}, until=5.0)
+    p = probe.proposals[2]
+    _, own = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),)), 2: (p.time, p.gpus)}, {}, until=5.0)
+    amounts = {q[0]: (q[2] // 1000, q[3]) for q in own[2].placement}
+    real = {1: (0.0, ((1, 1),)), 2: (p.time, p.gpus), 3: (5.0, ((0, 0b10),)), 4: (606.0, ((0, 0b10),))}
+    wrapper, got = _run_lockstep(jobs, real, {2: {0: amounts[1], 1: amounts[0]}}, until=3000.0)
+    assert got[3].start == 601.0 and got[4].start == got[3].end
+    assert "GPUs on gpu01 are not free" in wrapper.notes[4][0]
