@@ -797,9 +797,7 @@ def run(cy, records) -> None:
                 # whole limit; it then starts at once beside the jobs holding those CPUs
                 if usable is unset:
                     usable = _usable(avail, pmask, usable_of)
-                where = usable
-                if cy.completing:  # nothing starts on a node still COMPLETING (a replay's holds)
-                    where = (info.node_set if usable is None else usable) - cy.completing
+                where = cy.off_completing(info, usable)
                 whole = start_limit(job, info)
                 if whole is not None:
                     if cy.try_coallocate(job, info, where, VIA_BACKFILL, dry_run=True):
@@ -837,9 +835,7 @@ def run(cy, records) -> None:
                 # docs/differential.md, finding 25)
                 if usable is unset:
                     usable = _usable(avail, pmask, usable_of)
-                where = usable
-                if cy.completing:  # select_nodes leaves COMPLETING nodes out (finding 57)
-                    where = (info.node_set if usable is None else usable) - cy.completing
+                where = cy.off_completing(info, usable)
                 if preempt.try_preempt(cy, job, info, where, VIA_BACKFILL):
                     cy.preempting.add(job.id)
                     pre_states.clear()  # the victims chosen are no candidates any more
@@ -874,8 +870,7 @@ def run(cy, records) -> None:
                     # finding 57)
                     if usable is unset:
                         usable = _usable(avail, pmask, usable_of)
-                    where = (info.node_set if usable is None else usable) - cy.completing
-                    again = place(job.wl, info.nodes, cy.free, where)
+                    again = place(job.wl, info.nodes, cy.free, cy.off_completing(info, usable))
                     if again is None:
                         # "planned start failed": the will-run nodes are reserved from now
                         # (not seen: a job will-run places off the COMPLETING nodes fits there)

@@ -62,10 +62,9 @@ def run(cy, records, full: bool) -> None:
                 usable = info.node_set - withheld
             # the nodes slurmctld counts as available (up, not drained, not withheld)
             available = len(eligible_nodes(info.nodes, nodes, usable))
-            if cy.completing:
-                # no job starts on a node still COMPLETING (a replay's holds): the pass
-                # chooses among the others (22.05.8, docs/differential.md, finding 22)
-                usable = (info.node_set if usable is None else usable) - cy.completing
+            # no job starts on a node still COMPLETING (a replay's holds): the pass chooses
+            # among the others (22.05.8, docs/differential.md, finding 22)
+            usable = cy.off_completing(info, usable)
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable), available)
         usable, eligible, available = got
         if least_nodes(job.wl) > available:

@@ -312,6 +312,14 @@ class Cycle:
             return
         self.reasons[job.id] = why
 
+    def off_completing(self, info, usable):
+        """``usable`` (None: all of partition ``info``'s nodes) less the nodes still COMPLETING
+        (a replay's holds): every start slurmctld makes, main pass or backfill's select_nodes,
+        leaves them out; only will-run counts them (findings 22 and 57)."""
+        if not self.completing:
+            return usable
+        return (info.node_set if usable is None else usable) - self.completing
+
     def limit_reason(self, job, info, placed: bool = True) -> str | None:
         """The QOS or association limit ``job`` breaks in partition ``info`` (its reason), else
         None; ``placed``: with what it would hold on the nodes it gets (an exclusive job's
@@ -1189,7 +1197,7 @@ class SlurmPolicy:
                     or cy.license_limit(job) is not None):
                 continue
             # nothing starts on a node still COMPLETING (a replay's holds), as in the main pass
-            usable = info.node_set - cy.completing if cy.completing else None
+            usable = cy.off_completing(info, None)
             placement = place(job.wl, info.nodes, cy.free, usable)
             if placement is not None:
                 cy.start(job, placement, info, main_sched.VIA_MAIN)
