@@ -17,7 +17,9 @@ decides as slurmctld does. Here the replay follows real Slurm's history instead:
 * every start real Slurm made, adopted or proposed alike, is counted by the policy from real
   Slurm's start_time (``decided``: jobcomp's whole second, when the deciding pass selected
   the nodes, up to a second before the logged start): end_time and fair-share usage then
-  accrue as they did there; ``ReplayExecutor`` ends the job when it ended there.
+  accrue as they did there; ``ReplayExecutor`` ends the job when it ended there;
+* a start real Slurm made holds the CPUs and memory per node its output shows (``alloc``):
+  memory even beyond a node's, where real Slurm over-allocated it (``lockstep_engine``).
 
 So a disagreement is one decision: what gpupool would have done next from real Slurm's state.
 """
@@ -26,9 +28,20 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, replace
 
+from gpupool.engine.core import Engine
 from gpupool.engine.decisions import Start, WakeAt
 from gpupool.policy.slurm.select import memory_per_cpu_of, exclusive_memory
 from gpupool.policy.slurm.split_tasks import even
+
+
+def lockstep_engine(pool, workloads, wrapper: "LockstepPolicy", **options) -> Engine:
+    """The engine a lockstep replay runs in: checked as any other (``check=True``), but a node's
+    memory may be allocated beyond its RealMemory, since real Slurm's starts are carried out with
+    the memory it gave them and a real 22.05.8 over-allocated a node once (finding 59). GPUs and
+    CPUs stay checked; the open replay, where gpupool decides alone, keeps the memory check."""
+    engine = Engine(pool, workloads, wrapper, check=True, **options)
+    engine.nodes.memory_overcommit = True
+    return engine
 
 
 @dataclass(slots=True)
@@ -93,7 +106,7 @@ class LockstepPolicy:
         started: set[int] = set()
         # node -> [CPUs, MB, GPU mask] this call's starts take: the agreed ones as gpupool placed them
         # first (retracted ones never count), then what carrying out real Slurm's amounts adds,
-        # so that no start here over-allocates a node
+        # so that no start here takes a node's CPUs or GPUs twice
         taken: dict[int, list[int]] = {}
         kept = []
         for d in pol.decide(snap):
@@ -121,16 +134,17 @@ class LockstepPolicy:
                 # the same decision, but real Slurm's CPUs or memory per node differ (a split
                 # job's tasks): carried out as decided (partition, limit, via) with real Slurm's
                 # amounts, so later decisions see its state and usage bills them, where what
-                # they add to gpupool's own amounts is free
+                # they add to gpupool's own amounts in CPUs is free
                 placement, _, _ = self._real_placement(snap, job)
                 if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
                     if _fits_more(snap, taken, d, d.placement, placement):
                         _take(taken, d, d.placement, -1)
                         _take(taken, d, placement)
+                        self._note(jid, _over_memory(snap, taken, placement))
                         d = replace(d, placement=placement)
                         pol.track_start(job, placement, now)
                     else:
-                        self._note(jid, ["real Slurm's CPUs and memory per node are more than the nodes "
+                        self._note(jid, ["real Slurm's CPUs per node are more than the nodes "
                                          "have free here: carried out with gpupool's own"])
             out.append(d)
             if jid in self.decided:  # real Slurm's start_time, which end_time counts from
@@ -183,12 +197,13 @@ class LockstepPolicy:
         would take them (CPUs rounded up to whole cores). A node holds one pod of a job with a
         pod per node, else as many task pods as its GPUs make.
 
-        With ``taken`` (this instant's other starts), no more than a node has free is taken: a
-        real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on a
-        node with 120000 MB free (rich seed 7, job 27; finding 59), which gpupool's nodes, never
-        over-allocated, cannot hold. The free memory, and CPUs beyond each pod's least, are
-        shared out pod by pod; the notes say so, and the flag is False where even the pods'
-        least CPUs, or real Slurm's GPUs, are not free."""
+        With ``taken`` (this instant's other starts), no more CPUs than a node has free are
+        taken: those beyond each pod's least are cut pod by pod, noted, and the flag is False
+        where even the pods' least CPUs, or real Slurm's GPUs, are not free. Memory is real
+        Slurm's even beyond what is free, as it was there: a real 22.05.8 gave a split
+        ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on a node with 120000 MB free
+        (rich seed 7, job 27; finding 59) and the node stayed over-allocated until jobs ended
+        (the replay's engine allows it, ``NodeTable.memory_overcommit``); noted."""
         notes: list[str] = []
         fits = True
         gpus = self.real[job.id][1]
@@ -227,9 +242,8 @@ class LockstepPolicy:
                 extra = -cpu % nodes.cpu_step[node]
                 cpu += extra
                 mem += extra // 1000 * memory_per_cpu_of(ps)
-            rest_cpu = sum(p[1] for p in pods[1:])
-            rest_mem = sum(p[2] for p in pods[1:])
-            shares = [(pods[0][0], max(0, cpu - rest_cpu), max(0, mem - rest_mem)), *pods[1:]]
+            shares = list(zip([p[0] for p in pods], _share(cpu, [p[1] for p in pods]),
+                              _share(mem, [p[2] for p in pods])))
             if taken is not None:
                 used = taken.get(node, (0, 0, 0))
                 if mask & ~(nodes.free_mask[node] & ~used[2]):
@@ -241,11 +255,7 @@ class LockstepPolicy:
                 need_mem = sum(b for _m, _c, b in shares)
                 if need_mem > free_mem:
                     notes.append(f"real Slurm held {need_mem} MB on {nodes.names[node]} with {free_mem} MB "
-                                 f"free here: carried out with the free memory")
-                    left = max(free_mem, 0)
-                    for k, (m, c, b) in enumerate(shares):
-                        shares[k] = (m, c, min(b, left))
-                        left -= shares[k][2]
+                                 f"free here: the node's memory over-allocated, as there")
                 if need_cpu > free_cpu:
                     notes.append(f"real Slurm held {need_cpu // 1000} CPUs on {nodes.names[node]} with "
                                  f"{free_cpu // 1000} free here: carried out with no more than each pod needs")
@@ -258,6 +268,33 @@ class LockstepPolicy:
             for m, c, b in shares:
                 placement.append((node, m, c, b))
         return tuple(placement), notes, fits
+
+
+def _share(total: int, own: list[int]) -> list[int]:
+    """``total`` (real Slurm's CPUs or MB on a node) shared out over pods that would take ``own``
+    each: what the later pods do not take goes to the first; where they would take more than
+    there is, the pods take their own in order while it lasts. The shares sum to ``total``."""
+    rest = sum(own[1:])
+    if total >= rest:
+        return [total - rest, *own[1:]]
+    out = []
+    for amount in own:
+        out.append(min(amount, total))
+        total -= out[-1]
+    return out
+
+
+def _over_memory(snap, taken: dict[int, list[int]], placement) -> list[str]:
+    """A note per node of ``placement`` whose memory ``taken`` (which counts it) puts beyond
+    what the node has free: real Slurm's amounts over-allocating the node, as they did there."""
+    nodes = snap.nodes
+    notes = []
+    for node in sorted({p[0] for p in placement}):
+        free = nodes.free_mem[node] - taken[node][1]
+        if free < 0:
+            notes.append(f"real Slurm's memory on {nodes.names[node]} is {-free} MB more than the node had "
+                         f"free here: the node's memory over-allocated, as there")
+    return notes
 
 
 def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> None:
@@ -273,16 +310,15 @@ def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> No
 
 
 def _fits_more(snap, taken: dict[int, list[int]], d: Start, own, other) -> bool:
-    """Whether placement ``other`` instead of ``own`` (of start ``d``) fits what the nodes have
-    free less ``taken`` (which counts ``own``)."""
+    """Whether placement ``other`` instead of ``own`` (of start ``d``) fits the CPUs the nodes
+    have free less ``taken`` (which counts ``own``); memory is real Slurm's as it was there
+    (``_real_placement``)."""
     plain = not d.suspended and d.cpu_share <= 1
     nodes = snap.nodes
     mine, theirs = _amounts(own), _amounts(other)
-    for node, (cpu, mem) in theirs.items():
-        have_cpu, have_mem = mine.get(node, (0, 0))
+    for node, (cpu, _mem) in theirs.items():
+        have_cpu = mine.get(node, (0, 0))[0]
         used = taken.get(node, (0, 0, 0))
-        if mem - have_mem > nodes.free_mem[node] - used[1]:
-            return False
         if plain and (cpu - have_cpu) * 1000 > nodes.free_cpu[node] - used[0]:
             return False
     return True

@@ -84,8 +84,7 @@ def test_lockstep_against_its_own_history_agrees_on_everything(seed):
 def test_lockstep_follows_another_history_and_counts_each_decision():
     """Follow fifo's history (no backfill, no fair share): every start happens where fifo put it,
     and a job counts as agreed only if slurm proposed it there, within a second of fifo's start."""
-    from gpupool.conformance import diff_slurm
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine, real_gpus
     from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
 
@@ -115,7 +114,7 @@ def test_lockstep_follows_another_history_and_counts_each_decision():
     ends = {jid: (r.start - T0, r.end - T0, r.state) for jid, r in real.items()}
     executor = ds.ReplayExecutor(policy.over_time_limit, [], ends)
     wls_replay = [dc_replace(w, submit_time=real[w.id].submit - T0) for w in wls]
-    out = {j.id: j for j in Engine(pool, wls_replay, wrapper, check=True, executor=executor).run().jobs}
+    out = {j.id: j for j in lockstep_engine(pool, wls_replay, wrapper, executor=executor).run().jobs}
 
     assert wrapper.agreed | wrapper.adopted == set(real) and not wrapper.agreed & wrapper.adopted
     for jid, r in real.items():
@@ -262,8 +261,7 @@ def test_job_alloc_is_read_per_node_from_scontrol_text():
      [(2, 0b11000000, 6000, 240000), (3, 0b110, 2000, 240000)]),
 ])
 def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
-    from gpupool.engine.core import Engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -275,7 +273,7 @@ def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
     # real Slurm started it 5 s after its submission: gpupool's proposal at once is withdrawn
     # and real Slurm's start adopted
     wrapper = LockstepPolicy(policy, {1: (5.0, gpus)}, 1.0, None, {1: alloc})
-    out = Engine(pool, [wl], wrapper, check=True, until=10.0)
+    out = lockstep_engine(pool, [wl], wrapper, until=10.0)
     out.run()
     assert wrapper.adopted == {1}
     assert sorted(out.jobs[1].placement) == sorted(expect)
@@ -287,8 +285,7 @@ def test_an_agreed_start_takes_real_slurms_cpus_per_node():
     # carried out (else a later adoption could overfill a node)
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
-    from gpupool.engine.core import Engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -297,7 +294,7 @@ def test_an_agreed_start_takes_real_slurms_cpus_per_node():
     policy = make_policy("slurm", pool, {"epoch": T0})
     wrapper = LockstepPolicy(policy, {1: (0.0, ((0, 1), (1, 1)))}, 1.0, None,
                              {1: {0: (8, 120000), 1: (72, 120000)}})
-    out = Engine(pool, [wl], wrapper, check=True, until=5.0)
+    out = lockstep_engine(pool, [wl], wrapper, until=5.0)
     out.run()
     assert wrapper.agreed == {1} and not wrapper.adopted
     assert sorted((p[0], p[2] // 1000, p[3]) for p in out.jobs[1].placement) == [(0, 8, 120000), (1, 72, 120000)]
@@ -333,15 +330,14 @@ def test_a_backfill_start_selects_again_without_the_completing_nodes(tmp_path: P
     assert plain[4].via == held[4].via == "SchedBackfill"  # backfill's start, not a main pass
 
 
-def test_a_real_start_over_the_free_memory_is_carried_out_with_what_is_free():
+def test_a_real_start_over_the_free_memory_over_allocates_the_node_as_real_slurm_did():
     """A real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on
-    a node with 120000 MB free (rich seed 7, job 27; docs/differential.md, finding 59). gpupool's
-    nodes are never over-allocated: the lockstep replay carries the start out with the free
-    memory and notes it on the job, instead of stopping on the engine's invariant."""
+    a node with 120000 MB free (rich seed 7, job 27; docs/differential.md, finding 59; its log:
+    "node gpu02 memory is overallocated"). The lockstep replay carries the start out as it was,
+    the node's memory over-allocated (``lockstep_engine``), and notes it on the job."""
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
-    from gpupool.engine.core import Engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -352,21 +348,41 @@ def test_a_real_start_over_the_free_memory_is_carried_out_with_what_is_free():
     policy = make_policy("slurm", pool, {"epoch": T0})
     wrapper = LockstepPolicy(policy, {1: (0.0, ((0, 0b1),)), 2: (5.0, ((0, 0b10),))}, 1.0, None,
                              {1: {0: (2, 900000)}, 2: {0: (2, 240000)}})
-    out = Engine(pool, [big, small], wrapper, check=True, until=20.0)
+    out = lockstep_engine(pool, [big, small], wrapper, until=20.0)
     out.run()
     assert 2 in wrapper.adopted
-    assert [(p[0], p[1], p[3]) for p in out.jobs[2].placement] == [(0, 0b10, 100000)]
+    assert [(p[0], p[1], p[3]) for p in out.jobs[2].placement] == [(0, 0b10, 240000)]
+    assert out.nodes.free_mem[0] == -140000
     (note,) = wrapper.notes[2]
-    assert "240000 MB on gpu01" in note and "100000 MB free" in note
+    assert "240000 MB on gpu01" in note and "100000 MB free" in note and "over-allocated" in note
 
 
-def test_free_memory_is_shared_out_pod_by_pod_and_noted_only_where_used():
-    """Task pods sharing a node share the free memory in order (none over-allocates the node);
-    an agreed start whose real amounts are not free is carried out with gpupool's own, noted."""
+def test_the_open_replay_keeps_the_memory_check():
+    """Only the lockstep engine lets memory go beyond a node's: an engine of its own (the open
+    replay's, gpupool deciding alone) still stops on such a start."""
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
     from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.errors import InvariantViolation
+    from tests.unit.sbatch_plans import workload
+
+    pool = _pool()
+    wl = dc_replace(workload("j1", "-w gpu01 --gres=gpu:1 --mem=900000 -A ml-platform", 0.0, 1), user="alice")
+    engine = Engine(pool, [wl], make_policy("slurm", pool, {"epoch": T0}), check=True)
+    assert not engine.nodes.memory_overcommit
+    with pytest.raises(InvariantViolation, match="exceeds capacity"):
+        engine.nodes.allocate([(0, 0b1, 1000, 1_000_001)])
+
+
+def test_real_memory_is_shared_out_pod_by_pod_and_an_agreed_start_takes_it_noted():
+    """Task pods sharing a node take real Slurm's memory (or gpupool's own amounts without its
+    output) whole, noted once where it is more than the node has free; an agreed start takes
+    real Slurm's memory even beyond what is free, noted; real Slurm's total shared over pods
+    that would take more is poured in order, never more than the total."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, _share, lockstep_engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -377,21 +393,23 @@ def test_free_memory_is_shared_out_pod_by_pod_and_noted_only_where_used():
         other = dc_replace(workload("j2", f"{opts} -A ml-platform", 1.0, 2, runtime=600.0), user="alice")
         wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), {1: (0.0, ((0, 0b1),)), 2: real2}, 1.0,
                                  None, {1: {0: (2, 900000)}, **({2: alloc2} if alloc2 else {})})
-        out = Engine(pool, [big, other], wrapper, check=True, until=20.0)
+        out = lockstep_engine(pool, [big, other], wrapper, until=20.0)
         out.run()
         return wrapper, out.jobs[2]
 
     wrapper, job = run("-n3 --gpus-per-task=1 --mem-per-gpu=60000", (5.0, ((0, 0b1110),)))
-    assert 2 in wrapper.adopted and sum(p[3] for p in job.placement) == 100000
-    assert [p[3] for p in job.placement] == [60000, 40000, 0] and len(wrapper.notes[2]) == 1
-    # gpupool proposes the same start (its own 50000 MB): agreed, carried out as proposed
+    assert 2 in wrapper.adopted and [p[3] for p in job.placement] == [60000, 60000, 60000]
+    assert len(wrapper.notes[2]) == 1 and "180000 MB on gpu01" in wrapper.notes[2][0]
+    # gpupool proposes the same start (its own 50000 MB): agreed, carried out with real Slurm's
     opts = "-w gpu01 --gres=gpu:1 --mem-per-gpu=50000"
     probe, _ = run(opts, (15.0, ((0, 0b10),)))
     proposal = probe.proposals[2]
     wrapper, job = run(opts, (proposal.time, proposal.gpus), {0: (2, 240000)})
-    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [50000]
-    assert wrapper.notes[2] == ["real Slurm's CPUs and memory per node are more than the nodes have free here: "
-                                "carried out with gpupool's own"]
+    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [240000]
+    assert wrapper.notes[2] == ["real Slurm's memory on gpu01 is 140000 MB more than the node had free here: "
+                                "the node's memory over-allocated, as there"]
+    assert _share(50000, [40000, 40000, 40000]) == [40000, 10000, 0]
+    assert _share(130000, [40000, 40000, 40000]) == [50000, 40000, 40000]
 
 
 def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until: float = 50.0):
@@ -399,8 +417,7 @@ def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until:
     lockstep with ``real`` starts and ``alloc`` amounts: (wrapper, jobs by id)."""
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
-    from gpupool.engine.core import Engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -408,31 +425,42 @@ def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until:
     wls = [dc_replace(workload(f"j{k}", f"{opts} -A ml-platform", at, k, runtime=600.0), user="alice")
            for k, (opts, at) in enumerate(jobs, start=1)]
     wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), real, 1.0, None, alloc)
-    engine = Engine(pool, wls, wrapper, check=True, until=until)
+    engine = lockstep_engine(pool, wls, wrapper, until=until)
     engine.run()
     return wrapper, engine.jobs
 
 
-def test_an_agreed_start_takes_real_amounts_only_where_the_other_starts_leave_room():
-    """Jobs 2 and 3 start together on gpu01 (100000 MB free), 40000 MB each as gpupool places
-    them; real Slurm's 90000 MB for job 2 would leave job 3 no room: job 2 keeps its own."""
+def test_an_agreed_start_takes_real_cpus_only_where_the_other_starts_leave_room():
+    """Jobs 2 and 3 start together on gpu01 (28 CPUs free), 10 CPUs each as gpupool places them;
+    real Slurm's 20 CPUs for job 2 would leave job 3 no room: job 2 keeps its own, noted. Real
+    Slurm's memory beside them is taken as it was, even past what is free (noted)."""
+    jobs = [("-w gpu01 --gres=gpu:1 -c100 --mem=1000", 0.0), ("-w gpu01 --gres=gpu:1 -c10 --mem=1000", 1.0),
+            ("-w gpu01 --gres=gpu:1 -c10 --mem=1000", 1.0)]
+    probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
+    real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
+    wrapper, got = _run_lockstep(jobs, real, {1: {0: (100, 1000)}, 2: {0: (20, 1000)}})
+    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][2] for j in (2, 3)] == [10000, 10000]
+    assert list(wrapper.notes) == [2] and "CPUs per node" in wrapper.notes[2][0]
+
     jobs = [("-w gpu01 --gres=gpu:1 --mem=900000", 0.0), ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0),
             ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0)]
     probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
     real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
     wrapper, got = _run_lockstep(jobs, real, {1: {0: (2, 900000)}, 2: {0: (2, 90000)}})
-    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][3] for j in (2, 3)] == [40000, 40000]
-    assert list(wrapper.notes) == [2]
+    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][3] for j in (2, 3)] == [90000, 40000]
+    assert list(wrapper.notes) == [2] and "30000 MB more" in wrapper.notes[2][0]
 
 
-def test_an_adopted_start_is_held_to_the_free_memory_and_cpus():
-    """The pods' shares, not real Slurm's node total, are held to the free memory (70000 MB);
-    and CPUs beyond what each pod needs give way where gpupool's node holds more."""
+def test_an_adopted_start_holds_real_memory_and_gives_way_in_cpus():
+    """Real Slurm's 50000 MB over gpupool's three pods of 40000 are shared out in order (never
+    more than real Slurm's total); and CPUs beyond what each pod needs give way where gpupool's
+    node holds more."""
     wrapper, got = _run_lockstep([("-w gpu01 --gres=gpu:1 --mem=930000", 0.0),
                                   ("-n3 --gpus-per-task=1 --mem-per-gpu=40000", 1.0)],
                                  {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 0b1110),))},
                                  {1: {0: (2, 930000)}, 2: {0: (3, 50000)}})
-    assert 2 in wrapper.adopted and sum(p[3] for p in got[2].placement) == 70000
+    assert 2 in wrapper.adopted and [p[3] for p in got[2].placement] == [40000, 10000, 0]
+    assert 2 not in wrapper.notes
     wrapper, got = _run_lockstep([("-w gpu01 --gres=gpu:1 -c100 --mem-per-gpu=1000", 0.0),
                                   ("-w gpu01 --gres=gpu:1 -c2 --mem-per-gpu=1000", 1.0)],
                                  {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 2),))}, {2: {0: (60, 1000)}})
@@ -453,7 +481,7 @@ def test_withdrawn_starts_leave_room_and_a_start_that_cannot_fit_waits():
     assert got[2].placement[0][3] == 90000 and got[3].placement[0][0] == 1 and not wrapper.notes
 
     split = "-N2 -n10 -c8 --mem-per-cpu=8000 --gres=gpu:1"
-    jobs = [("-w gpu02 --gres=gpu:1 --mem=500000", 0.0), (split, 1.0), ("-w gpu01 --gres=gpu:1 -c64 --mem=1000", 2.0)]
+    jobs = [("-w gpu02 --gres=gpu:1 -c100 --mem=1000", 0.0), (split, 1.0), ("-w gpu01 --gres=gpu:1 -c64 --mem=1000", 2.0)]
     probe, _ = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),))}, {}, until=5.0)
     p = probe.proposals[2]
     _, own = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),)), 2: (p.time, p.gpus)}, {}, until=5.0)
@@ -467,7 +495,7 @@ def test_a_late_start_holds_back_a_real_start_on_its_gpus():
     """A start carried out late (job 3, its CPUs not free until 601 s) still holds its GPU when
     real Slurm put job 4 on that GPU at 606 s: job 4 waits for it instead of taking it twice."""
     split = "-N2 -n10 -c8 --mem-per-cpu=8000 --gres=gpu:1"
-    jobs = [("-w gpu02 --gres=gpu:1 --mem=500000", 0.0), (split, 1.0), ("-w gpu01 --gres=gpu:1 -c64 --mem=1000", 2.0),
+    jobs = [("-w gpu02 --gres=gpu:1 -c100 --mem=1000", 0.0), (split, 1.0), ("-w gpu01 --gres=gpu:1 -c64 --mem=1000", 2.0),
             ("-w gpu01 --gres=gpu:1 -c1 --mem=1000", 3.0)]
     probe, _ = _run_lockstep(jobs[:2], {1: (0.0, ((1, 1),))}, {}, until=5.0)
     p = probe.proposals[2]
@@ -477,3 +505,18 @@ def test_a_late_start_holds_back_a_real_start_on_its_gpus():
     wrapper, got = _run_lockstep(jobs, real, {2: {0: amounts[1], 1: amounts[0]}}, until=3000.0)
     assert got[3].start == 601.0 and got[4].start == got[3].end
     assert "GPUs on gpu01 are not free" in wrapper.notes[4][0]
+
+
+def test_the_text_summary_lists_the_replay_notes():
+    """What carrying out real Slurm's starts changed is in the text report too, not only in the
+    JSON one (a job with a note and no disagreement is listed under the notes alone)."""
+    from gpupool.conformance.diff_slurm import JobDiff
+
+    rep = DiffReport("seed", 7, 2, "slurmdbd", 10.0, 1.0, mode="lockstep")
+    row = dict(index=0, account="ml-platform", shape="2x2", submit=0.0, real_start=5.0, sim_start=5.0, real_end=9.0,
+               sim_end=9.0, real_state="COMPLETED", sim_state="COMPLETED", real_gpus={}, sim_gpus={})
+    rep.per_job = [JobDiff(name="j1", job_id=1, **row, notes=["real Slurm held 240000 MB on gpu02"]),
+                   JobDiff(name="j2", job_id=2, **row)]
+    lines = rep.summary_lines()
+    assert "  disagreements: 0 job(s)" in lines and "  replay notes: 1 job(s)" in lines
+    assert "    j1 (job 1): real Slurm held 240000 MB on gpu02" in lines and not any("j2" in ln for ln in lines)
