@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine, real_gpus
+from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
 from gpupool.conformance.diff_slurm_real import (RealRecord, RealTiming, parse_jobcomp, play, real_timing,
                                                  sacct_records)
 from gpupool.conformance.diff_slurm_workload import DiffJob, generate, rich_fits, sbatch_script
@@ -364,7 +364,7 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
     alloc = {jid: {index[n]: a for n, a in r.alloc.items()} for jid, r in real.items() if r.alloc}
     wrapper = LockstepPolicy(policy, forced, lockstep, decided, alloc)
     executor.adopted = wrapper.adopted  # the same set: a start adopted late still ends as real Slurm's
-    out = lockstep_engine(pool, wls, wrapper, executor=executor).run()
+    out = Engine(pool, wls, wrapper, check=True, executor=executor).run()
     views: dict[int, object] = {}
     for j in out.jobs:
         p = wrapper.proposals.get(j.id)

@@ -19,7 +19,8 @@ decides as slurmctld does. Here the replay follows real Slurm's history instead:
   the nodes, up to a second before the logged start): end_time and fair-share usage then
   accrue as they did there; ``ReplayExecutor`` ends the job when it ended there;
 * a start real Slurm made holds the CPUs and memory per node its output shows (``alloc``):
-  memory even beyond a node's, where real Slurm over-allocated it (``lockstep_engine``).
+  memory even beyond a node's, where real Slurm over-allocated it (the engine lets those
+  starts alone do so: ``NodeTable.memory_overcommit``).
 
 So a disagreement is one decision: what gpupool would have done next from real Slurm's state.
 """
@@ -28,20 +29,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, replace
 
-from gpupool.engine.core import Engine
 from gpupool.engine.decisions import Start, WakeAt
 from gpupool.policy.slurm.select import memory_per_cpu_of, exclusive_memory
 from gpupool.policy.slurm.split_tasks import even
-
-
-def lockstep_engine(pool, workloads, wrapper: "LockstepPolicy", **options) -> Engine:
-    """The engine a lockstep replay runs in: checked as any other (``check=True``), but a node's
-    memory may be allocated beyond its RealMemory, since real Slurm's starts are carried out with
-    the memory it gave them and a real 22.05.8 over-allocated a node once (finding 59). GPUs and
-    CPUs stay checked; the open replay, where gpupool decides alone, keeps the memory check."""
-    engine = Engine(pool, workloads, wrapper, check=True, **options)
-    engine.nodes.memory_overcommit = True
-    return engine
 
 
 @dataclass(slots=True)
@@ -134,17 +124,16 @@ class LockstepPolicy:
                 # the same decision, but real Slurm's CPUs or memory per node differ (a split
                 # job's tasks): carried out as decided (partition, limit, via) with real Slurm's
                 # amounts, so later decisions see its state and usage bills them, where what
-                # they add to gpupool's own amounts in CPUs is free
+                # they add to gpupool's own amounts is free
                 placement, _, _ = self._real_placement(snap, job)
                 if not job.wl.pod_sets[0].exclusive and _amounts(placement) == alloc:
                     if _fits_more(snap, taken, d, d.placement, placement):
                         _take(taken, d, d.placement, -1)
                         _take(taken, d, placement)
-                        self._note(jid, _over_memory(snap, taken, placement))
                         d = replace(d, placement=placement)
                         pol.track_start(job, placement, now)
                     else:
-                        self._note(jid, ["real Slurm's CPUs per node are more than the nodes "
+                        self._note(jid, ["real Slurm's CPUs and memory per node are more than the nodes "
                                          "have free here: carried out with gpupool's own"])
             out.append(d)
             if jid in self.decided:  # real Slurm's start_time, which end_time counts from
@@ -185,6 +174,7 @@ class LockstepPolicy:
                                             f"here; tried again each second"])
             return None
         self._note(job.id, notes)
+        snap.nodes.memory_overcommit.add(job.id)  # real Slurm's memory, as it was
         return self.inner.adopt_start(job, placement, self.decided.get(job.id, real_start))
 
     def _note(self, jid: int, notes: list[str]) -> None:
@@ -200,11 +190,13 @@ class LockstepPolicy:
         With ``taken`` (this instant's other starts), no more CPUs than a node has free are
         taken: those beyond each pod's least are cut pod by pod, noted, and the flag is False
         where even the pods' least CPUs, or real Slurm's GPUs, are not free. Memory is real
-        Slurm's even beyond what is free, as it was there: a real 22.05.8 gave a split
-        ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on a node with 120000 MB free
-        (rich seed 7, job 27; finding 59) and the node stayed over-allocated until jobs ended
-        (the replay's engine allows it, ``NodeTable.memory_overcommit``); noted."""
+        Slurm's even beyond what is free: a real 22.05.8 gave a split ``--gpus-per-task`` job
+        240000 MB of DefMemPerGPU memory on a node with 120000 MB free (rich seed 7, job 27;
+        finding 59) and the node stayed over-allocated until jobs ended. Such a start may also
+        mean gpupool's state has drifted; the note (on the try carried out) says both. The
+        engine lets these starts alone over-allocate (``NodeTable.memory_overcommit``)."""
         notes: list[str] = []
+        mem_notes: list[str] = []  # only for the try that is carried out
         fits = True
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
@@ -254,8 +246,8 @@ class LockstepPolicy:
                 need_cpu = sum(c for _m, c, _b in shares)
                 need_mem = sum(b for _m, _c, b in shares)
                 if need_mem > free_mem:
-                    notes.append(f"real Slurm held {need_mem} MB on {nodes.names[node]} with {free_mem} MB "
-                                 f"free here: the node's memory over-allocated, as there")
+                    mem_notes.append(f"real Slurm held {need_mem} MB on {nodes.names[node]} with {free_mem} MB "
+                                     f"free here: {OVER}")
                 if need_cpu > free_cpu:
                     notes.append(f"real Slurm held {need_cpu // 1000} CPUs on {nodes.names[node]} with "
                                  f"{free_cpu // 1000} free here: carried out with no more than each pod needs")
@@ -267,7 +259,11 @@ class LockstepPolicy:
                     fits = fits and over <= 0
             for m, c, b in shares:
                 placement.append((node, m, c, b))
-        return tuple(placement), notes, fits
+        return tuple(placement), notes + mem_notes if fits else notes, fits
+
+
+#: how a start over a node's memory is carried out; the replay cannot tell the two causes apart
+OVER = "carried out so (real Slurm over-allocated the node, finding 59, or gpupool's state has drifted)"
 
 
 def _share(total: int, own: list[int]) -> list[int]:
@@ -284,19 +280,6 @@ def _share(total: int, own: list[int]) -> list[int]:
     return out
 
 
-def _over_memory(snap, taken: dict[int, list[int]], placement) -> list[str]:
-    """A note per node of ``placement`` whose memory ``taken`` (which counts it) puts beyond
-    what the node has free: real Slurm's amounts over-allocating the node, as they did there."""
-    nodes = snap.nodes
-    notes = []
-    for node in sorted({p[0] for p in placement}):
-        free = nodes.free_mem[node] - taken[node][1]
-        if free < 0:
-            notes.append(f"real Slurm's memory on {nodes.names[node]} is {-free} MB more than the node had "
-                         f"free here: the node's memory over-allocated, as there")
-    return notes
-
-
 def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> None:
     """Add (``sign`` -1: take back) a start's CPUs, memory and GPUs per node to ``taken``; CPUs
     only for a start that takes them from the free ones (not suspended, not sharing them)."""
@@ -310,15 +293,18 @@ def _take(taken: dict[int, list[int]], d: Start, placement, sign: int = 1) -> No
 
 
 def _fits_more(snap, taken: dict[int, list[int]], d: Start, own, other) -> bool:
-    """Whether placement ``other`` instead of ``own`` (of start ``d``) fits the CPUs the nodes
-    have free less ``taken`` (which counts ``own``); memory is real Slurm's as it was there
-    (``_real_placement``)."""
+    """Whether placement ``other`` instead of ``own`` (of start ``d``) fits what the nodes have
+    free less ``taken`` (which counts ``own``). Memory too: gpupool proposed this start within
+    its own amounts, so real Slurm's being more than is free here means gpupool's state has
+    drifted (finding 59's over-allocation is a start gpupool never proposes)."""
     plain = not d.suspended and d.cpu_share <= 1
     nodes = snap.nodes
     mine, theirs = _amounts(own), _amounts(other)
-    for node, (cpu, _mem) in theirs.items():
-        have_cpu = mine.get(node, (0, 0))[0]
+    for node, (cpu, mem) in theirs.items():
+        have_cpu, have_mem = mine.get(node, (0, 0))
         used = taken.get(node, (0, 0, 0))
+        if mem - have_mem > nodes.free_mem[node] - used[1]:
+            return False
         if plain and (cpu - have_cpu) * 1000 > nodes.free_cpu[node] - used[0]:
             return False
     return True

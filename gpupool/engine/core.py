@@ -610,6 +610,9 @@ class Engine:
                 raise InvariantViolation(f"job {job.id} placed on unavailable node {nodes.names[pod[0]]}")
         if self.check:
             self._check_pod_shapes(job, placement)
+            if nodes.memory_overcommit:  # a differential replay's real start: one start each
+                nodes.overcommit_now = job.id in nodes.memory_overcommit
+                nodes.memory_overcommit.discard(job.id)
         if d.suspended:
             if placed < job.pods_needed:  # (a node range may start on fewer pods than its most)
                 raise InvariantViolation(f"job {job.id}: a suspended start must place the whole job")
@@ -625,6 +628,7 @@ class Engine:
             nodes.allocate_shared(placement, group, d.cpu_share)
         else:
             nodes.allocate(placement)
+        nodes.overcommit_now = False
         if job.state == PLACING:  # idle holding accrues per segment, at what was held then
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = t

@@ -84,7 +84,7 @@ def test_lockstep_against_its_own_history_agrees_on_everything(seed):
 def test_lockstep_follows_another_history_and_counts_each_decision():
     """Follow fifo's history (no backfill, no fair share): every start happens where fifo put it,
     and a job counts as agreed only if slurm proposed it there, within a second of fifo's start."""
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine, real_gpus
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, real_gpus
     from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
 
@@ -114,7 +114,7 @@ def test_lockstep_follows_another_history_and_counts_each_decision():
     ends = {jid: (r.start - T0, r.end - T0, r.state) for jid, r in real.items()}
     executor = ds.ReplayExecutor(policy.over_time_limit, [], ends)
     wls_replay = [dc_replace(w, submit_time=real[w.id].submit - T0) for w in wls]
-    out = {j.id: j for j in lockstep_engine(pool, wls_replay, wrapper, executor=executor).run().jobs}
+    out = {j.id: j for j in Engine(pool, wls_replay, wrapper, check=True, executor=executor).run().jobs}
 
     assert wrapper.agreed | wrapper.adopted == set(real) and not wrapper.agreed & wrapper.adopted
     for jid, r in real.items():
@@ -254,6 +254,9 @@ def test_job_alloc_is_read_per_node_from_scontrol_text():
     ("-n3 --gpus-per-task=1", ((3, 0b10011000),), {3: (4, 360000)},
      [(3, 0b1000, 2000, 120000), (3, 0b10000, 1000, 120000), (3, 0b10000000, 1000, 120000)]),
     # the same without the job's output: gpupool's own amounts, CPUs in whole cores
+    # real Slurm's CPUs fewer than the later pods would take: poured in order (``_share``)
+    ("-n3 --gpus-per-task=1", ((3, 0b111),), {3: (1, 360000)},
+     [(3, 0b1, 1000, 120000), (3, 0b10, 0, 120000), (3, 0b100, 0, 120000)]),
     ("-n3 --gpus-per-task=1", ((3, 0b111),), {},
      [(3, 0b1, 2000, 120000), (3, 0b10, 1000, 120000), (3, 0b100, 1000, 120000)]),
     # a pod per node: real's CPUs per node (a split job's tasks)
@@ -261,7 +264,8 @@ def test_job_alloc_is_read_per_node_from_scontrol_text():
      [(2, 0b11000000, 6000, 240000), (3, 0b110, 2000, 240000)]),
 ])
 def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -273,7 +277,7 @@ def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
     # real Slurm started it 5 s after its submission: gpupool's proposal at once is withdrawn
     # and real Slurm's start adopted
     wrapper = LockstepPolicy(policy, {1: (5.0, gpus)}, 1.0, None, {1: alloc})
-    out = lockstep_engine(pool, [wl], wrapper, until=10.0)
+    out = Engine(pool, [wl], wrapper, check=True, until=10.0)
     out.run()
     assert wrapper.adopted == {1}
     assert sorted(out.jobs[1].placement) == sorted(expect)
@@ -285,7 +289,8 @@ def test_an_agreed_start_takes_real_slurms_cpus_per_node():
     # carried out (else a later adoption could overfill a node)
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -294,7 +299,7 @@ def test_an_agreed_start_takes_real_slurms_cpus_per_node():
     policy = make_policy("slurm", pool, {"epoch": T0})
     wrapper = LockstepPolicy(policy, {1: (0.0, ((0, 1), (1, 1)))}, 1.0, None,
                              {1: {0: (8, 120000), 1: (72, 120000)}})
-    out = lockstep_engine(pool, [wl], wrapper, until=5.0)
+    out = Engine(pool, [wl], wrapper, check=True, until=5.0)
     out.run()
     assert wrapper.agreed == {1} and not wrapper.adopted
     assert sorted((p[0], p[2] // 1000, p[3]) for p in out.jobs[1].placement) == [(0, 8, 120000), (1, 72, 120000)]
@@ -334,10 +339,11 @@ def test_a_real_start_over_the_free_memory_over_allocates_the_node_as_real_slurm
     """A real 22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on
     a node with 120000 MB free (rich seed 7, job 27; docs/differential.md, finding 59; its log:
     "node gpu02 memory is overallocated"). The lockstep replay carries the start out as it was,
-    the node's memory over-allocated (``lockstep_engine``), and notes it on the job."""
+    the node's memory over-allocated (``NodeTable.memory_overcommit``), and notes it on the job."""
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -348,7 +354,7 @@ def test_a_real_start_over_the_free_memory_over_allocates_the_node_as_real_slurm
     policy = make_policy("slurm", pool, {"epoch": T0})
     wrapper = LockstepPolicy(policy, {1: (0.0, ((0, 0b1),)), 2: (5.0, ((0, 0b10),))}, 1.0, None,
                              {1: {0: (2, 900000)}, 2: {0: (2, 240000)}})
-    out = lockstep_engine(pool, [big, small], wrapper, until=20.0)
+    out = Engine(pool, [big, small], wrapper, check=True, until=20.0)
     out.run()
     assert 2 in wrapper.adopted
     assert [(p[0], p[1], p[3]) for p in out.jobs[2].placement] == [(0, 0b10, 240000)]
@@ -357,32 +363,51 @@ def test_a_real_start_over_the_free_memory_over_allocates_the_node_as_real_slurm
     assert "240000 MB on gpu01" in note and "100000 MB free" in note and "over-allocated" in note
 
 
-def test_the_open_replay_keeps_the_memory_check():
-    """Only the lockstep engine lets memory go beyond a node's: an engine of its own (the open
-    replay's, gpupool deciding alone) still stops on such a start."""
+def test_only_real_starts_may_go_over_a_nodes_memory():
+    """In a lockstep replay gpupool's own starts keep the engine's memory check: a policy whose
+    own starts ask 2,000,000 MB too much still stops the run (the open replay's engine alike);
+    and a start that may go over memory still may not go over a node's CPUs."""
     from dataclasses import replace as dc_replace
 
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
     from gpupool.engine.core import Engine
+    from gpupool.engine.decisions import Start
     from gpupool.engine.policy_api import make_policy
     from gpupool.errors import InvariantViolation
     from tests.unit.sbatch_plans import workload
 
     pool = _pool()
-    wl = dc_replace(workload("j1", "-w gpu01 --gres=gpu:1 --mem=900000 -A ml-platform", 0.0, 1), user="alice")
+    wl = dc_replace(workload("j1", "-w gpu01 --gres=gpu:1 --mem=1000 -A ml-platform", 0.0, 1, runtime=60.0),
+                    user="alice")
+
+    def greedy():
+        policy = make_policy("slurm", pool, {"epoch": T0})
+        inner = policy.decide
+        policy.decide = lambda snap: [
+            dc_replace(d, placement=tuple((n, m, c, b + 2_000_000) for n, m, c, b in d.placement))
+            if type(d) is Start else d for d in inner(snap)]
+        return policy
+
+    for policy in (greedy(), LockstepPolicy(greedy(), {1: (0.0, ((0, 1),))}, 1.0)):
+        with pytest.raises(InvariantViolation, match="exceeds capacity"):
+            Engine(pool, [wl], policy, check=True, until=5.0).run()
     engine = Engine(pool, [wl], make_policy("slurm", pool, {"epoch": T0}), check=True)
-    assert not engine.nodes.memory_overcommit
+    engine.nodes.overcommit_now = True
+    engine.nodes.allocate([(0, 0b1, 1000, 2_000_000)])  # memory over: let through
     with pytest.raises(InvariantViolation, match="exceeds capacity"):
-        engine.nodes.allocate([(0, 0b1, 1000, 1_000_001)])
+        engine.nodes.allocate([(0, 0b10, engine.nodes.cpu_total[0], 0)])
 
 
-def test_real_memory_is_shared_out_pod_by_pod_and_an_agreed_start_takes_it_noted():
+def test_real_memory_is_shared_out_pod_by_pod_and_an_agreed_start_keeps_its_own():
     """Task pods sharing a node take real Slurm's memory (or gpupool's own amounts without its
-    output) whole, noted once where it is more than the node has free; an agreed start takes
-    real Slurm's memory even beyond what is free, noted; real Slurm's total shared over pods
-    that would take more is poured in order, never more than the total."""
+    output) whole, noted once where it is more than the node has free; an agreed start whose
+    real amounts are not free keeps gpupool's own (gpupool proposed it within them: its state
+    has drifted), noted; real Slurm's total shared over pods that would take more is poured in
+    order, never more than the total."""
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, _share, lockstep_engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, _share
+    from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -393,7 +418,7 @@ def test_real_memory_is_shared_out_pod_by_pod_and_an_agreed_start_takes_it_noted
         other = dc_replace(workload("j2", f"{opts} -A ml-platform", 1.0, 2, runtime=600.0), user="alice")
         wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), {1: (0.0, ((0, 0b1),)), 2: real2}, 1.0,
                                  None, {1: {0: (2, 900000)}, **({2: alloc2} if alloc2 else {})})
-        out = lockstep_engine(pool, [big, other], wrapper, until=20.0)
+        out = Engine(pool, [big, other], wrapper, check=True, until=20.0)
         out.run()
         return wrapper, out.jobs[2]
 
@@ -405,9 +430,9 @@ def test_real_memory_is_shared_out_pod_by_pod_and_an_agreed_start_takes_it_noted
     probe, _ = run(opts, (15.0, ((0, 0b10),)))
     proposal = probe.proposals[2]
     wrapper, job = run(opts, (proposal.time, proposal.gpus), {0: (2, 240000)})
-    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [240000]
-    assert wrapper.notes[2] == ["real Slurm's memory on gpu01 is 140000 MB more than the node had free here: "
-                                "the node's memory over-allocated, as there"]
+    assert 2 in wrapper.agreed and [p[3] for p in job.placement] == [50000]
+    assert wrapper.notes[2] == ["real Slurm's CPUs and memory per node are more than the nodes have free here: "
+                                "carried out with gpupool's own"]
     assert _share(50000, [40000, 40000, 40000]) == [40000, 10000, 0]
     assert _share(130000, [40000, 40000, 40000]) == [50000, 40000, 40000]
 
@@ -417,7 +442,8 @@ def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until:
     lockstep with ``real`` starts and ``alloc`` amounts: (wrapper, jobs by id)."""
     from dataclasses import replace as dc_replace
 
-    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy, lockstep_engine
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
     from gpupool.engine.policy_api import make_policy
     from tests.unit.sbatch_plans import workload
 
@@ -425,30 +451,30 @@ def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until:
     wls = [dc_replace(workload(f"j{k}", f"{opts} -A ml-platform", at, k, runtime=600.0), user="alice")
            for k, (opts, at) in enumerate(jobs, start=1)]
     wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), real, 1.0, None, alloc)
-    engine = lockstep_engine(pool, wls, wrapper, until=until)
+    engine = Engine(pool, wls, wrapper, check=True, until=until)
     engine.run()
     return wrapper, engine.jobs
 
 
-def test_an_agreed_start_takes_real_cpus_only_where_the_other_starts_leave_room():
+def test_an_agreed_start_takes_real_amounts_only_where_the_other_starts_leave_room():
     """Jobs 2 and 3 start together on gpu01 (28 CPUs free), 10 CPUs each as gpupool places them;
     real Slurm's 20 CPUs for job 2 would leave job 3 no room: job 2 keeps its own, noted. Real
-    Slurm's memory beside them is taken as it was, even past what is free (noted)."""
+    Slurm's memory alike: 90000 MB for job 2 would leave job 3 no room."""
     jobs = [("-w gpu01 --gres=gpu:1 -c100 --mem=1000", 0.0), ("-w gpu01 --gres=gpu:1 -c10 --mem=1000", 1.0),
             ("-w gpu01 --gres=gpu:1 -c10 --mem=1000", 1.0)]
     probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
     real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
     wrapper, got = _run_lockstep(jobs, real, {1: {0: (100, 1000)}, 2: {0: (20, 1000)}})
     assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][2] for j in (2, 3)] == [10000, 10000]
-    assert list(wrapper.notes) == [2] and "CPUs per node" in wrapper.notes[2][0]
+    assert list(wrapper.notes) == [2] and "CPUs and memory per node" in wrapper.notes[2][0]
 
     jobs = [("-w gpu01 --gres=gpu:1 --mem=900000", 0.0), ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0),
             ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0)]
     probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
     real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
     wrapper, got = _run_lockstep(jobs, real, {1: {0: (2, 900000)}, 2: {0: (2, 90000)}})
-    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][3] for j in (2, 3)] == [90000, 40000]
-    assert list(wrapper.notes) == [2] and "30000 MB more" in wrapper.notes[2][0]
+    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][3] for j in (2, 3)] == [40000, 40000]
+    assert list(wrapper.notes) == [2] and "CPUs and memory per node" in wrapper.notes[2][0]
 
 
 def test_an_adopted_start_holds_real_memory_and_gives_way_in_cpus():
@@ -520,3 +546,15 @@ def test_the_text_summary_lists_the_replay_notes():
     lines = rep.summary_lines()
     assert "  disagreements: 0 job(s)" in lines and "  replay notes: 1 job(s)" in lines
     assert "    j1 (job 1): real Slurm held 240000 MB on gpu02" in lines and not any("j2" in ln for ln in lines)
+
+
+def test_a_memory_note_is_kept_only_for_the_try_carried_out():
+    """Job 2 cannot be carried out while job 1 still holds its GPU here: the first try is noted
+    (not free, tried again), but the memory it would then have gone over is not; when it is
+    carried out, after job 1's end, its 240000 MB are free and nothing more is noted."""
+    jobs = [("-w gpu01 --gres=gpu:1 --mem=900000", 0.0), ("-w gpu01 --gres=gpu:1 --mem=1000", 1.0)]
+    real = {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 1),))}
+    wrapper, got = _run_lockstep(jobs, real, {1: {0: (2, 900000)}, 2: {0: (2, 240000)}}, until=1000.0)
+    assert got[2].start == got[1].end and got[2].placement[0][3] == 240000
+    assert len(wrapper.notes[2]) == 2 and "tried again" in wrapper.notes[2][1]
+    assert not any("MB free" in note for note in wrapper.notes[2])
