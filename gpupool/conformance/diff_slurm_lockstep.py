@@ -189,14 +189,15 @@ class LockstepPolicy:
 
         With ``taken`` (this instant's other starts), no more CPUs than a node has free are
         taken: those beyond each pod's least are cut pod by pod, noted, and the flag is False
-        where even the pods' least CPUs, or real Slurm's GPUs, are not free. Memory is real
+        where even the pods' least CPUs, or real Slurm's GPUs, are not free (the cut is noted for
+        the try that is carried out). Memory is real
         Slurm's even beyond what is free: a real 22.05.8 gave a split ``--gpus-per-task`` job
         240000 MB of DefMemPerGPU memory on a node with 120000 MB free (rich seed 7, job 27;
         finding 59) and the node stayed over-allocated until jobs ended. Such a start may also
         mean gpupool's state has drifted; the note (on the try carried out) says both. The
         engine lets these starts alone over-allocate (``NodeTable.memory_overcommit``)."""
         notes: list[str] = []
-        mem_notes: list[str] = []  # only for the try that is carried out
+        cut_notes: list[str] = []  # what was cut or over-allocated: kept for the try carried out
         fits = True
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
@@ -246,10 +247,10 @@ class LockstepPolicy:
                 need_cpu = sum(c for _m, c, _b in shares)
                 need_mem = sum(b for _m, _c, b in shares)
                 if need_mem > free_mem:
-                    mem_notes.append(f"real Slurm held {need_mem} MB on {nodes.names[node]} with {free_mem} MB "
+                    cut_notes.append(f"real Slurm held {need_mem} MB on {nodes.names[node]} with {free_mem} MB "
                                      f"free here: {OVER}")
                 if need_cpu > free_cpu:
-                    notes.append(f"real Slurm held {need_cpu // 1000} CPUs on {nodes.names[node]} with "
+                    cut_notes.append(f"real Slurm held {need_cpu // 1000} CPUs on {nodes.names[node]} with "
                                  f"{free_cpu // 1000} free here: carried out with no more than each pod needs")
                     over = need_cpu - max(free_cpu, 0)
                     for k, (m, c, b) in enumerate(shares):
@@ -259,7 +260,7 @@ class LockstepPolicy:
                     fits = fits and over <= 0
             for m, c, b in shares:
                 placement.append((node, m, c, b))
-        return tuple(placement), notes + mem_notes if fits else notes, fits
+        return tuple(placement), notes + cut_notes if fits else notes, fits
 
 
 #: how a start over a node's memory is carried out; the replay cannot tell the two causes apart

@@ -628,7 +628,8 @@ class Engine:
             nodes.allocate_shared(placement, group, d.cpu_share)
         else:
             nodes.allocate(placement)
-        nodes.overcommit_now = False
+        if self.check:
+            nodes.overcommit_now = False
         if job.state == PLACING:  # idle holding accrues per segment, at what was held then
             job.gpu_s_idle_held += (t - job.placing_since) * job.held_gpus
             job.placing_since = t

@@ -558,3 +558,86 @@ def test_a_memory_note_is_kept_only_for_the_try_carried_out():
     assert got[2].start == got[1].end and got[2].placement[0][3] == 240000
     assert len(wrapper.notes[2]) == 2 and "tried again" in wrapper.notes[2][1]
     assert not any("MB free" in note for note in wrapper.notes[2])
+
+
+def _inflated(policy, jid: int):
+    """``policy`` whose own start of ``jid`` asks 2,000,000 MB too much (a policy bug)."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.engine.decisions import Start
+
+    inner = policy.decide
+    policy.decide = lambda snap: [
+        dc_replace(d, placement=tuple((n, m, c, b + 2_000_000) for n, m, c, b in d.placement))
+        if type(d) is Start and d.job_id == jid else d for d in inner(snap)]
+    return policy
+
+
+@pytest.mark.parametrize("j3_at", [6.0, 10.0])  # in the pass of job 2's adoption / a later one
+def test_gpupools_own_start_beside_or_after_an_adopted_over_allocation_is_checked(j3_at):
+    """Job 2 is adopted over gpu01's memory; job 3, agreed, is gpupool's own start asking too
+    much memory on gpu02: in the same decision list or later, the engine still stops it (the
+    permission is job 2's, for one start, and cleared after it; from a reviewer's mutations)."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.errors import InvariantViolation
+    from tests.unit.sbatch_plans import workload
+
+    pool = _pool()
+    wls = [dc_replace(workload(f"j{k}", f"{opts} -A ml-platform", at, k, runtime=rt), user="alice")
+           for k, (opts, at, rt) in enumerate([("-w gpu01 --gres=gpu:1 --mem=900000", 0.0, 600.0),
+                                               ("--gres=gpu:1", 1.0, 600.0),
+                                               ("-w gpu02 --gres=gpu:1 --mem=1000", j3_at, 60.0)], start=1)]
+    # at 6.0 gpupool's withdrawn proposal of job 2 holds gpu02's GPU 0 in that pass: job 3 takes 1
+    real = {1: (0.0, ((0, 0b1),)), 2: (5.0, ((0, 0b10),)), 3: (j3_at, ((1, 0b10 if j3_at == 6.0 else 0b1),))}
+    wrapper = LockstepPolicy(_inflated(make_policy("slurm", pool, {"epoch": T0}), 3), real, 1.0, None,
+                             {1: {0: (2, 900000)}, 2: {0: (2, 240000)}})
+    engine = Engine(pool, wls, wrapper, check=True, until=30.0)
+    with pytest.raises(InvariantViolation, match="exceeds capacity"):
+        engine.run()
+    assert 2 in wrapper.adopted
+    if j3_at == 6.0:  # job 3's start comes first in the list, job 2's adoption after it
+        assert engine.nodes.memory_overcommit == {2}
+    else:  # job 2 had over-allocated gpu01 before
+        assert engine.nodes.free_mem[0] == -140000
+
+
+def test_a_permission_to_go_over_memory_is_for_one_start():
+    """A job named in ``memory_overcommit`` may go over a node's memory on its next start only,
+    not on a later piece of a partial start."""
+    from dataclasses import replace as dc_replace
+
+    from gpupool.engine.core import Engine
+    from gpupool.engine.decisions import Start, WakeAt
+    from gpupool.errors import InvariantViolation
+    from tests.unit.sbatch_plans import workload
+
+    pool = _pool()
+    wl = dc_replace(workload("j1", "-N2 --gres=gpu:1 -A ml-platform", 0.0, 1, runtime=60.0), user="alice")
+
+    class Pieces:
+        name = "pieces"
+        tick_interval = 0.0
+        over_time_limit = 0.0
+        calls = 0
+
+        def resolve_request(self, wl):
+            return wl
+
+        def decide(self, snap):
+            self.calls += 1
+            if self.calls == 1:
+                snap.nodes.memory_overcommit.add(1)
+                return [Start(1, ((0, 1, 1000, 2_000_000),), partial=True), WakeAt(1.0)]
+            if self.calls == 2:
+                return [Start(1, ((1, 1, 1000, 2_000_000),), partial=True)]
+            return []
+
+    policy = Pieces()
+    engine = Engine(pool, [wl], policy, check=True, until=5.0)
+    with pytest.raises(InvariantViolation, match="exceeds capacity"):
+        engine.run()
+    assert policy.calls == 2 and engine.nodes.free_mem[0] < 0

@@ -100,6 +100,14 @@ def test_free_memory_over_memory_per_gpu_caps_the_offer():
     assert gpu_weights(ps, [0, 1, 2], free, [1, 1, 1], _any_gpu) == [509, 508, 508]
 
 
+def test_a_node_over_its_memory_offers_no_gpu():
+    """A node whose memory real Slurm over-allocated (a lockstep replay carries that out; its
+    free memory is negative) offers none, not a weight spilling into the configured byte."""
+    ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=4, mem_per_gpu=120000)
+    free = _free([0b111, 0b111, 0b111], [-140000, 400000, 10**6])
+    assert gpu_weights(ps, [0, 1, 2], free, [1, 1, 1], _any_gpu) == [511, 508, 508]
+
+
 def test_nodes_offering_the_same_keep_the_configured_weights():
     ps = PodSet(count=2, one_per_node=True, gpus=2, gpus_per_job=4)
     weight = [1, 1, 1]

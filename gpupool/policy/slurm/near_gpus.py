@@ -66,7 +66,9 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
             continue  # the node cannot hold a pod: its weight is never read
         offer = have if have < cap else cap
         if per_gpu:
-            offer = max(0, min(offer, mem[i] // per_gpu))  # an over-allocated node offers none
+            offer = min(offer, mem[i] // per_gpu)
+            if offer < 0:  # memory over-allocated (a differential replay of real Slurm's): none
+                offer = 0
         offers[i] = 255 - min(offer, 255)
     if len(set(offers.values())) < 2:
         return weight
