@@ -487,6 +487,10 @@ class RealSlurm:
     def render_slurm_conf(self) -> str:
         """The slurm.conf this cluster runs (site keys replaced, scheduling keys kept)."""
         cfg = copy.deepcopy(self._config)
+        # the GPU TRES the pool's accounting tracks by type stay tracked (typed limits need
+        # them; slurmctld registers them in slurmdbd at its start, before sacctmgr's limits)
+        tracked = ["gres/gpu"] + [str(t) for t in (cfg.params.get("AccountingStorageTRES") or ())
+                                  if str(t).lower().startswith("gres/gpu:")]
         for table in (cfg.raw, cfg.params):
             for key in list(table):
                 if key.split("=")[0].lower() in _SITE_KEYS or "=" in key:
@@ -549,7 +553,7 @@ class RealSlurm:
                 "AccountingStorageType=accounting_storage/slurmdbd",
                 f"AccountingStoragePass={self.munge_socket}",  # dbd links take munge's socket from here
                 "AccountingStorageHost=127.0.0.1", f"AccountingStoragePort={self.ports['slurmdbd']}",
-                "AccountingStorageEnforce=associations,limits,qos", "AccountingStorageTRES=gres/gpu",
+                "AccountingStorageEnforce=associations,limits,qos", "AccountingStorageTRES=" + ",".join(tracked),
             ]
         else:
             site.append("AccountingStorageType=accounting_storage/none")

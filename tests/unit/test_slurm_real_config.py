@@ -64,6 +64,17 @@ def test_pool_conf_keeps_scheduling_keys_and_replaces_site_keys(tmp_path):
     assert "TRESBillingWeights=GRES/gpu=1.0" in text
 
 
+def test_the_pools_typed_gpu_tres_stay_tracked(tmp_path):
+    """With AccountingStorageTRES naming GPU types the cluster tracks them too: slurmctld then
+    registers them in slurmdbd at its start, and sacctmgr takes a limit on them afterwards (it
+    refuses one on a TRES the database does not know: "no TRES known by type gres/gpu:a100")."""
+    rs = _rendered(tmp_path, accounting="dbd")
+    rs._config.params["AccountingStorageTRES"] = ("gres/gpu", "gres/gpu:a100", "license/x")
+    lines = rs.render_slurm_conf().splitlines()
+    assert [ln for ln in lines if ln.startswith("AccountingStorageTRES=")] == [
+        "AccountingStorageTRES=gres/gpu,gres/gpu:a100"]
+
+
 def test_accounting_none_drops_gres_tres_weights_with_a_note(tmp_path):
     rs = _rendered(tmp_path, accounting="none")
     text = rs.render_slurm_conf()

@@ -111,6 +111,11 @@ class Settings:
     over_time_limit: float = 0.0
     kill_wait: int = 30
     enforce: tuple[str, ...] = ()
+    #: the typed GPU TRES slurm.conf's AccountingStorageTRES tracks (``gres/gpu:a100``, lower
+    #: case, as that list is read; a type is matched to it whatever its case): only these are
+    #: counted for a job, so only these limits bind (slurmctld drops a limit on a TRES it does
+    #: not track)
+    typed_gpu_tres: frozenset[str] = frozenset()
     enforce_part_limits: str = "NO"
     job_requeue: bool = True
     requeue_delay: float = 121.0
@@ -192,6 +197,8 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.over_time_limit = float("inf") if otl is None and "OverTimeLimit" in p else float(otl or 0)
     s.kill_wait = int(p.get("KillWait") or 30)
     s.enforce = tuple(p.get("AccountingStorageEnforce") or ())
+    s.typed_gpu_tres = frozenset(str(t).lower() for t in (p.get("AccountingStorageTRES") or ())
+                                 if str(t).lower().startswith("gres/gpu:"))
     s.enforce_part_limits = str(p.get("EnforcePartLimits") or "NO")
     s.job_requeue = int(p.get("JobRequeue", 1) or 0) != 0
     return s
@@ -214,6 +221,7 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             "gres/gpu": sum(nodes.gpu_total[i] for i in idx),
             "node": len(idx),
         }
+        tres.update(_typed_gpu_totals(nodes, idx))
         grace = part.extra.get("GraceTime")
         out[name] = PartInfo(
             name=name, part=part, nodes=idx, node_set=frozenset(idx), tier=part.priority_tier,
@@ -224,6 +232,19 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             tres_total=tres, billing_weights=parse_billing_weights(part.extra.get("TRESBillingWeights", "")),
             over_time_limit=partition_over_time_limit(part), max_cpus_per_node=max_cpus,
         )
+    return out
+
+
+def _typed_gpu_totals(nodes: NodeTable, idx) -> dict[str, int]:
+    """``gres/gpu:<type>`` -> the partition's devices of that type (a typed TRES priority
+    weight divides a job's typed request by it)."""
+    out: dict[str, int] = {}
+    for i in idx:
+        t = nodes.gpu_type[i]
+        counts = {t: nodes.gpu_total[i]} if t is not None else {k: m.bit_count() for k, m in nodes.type_mask[i].items()}
+        for name, n in counts.items():
+            key = "gres/gpu:" + name
+            out[key] = out.get(key, 0) + n
     return out
 
 

@@ -30,7 +30,13 @@ def requested_partitions(wl) -> tuple[str, ...]:
     return tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
 
 
-def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) -> JobReq:
+def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
+            typed_gpu_tres: frozenset[str] = frozenset()) -> JobReq:
+    """What ``wl`` asks, as slurmctld's limits count it. A GPU request naming a type counts for
+    ``gres/gpu`` and, where AccountingStorageTRES tracks it (``typed_gpu_tres``), for
+    ``gres/gpu:<type>`` too; an untyped request counts for ``gres/gpu`` only, so no typed limit
+    holds it (``gres_ctld.c``'s ``_set_type_tres_cnt``; what it then runs on is charged per
+    type, ``SlurmPolicy.alloc_tres``)."""
     parts = requested_partitions(wl)
     if not parts and default_part:
         parts = (default_part,)
@@ -55,14 +61,21 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names) ->
         qos = "normal"
     nodes = 0
     cpus = gpus = mem = 0
+    typed: dict[str, int] = {}
     for ps in wl.pod_sets:
         nodes += ps.count if ps.one_per_node else 1
         cpus += ps.cpus_total
         gpus += ps.total_gpus
         mem += ps.memory_total
+        if ps.gpu_type and typed_gpu_tres:
+            key = "gres/gpu:" + ps.gpu_type  # its case as written, like the limits' keys
+            if key.lower() in typed_gpu_tres:
+                typed[key] = typed.get(key, 0) + ps.total_gpus
     nodes = max(1, nodes)
-    return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem,
-                  {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}, wl.time_limit)
+    tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}
+    if typed:
+        tres.update(typed)
+    return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit)
 
 
 def least_nodes(wl) -> int:

@@ -63,7 +63,10 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
     """The first limit that keeps the job from starting now, as Slurm's reason, or None.
 
     ``assoc_limits`` is ``[(kind, Association)]`` for the user association ("a") and each
-    account up the tree ("acc"); ``usage`` holds what running jobs use.
+    account up the tree ("acc"); ``usage`` holds what running jobs use. A usage limit holds
+    only a job that asks some of that TRES (``_validate_tres_usage_limits`` tests nothing for a
+    count of 0): a job asking GPUs without a type is never held by a typed GPU limit, even
+    where typed usage, charged by what jobs run on, is over it.
     """
     want = req.tres
     if qos is not None:
@@ -76,11 +79,13 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
         if qos.max_jobs_per_user is not None and u.get("jobs", 0) >= qos.max_jobs_per_user:
             return "QOSMaxJobsPerUserLimit"
         for t, lim in qos.max_tres_per_user.items():
-            if u.get(t, 0) + want.get(t, 0) > lim:
+            w = want.get(t, 0)
+            if w and u.get(t, 0) + w > lim:
                 return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
         g = usage.get(("q", req.qos), {})
         for t, lim in qos.grp_tres.items():
-            if g.get(t, 0) + want.get(t, 0) > lim:
+            w = want.get(t, 0)
+            if w and g.get(t, 0) + w > lim:
                 return _reason(_QOS_GRP, t, "QOSGrpGRES")
     for kind, assoc in assoc_limits:
         key = ("a", req.account, req.user) if kind == "a" else ("acc", assoc.account)
@@ -95,6 +100,7 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
         if assoc.grp_jobs is not None and u.get("jobs", 0) >= assoc.grp_jobs:
             return "AssocGrpJobsLimit"
         for t, lim in assoc.grp_tres.items():
-            if u.get(t, 0) + want.get(t, 0) > lim:
+            w = want.get(t, 0)
+            if w and u.get(t, 0) + w > lim:
                 return _reason(_ASSOC_GRP, t, "AssocGrpGRES")
     return None

@@ -361,6 +361,9 @@ class Cycle:
             return None  # as asked: the test before the selection already passed
         tres = dict(req.tres)
         tres["gres/gpu"] = tres.get("gres/gpu", 0) - asked + whole
+        for key in {"gres/gpu:" + ps.gpu_type for ps in per_job if ps.gpu_type}:
+            if key in tres:  # its type's count is the selection's too (gres_sched_add's total)
+                tres[key] += whole - asked
         return limits.check(replace(req, tres=tres), pol.time_limit(job, info), applies[0], applies[1], self.usage)
 
     def start_limit(self, job, info) -> str | None:
@@ -681,7 +684,7 @@ class SlurmPolicy:
     def req(self, job):
         r = self._req.get(job.id)
         if r is None:
-            r = job_req(job.wl, self.default_part, self.acct, self.qos)
+            r = job_req(job.wl, self.default_part, self.acct, self.qos, self.s.typed_gpu_tres)
             self._req[job.id] = r
         return r
 
@@ -735,7 +738,9 @@ class SlurmPolicy:
             if whole is req:
                 return whole
             tres = dict(whole.tres)
-            tres["gres/gpu"] = req.tres.get("gres/gpu", 0)
+            for t in tres:  # every GPU count as asked (typed ones too: 0 where none was asked)
+                if t.startswith("gres/gpu"):
+                    tres[t] = req.tres.get(t, 0)
             # memory asked per GPU counts for the GPUs asked (job_get_tres_mem without the job's
             # resources, which will-run has freed); per CPU or per node it stays the whole nodes'
             # (``--mem-per-gpu`` only: DefMemPerGPU is not read there, the whole nodes' memory stays)
@@ -811,12 +816,33 @@ class SlurmPolicy:
         return c[1]
 
     def alloc_tres(self, placement) -> dict[str, int]:
+        """The TRES a placement holds, as slurmctld's tres_alloc_cnt counts them for limits'
+        usage and billing: its GPUs also per type (``gres/gpu:<type>``, those AccountingStorageTRES
+        tracks) by the devices it holds, whatever the request named (``gres_ctld.c``'s
+        ``_job_alloc`` keeps one entry per type on the node)."""
         cpu = gpu = mem = 0
         for _node, mask, c, m in placement:
             cpu += c // 1000
             gpu += mask.bit_count()
             mem += m
-        return {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
+        out = {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
+        if self.s.typed_gpu_tres and gpu and self._nodes is not None:
+            self._typed_gpus(placement, out)
+        return out
+
+    def _typed_gpus(self, placement, out: dict[str, int]) -> None:
+        """Add each tracked GPU type's devices in ``placement`` to ``out``."""
+        tracked = self.s.typed_gpu_tres
+        nodes = self._nodes
+        for node, mask, _c, _m in placement:
+            if not mask:
+                continue
+            t = nodes.gpu_type[node]
+            pairs = ((t, mask),) if t is not None else ((k, mask & m) for k, m in nodes.type_mask[node].items())
+            for name, bits in pairs:
+                key = "gres/gpu:" + name
+                if bits and key.lower() in tracked:
+                    out[key] = out.get(key, 0) + bits.bit_count()
 
     def billing(self, job, placement) -> float:
         alloc = self.alloc_tres(placement)
