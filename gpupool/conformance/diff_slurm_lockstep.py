@@ -242,7 +242,7 @@ class LockstepPolicy:
                 if mask & ~(nodes.free_mask[node] & ~used[2]):
                     fits = False  # GPUs still held here (gpupool's state has drifted)
                     notes.append(f"real Slurm's GPUs on {nodes.names[node]} are not free here")
-                free_cpu = nodes.free_cpu[node] - used[0]
+                free_cpu = nodes.free_cpu[node] - nodes.shared_floor(node) - used[0]  # as the engine counts
                 free_mem = nodes.free_mem[node] - used[1]
                 need_cpu = sum(c for _m, c, _b in shares)
                 need_mem = sum(b for _m, _c, b in shares)
@@ -306,7 +306,7 @@ def _fits_more(snap, taken: dict[int, list[int]], d: Start, own, other) -> bool:
         used = taken.get(node, (0, 0, 0))
         if mem - have_mem > nodes.free_mem[node] - used[1]:
             return False
-        if plain and (cpu - have_cpu) * 1000 > nodes.free_cpu[node] - used[0]:
+        if plain and (cpu - have_cpu) * 1000 > nodes.free_cpu[node] - nodes.shared_floor(node) - used[0]:
             return False
     return True
 

@@ -120,7 +120,8 @@ def _tres_key(name: str) -> str:
     if slash:
         if kind not in _TRES_PREFIXED or not rest:
             raise _Err(f"unknown TRES {name!r}; expected e.g. gres/gpu, license/NAME")
-        return f"{kind}/{rest}"
+        # the database finds a TRES case-insensitively and stores GRES TRES lower-case
+        return f"{kind}/{rest.lower() if kind == 'gres' else rest}"
     if kind not in _TRES_PLAIN:
         raise _Err(f"unknown TRES {name!r}; expected one of {', '.join(sorted(_TRES_PLAIN))} or gres/NAME")
     return kind

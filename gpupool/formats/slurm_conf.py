@@ -456,9 +456,12 @@ def _parse_tres_weights(value: str, key: str, line: _Line) -> dict[str, int | fl
 
 
 def _tres_name(name: str) -> str:
-    """Slurm TRES types are case-insensitive (``GRES/gpu`` = ``gres/gpu``); GRES names/types are not."""
+    """Slurm finds a TRES by type and name case-insensitively (``GRES/gpu:A100`` =
+    ``gres/gpu:a100``, assoc_mgr's ``xstrcasecmp``): GRES TRES are kept lower-case; other
+    names (licenses) keep theirs."""
     kind, slash, rest = name.strip().partition("/")
-    return f"{kind.lower()}/{rest}" if slash else kind.lower()
+    kind = kind.lower()
+    return f"{kind}/{rest.lower() if kind == 'gres' else rest}" if slash else kind
 
 
 def _parse_preempt_mode(value: str, key: str, line: _Line) -> str:

@@ -131,7 +131,7 @@ def job_billing(weights: dict[str, float], cpus: int, mem_mib: int, gpus: int, g
     if not weights:
         return float(cpus)
     total = cpus * weights.get("cpu", 0.0) + mem_mib * weights.get("mem", 0.0)
-    typed = weights.get(f"gres/gpu:{gpu_type}") if gpu_type else None
+    typed = weights.get(f"gres/gpu:{gpu_type.lower()}") if gpu_type else None
     total += gpus * (typed if typed is not None else weights.get("gres/gpu", 0.0))
     return total
 

@@ -21,12 +21,12 @@ SEED_POOL = Path(__file__).resolve().parents[2] / "examples" / "seed-pool"
 T0 = 1_700_000_000.0  # an epoch for t=0, as a real run has one
 
 
-def _pool():
-    """The seed pool with user "alice" associated to every leaf account (as the harness adds
-    the submitting user, ``replay_pool``)."""
+def _pool(path: Path = SEED_POOL):
+    """The seed pool (or the pool at ``path``) with user "alice" associated to every leaf
+    account (as the harness adds the submitting user, ``replay_pool``)."""
     from gpupool.model.slurm import Association, User
 
-    pool = load_pool(SEED_POOL)
+    pool = load_pool(path)
     acct = pool.slurm.accounting
     for account in accounts_of(pool):
         acct.user_associations.append(Association(account, user="alice", fairshare=1))
@@ -641,3 +641,35 @@ def test_a_permission_to_go_over_memory_is_for_one_start():
     with pytest.raises(InvariantViolation, match="exceeds capacity"):
         engine.run()
     assert policy.calls == 2 and engine.nodes.free_mem[0] < 0
+
+
+def test_an_adopted_start_leaves_the_cpus_shared_jobs_hold(tmp_path):
+    """CPUs held by jobs sharing them (OverSubscribe=FORCE:2: half of job 1's 128 at least) are
+    not in the node's free count but the engine still keeps them: real Slurm's 100 CPUs for
+    job 2 (a partition that shares none) are cut to what is left, 64, instead of stopping the
+    replay on the engine's check."""
+    import shutil
+    from dataclasses import replace as dc_replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    d = tmp_path / "pool"
+    shutil.copytree(SEED_POOL, d)
+    conf = (d / "slurm.conf").read_text().replace(
+        "PartitionName=train Nodes=gpu[01-04]",
+        "PartitionName=shared Nodes=gpu[01-04] OverSubscribe=FORCE:2 MaxTime=60 State=UP\nPartitionName=train Nodes=gpu[01-04]")
+    (d / "slurm.conf").write_text(conf)
+    pool = _pool(d)
+    wls = [dc_replace(workload("j1", "-p shared -w gpu01 --gres=gpu:1 -c128 --mem=1000 -A ml-platform", 0.0, 1,
+                               runtime=600.0), user="alice"),
+           dc_replace(workload("j2", "-w gpu01 --gres=gpu:1 -c2 --mem=1000 -A ml-platform", 1.0, 2, runtime=600.0),
+                      user="alice")]
+    wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 2),))},
+                             1.0, None, {1: {0: (128, 1000)}, 2: {0: (100, 1000)}})
+    engine = Engine(pool, wls, wrapper, check=True, until=20.0)
+    engine.run()
+    assert engine.jobs[2].state == "RUNNING" and engine.jobs[2].placement[0][2] == 64000
+    assert "100 CPUs on gpu01 with 64 free" in wrapper.notes[2][0]

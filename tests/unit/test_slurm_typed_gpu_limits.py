@@ -112,3 +112,22 @@ def test_a_typed_tres_weight_divides_the_typed_request_by_the_partitions_devices
     typed, untyped = (policy.factors(engine.jobs[k], info, 0.0, 0.0)["tres"] for k in (1, 2))
     assert typed == {"gres/gpu": 2 / 32, "gres/gpu:a100": 2 / 16}
     assert untyped == {"gres/gpu": 2 / 32, "gres/gpu:a100": 0.0}
+
+
+def test_gpu_types_are_matched_whatever_their_case(tmp_path):
+    """Slurm finds a TRES case-insensitively: a limit written ``gres/gpu:A100`` binds jobs on
+    gres.conf's ``a100`` devices, a ``GRES/gpu:A100`` billing weight bills them (22.05.8 source:
+    assoc_mgr's ``xstrcasecmp``; ``sacctmgr dump`` writes the names lower-case)."""
+    got = _run(_pool(tmp_path, limit="GrpTRES=gres/gpu:A100=4"), ["--gres=gpu:a100:4", "--gres=gpu:a100:1"])
+    assert got[2][:2] == ("PENDING", "AssocGrpGRES")
+    from gpupool.policy.slurm.config import parse_billing_weights
+
+    assert parse_billing_weights("CPU=1,GRES/gpu:A100=2.0") == {"cpu": 1.0, "gres/gpu:a100": 2.0}
+
+
+def test_an_exclusive_job_counts_its_whole_nodes_devices_of_each_type(tmp_path):
+    """``--exclusive --gres=gpu:1`` is tested on a whole node's devices, 4 a100s: with 1 a100 in
+    use it is over GrpTRES=gres/gpu:a100=4, though it asks no type (22.05.8 source:
+    ``_handle_exclusive_gres`` counts every GRES of the selected nodes, one entry per type)."""
+    got = _run(_pool(tmp_path), ["--gres=gpu:a100:1", "--exclusive --gres=gpu:1", "--gres=gpu:a100:3"])
+    assert [got[k][:2] for k in (1, 2, 3)] == [("RUNNING", ""), ("PENDING", "AssocGrpGRES"), ("RUNNING", "")]

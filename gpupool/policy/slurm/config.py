@@ -111,10 +111,9 @@ class Settings:
     over_time_limit: float = 0.0
     kill_wait: int = 30
     enforce: tuple[str, ...] = ()
-    #: the typed GPU TRES slurm.conf's AccountingStorageTRES tracks (``gres/gpu:a100``, lower
-    #: case, as that list is read; a type is matched to it whatever its case): only these are
-    #: counted for a job, so only these limits bind (slurmctld drops a limit on a TRES it does
-    #: not track)
+    #: the typed GPU TRES slurm.conf's AccountingStorageTRES tracks (``gres/gpu:a100``): only
+    #: these are counted for a job, so only these limits bind (slurmctld drops a limit on a TRES
+    #: it does not track). GRES TRES keys are lower-case everywhere: Slurm matches them so
     typed_gpu_tres: frozenset[str] = frozenset()
     enforce_part_limits: str = "NO"
     job_requeue: bool = True
@@ -243,7 +242,7 @@ def _typed_gpu_totals(nodes: NodeTable, idx) -> dict[str, int]:
         t = nodes.gpu_type[i]
         counts = {t: nodes.gpu_total[i]} if t is not None else {k: m.bit_count() for k, m in nodes.type_mask[i].items()}
         for name, n in counts.items():
-            key = "gres/gpu:" + name
+            key = "gres/gpu:" + name.lower()
             out[key] = out.get(key, 0) + n
     return out
 
@@ -256,7 +255,8 @@ def parse_billing_weights(text: str) -> dict[str, float]:
         if not eq:
             continue
         kind, slash, rest = name.partition("/")
-        key = f"{kind.lower()}/{rest}" if slash else kind.lower()
+        kind = kind.lower()
+        key = f"{kind}/{rest.lower() if kind == 'gres' else rest}" if slash else kind  # as _tres_name
         scale = 1.0
         v = value.strip()
         if v[-1:].upper() in ("K", "M", "G", "T"):

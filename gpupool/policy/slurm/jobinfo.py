@@ -68,8 +68,8 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
         gpus += ps.total_gpus
         mem += ps.memory_total
         if ps.gpu_type and typed_gpu_tres:
-            key = "gres/gpu:" + ps.gpu_type  # its case as written, like the limits' keys
-            if key.lower() in typed_gpu_tres:
+            key = "gres/gpu:" + ps.gpu_type.lower()  # TRES names are matched case-insensitively
+            if key in typed_gpu_tres:
                 typed[key] = typed.get(key, 0) + ps.total_gpus
     nodes = max(1, nodes)
     tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}

@@ -361,8 +361,9 @@ class Cycle:
             return None  # as asked: the test before the selection already passed
         tres = dict(req.tres)
         tres["gres/gpu"] = tres.get("gres/gpu", 0) - asked + whole
-        for key in {"gres/gpu:" + ps.gpu_type for ps in per_job if ps.gpu_type}:
-            if key in tres:  # its type's count is the selection's too (gres_sched_add's total)
+        if len(per_job) == 1 and per_job[0].gpu_type:  # its type's count is the selection's too
+            key = "gres/gpu:" + per_job[0].gpu_type.lower()  # (gres_sched_add's total)
+            if key in tres:
                 tres[key] += whole - asked
         return limits.check(replace(req, tres=tres), pol.time_limit(job, info), applies[0], applies[1], self.usage)
 
@@ -562,6 +563,8 @@ class SlurmPolicy:
             periods.append(self.time_slice)
         self.tick_interval = float(math.gcd(*[int(p) for p in periods if p > 0]) or 60)
         self._nodes = None
+        #: (node table, ``_typed_keys_of`` it): the tracked GPU types of each node, for ``alloc_tres``
+        self._typed_keys: tuple | None = None
         # derived per run (reset when a new NodeTable is seen)
         self.planned: dict[int, float] = {}
         self.plan_log: dict[float, dict] = {}
@@ -832,17 +835,36 @@ class SlurmPolicy:
 
     def _typed_gpus(self, placement, out: dict[str, int]) -> None:
         """Add each tracked GPU type's devices in ``placement`` to ``out``."""
-        tracked = self.s.typed_gpu_tres
-        nodes = self._nodes
+        keys = self._typed_keys
+        if keys is None or keys[0] is not self._nodes:
+            keys = self._typed_keys = (self._nodes, self._typed_keys_of(self._nodes))
+        per_node = keys[1]
         for node, mask, _c, _m in placement:
-            if not mask:
+            key = per_node[node]
+            if not mask or key is None:
                 continue
-            t = nodes.gpu_type[node]
-            pairs = ((t, mask),) if t is not None else ((k, mask & m) for k, m in nodes.type_mask[node].items())
-            for name, bits in pairs:
-                key = "gres/gpu:" + name
-                if bits and key.lower() in tracked:
-                    out[key] = out.get(key, 0) + bits.bit_count()
+            if type(key) is str:
+                out[key] = out.get(key, 0) + mask.bit_count()
+                continue
+            for k, m in key:
+                bits = mask & m
+                if bits:
+                    out[k] = out.get(k, 0) + bits.bit_count()
+
+    def _typed_keys_of(self, nodes) -> list:
+        """Per node, its devices' tracked TRES: one key where they are all of one type, else
+        (key, device mask) pairs, None where no type of it is tracked (``_typed_gpus``)."""
+        tracked = self.s.typed_gpu_tres
+        out: list = []
+        for i, t in enumerate(nodes.gpu_type):
+            if t is not None:
+                key = "gres/gpu:" + t.lower()
+                out.append(key if key in tracked else None)
+                continue
+            pairs = tuple((k, m) for name, m in nodes.type_mask[i].items()
+                          if (k := "gres/gpu:" + name.lower()) in tracked)
+            out.append(pairs or None)
+        return out
 
     def billing(self, job, placement) -> float:
         alloc = self.alloc_tres(placement)
