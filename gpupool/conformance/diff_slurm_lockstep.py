@@ -206,6 +206,11 @@ class LockstepPolicy:
         if ps.split and not (ps.split_gpus and ps.gpus) and not alloc:
             ps = even(ps)  # real Slurm's CPUs per node unknown: the even share
         per_task_mem = ps.split and ps.memory_per == "task"
+        # CPUs that jobs sharing them hold (OverSubscribe) are not in the free count but the
+        # engine keeps them from a start that does not share; one that shares may use its own
+        # group's (``NodeTable.allocate_shared``)
+        info = self.inner.adopt_partition(job, {node for node, _mask in gpus})
+        plain = info is None or self.inner.cpu_share_of(job.wl, info.name) <= 1
         placement = []
         for node, mask in gpus:
             if ps.exclusive:  # whole node, as select's pod_fits takes it
@@ -242,7 +247,7 @@ class LockstepPolicy:
                 if mask & ~(nodes.free_mask[node] & ~used[2]):
                     fits = False  # GPUs still held here (gpupool's state has drifted)
                     notes.append(f"real Slurm's GPUs on {nodes.names[node]} are not free here")
-                free_cpu = nodes.free_cpu[node] - nodes.shared_floor(node) - used[0]  # as the engine counts
+                free_cpu = nodes.free_cpu[node] - (nodes.shared_floor(node) if plain else 0) - used[0]
                 free_mem = nodes.free_mem[node] - used[1]
                 need_cpu = sum(c for _m, c, _b in shares)
                 need_mem = sum(b for _m, _c, b in shares)

@@ -456,24 +456,21 @@ def _run_lockstep(jobs: list[tuple[str, float]], real: dict, alloc: dict, until:
     return wrapper, engine.jobs
 
 
-def test_an_agreed_start_takes_real_amounts_only_where_the_other_starts_leave_room():
-    """Jobs 2 and 3 start together on gpu01 (28 CPUs free), 10 CPUs each as gpupool places them;
-    real Slurm's 20 CPUs for job 2 would leave job 3 no room: job 2 keeps its own, noted. Real
-    Slurm's memory alike: 90000 MB for job 2 would leave job 3 no room."""
-    jobs = [("-w gpu01 --gres=gpu:1 -c100 --mem=1000", 0.0), ("-w gpu01 --gres=gpu:1 -c10 --mem=1000", 1.0),
-            ("-w gpu01 --gres=gpu:1 -c10 --mem=1000", 1.0)]
+@pytest.mark.parametrize("holder,each,real_amounts,column,own", [
+    # gpu01 at 28 CPUs free: real Slurm's 20 CPUs for job 2 would leave job 3 no room
+    ("-c100 --mem=1000", "-c10 --mem=1000", {1: {0: (100, 1000)}, 2: {0: (20, 1000)}}, 2, 10000),
+    # gpu01 at 100000 MB free: real Slurm's 90000 MB for job 2 would leave job 3 no room
+    ("--mem=900000", "--mem-per-gpu=40000", {1: {0: (2, 900000)}, 2: {0: (2, 90000)}}, 3, 40000),
+])
+def test_an_agreed_start_takes_real_amounts_only_where_the_other_starts_leave_room(holder, each, real_amounts,
+                                                                                   column, own):
+    """Jobs 2 and 3 start together on gpu01 as gpupool places them; real Slurm's larger amounts
+    for job 2 (CPUs, or memory) would leave job 3 no room: job 2 keeps its own, noted."""
+    jobs = [(f"-w gpu01 --gres=gpu:1 {holder}", 0.0)] + [(f"-w gpu01 --gres=gpu:1 {each}", 1.0)] * 2
     probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
     real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
-    wrapper, got = _run_lockstep(jobs, real, {1: {0: (100, 1000)}, 2: {0: (20, 1000)}})
-    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][2] for j in (2, 3)] == [10000, 10000]
-    assert list(wrapper.notes) == [2] and "CPUs and memory per node" in wrapper.notes[2][0]
-
-    jobs = [("-w gpu01 --gres=gpu:1 --mem=900000", 0.0), ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0),
-            ("-w gpu01 --gres=gpu:1 --mem-per-gpu=40000", 1.0)]
-    probe, _ = _run_lockstep(jobs, {1: (0.0, ((0, 0b1),))}, {})
-    real = {jid: (p.time, p.gpus) for jid, p in probe.proposals.items()}
-    wrapper, got = _run_lockstep(jobs, real, {1: {0: (2, 900000)}, 2: {0: (2, 90000)}})
-    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][3] for j in (2, 3)] == [40000, 40000]
+    wrapper, got = _run_lockstep(jobs, real, real_amounts)
+    assert wrapper.agreed == {1, 2, 3} and [got[j].placement[0][column] for j in (2, 3)] == [own, own]
     assert list(wrapper.notes) == [2] and "CPUs and memory per node" in wrapper.notes[2][0]
 
 
@@ -643,11 +640,16 @@ def test_a_permission_to_go_over_memory_is_for_one_start():
     assert policy.calls == 2 and engine.nodes.free_mem[0] < 0
 
 
-def test_an_adopted_start_leaves_the_cpus_shared_jobs_hold(tmp_path):
+@pytest.mark.parametrize("job2,real_cpus,cpus,noted", [
+    ("-c2", 100, 64, True),          # a partition that shares none: 64 left
+    ("-p shared -c128", 128, 128, False),  # sharing too: the group's CPUs are its to share
+])
+def test_an_adopted_start_leaves_the_cpus_shared_jobs_hold(tmp_path, job2, real_cpus, cpus, noted):
     """CPUs held by jobs sharing them (OverSubscribe=FORCE:2: half of job 1's 128 at least) are
-    not in the node's free count but the engine still keeps them: real Slurm's 100 CPUs for
-    job 2 (a partition that shares none) are cut to what is left, 64, instead of stopping the
-    replay on the engine's check."""
+    not in the node's free count but the engine still keeps them from a start that does not
+    share: real Slurm's 100 CPUs for job 2 are cut to what is left, 64, instead of stopping the
+    replay on the engine's check; a start that shares them in the same partition is carried out
+    as real Slurm did (from a reviewer's script)."""
     import shutil
     from dataclasses import replace as dc_replace
 
@@ -665,11 +667,11 @@ def test_an_adopted_start_leaves_the_cpus_shared_jobs_hold(tmp_path):
     pool = _pool(d)
     wls = [dc_replace(workload("j1", "-p shared -w gpu01 --gres=gpu:1 -c128 --mem=1000 -A ml-platform", 0.0, 1,
                                runtime=600.0), user="alice"),
-           dc_replace(workload("j2", "-w gpu01 --gres=gpu:1 -c2 --mem=1000 -A ml-platform", 1.0, 2, runtime=600.0),
+           dc_replace(workload("j2", f"-w gpu01 --gres=gpu:1 {job2} --mem=1000 -A ml-platform", 1.0, 2, runtime=600.0),
                       user="alice")]
     wrapper = LockstepPolicy(make_policy("slurm", pool, {"epoch": T0}), {1: (0.0, ((0, 1),)), 2: (5.0, ((0, 2),))},
-                             1.0, None, {1: {0: (128, 1000)}, 2: {0: (100, 1000)}})
+                             1.0, None, {1: {0: (128, 1000)}, 2: {0: (real_cpus, 1000)}})
     engine = Engine(pool, wls, wrapper, check=True, until=20.0)
     engine.run()
-    assert engine.jobs[2].state == "RUNNING" and engine.jobs[2].placement[0][2] == 64000
-    assert "100 CPUs on gpu01 with 64 free" in wrapper.notes[2][0]
+    assert engine.jobs[2].state == "RUNNING" and engine.jobs[2].placement[0][2] == cpus * 1000
+    assert (f"{real_cpus} CPUs on gpu01 with 64 free" in wrapper.notes[2][0]) if noted else 2 not in wrapper.notes

@@ -984,12 +984,11 @@ class SlurmPolicy:
         and the fair-share usage segment, all counted from ``started`` (when real Slurm's
         deciding pass began, up to a second before the engine's start).
         """
-        req = self.req(job)
         nodes = {p[0] for p in placement}
-        info = next((self.parts[n] for n in req.parts if n in self.parts and nodes <= self.parts[n].node_set), None)
+        info = self.adopt_partition(job, nodes)
         if info is None:
             names = [self._nodes.names[i] for i in sorted(nodes)]
-            raise ValueError(f"job {job.id}: no partition of {list(req.parts)} holds nodes {names}")
+            raise ValueError(f"job {job.id}: no partition of {list(self.req(job).parts)} holds nodes {names}")
         self.run_part[job.id] = info.name
         self.run_limit[job.id] = self.time_limit(job, info)
         self.reported_start[job.id] = started
@@ -997,6 +996,12 @@ class SlurmPolicy:
         return Start(job.id, placement, partial=len(placement) < job.pods_total, via="adopted",
                      time_limit=self.effective_limit(job, info),
                      partition=info.name, cpu_share=self.cpu_share_of(job.wl, info.name))
+
+    def adopt_partition(self, job, nodes: set[int]):
+        """The partition ``adopt_start`` runs ``job`` in on ``nodes``: the first of its
+        partitions holding every one of them (None: none does)."""
+        parts = self.parts
+        return next((parts[n] for n in self.req(job).parts if n in parts and nodes <= parts[n].node_set), None)
 
     def set_reported_start(self, jid: int, started: float) -> None:
         """Count a job this policy started from ``started`` instead of its own instant: a
