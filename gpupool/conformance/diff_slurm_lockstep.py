@@ -190,10 +190,10 @@ class LockstepPolicy:
         With ``taken`` (this instant's other starts), no more CPUs than a node has free are
         taken: those beyond each pod's least are cut pod by pod, noted, and the flag is False
         where even the pods' least CPUs, or real Slurm's GPUs, are not free (the cut is noted for
-        the try that is carried out). Memory is real
-        Slurm's even beyond what is free: a real 22.05.8 gave a split ``--gpus-per-task`` job
-        240000 MB of DefMemPerGPU memory on a node with 120000 MB free (rich seed 7, job 27;
-        finding 59) and the node stayed over-allocated until jobs ended. Such a start may also
+        the try that is carried out). Memory is real Slurm's even beyond what is free: a real
+        22.05.8 gave a split ``--gpus-per-task`` job 240000 MB of DefMemPerGPU memory on a node
+        with 120000 MB free (rich seed 7, job 27; finding 59) and the node stayed over-allocated
+        until jobs ended. Such a start may also
         mean gpupool's state has drifted; the note (on the try carried out) says both. The
         engine lets these starts alone over-allocate (``NodeTable.memory_overcommit``)."""
         notes: list[str] = []
@@ -256,7 +256,7 @@ class LockstepPolicy:
                                      f"free here: {OVER}")
                 if need_cpu > free_cpu:
                     cut_notes.append(f"real Slurm held {need_cpu // 1000} CPUs on {nodes.names[node]} with "
-                                 f"{free_cpu // 1000} free here: carried out with no more than each pod needs")
+                                     f"{free_cpu // 1000} free here: carried out with no more than each pod needs")
                     over = need_cpu - max(free_cpu, 0)
                     for k, (m, c, b) in enumerate(shares):
                         cut = min(over, max(0, c - least[k]))

@@ -76,10 +76,11 @@ class NodeTable:
         self.owner: list[str | None] = [None] * len(nodes)
         self.check = check
         #: Jobs whose next start ``check`` lets allocate a node's memory beyond its RealMemory
-        #: (GPUs and CPUs stay checked; the engine takes the job out as it starts). Only a differential replay adds any: it carries out real
-        #: Slurm's starts with the memory real Slurm gave them, and a real 22.05.8 over-allocates
-        #: memory in one case (docs/differential.md, finding 59). ``overcommit_now``: the start
-        #: being allocated is one of them (set by the engine around the allocation).
+        #: (GPUs and CPUs stay checked; the engine takes the job out as it starts). Only a
+        #: differential replay adds any: it carries out real Slurm's starts with the memory real
+        #: Slurm gave them, and a real 22.05.8 over-allocates memory in one case
+        #: (docs/differential.md, finding 59). ``overcommit_now``: the start being allocated is
+        #: one of them (set by the engine around the allocation).
         self.memory_overcommit: set[int] = set()
         self.overcommit_now = False
         #: CPUs (millicores) per node held by jobs that share CPUs (``allocate_shared``), per
@@ -97,6 +98,11 @@ class NodeTable:
         if self.gpu_type[i] == gpu_type:
             return self.full_mask[i]
         return self.type_mask[i].get(gpu_type)
+
+    def gpu_types(self, i: int) -> dict[str, int]:
+        """Node ``i``'s devices per type: type -> mask (empty where no device names a type)."""
+        t = self.gpu_type[i]
+        return {t: self.full_mask[i]} if t is not None else self.type_mask[i]
 
     def schedulable(self, i: int) -> bool:
         return self.up[i] and not self.drain[i]

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from gpupool.errors import InputError, MissingReferenceError
 from gpupool.formats.quantity import QuantityError, slurm_memory_mib
+from gpupool.formats.slurm_conf import tres_name
 from gpupool.formats.slurm_time import SlurmTimeError, format_duration, parse_duration
 from gpupool.model.slurm import Accounting, Association, Qos, User
 
@@ -120,8 +121,7 @@ def _tres_key(name: str) -> str:
     if slash:
         if kind not in _TRES_PREFIXED or not rest:
             raise _Err(f"unknown TRES {name!r}; expected e.g. gres/gpu, license/NAME")
-        # the database finds a TRES case-insensitively and stores GRES TRES lower-case
-        return f"{kind}/{rest.lower() if kind == 'gres' else rest}"
+        return tres_name(name)  # GRES TRES lower-case, as the database finds and stores them
     if kind not in _TRES_PLAIN:
         raise _Err(f"unknown TRES {name!r}; expected one of {', '.join(sorted(_TRES_PLAIN))} or gres/NAME")
     return kind

@@ -445,7 +445,7 @@ def _parse_tres_weights(value: str, key: str, line: _Line) -> dict[str, int | fl
         name, eq, number = item.partition("=")
         if not eq or not name:
             raise line.error(f"{key}: expected TRES=weight items such as 'CPU=1000,GRES/gpu=3000', got {item!r}")
-        tres = _tres_name(name)
+        tres = tres_name(name)
         if re.fullmatch(r"\d+", number):
             out[tres] = int(number)
         elif re.fullmatch(r"\d*\.\d+|\d+\.\d*", number):
@@ -455,7 +455,7 @@ def _parse_tres_weights(value: str, key: str, line: _Line) -> dict[str, int | fl
     return out
 
 
-def _tres_name(name: str) -> str:
+def tres_name(name: str) -> str:
     """Slurm finds a TRES by type and name case-insensitively (``GRES/gpu:A100`` =
     ``gres/gpu:a100``, assoc_mgr's ``xstrcasecmp``): GRES TRES are kept lower-case; other
     names (licenses) keep theirs."""
@@ -499,7 +499,7 @@ def _parse_global(key: str, kind: str, value: str, line: _Line) -> object:
     if kind == "list_upper":
         return tuple(v.upper() for v in _parse_list(value))
     if kind == "list_lower":
-        return tuple(_tres_name(v) if "/" in v else v.lower() for v in _parse_list(value))
+        return tuple(tres_name(v) if "/" in v else v.lower() for v in _parse_list(value))
     if kind == "kv":
         return _parse_kv(value, key, line)
     if kind == "tres_weights":

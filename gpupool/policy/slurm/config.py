@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from gpupool.engine.nodes import NodeTable
 from gpupool.errors import GpupoolError
-from gpupool.formats.slurm_conf import is_unlimited
+from gpupool.formats.slurm_conf import is_unlimited, tres_name
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
+from gpupool.policy.slurm.jobinfo import gpu_tres
 from gpupool.policy.slurm.select import PartNodes
 
 ONE_YEAR = 365 * 86400
@@ -239,11 +240,9 @@ def _typed_gpu_totals(nodes: NodeTable, idx) -> dict[str, int]:
     weight divides a job's typed request by it)."""
     out: dict[str, int] = {}
     for i in idx:
-        t = nodes.gpu_type[i]
-        counts = {t: nodes.gpu_total[i]} if t is not None else {k: m.bit_count() for k, m in nodes.type_mask[i].items()}
-        for name, n in counts.items():
-            key = "gres/gpu:" + name.lower()
-            out[key] = out.get(key, 0) + n
+        for name, mask in nodes.gpu_types(i).items():
+            key = gpu_tres(name)
+            out[key] = out.get(key, 0) + mask.bit_count()
     return out
 
 
@@ -254,9 +253,7 @@ def parse_billing_weights(text: str) -> dict[str, float]:
         name, eq, value = item.strip().partition("=")
         if not eq:
             continue
-        kind, slash, rest = name.partition("/")
-        kind = kind.lower()
-        key = f"{kind}/{rest.lower() if kind == 'gres' else rest}" if slash else kind  # as _tres_name
+        key = tres_name(name)
         scale = 1.0
         v = value.strip()
         if v[-1:].upper() in ("K", "M", "G", "T"):

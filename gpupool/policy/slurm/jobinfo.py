@@ -25,6 +25,12 @@ class JobReq:
         return (self.account, self.user)
 
 
+def gpu_tres(gpu_type: str) -> str:
+    """The TRES of a GPU type, ``gres/gpu:<type>``, lower-case: Slurm matches TRES names
+    case-insensitively (``formats.slurm_conf.tres_name``)."""
+    return "gres/gpu:" + gpu_type.lower()
+
+
 def requested_partitions(wl) -> tuple[str, ...]:
     """The partitions ``-p`` names, in order (empty: the default partition)."""
     return tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
@@ -68,7 +74,7 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
         gpus += ps.total_gpus
         mem += ps.memory_total
         if ps.gpu_type and typed_gpu_tres:
-            key = "gres/gpu:" + ps.gpu_type.lower()  # TRES names are matched case-insensitively
+            key = gpu_tres(ps.gpu_type)
             if key in typed_gpu_tres:
                 typed[key] = typed.get(key, 0) + ps.total_gpus
     nodes = max(1, nodes)

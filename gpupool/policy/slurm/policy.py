@@ -35,7 +35,7 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import job_req
+from gpupool.policy.slurm.jobinfo import gpu_tres, job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place
 
@@ -362,7 +362,7 @@ class Cycle:
         tres = dict(req.tres)
         tres["gres/gpu"] = tres.get("gres/gpu", 0) - asked + whole
         if len(per_job) == 1 and per_job[0].gpu_type:  # its type's count is the selection's too
-            key = "gres/gpu:" + per_job[0].gpu_type.lower()  # (gres_sched_add's total)
+            key = gpu_tres(per_job[0].gpu_type)  # (gres_sched_add's total)
             if key in tres:
                 tres[key] += whole - asked
         return limits.check(replace(req, tres=tres), pol.time_limit(job, info), applies[0], applies[1], self.usage)
@@ -563,8 +563,8 @@ class SlurmPolicy:
             periods.append(self.time_slice)
         self.tick_interval = float(math.gcd(*[int(p) for p in periods if p > 0]) or 60)
         self._nodes = None
-        #: (node table, ``_typed_keys_of`` it): the tracked GPU types of each node, for ``alloc_tres``
-        self._typed_keys: tuple | None = None
+        #: per node of the run's table, its tracked GPU types for ``alloc_tres`` (``_setup``)
+        self._typed_keys: list = []
         # derived per run (reset when a new NodeTable is seen)
         self.planned: dict[int, float] = {}
         self.plan_log: dict[float, dict] = {}
@@ -592,6 +592,7 @@ class SlurmPolicy:
         if self.cores is not None and self.record:
             self.cores.log = {}
         self.parts = partition_infos(self.cfg, nodes, self.pool)
+        self._typed_keys = self._typed_keys_of(nodes)
         #: partitions with MaxCPUsPerNode (``Cycle._cap_partitions``)
         self.capped_parts = tuple(name for name, info in self.parts.items() if info.max_cpus_per_node is not None)
         default = self.cfg.default_partition()
@@ -829,40 +830,29 @@ class SlurmPolicy:
             gpu += mask.bit_count()
             mem += m
         out = {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
-        if self.s.typed_gpu_tres and gpu and self._nodes is not None:
+        if gpu and self.s.typed_gpu_tres and self._typed_keys:
             self._typed_gpus(placement, out)
         return out
 
     def _typed_gpus(self, placement, out: dict[str, int]) -> None:
         """Add each tracked GPU type's devices in ``placement`` to ``out``."""
-        keys = self._typed_keys
-        if keys is None or keys[0] is not self._nodes:
-            keys = self._typed_keys = (self._nodes, self._typed_keys_of(self._nodes))
-        per_node = keys[1]
+        per_node = self._typed_keys
         for node, mask, _c, _m in placement:
-            key = per_node[node]
-            if not mask or key is None:
+            pairs = per_node[node]
+            if not mask or pairs is None:
                 continue
-            if type(key) is str:
-                out[key] = out.get(key, 0) + mask.bit_count()
-                continue
-            for k, m in key:
+            for k, m in pairs:
                 bits = mask & m
                 if bits:
                     out[k] = out.get(k, 0) + bits.bit_count()
 
     def _typed_keys_of(self, nodes) -> list:
-        """Per node, its devices' tracked TRES: one key where they are all of one type, else
-        (key, device mask) pairs, None where no type of it is tracked (``_typed_gpus``)."""
+        """Per node, its devices' tracked TRES as (key, device mask) pairs, None where no type
+        of it is tracked (``_typed_gpus``)."""
         tracked = self.s.typed_gpu_tres
         out: list = []
-        for i, t in enumerate(nodes.gpu_type):
-            if t is not None:
-                key = "gres/gpu:" + t.lower()
-                out.append(key if key in tracked else None)
-                continue
-            pairs = tuple((k, m) for name, m in nodes.type_mask[i].items()
-                          if (k := "gres/gpu:" + name.lower()) in tracked)
+        for i in range(len(nodes)):
+            pairs = tuple((k, m) for name, m in nodes.gpu_types(i).items() if (k := gpu_tres(name)) in tracked)
             out.append(pairs or None)
         return out
 
