@@ -211,7 +211,13 @@ def _build_accounting(case: dict, cluster: dict) -> Accounting | None:
                   preempt_mode=q.get("preempt_mode"), usage_factor=float(q.get("usage_factor") or 1.0),
                   grace_time=int(q.get("grace_time_s") or 0), flags=tuple(q.get("flags") or ()))
         for key, value in (q.get("limits") or {}).items():
-            tres = parse_tres(value) if isinstance(value, str) else {str(k): int(v) for k, v in value.items()}
+            # a mapping is read as the same TRES list, so names (``GRES/gpu``), memory units
+            # and bad counts are handled as in a sacctmgr dump
+            text = value if isinstance(value, str) else ",".join(f"{k}={v}" for k, v in value.items())
+            try:
+                tres = parse_tres(text)
+            except ValueError as exc:
+                raise GpupoolError(f"case: QOS {q['name']!r} limit {key}: {exc}") from None
             k = key.lower()
             if k in ("maxtresperuser", "max_tres_per_user"):
                 qos.max_tres_per_user = tres

@@ -109,31 +109,39 @@ def _exit_code(state: str) -> str:
     return {"FAILED": "1:0", "CANCELLED": "0:15", "TIMEOUT": "0:15", "PREEMPTED": "0:15"}.get(state, "0:0")
 
 
-def billing_weights(text: str | None) -> dict[str, float]:
-    """``CPU=1.0,Mem=0.25G,GRES/gpu=2.0,GRES/gpu:h100=4`` → lower-case TRES → weight per unit
-    (memory per MiB)."""
-    out: dict[str, float] = {}
-    for item in (text or "").split(","):
-        name, _, value = item.strip().partition("=")
-        if not name or not value:
-            continue
-        value = value.strip()
-        factor = 1.0
-        if value[-1:].upper() in ("K", "M", "G", "T"):
-            factor = {"K": 1024.0, "M": 1.0, "G": 1 / 1024, "T": 1 / 1024 / 1024}[value[-1].upper()]
-            value = value[:-1]
-        out[name.strip().lower()] = float(value) * factor
-    return out
+class _Biller:
+    """Bills a simulated job as the Slurm policy did (``policy.slurm.tres``): the TRES its
+    placement holds, typed GPUs counted where AccountingStorageTRES tracks their type, under
+    its partition's TRESBillingWeights (the default partition's for a job that named none),
+    summed or, with PriorityFlags=MAX_TRES, the largest node TRES plus the rest."""
 
+    def __init__(self, pool: Pool) -> None:
+        from gpupool.engine.nodes import NodeTable
+        from gpupool.policy.slurm.config import load_settings
+        from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_keys
 
-def job_billing(weights: dict[str, float], cpus: int, mem_mib: int, gpus: int, gpu_type: str | None) -> float:
-    """Slurm's billing TRES: allocated CPUs without weights, else Σ count × weight."""
-    if not weights:
-        return float(cpus)
-    total = cpus * weights.get("cpu", 0.0) + mem_mib * weights.get("mem", 0.0)
-    typed = weights.get(f"gres/gpu:{gpu_type.lower()}") if gpu_type else None
-    total += gpus * (typed if typed is not None else weights.get("gres/gpu", 0.0))
-    return total
+        cfg = pool.slurm
+        self._weights: dict[str, dict[str, float]] = {}
+        self._default = None
+        self._max_tres = False
+        self._typed_keys: list = []
+        if cfg is None:
+            return
+        settings = load_settings(cfg)
+        self._max_tres = "MAX_TRES" in settings.flags
+        if settings.typed_gpu_tres:
+            self._typed_keys = tracked_gpu_keys(NodeTable(pool), settings.typed_gpu_tres)
+        for name, part in cfg.partitions.items():
+            self._weights[name] = parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
+        default = cfg.default_partition()
+        self._default = default.name if default is not None else None
+
+    def __call__(self, wl, placement) -> float:
+        from gpupool.policy.slurm.tres import alloc_counts, tres_billing
+
+        name = (wl.partition or "").split(",")[0].strip() or self._default
+        weights = self._weights.get(name or "", {})
+        return tres_billing(alloc_counts(placement, self._typed_keys), weights, self._max_tres)
 
 
 def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:
@@ -215,7 +223,7 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
     names = list(pool.nodes)
     node_types = [pool.nodes[n].gpu_type or "" for n in names]
     frame = result.jobs.set_index("id")
-    parts = pool.slurm.partitions if pool.slurm is not None else {}
+    bill = _Biller(pool)
     placements = None
     if getattr(result, "placements", None) is not None:
         placements = {}
@@ -245,11 +253,9 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
         mem = sum(v[2] for v in per_node.values())
         types = sorted({node_types[n] for n, v in per_node.items() if v[0]} - {""})
         gpu_type = ",".join(types) if types else next((ps.gpu_type for ps in wl.pod_sets if ps.gpu_type), "") or ""
-        part = parts.get(wl.partition or "")
-        weights = billing_weights(part.extra.get("TRESBillingWeights") if part is not None else None)
         # the GPUs it holds where it started (a node range may start on fewer nodes than asked)
         gpus = sum(v[0].bit_count() for v in per_node.values()) if per_node else job.total_gpus
-        billing = job_billing(weights, cpus, mem, gpus, types[0] if len(types) == 1 else None)
+        billing = bill(wl, job.placement) if per_node else float(cpus)
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
         job_rows.append({

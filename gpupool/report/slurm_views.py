@@ -195,6 +195,8 @@ def tres_text(tres: dict) -> str:
 
 
 def _job_info(inst: Instant, job, pol) -> dict:
+    from gpupool.policy.slurm.tres import tres_billing
+
     wl = job.wl
     info = {"user": wl.user or "root", "account": wl.account or "", "qos": wl.qos or "",
             "partition": wl.partition or "", "timelimit": wl.time_limit, "req_tres": "", "alloc_tres": "",
@@ -213,10 +215,7 @@ def _job_info(inst: Instant, job, pol) -> dict:
     weights = pinfo.billing_weights if pinfo is not None else {}
 
     def billing(t: dict) -> int:
-        if not weights:
-            return int(t.get("cpu", 0))
-        vals = [t.get(k, 0) * w for k, w in weights.items()]
-        return int(max(vals, default=0) if "MAX_TRES" in pol.s.flags else sum(vals))
+        return int(tres_billing(t, weights, "MAX_TRES" in pol.s.flags))
 
     rt = dict(req.tres)
     info["req_tres"] = tres_text({**rt, "billing": billing(rt)})
@@ -604,13 +603,12 @@ def usage_at(inst: Instant, pol) -> dict:
 
 
 def _request_billing(pol, job) -> float:
+    from gpupool.policy.slurm.tres import tres_billing
+
     req = pol.req(job)
     info = pol.parts.get(pol.run_part.get(job.id, "") or (req.parts[0] if req.parts else ""))
     weights = info.billing_weights if info is not None else {}
-    if not weights:
-        return float(req.cpus)
-    vals = [req.tres.get(t, 0) * w for t, w in weights.items()]
-    return max(vals, default=0.0) if "MAX_TRES" in pol.s.flags else sum(vals)
+    return tres_billing(req.tres, weights, "MAX_TRES" in pol.s.flags)
 
 
 def share_tree(inst: Instant):

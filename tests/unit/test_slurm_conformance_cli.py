@@ -60,3 +60,20 @@ def test_diff_slurm_says_when_slurm_is_missing(monkeypatch):
     monkeypatch.setattr(real_slurm, "_which", lambda name: None)
     res = runner.invoke(app, ["conformance", "diff-slurm", str(ROOT / "examples" / "seed-pool"), "--jobs", "3"])
     assert res.exit_code == 3 and "slurmctld" in res.output
+
+
+def test_qos_limits_given_as_a_mapping_read_like_a_tres_list(tmp_path):
+    """A case may give a QOS limit as ``{GRES/gpu: 4}``: names are matched as Slurm matches
+    them (case-insensitively) and the case passes as with ``"gres/gpu=4"``; a bad count names
+    the QOS and the limit."""
+    case = yaml.safe_load((SLURM_CASES / "qos-001-max-gres-per-user.yaml").read_text())
+    case["cluster"]["qos"][0]["limits"] = {"MaxTRESPerUser": {"GRES/gpu": 4}}
+    mapped = tmp_path / "mapped.yaml"
+    mapped.write_text(yaml.safe_dump(case))
+    res = runner.invoke(app, ["conformance", "run", str(mapped)])
+    assert res.exit_code == 0 and "FAIL" not in res.stdout, res.stdout
+    case["cluster"]["qos"][0]["limits"] = {"MaxTRESPerUser": {"gres/gpu": "four"}}
+    mapped.write_text(yaml.safe_dump(case))
+    res = runner.invoke(app, ["conformance", "run", str(mapped)])
+    assert res.exit_code != 0
+    assert "QOS 'gpuq' limit MaxTRESPerUser" in res.output and "four" in res.output

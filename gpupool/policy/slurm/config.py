@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 
 from gpupool.engine.nodes import NodeTable
 from gpupool.errors import GpupoolError
-from gpupool.formats.slurm_conf import is_unlimited, tres_name
+from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
 from gpupool.policy.slurm.jobinfo import gpu_tres
 from gpupool.policy.slurm.select import PartNodes
+from gpupool.policy.slurm.tres import parse_billing_weights
 
 ONE_YEAR = 365 * 86400
 
@@ -243,24 +244,6 @@ def _typed_gpu_totals(nodes: NodeTable, idx) -> dict[str, int]:
         for name, mask in nodes.gpu_types(i).items():
             key = gpu_tres(name)
             out[key] = out.get(key, 0) + mask.bit_count()
-    return out
-
-
-def parse_billing_weights(text: str) -> dict[str, float]:
-    """``CPU=1.0,Mem=0.25G,GRES/gpu=2.0`` -> per-unit weights (memory per MiB)."""
-    out: dict[str, float] = {}
-    for item in str(text or "").split(","):
-        name, eq, value = item.strip().partition("=")
-        if not eq:
-            continue
-        key = tres_name(name)
-        scale = 1.0
-        v = value.strip()
-        if v[-1:].upper() in ("K", "M", "G", "T"):
-            # The suffix names the unit the weight is per: G = per GiB (÷1024 per MiB).
-            scale = {"K": 1024.0, "M": 1.0, "G": 1 / 1024.0, "T": 1 / 1048576.0}[v[-1].upper()]
-            v = v[:-1]
-        out[key] = float(v) * scale
     return out
 
 

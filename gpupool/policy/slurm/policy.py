@@ -38,6 +38,7 @@ from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import gpu_tres, job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place
+from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
 
 _OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen"}
 _NO_ENTRY = object()
@@ -592,7 +593,7 @@ class SlurmPolicy:
         if self.cores is not None and self.record:
             self.cores.log = {}
         self.parts = partition_infos(self.cfg, nodes, self.pool)
-        self._typed_keys = self._typed_keys_of(nodes)
+        self._typed_keys = tracked_gpu_keys(nodes, self.s.typed_gpu_tres) if self.s.typed_gpu_tres else []
         #: partitions with MaxCPUsPerNode (``Cycle._cap_partitions``)
         self.capped_parts = tuple(name for name, info in self.parts.items() if info.max_cpus_per_node is not None)
         default = self.cfg.default_partition()
@@ -820,52 +821,14 @@ class SlurmPolicy:
         return c[1]
 
     def alloc_tres(self, placement) -> dict[str, int]:
-        """The TRES a placement holds, as slurmctld's tres_alloc_cnt counts them for limits'
-        usage and billing: its GPUs also per type (``gres/gpu:<type>``, those AccountingStorageTRES
-        tracks) by the devices it holds, whatever the request named (``gres_ctld.c``'s
-        ``_job_alloc`` keeps one entry per type on the node)."""
-        cpu = gpu = mem = 0
-        for _node, mask, c, m in placement:
-            cpu += c // 1000
-            gpu += mask.bit_count()
-            mem += m
-        out = {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
-        if gpu and self.s.typed_gpu_tres and self._typed_keys:
-            self._typed_gpus(placement, out)
-        return out
-
-    def _typed_gpus(self, placement, out: dict[str, int]) -> None:
-        """Add each tracked GPU type's devices in ``placement`` to ``out``."""
-        per_node = self._typed_keys
-        for node, mask, _c, _m in placement:
-            pairs = per_node[node]
-            if not mask or pairs is None:
-                continue
-            for k, m in pairs:
-                bits = mask & m
-                if bits:
-                    out[k] = out.get(k, 0) + bits.bit_count()
-
-    def _typed_keys_of(self, nodes) -> list:
-        """Per node, its devices' tracked TRES as (key, device mask) pairs, None where no type
-        of it is tracked (``_typed_gpus``)."""
-        tracked = self.s.typed_gpu_tres
-        out: list = []
-        for i in range(len(nodes)):
-            pairs = tuple((k, m) for name, m in nodes.gpu_types(i).items() if (k := gpu_tres(name)) in tracked)
-            out.append(pairs or None)
-        return out
+        """The TRES a placement holds (``tres.alloc_counts``: per tracked GPU type too)."""
+        return alloc_counts(placement, self._typed_keys)
 
     def billing(self, job, placement) -> float:
         alloc = self.alloc_tres(placement)
         info = self.parts.get(self.run_part.get(job.id, ""))
         weights = info.billing_weights if info is not None else {}
-        if not weights:
-            return float(alloc["cpu"])
-        vals = [alloc.get(t, 0) * w for t, w in weights.items()]
-        if "MAX_TRES" in self.s.flags:
-            return max(vals, default=0.0)
-        return sum(vals)
+        return tres_billing(alloc, weights, "MAX_TRES" in self.s.flags)
 
     # ------------------------------------------------------------ time limits
     def time_limit(self, job, info) -> float | None:

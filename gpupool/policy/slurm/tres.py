@@ -1,0 +1,88 @@
+"""TRES counts of an allocation and the billing TRES over them, as slurmctld counts them.
+
+Why a module of its own: the policy (limits' usage, fair-share billing), the ``sacct`` and
+``scontrol`` views and the ledger must count and bill a job alike, and each had its own copy.
+"""
+from __future__ import annotations
+
+from gpupool.formats.slurm_conf import tres_name
+from gpupool.policy.slurm.jobinfo import gpu_tres
+
+#: the TRES PriorityFlags=MAX_TRES compares (22.05 ``assoc_mgr_tres_weighted``: cpu, mem, node
+#: and every GRES); any other weighted TRES (licenses, ...) is added to the largest of them
+_MAX_TRES_NODE = ("cpu", "mem", "node")
+
+
+def parse_billing_weights(text: str) -> dict[str, float]:
+    """``CPU=1.0,Mem=0.25G,GRES/gpu=2.0`` -> per-unit weights (memory per MiB)."""
+    out: dict[str, float] = {}
+    for item in str(text or "").split(","):
+        name, eq, value = item.strip().partition("=")
+        if not eq:
+            continue
+        key = tres_name(name)
+        scale = 1.0
+        v = value.strip()
+        if v[-1:].upper() in ("K", "M", "G", "T"):
+            # The suffix names the unit the weight is per: G = per GiB (÷1024 per MiB).
+            scale = {"K": 1024.0, "M": 1.0, "G": 1 / 1024.0, "T": 1 / 1048576.0}[v[-1].upper()]
+            v = v[:-1]
+        out[key] = float(v) * scale
+    return out
+
+
+def tres_billing(counts: dict[str, int], weights: dict[str, float], max_tres: bool) -> float:
+    """Slurm's billing TRES for TRES ``counts`` under a partition's TRESBillingWeights.
+
+    Without weights it is the CPU count; else Σ count × weight over the weighted TRES (a typed
+    GPU counts for ``gres/gpu`` and for its tracked ``gres/gpu:<type>``, as tres_alloc_cnt
+    holds both), or with MAX_TRES the largest weighted cpu, mem, node or GRES value plus the
+    others' sum."""
+    if not weights:
+        return float(counts.get("cpu", 0))
+    node = total = 0.0
+    for t, w in weights.items():
+        if t == "billing":
+            continue
+        v = counts.get(t, 0) * w
+        if max_tres and (t in _MAX_TRES_NODE or t.startswith("gres/")):
+            if v > node:
+                node = v
+        else:
+            total += v
+    return node + total
+
+
+def tracked_gpu_keys(nodes, tracked: frozenset[str]) -> list:
+    """Per node of ``nodes`` (a ``NodeTable``), its devices' tracked typed GPU TRES as
+    ``(key, device mask)`` pairs, None where no type of it is tracked: built once per table so
+    that counting an allocation per type is a few ANDs."""
+    out: list = []
+    for i in range(len(nodes)):
+        pairs = tuple((k, m) for name, m in nodes.gpu_types(i).items() if (k := gpu_tres(name)) in tracked)
+        out.append(pairs or None)
+    return out
+
+
+def alloc_counts(placement, typed_keys: list) -> dict[str, int]:
+    """The TRES a placement holds, as slurmctld's tres_alloc_cnt counts them for limits' usage
+    and billing: CPUs, GPUs, memory (MiB), nodes, and the GPUs per tracked type by the devices
+    held, whatever the request named (``gres_ctld.c``'s ``_job_alloc`` keeps one entry per type
+    on the node). ``typed_keys``: ``tracked_gpu_keys`` of the run's node table (empty when no
+    type is tracked)."""
+    cpu = gpu = mem = 0
+    for _node, mask, c, m in placement:
+        cpu += c // 1000
+        gpu += mask.bit_count()
+        mem += m
+    out = {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
+    if gpu and typed_keys:
+        for node, mask, _c, _m in placement:
+            pairs = typed_keys[node]
+            if not mask or pairs is None:
+                continue
+            for k, m in pairs:
+                bits = mask & m
+                if bits:
+                    out[k] = out.get(k, 0) + bits.bit_count()
+    return out

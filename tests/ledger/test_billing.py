@@ -1,0 +1,78 @@
+"""The ledger bills a simulated Slurm job as the policy did (``policy.slurm.tres``): typed GPUs
+count for ``gres/gpu`` and for their tracked ``gres/gpu:<type>`` (slurmctld's tres_alloc_cnt
+holds both), a job that named no partition is billed under the default partition's weights,
+and PriorityFlags=MAX_TRES takes the largest node TRES (22.05 ``assoc_mgr_tres_weighted``)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import gpupool
+from gpupool.ledger import record_run
+from gpupool.ledger.store import as_ledger
+from gpupool.policy.slurm.tres import tres_billing
+from tests.unit.sbatch_plans import workload
+from tests.unit.test_slurm_typed_gpu_limits import _pool
+
+WEIGHTS = "CPU=1.0,Mem=0.0G,GRES/gpu=2.0,GRES/gpu:a100=8.0"
+
+
+def _weighted_pool(tmp_path, flags: str = ""):
+    pool = _pool(tmp_path, limit="")
+    conf_path = Path(pool.path) / "slurm.conf"
+    conf = conf_path.read_text().replace(
+        "PartitionName=train Nodes=gpu[01-04] Default=YES",
+        f'PartitionName=train Nodes=gpu[01-04] Default=YES TRESBillingWeights="{WEIGHTS}"')
+    if flags:
+        conf += f"PriorityFlags={flags}\n"
+    conf_path.write_text(conf)
+    return Path(pool.path)
+
+
+def _billed(tmp_path, flags: str = ""):
+    path = _weighted_pool(tmp_path, flags)
+    jobs = ["-c2 --gres=gpu:a100:2", "-c1 --gres=gpu:t4:3", "-c4 --gres=gpu:2", "-N2 -c1 --gres=gpu:a100:1"]
+    wls = [replace(workload(f"j{k}", "-A ml-platform " + opts, 8.0 * k, k + 1), user="dave", partition=None)
+           for k, opts in enumerate(jobs)]
+    result = gpupool.simulate(path, wls, "slurm", until=600.0)
+    ledger = as_ledger(str(tmp_path / "ledger.db"))
+    facts = record_run(ledger, result, path, "test", "slurm")
+    from gpupool.ledger import schema as s
+
+    with ledger.read() as conn:
+        rows = conn.execute(s.jobs.select().where(s.jobs.c.origin == facts["origin"])).mappings().all()
+    ledger.close()
+    by_id = {int(r["job_id"]): r for r in rows}
+    return result, by_id
+
+
+def test_typed_gpus_are_billed_for_both_tres_under_the_default_partition(tmp_path):
+    result, rows = _billed(tmp_path)
+    names = {j.id: j for j in result.output.jobs}
+    assert all(j.state == "RUNNING" for j in names.values())
+    # CPUs in whole cores (two threads per core): -c1 holds 2 per node
+    assert [rows[k]["ncpus"] for k in (1, 2, 3, 4)] == [2, 2, 4, 4]
+    # a100 devices are 0-3 and t4 4-7 on every node: 2 CPUs + 2 GPUs × 2 + 2 a100 × 8
+    assert rows[1]["billing"] == pytest.approx(2 + 2 * 2 + 2 * 8)
+    assert rows[2]["billing"] == pytest.approx(2 + 3 * 2)  # t4 is tracked but not weighted
+    assert rows[4]["billing"] == pytest.approx(4 + 2 * 2 + 2 * 8)  # one a100 on each of two nodes
+    # the untyped request is charged by the devices it holds, as the policy charges it
+    held_a100 = sum((mask & 0b1111).bit_count() for _n, mask, _c, _m in names[3].placement)
+    assert held_a100 == 2  # gpu01's a100s 2-3, after job 1's 0-1
+    assert rows[3]["billing"] == pytest.approx(4 + 2 * 2 + held_a100 * 8)
+
+
+def test_max_tres_bills_the_largest_node_tres(tmp_path):
+    _result, rows = _billed(tmp_path, flags="MAX_TRES")
+    assert rows[1]["billing"] == pytest.approx(2 * 8)  # max(2 CPUs, 2 × 2, 2 × 8)
+    assert rows[2]["billing"] == pytest.approx(3 * 2)
+
+
+def test_the_billing_function_sums_non_node_tres_beside_the_max():
+    weights = {"cpu": 1.0, "gres/gpu": 2.0, "license/matlab": 5.0, "billing": 100.0}
+    counts = {"cpu": 8, "gres/gpu": 1, "license/matlab": 2, "billing": 3}
+    assert tres_billing(counts, weights, max_tres=False) == 8 + 2 + 10
+    assert tres_billing(counts, weights, max_tres=True) == 8 + 10
+    assert tres_billing(counts, {}, max_tres=True) == 8.0
