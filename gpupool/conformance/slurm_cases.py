@@ -149,6 +149,11 @@ def build_config(config: dict) -> SlurmConfig:
             continue
         cfg.params[key] = _parse_global(key, kind, text, line)
         cfg.raw[key] = text
+    if "AccountingStorageTRES" not in cfg.params:
+        # the spec's cases ran on a real Slurm tracking GPUs (their GRES limits and TRES
+        # weights bind); a case may say otherwise with its own AccountingStorageTRES
+        cfg.params["AccountingStorageTRES"] = ("gres/gpu",)
+        cfg.raw["AccountingStorageTRES"] = "gres/gpu"
     return cfg
 
 

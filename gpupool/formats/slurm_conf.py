@@ -455,6 +455,10 @@ def _parse_tres_weights(value: str, key: str, line: _Line) -> dict[str, int | fl
     return out
 
 
+#: the TRES slurmctld 22.05 always tracks (``AccountingStorageTRES`` adds to them)
+DEFAULT_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+
+
 def tres_name(name: str) -> str:
     """Slurm finds a TRES by type and name case-insensitively (``GRES/gpu:A100`` =
     ``gres/gpu:a100``, assoc_mgr's ``xstrcasecmp``): GRES TRES are kept lower-case; other
@@ -977,7 +981,31 @@ class _Loader:
                     )
         for name, pending in self.partitions.items():
             self.config.partitions[name] = self.build_partition(name, pending)
+        self.check_weighted_tres()
         return SlurmConfResult(self.config, self.nodes, self.not_modelled)
+
+    def check_weighted_tres(self) -> None:
+        """PriorityWeightTRES and TRESBillingWeights may weigh only TRES the cluster tracks:
+        slurmctld 22.05 stops at start ("TRES weight 'gres:gpu' is not a configured TRES type")
+        when one names a TRES outside its defaults and AccountingStorageTRES (a common slip:
+        GPU weights without ``AccountingStorageTRES=gres/gpu``)."""
+        tracked = set(DEFAULT_TRES) | {tres_name(t) for t in self.config.params.get("AccountingStorageTRES") or ()}
+
+        def check(names, line: _Line, key: str) -> None:
+            for name in names:
+                if tres_name(name).lower() not in {t.lower() for t in tracked}:
+                    raise line.error(
+                        f"{key} weighs {name!r}, which is not a configured TRES type: slurmctld refuses to start; "
+                        f"add it to AccountingStorageTRES (tracked now: {','.join(sorted(tracked))})")
+
+        weights = self.config.params.get("PriorityWeightTRES")
+        if weights:
+            check(weights, self.global_lines["PriorityWeightTRES"], "PriorityWeightTRES")
+        for name, pending in self.partitions.items():
+            text = self.config.partitions[name].extra.get("TRESBillingWeights")
+            if text:
+                check([item.partition("=")[0] for item in str(text).split(",") if item.strip()], pending.line,
+                      f"PartitionName={name} TRESBillingWeights")
 
 
 def _expand(text: str, line: _Line, key: str) -> list[str]:

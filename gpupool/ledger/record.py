@@ -110,38 +110,55 @@ def _exit_code(state: str) -> str:
 
 
 class _Biller:
-    """Bills a simulated job as the Slurm policy did (``policy.slurm.tres``): the TRES its
-    placement holds, typed GPUs counted where AccountingStorageTRES tracks their type, under
-    its partition's TRESBillingWeights (the default partition's for a job that named none),
-    summed or, with PriorityFlags=MAX_TRES, the largest node TRES plus the rest."""
+    """Bills a simulated job as the Slurm policy does (``policy.slurm.tres``) where it ran in a
+    Slurm partition: the TRES its placement holds (its request while it holds none), typed GPUs
+    counted where AccountingStorageTRES tracks their type, under that partition's
+    TRESBillingWeights, summed or, with PriorityFlags=MAX_TRES, the largest node TRES plus the
+    rest. The partition is where the policy ran it, else the first it named, else, in a
+    ``slurm`` run, the default one; a job of no partition (a Kueue workload) bills its CPUs.
+    Reads only what billing needs of slurm.conf, so recording never fails on a setting only the
+    Slurm policy uses."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, policy: str) -> None:
         from gpupool.engine.nodes import NodeTable
-        from gpupool.policy.slurm.config import load_settings
-        from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_keys
+        from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_keys, tracked_gpu_tres
 
         cfg = pool.slurm
         self._weights: dict[str, dict[str, float]] = {}
         self._default = None
         self._max_tres = False
         self._typed_keys: list = []
+        self._gpu_tracked = True
         if cfg is None:
             return
-        settings = load_settings(cfg)
-        self._max_tres = "MAX_TRES" in settings.flags
-        if settings.typed_gpu_tres:
-            self._typed_keys = tracked_gpu_keys(NodeTable(pool), settings.typed_gpu_tres)
+        self._max_tres = "MAX_TRES" in {str(f).upper() for f in cfg.params.get("PriorityFlags") or ()}
+        self._gpu_tracked, typed = tracked_gpu_tres(cfg.params)
+        if typed:
+            self._typed_keys = tracked_gpu_keys(NodeTable(pool), typed)
         for name, part in cfg.partitions.items():
             self._weights[name] = parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
         default = cfg.default_partition()
-        self._default = default.name if default is not None else None
+        if policy == "slurm" and default is not None:
+            self._default = default.name
 
-    def __call__(self, wl, placement) -> float:
+    def __call__(self, job, cpus: int, requested: tuple[int, int, int, int]) -> float:
+        """``cpus``: the CPUs the job's record shows; ``requested``: its (CPUs, memory, GPUs,
+        nodes) as asked, billed while it holds nothing."""
         from gpupool.policy.slurm.tres import alloc_counts, tres_billing
 
-        name = (wl.partition or "").split(",")[0].strip() or self._default
-        weights = self._weights.get(name or "", {})
-        return tres_billing(alloc_counts(placement, self._typed_keys), weights, self._max_tres)
+        name = job.partition or (job.wl.partition or "").split(",")[0].strip() or self._default
+        weights = self._weights.get(name or "")
+        if not weights:
+            return float(cpus if job.placement else requested[0])
+        if job.placement:
+            counts = alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
+            counts["cpu"] = cpus
+        else:
+            r_cpus, r_mem, r_gpus, r_nodes = requested
+            counts = {"cpu": r_cpus, "mem": r_mem, "node": r_nodes}
+            if self._gpu_tracked:
+                counts["gres/gpu"] = r_gpus
+        return tres_billing(counts, weights, self._max_tres)
 
 
 def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:
@@ -154,11 +171,16 @@ def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) 
     return ",".join(parts)
 
 
-def _req_tres(wl) -> str:
+def _requested(wl) -> tuple[int, int, int, int]:
+    """(CPUs, memory MiB, GPUs, nodes) as ``wl`` asks them (ReqTRES)."""
     cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
     mem = sum(ps.memory_total for ps in wl.pod_sets)
-    gpus = wl.total_gpus
     nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
+    return cpus, mem, wl.total_gpus, nodes
+
+
+def _req_tres(wl) -> str:
+    cpus, mem, gpus, nodes = _requested(wl)
     return _alloc_tres(cpus, cpus, mem, gpus, nodes).split(",", 1)[1] if cpus else f"node={nodes}"
 
 
@@ -199,7 +221,7 @@ def record_run(db, result, pool: Pool | str | Path, workload_spec: str | None, p
     run_id = hashlib.sha256(json.dumps([pool_hash, digest, policy, options_json, seed, t0]).encode()).hexdigest()[:16]
     origin = run_origin(run_id)
     stats = WriteStats()
-    job_rows, event_rows, alloc_rows = _rows(result, pool, origin, t0, policy_version)
+    job_rows, event_rows, alloc_rows = _rows(result, pool, origin, t0, policy_version, policy)
     with ledger.transaction() as conn:
         exists = conn.execute(s.runs.select().where(s.runs.c.run_id == run_id)).first()
         if exists is None:
@@ -218,12 +240,12 @@ def record_run(db, result, pool: Pool | str | Path, workload_spec: str | None, p
             "jobs": len(job_rows), **stats.as_dict()}
 
 
-def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
+def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, policy: str = ""):
     out = result.output
     names = list(pool.nodes)
     node_types = [pool.nodes[n].gpu_type or "" for n in names]
     frame = result.jobs.set_index("id")
-    bill = _Biller(pool)
+    bill = _Biller(pool, policy)
     placements = None
     if getattr(result, "placements", None) is not None:
         placements = {}
@@ -255,7 +277,8 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None):
         gpu_type = ",".join(types) if types else next((ps.gpu_type for ps in wl.pod_sets if ps.gpu_type), "") or ""
         # the GPUs it holds where it started (a node range may start on fewer nodes than asked)
         gpus = sum(v[0].bit_count() for v in per_node.values()) if per_node else job.total_gpus
-        billing = bill(wl, job.placement) if per_node else float(cpus)
+        requested = _requested(wl)
+        billing = bill(job, cpus, requested)
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
         job_rows.append({

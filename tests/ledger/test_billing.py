@@ -4,6 +4,7 @@ holds both), a job that named no partition is billed under the default partition
 and PriorityFlags=MAX_TRES takes the largest node TRES (22.05 ``assoc_mgr_tres_weighted``)."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ def _weighted_pool(tmp_path, flags: str = ""):
     conf_path = Path(pool.path) / "slurm.conf"
     conf = conf_path.read_text().replace(
         "PartitionName=train Nodes=gpu[01-04] Default=YES",
+        f'PartitionName=cheap Nodes=gpu01 MaxTime=1:00:00 TRESBillingWeights="CPU=1"\n'
         f'PartitionName=train Nodes=gpu[01-04] Default=YES TRESBillingWeights="{WEIGHTS}"')
     if flags:
         conf += f"PriorityFlags={flags}\n"
@@ -31,14 +33,20 @@ def _weighted_pool(tmp_path, flags: str = ""):
     return Path(pool.path)
 
 
-def _billed(tmp_path, flags: str = ""):
+JOBS = ["-c2 --gres=gpu:a100:2", "-c1 --gres=gpu:t4:3", "-c4 --gres=gpu:2", "-N2 -c1 --gres=gpu:a100:1"]
+
+
+def _workloads(jobs):
+    return [replace(workload(f"j{k}", "-A ml-platform " + opts, 8.0 * k, k + 1), user="dave",
+                    partition=None if "-p " not in opts else opts.split("-p ")[1].split()[0])
+            for k, opts in enumerate(jobs)]
+
+
+def _billed(tmp_path, flags: str = "", jobs=JOBS, policy: str = "slurm"):
     path = _weighted_pool(tmp_path, flags)
-    jobs = ["-c2 --gres=gpu:a100:2", "-c1 --gres=gpu:t4:3", "-c4 --gres=gpu:2", "-N2 -c1 --gres=gpu:a100:1"]
-    wls = [replace(workload(f"j{k}", "-A ml-platform " + opts, 8.0 * k, k + 1), user="dave", partition=None)
-           for k, opts in enumerate(jobs)]
-    result = gpupool.simulate(path, wls, "slurm", until=600.0)
+    result = gpupool.simulate(path, _workloads(jobs), policy, until=600.0)
     ledger = as_ledger(str(tmp_path / "ledger.db"))
-    facts = record_run(ledger, result, path, "test", "slurm")
+    facts = record_run(ledger, result, path, "test", policy)
     from gpupool.ledger import schema as s
 
     with ledger.read() as conn:
@@ -76,3 +84,44 @@ def test_the_billing_function_sums_non_node_tres_beside_the_max():
     assert tres_billing(counts, weights, max_tres=False) == 8 + 2 + 10
     assert tres_billing(counts, weights, max_tres=True) == 8 + 10
     assert tres_billing(counts, {}, max_tres=True) == 8.0
+
+
+def test_the_ledger_bills_each_job_as_the_policy_did(tmp_path):
+    """Same jobs through the policy itself: its billing (fair share's) equals the ledger's,
+    a job given two partitions billed under the one it ran in (here train, where ``cheap``,
+    tried first, has no room left for it)."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.formats.pool_dir import load_pool
+
+    jobs = [*JOBS, "-p cheap,train -c2 --gres=gpu:a100:4"]
+    _result, rows = _billed(tmp_path / "a", jobs=jobs)
+    pool = load_pool(_weighted_pool(tmp_path / "b"))
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, _workloads(jobs), pol, until=600.0)
+    engine.run()
+    assert engine.jobs[5].partition == "train" and engine.jobs[5].state == "RUNNING"
+    for job in engine.jobs.values():
+        assert rows[job.id]["billing"] == pytest.approx(pol.billing(job, job.placement)), job.id
+    assert rows[5]["billing"] == pytest.approx(2 + 4 * 2 + 4 * 8)
+
+
+def test_a_run_of_another_policy_bills_cpus_and_ignores_slurm_only_settings(tmp_path):
+    """A fifo or Kueue run has no Slurm partition: CPUs, as before; and a slurm.conf setting
+    the Slurm policy would refuse (PriorityDecayHalfLife=0 without a reset period) does not stop
+    recording it."""
+    path = _weighted_pool(tmp_path)
+    conf = path / "slurm.conf"
+    conf.write_text(re.sub(r"(?m)^PriorityDecayHalfLife=.*$", "PriorityDecayHalfLife=0", conf.read_text()))
+    plain = ["-c2 --gres=gpu:2", "-c3 --gres=gpu:1", "-N2 -c1 --gres=gpu:1"]
+    result = gpupool.simulate(path, _workloads(plain), "fifo", until=600.0)
+    assert all(j.state == "RUNNING" for j in result.output.jobs)
+    ledger = as_ledger(str(tmp_path / "ledger.db"))
+    facts = record_run(ledger, result, path, "test", "fifo")
+    from gpupool.ledger import schema as s
+
+    with ledger.read() as conn:
+        rows = conn.execute(s.jobs.select().where(s.jobs.c.origin == facts["origin"])).mappings().all()
+    ledger.close()
+    assert sorted(r["ncpus"] for r in rows) == [2, 2, 3]
+    assert all(r["billing"] == pytest.approx(r["ncpus"]) for r in rows)

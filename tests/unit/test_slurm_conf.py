@@ -393,7 +393,9 @@ def _conf(draw) -> str:
         "PriorityType": st.sampled_from(["priority/multifactor", "priority/basic"]),
         "PriorityDecayHalfLife": st.sampled_from(["7-0", "14-00:00:00", "0", "UNLIMITED", "90"]),
         "PriorityWeightFairshare": st.integers(0, 100000).map(str),
-        "PriorityWeightTRES": st.sampled_from(["CPU=1000,Mem=2000,GRES/gpu=3000", "gres/gpu=1.5"]),
+        # (GPU weights need the GPU TRES tracked: slurmctld refuses untracked ones)
+        "PriorityWeightTRES": st.sampled_from(["CPU=1000,Mem=2000,GRES/gpu=3000\nAccountingStorageTRES=gres/gpu",
+                                               "gres/gpu=1.5\nAccountingStorageTRES=GRES/gpu", "CPU=2,Mem=1.5"]),
         "SchedulerParameters": st.sampled_from(["bf_window=4320,bf_continue", "bf_interval=30"]),
         "SelectTypeParameters": st.sampled_from(["CR_Core_Memory", "CR_CPU,CR_LLN"]),
         "PreemptMode": st.sampled_from(["REQUEUE", "suspend,gang", "OFF"]),

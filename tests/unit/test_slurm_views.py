@@ -26,6 +26,7 @@ PriorityWeightJobSize=0
 PriorityWeightPartition=1000
 PriorityWeightQOS=10000
 PriorityWeightTRES=GRES/gpu=1000
+AccountingStorageTRES=gres/gpu
 PreemptType=preempt/qos
 PreemptMode=REQUEUE
 AccountingStorageType=accounting_storage/slurmdbd

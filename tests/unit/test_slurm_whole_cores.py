@@ -135,10 +135,13 @@ def test_cr_cpu_counts_single_threads_but_keeps_a_core_per_later_node(tmp_path):
 
 def test_whole_cores_are_counted_in_the_jobs_tres_and_usage(tmp_path):
     # sacct's AllocTRES and the fair-share billing read the placement: cpu=2 for -n1 (real:
-    # TRES=cpu=2,mem=200M,node=1,billing=2)
+    # TRES=cpu=2,mem=200M,node=1,billing=2, no GPU TRES: this pool's slurm.conf does not track
+    # gres/gpu in AccountingStorageTRES, so none is counted; tracked, the GPUs count too)
     pool = _pool(tmp_path, 2, 2)
     engine, pol = run_spaced(pool, ["-n3 --gpus-per-task=1"], 5, 6)
     job = engine.jobs[1]
+    assert pol.alloc_tres(job.placement) == {"cpu": 4, "mem": 400, "node": 1}
+    pol.s.gpu_tracked = True
     assert pol.alloc_tres(job.placement) == {"cpu": 4, "gres/gpu": 3, "mem": 400, "node": 1}
 
 

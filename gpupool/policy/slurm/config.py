@@ -17,7 +17,7 @@ from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
 from gpupool.policy.slurm.jobinfo import gpu_tres
 from gpupool.policy.slurm.select import PartNodes
-from gpupool.policy.slurm.tres import parse_billing_weights
+from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_tres
 
 ONE_YEAR = 365 * 86400
 
@@ -117,6 +117,10 @@ class Settings:
     #: these are counted for a job, so only these limits bind (slurmctld drops a limit on a TRES
     #: it does not track). GRES TRES keys are lower-case everywhere: Slurm matches them so
     typed_gpu_tres: frozenset[str] = frozenset()
+    #: whether AccountingStorageTRES tracks ``gres/gpu``: else jobs' GPUs count for no limit,
+    #: usage or billing, and ``gres/gpu`` limits bind nobody (assoc_mgr keeps only the
+    #: configured TRES: 22.05's ``_get_assoc_mgr_tres_list``)
+    gpu_tracked: bool = False
     enforce_part_limits: str = "NO"
     job_requeue: bool = True
     requeue_delay: float = 121.0
@@ -198,8 +202,7 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.over_time_limit = float("inf") if otl is None and "OverTimeLimit" in p else float(otl or 0)
     s.kill_wait = int(p.get("KillWait") or 30)
     s.enforce = tuple(p.get("AccountingStorageEnforce") or ())
-    s.typed_gpu_tres = frozenset(str(t).lower() for t in (p.get("AccountingStorageTRES") or ())
-                                 if str(t).lower().startswith("gres/gpu:"))
+    s.gpu_tracked, s.typed_gpu_tres = tracked_gpu_tres(p)
     s.enforce_part_limits = str(p.get("EnforcePartLimits") or "NO")
     s.job_requeue = int(p.get("JobRequeue", 1) or 0) != 0
     return s

@@ -37,12 +37,12 @@ def requested_partitions(wl) -> tuple[str, ...]:
 
 
 def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
-            typed_gpu_tres: frozenset[str] = frozenset()) -> JobReq:
-    """What ``wl`` asks, as slurmctld's limits count it. A GPU request naming a type counts for
-    ``gres/gpu`` and, where AccountingStorageTRES tracks it (``typed_gpu_tres``), for
-    ``gres/gpu:<type>`` too; an untyped request counts for ``gres/gpu`` only, so no typed limit
-    holds it (``gres_ctld.c``'s ``_set_type_tres_cnt``; what it then runs on is charged per
-    type, ``SlurmPolicy.alloc_tres``)."""
+            typed_gpu_tres: frozenset[str] = frozenset(), gpu_tracked: bool = True) -> JobReq:
+    """What ``wl`` asks, as slurmctld's limits count it. A GPU request counts for ``gres/gpu``
+    where AccountingStorageTRES tracks it (``gpu_tracked``) and, naming a type it tracks
+    (``typed_gpu_tres``), for ``gres/gpu:<type>`` too; an untyped request counts for
+    ``gres/gpu`` only, so no typed limit holds it (``gres_ctld.c``'s ``_set_type_tres_cnt``;
+    what it then runs on is charged per type, ``SlurmPolicy.alloc_tres``)."""
     parts = requested_partitions(wl)
     if not parts and default_part:
         parts = (default_part,)
@@ -78,7 +78,8 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
             if key in typed_gpu_tres:
                 typed[key] = typed.get(key, 0) + ps.total_gpus
     nodes = max(1, nodes)
-    tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes}
+    tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes} if gpu_tracked else \
+        {"cpu": cpus, "mem": mem, "node": nodes}
     if typed:
         tres.update(typed)
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit)

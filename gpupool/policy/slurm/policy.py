@@ -361,7 +361,8 @@ class Cycle:
         if whole <= asked:
             return None  # as asked: the test before the selection already passed
         tres = dict(req.tres)
-        tres["gres/gpu"] = tres.get("gres/gpu", 0) - asked + whole
+        if "gres/gpu" in tres:  # (counted only where AccountingStorageTRES tracks it)
+            tres["gres/gpu"] += whole - asked
         if len(per_job) == 1 and per_job[0].gpu_type:  # its type's count is the selection's too
             key = gpu_tres(per_job[0].gpu_type)  # (gres_sched_add's total)
             if key in tres:
@@ -689,7 +690,7 @@ class SlurmPolicy:
     def req(self, job):
         r = self._req.get(job.id)
         if r is None:
-            r = job_req(job.wl, self.default_part, self.acct, self.qos, self.s.typed_gpu_tres)
+            r = job_req(job.wl, self.default_part, self.acct, self.qos, self.s.typed_gpu_tres, self.s.gpu_tracked)
             self._req[job.id] = r
         return r
 
@@ -822,7 +823,7 @@ class SlurmPolicy:
 
     def alloc_tres(self, placement) -> dict[str, int]:
         """The TRES a placement holds (``tres.alloc_counts``: per tracked GPU type too)."""
-        return alloc_counts(placement, self._typed_keys)
+        return alloc_counts(placement, self._typed_keys, self.s.gpu_tracked)
 
     def billing(self, job, placement) -> float:
         alloc = self.alloc_tres(placement)

@@ -53,6 +53,13 @@ def tres_billing(counts: dict[str, int], weights: dict[str, float], max_tres: bo
     return node + total
 
 
+def tracked_gpu_tres(params: dict) -> tuple[bool, frozenset[str]]:
+    """(whether ``gres/gpu`` is tracked, the typed ``gres/gpu:<type>`` TRES tracked), from
+    slurm.conf's AccountingStorageTRES (``params``): slurmctld counts only configured TRES."""
+    tracked = [tres_name(str(t)) for t in (params.get("AccountingStorageTRES") or ())]
+    return "gres/gpu" in tracked, frozenset(t for t in tracked if t.startswith("gres/gpu:"))
+
+
 def tracked_gpu_keys(nodes, tracked: frozenset[str]) -> list:
     """Per node of ``nodes`` (a ``NodeTable``), its devices' tracked typed GPU TRES as
     ``(key, device mask)`` pairs, None where no type of it is tracked: built once per table so
@@ -64,18 +71,21 @@ def tracked_gpu_keys(nodes, tracked: frozenset[str]) -> list:
     return out
 
 
-def alloc_counts(placement, typed_keys: list) -> dict[str, int]:
+def alloc_counts(placement, typed_keys: list, gpu_tracked: bool = True) -> dict[str, int]:
     """The TRES a placement holds, as slurmctld's tres_alloc_cnt counts them for limits' usage
     and billing: CPUs, GPUs, memory (MiB), nodes, and the GPUs per tracked type by the devices
     held, whatever the request named (``gres_ctld.c``'s ``_job_alloc`` keeps one entry per type
     on the node). ``typed_keys``: ``tracked_gpu_keys`` of the run's node table (empty when no
-    type is tracked)."""
+    type is tracked); ``gpu_tracked``: whether AccountingStorageTRES tracks ``gres/gpu`` (else
+    the GPUs count for no TRES but their tracked types)."""
     cpu = gpu = mem = 0
     for _node, mask, c, m in placement:
         cpu += c // 1000
         gpu += mask.bit_count()
         mem += m
-    out = {"cpu": cpu, "gres/gpu": gpu, "mem": mem, "node": len({p[0] for p in placement})}
+    out = {"cpu": cpu, "mem": mem, "node": len({p[0] for p in placement})}
+    if gpu_tracked:
+        out["gres/gpu"] = gpu
     if gpu and typed_keys:
         for node, mask, _c, _m in placement:
             pairs = typed_keys[node]

@@ -1,0 +1,65 @@
+"""GPUs are a TRES only where AccountingStorageTRES tracks them (22.05.8 source: assoc_mgr
+keeps the database's TRES filtered by the configured list, ``_get_assoc_mgr_tres_list``): without
+``gres/gpu`` there, a ``GrpTRES=gres/gpu=N`` limit binds nobody, jobs' GPUs count for no usage or
+billing, and a TRES weight on GPUs stops slurmctld at start ("TRES weight 'gres:gpu' is not a
+configured TRES type"). The well-known slip this models: GPU limits that "do not work"."""
+from __future__ import annotations
+
+import pytest
+
+from gpupool.errors import InputError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.policy.slurm.tres import alloc_counts
+from tests.unit.test_slurm_typed_gpu_limits import _pool, _run
+
+LIMIT = "GrpTRES=gres/gpu=4"
+JOBS = ["--gres=gpu:3", "--gres=gpu:2", "--gres=gpu:1"]
+
+
+def _untracked(tmp_path, weights: bool):
+    _pool(tmp_path, limit=LIMIT)
+    conf = tmp_path / "pool" / "slurm.conf"
+    text = conf.read_text()
+    text = text.replace("AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:t4\n", "")
+    if not weights:
+        text = text.replace("PriorityWeightTRES=GRES/gpu=1000\n", "")
+    conf.write_text(text)
+    return tmp_path / "pool"
+
+
+def test_a_gpu_limit_binds_where_gres_gpu_is_tracked(tmp_path):
+    got = _run(_pool(tmp_path, tres="AccountingStorageTRES=gres/gpu", limit=LIMIT), JOBS)
+    assert [got[k][:2] for k in (1, 2, 3)] == [("RUNNING", ""), ("PENDING", "AssocGrpGRES"), ("RUNNING", "")]
+
+
+def test_a_gpu_limit_binds_nobody_where_gres_gpu_is_not_tracked(tmp_path):
+    pool = load_pool(_untracked(tmp_path, weights=False))
+    assert "AccountingStorageTRES" not in pool.slurm.params
+    got = _run(pool, JOBS)
+    assert [got[k][:2] for k in (1, 2, 3)] == [("RUNNING", "")] * 3
+
+
+def test_untracked_gpus_count_for_no_tres():
+    placement = ((0, 0b11, 4000, 1000),)
+    assert alloc_counts(placement, [], gpu_tracked=False) == {"cpu": 4, "mem": 1000, "node": 1}
+    assert alloc_counts(placement, [], gpu_tracked=True)["gres/gpu"] == 2
+
+
+def test_a_weight_on_untracked_gpus_is_refused_with_its_line(tmp_path):
+    path = _untracked(tmp_path, weights=True)
+    with pytest.raises(InputError) as err:
+        load_pool(path)
+    text = str(err.value)
+    assert "slurm.conf" in text and ":42" in text and "PriorityWeightTRES weighs 'gres/gpu'" in text
+    assert "not a configured TRES type" in text and "AccountingStorageTRES" in text
+
+
+def test_a_billing_weight_on_an_untracked_gpu_type_is_refused(tmp_path):
+    pool = _pool(tmp_path, tres="AccountingStorageTRES=gres/gpu", limit="")
+    conf = tmp_path / "pool" / "slurm.conf"
+    conf.write_text(conf.read_text().replace(
+        "PartitionName=train Nodes=gpu[01-04] Default=YES",
+        'PartitionName=train Nodes=gpu[01-04] Default=YES TRESBillingWeights="CPU=1,GRES/gpu:a100=4"'))
+    with pytest.raises(InputError, match=r"PartitionName=train TRESBillingWeights weighs 'GRES/gpu:a100'"):
+        load_pool(tmp_path / "pool")
+    assert pool.slurm.params["AccountingStorageTRES"] == ("gres/gpu",)
