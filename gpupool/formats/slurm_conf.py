@@ -645,6 +645,8 @@ class _Loader:
         self.node_gres: dict[str, list[tuple[str, str | None, int]]] = {}
         self.node_defaults: dict[str, str] = {}
         self.part_defaults: dict[str, str] = {}
+        self.part_default_lines: dict[str, _Line] = {}  # key -> the PartitionName=DEFAULT line setting it
+        self.part_own_keys: dict[str, frozenset[str]] = {}  # partition -> the keys its own line sets
         self.partitions: dict[str, _PendingPartition] = {}
         self.nodesets: dict[str, tuple[_Line, dict[str, str]]] = {}
         self.down_nodes: list[tuple[_Line, dict[str, str]]] = []
@@ -865,10 +867,12 @@ class _Loader:
             raise line.error("PartitionName needs a name")
         if name.upper() == "DEFAULT":
             self.part_defaults.update(opts)
+            self.part_default_lines.update(dict.fromkeys(opts, line))
             return
         if name in self.partitions:
             raise line.error(f"partition {name!r} is defined twice (first at {self.partitions[name].line.where})")
         self.partitions[name] = _PendingPartition(line, {**self.part_defaults, **opts})
+        self.part_own_keys[name] = frozenset(opts)
 
     def build_partition(self, name: str, pending: _PendingPartition) -> Partition:
         line, opts = pending.line, pending.opts
@@ -999,13 +1003,16 @@ class _Loader:
                         f"add it to AccountingStorageTRES (tracked now: {','.join(sorted(tracked))})")
 
         weights = self.config.params.get("PriorityWeightTRES")
-        if weights:
+        # (only priority/multifactor reads PriorityWeightTRES; basic, the default, ignores it)
+        if weights and str(self.config.params.get("PriorityType", "")).lower() == "priority/multifactor":
             check(weights, self.global_lines["PriorityWeightTRES"], "PriorityWeightTRES")
         for name, pending in self.partitions.items():
             text = self.config.partitions[name].extra.get("TRESBillingWeights")
             if text:
-                check([item.partition("=")[0] for item in str(text).split(",") if item.strip()], pending.line,
-                      f"PartitionName={name} TRESBillingWeights")
+                own = "TRESBillingWeights" in self.part_own_keys.get(name, ())
+                line = pending.line if own else self.part_default_lines.get("TRESBillingWeights", pending.line)
+                check([item.partition("=")[0] for item in str(text).split(",") if item.strip()], line,
+                      f"PartitionName={'DEFAULT' if line is not pending.line else name} TRESBillingWeights")
 
 
 def _expand(text: str, line: _Line, key: str) -> list[str]:

@@ -129,36 +129,36 @@ class _Biller:
         self._max_tres = False
         self._typed_keys: list = []
         self._gpu_tracked = True
+        self._typed: frozenset[str] = frozenset()
+        self._untyped_as: str | None = None
         if cfg is None:
             return
         self._max_tres = "MAX_TRES" in {str(f).upper() for f in cfg.params.get("PriorityFlags") or ()}
-        self._gpu_tracked, typed = tracked_gpu_tres(cfg.params)
-        if typed:
-            self._typed_keys = tracked_gpu_keys(NodeTable(pool), typed)
+        self._gpu_tracked, self._typed, self._untyped_as = tracked_gpu_tres(cfg.params)
+        if self._typed:
+            self._typed_keys = tracked_gpu_keys(NodeTable(pool), self._typed)
         for name, part in cfg.partitions.items():
             self._weights[name] = parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
         default = cfg.default_partition()
         if policy == "slurm" and default is not None:
             self._default = default.name
 
-    def __call__(self, job, cpus: int, requested: tuple[int, int, int, int]) -> float:
-        """``cpus``: the CPUs the job's record shows; ``requested``: its (CPUs, memory, GPUs,
-        nodes) as asked, billed while it holds nothing."""
+    def __call__(self, job, cpus: int) -> float:
+        """``cpus``: the CPUs the job's record shows (while it holds nothing, its request is
+        billed, as the policy bills a pending job's)."""
+        from gpupool.policy.slurm.jobinfo import job_req
         from gpupool.policy.slurm.tres import alloc_counts, tres_billing
 
         name = job.partition or (job.wl.partition or "").split(",")[0].strip() or self._default
         weights = self._weights.get(name or "")
-        if not weights:
-            return float(cpus if job.placement else requested[0])
         if job.placement:
+            if not weights:
+                return float(cpus)
             counts = alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
             counts["cpu"] = cpus
         else:
-            r_cpus, r_mem, r_gpus, r_nodes = requested
-            counts = {"cpu": r_cpus, "mem": r_mem, "node": r_nodes}
-            if self._gpu_tracked:
-                counts["gres/gpu"] = r_gpus
-        return tres_billing(counts, weights, self._max_tres)
+            counts = job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).tres
+        return tres_billing(counts, weights or {}, self._max_tres)
 
 
 def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:
@@ -171,16 +171,11 @@ def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) 
     return ",".join(parts)
 
 
-def _requested(wl) -> tuple[int, int, int, int]:
-    """(CPUs, memory MiB, GPUs, nodes) as ``wl`` asks them (ReqTRES)."""
+def _req_tres(wl) -> str:
     cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
     mem = sum(ps.memory_total for ps in wl.pod_sets)
+    gpus = wl.total_gpus
     nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
-    return cpus, mem, wl.total_gpus, nodes
-
-
-def _req_tres(wl) -> str:
-    cpus, mem, gpus, nodes = _requested(wl)
     return _alloc_tres(cpus, cpus, mem, gpus, nodes).split(",", 1)[1] if cpus else f"node={nodes}"
 
 
@@ -277,8 +272,7 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
         gpu_type = ",".join(types) if types else next((ps.gpu_type for ps in wl.pod_sets if ps.gpu_type), "") or ""
         # the GPUs it holds where it started (a node range may start on fewer nodes than asked)
         gpus = sum(v[0].bit_count() for v in per_node.values()) if per_node else job.total_gpus
-        requested = _requested(wl)
-        billing = bill(job, cpus, requested)
+        billing = bill(job, cpus)
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
         job_rows.append({

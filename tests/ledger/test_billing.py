@@ -125,3 +125,23 @@ def test_a_run_of_another_policy_bills_cpus_and_ignores_slurm_only_settings(tmp_
     ledger.close()
     assert sorted(r["ncpus"] for r in rows) == [2, 2, 3]
     assert all(r["billing"] == pytest.approx(r["ncpus"]) for r in rows)
+
+
+def test_a_pending_job_is_billed_by_its_request_as_the_policy_bills_it(tmp_path):
+    """A job holding nothing at the end (here: asking more a100s than are free) is billed by
+    what it asks, typed GPUs included, as the policy (and sshare's view) bills a request."""
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.formats.pool_dir import load_pool
+    from gpupool.policy.slurm.tres import tres_billing
+
+    jobs = ["-N4 -c1 --gres=gpu:a100:4", "-c1 --gres=gpu:a100:2"]
+    _result, rows = _billed(tmp_path / "a", jobs=jobs)
+    pool = load_pool(_weighted_pool(tmp_path / "b"))
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, _workloads(jobs), pol, until=600.0)
+    engine.run()
+    job = engine.jobs[2]
+    assert job.state == "PENDING" and not job.placement
+    want = tres_billing(pol.req(job).tres, pol.parts["train"].billing_weights, False)
+    assert rows[2]["billing"] == pytest.approx(want) == pytest.approx(1 + 2 * 2 + 2 * 8)

@@ -247,7 +247,9 @@ def test_qos_limits_count_an_exclusive_jobs_whole_nodes(tmp_path: Path) -> None:
     # real (QOS lim MaxTRESPerJob=cpu=4,mem=4000,gres/gpu=2): the exclusive jobs waited with
     # QOSMaxCpuPerJobLimit, -c2 --gres=gpu:1 ran (tests/differential/test_real_slurm_exclusive_limits.py)
     conf = CONF.format(params="bf_interval=30").replace(
-        "PriorityType=priority/basic", "PriorityType=priority/basic\nAccountingStorageEnforce=associations,limits,qos")
+        "PriorityType=priority/basic",
+        # (the real run's harness tracks gres/gpu: its GPU limit binds only so)
+        "PriorityType=priority/basic\nAccountingStorageEnforce=associations,limits,qos\nAccountingStorageTRES=gres/gpu")
     (tmp_path / "slurm.conf").write_text(conf)
     (tmp_path / "accounts.cfg").write_text(
         "QOS - 'normal':Priority=0\nQOS - 'lim':MaxTRESPerJob=cpu=4,mem=4000,gres/gpu=2\n"

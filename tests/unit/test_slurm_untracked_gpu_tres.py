@@ -63,3 +63,43 @@ def test_a_billing_weight_on_an_untracked_gpu_type_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"PartitionName=train TRESBillingWeights weighs 'GRES/gpu:a100'"):
         load_pool(tmp_path / "pool")
     assert pool.slurm.params["AccountingStorageTRES"] == ("gres/gpu",)
+
+
+def test_an_untyped_request_counts_for_the_first_type_where_only_types_are_tracked(tmp_path):
+    """AccountingStorageTRES=gres/gpu:a100,gres/gpu:t4 (no plain gres/gpu): slurmctld charges an
+    untyped request to the first tracked type (``_set_type_tres_cnt`` "pick some valid type"),
+    so a typed limit holds it; with gres/gpu tracked too it counts for gres/gpu only."""
+    jobs = ["--gres=gpu:3", "--gres=gpu:2", "--gres=gpu:t4:4"]
+    _pool(tmp_path / "a", limit="GrpTRES=gres/gpu:a100=4")
+    conf = tmp_path / "a" / "pool" / "slurm.conf"
+    conf.write_text(conf.read_text().replace("AccountingStorageTRES=gres/gpu,", "AccountingStorageTRES=")
+                    .replace("PriorityWeightTRES=GRES/gpu=1000\n", "PriorityWeightTRES=GRES/gpu:a100=1000\n"))
+    typed_only = _run(load_pool(tmp_path / "a" / "pool"), jobs)
+    assert [typed_only[k][:2] for k in (1, 2, 3)] == [("RUNNING", ""), ("PENDING", "AssocGrpGRES"), ("RUNNING", "")]
+    both = _run(_pool(tmp_path / "b", tres="AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:t4",
+                      limit="GrpTRES=gres/gpu:a100=4"), jobs)
+    assert [both[k][:2] for k in (1, 2, 3)] == [("RUNNING", "")] * 3
+
+
+def test_tres_weights_are_checked_only_where_slurmctld_reads_them(tmp_path):
+    """Only priority/multifactor reads PriorityWeightTRES (basic starts with it set); a
+    PartitionName=DEFAULT line's billing weights are reported at that line."""
+    from gpupool.formats.slurm_conf import load_slurm_conf
+
+    head = "ClusterName=x\nGresTypes=gpu\nNodeName=n1 CPUs=8 RealMemory=1000 Gres=gpu:1\n"
+    basic = tmp_path / "basic.conf"
+    basic.write_text(head + "PriorityType=priority/basic\nPriorityWeightTRES=GRES/gpu=1000\n")
+    assert load_slurm_conf(basic).config.params["PriorityWeightTRES"] == {"gres/gpu": 1000}
+    multi = tmp_path / "multi.conf"
+    multi.write_text(head + "PriorityType=priority/multifactor\nPriorityWeightTRES=GRES/gpu=1000\n")
+    with pytest.raises(InputError, match=r"multi.conf:5: PriorityWeightTRES weighs 'gres/gpu'"):
+        load_slurm_conf(multi)
+    default = tmp_path / "default.conf"
+    default.write_text(head + "PartitionName=DEFAULT TRESBillingWeights=CPU=1,GRES/gpu=2\n"
+                              "PartitionName=p Nodes=n1\n")
+    with pytest.raises(InputError, match=r"default.conf:4: PartitionName=DEFAULT TRESBillingWeights weighs 'GRES/gpu'"):
+        load_slurm_conf(default)
+    tracked = tmp_path / "tracked.conf"
+    tracked.write_text(head + "AccountingStorageTRES=GRES/GPU\nPartitionName=DEFAULT TRESBillingWeights=CPU=1,gres/gpu=2\n"
+                              "PartitionName=p Nodes=n1\n")
+    assert load_slurm_conf(tracked).config.partitions["p"].extra["TRESBillingWeights"] == "CPU=1,gres/gpu=2"

@@ -121,6 +121,9 @@ class Settings:
     #: usage or billing, and ``gres/gpu`` limits bind nobody (assoc_mgr keeps only the
     #: configured TRES: 22.05's ``_get_assoc_mgr_tres_list``)
     gpu_tracked: bool = False
+    #: the TRES an untyped GPU request counts for where only GPU types are tracked (the first
+    #: of them; None where ``gres/gpu`` is tracked or no type is)
+    untyped_gpu_as: str | None = None
     enforce_part_limits: str = "NO"
     job_requeue: bool = True
     requeue_delay: float = 121.0
@@ -202,7 +205,7 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     s.over_time_limit = float("inf") if otl is None and "OverTimeLimit" in p else float(otl or 0)
     s.kill_wait = int(p.get("KillWait") or 30)
     s.enforce = tuple(p.get("AccountingStorageEnforce") or ())
-    s.gpu_tracked, s.typed_gpu_tres = tracked_gpu_tres(p)
+    s.gpu_tracked, s.typed_gpu_tres, s.untyped_gpu_as = tracked_gpu_tres(p)
     s.enforce_part_limits = str(p.get("EnforcePartLimits") or "NO")
     s.job_requeue = int(p.get("JobRequeue", 1) or 0) != 0
     return s

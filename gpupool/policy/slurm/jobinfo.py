@@ -37,12 +37,15 @@ def requested_partitions(wl) -> tuple[str, ...]:
 
 
 def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
-            typed_gpu_tres: frozenset[str] = frozenset(), gpu_tracked: bool = True) -> JobReq:
+            typed_gpu_tres: frozenset[str] = frozenset(), gpu_tracked: bool = True,
+            untyped_as: str | None = None) -> JobReq:
     """What ``wl`` asks, as slurmctld's limits count it. A GPU request counts for ``gres/gpu``
     where AccountingStorageTRES tracks it (``gpu_tracked``) and, naming a type it tracks
     (``typed_gpu_tres``), for ``gres/gpu:<type>`` too; an untyped request counts for
     ``gres/gpu`` only, so no typed limit holds it (``gres_ctld.c``'s ``_set_type_tres_cnt``;
-    what it then runs on is charged per type, ``SlurmPolicy.alloc_tres``)."""
+    what it then runs on is charged per type, ``SlurmPolicy.alloc_tres``). Where only types
+    are tracked, an untyped request counts for the first of them instead (``untyped_as``:
+    slurmctld picks "some valid type to get some accounting")."""
     parts = requested_partitions(wl)
     if not parts and default_part:
         parts = (default_part,)
@@ -77,6 +80,8 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
             key = gpu_tres(ps.gpu_type)
             if key in typed_gpu_tres:
                 typed[key] = typed.get(key, 0) + ps.total_gpus
+        elif not ps.gpu_type and ps.total_gpus and untyped_as is not None and not gpu_tracked:
+            typed[untyped_as] = typed.get(untyped_as, 0) + ps.total_gpus
     nodes = max(1, nodes)
     tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes} if gpu_tracked else \
         {"cpu": cpus, "mem": mem, "node": nodes}

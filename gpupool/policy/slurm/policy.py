@@ -690,7 +690,9 @@ class SlurmPolicy:
     def req(self, job):
         r = self._req.get(job.id)
         if r is None:
-            r = job_req(job.wl, self.default_part, self.acct, self.qos, self.s.typed_gpu_tres, self.s.gpu_tracked)
+            s = self.s
+            r = job_req(job.wl, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
+                        s.untyped_gpu_as)
             self._req[job.id] = r
         return r
 

@@ -184,7 +184,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     # slurmctld checks the request with slurm.conf's defaults filled in
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
-                  view.s.gpu_tracked)
+                  view.s.gpu_tracked, view.s.untyped_gpu_as)
     return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
 
 

@@ -53,11 +53,16 @@ def tres_billing(counts: dict[str, int], weights: dict[str, float], max_tres: bo
     return node + total
 
 
-def tracked_gpu_tres(params: dict) -> tuple[bool, frozenset[str]]:
-    """(whether ``gres/gpu`` is tracked, the typed ``gres/gpu:<type>`` TRES tracked), from
-    slurm.conf's AccountingStorageTRES (``params``): slurmctld counts only configured TRES."""
+def tracked_gpu_tres(params: dict) -> tuple[bool, frozenset[str], str | None]:
+    """(whether ``gres/gpu`` is tracked, the typed ``gres/gpu:<type>`` TRES tracked, the TRES
+    an untyped GPU request counts for where only types are), from slurm.conf's
+    AccountingStorageTRES (``params``): slurmctld counts only configured TRES, and where it
+    tracks no ``gres/gpu`` it charges an untyped request to the first tracked type (in
+    AccountingStorageTRES order, the order it registers them in, so a fresh database's)."""
     tracked = [tres_name(str(t)) for t in (params.get("AccountingStorageTRES") or ())]
-    return "gres/gpu" in tracked, frozenset(t for t in tracked if t.startswith("gres/gpu:"))
+    typed = [t for t in tracked if t.startswith("gres/gpu:")]
+    gpu = "gres/gpu" in tracked
+    return gpu, frozenset(typed), (typed[0] if typed and not gpu else None)
 
 
 def tracked_gpu_keys(nodes, tracked: frozenset[str]) -> list:
