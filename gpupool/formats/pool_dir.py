@@ -95,6 +95,7 @@ def load_pool(path: str | Path) -> Pool:
         pool.not_modelled.extend(pool.slurm.accounting.not_modelled)
         pool.sources.append(str(dump_files[0]))
         _check_partition_refs(pool)
+        pool.notes.extend(_untracked_limits(pool, dump_files[0].name))
 
     kube_nodes: list[Node] = []
     if yaml_files:
@@ -121,6 +122,30 @@ def load_pool(path: str | Path) -> Pool:
     if not pool.nodes:
         raise InputError(str(root), "the pool has no nodes: expected NodeName lines in slurm.conf or Node objects")
     return pool
+
+
+def _untracked_limits(pool: Pool, dump: str) -> list[str]:
+    """Notes for TRES limits on a TRES slurm.conf does not track: slurmctld keeps only its
+    default TRES and AccountingStorageTRES, so such a limit binds nobody (the common case:
+    ``GrpTRES=gres/gpu=8`` without ``AccountingStorageTRES=gres/gpu``). The policy does the
+    same; the note says so instead of leaving the limit ignored in silence."""
+    from gpupool.formats.slurm_conf import DEFAULT_TRES, tres_name
+
+    tracked = set(DEFAULT_TRES) | {tres_name(str(t)) for t in pool.slurm.params.get("AccountingStorageTRES") or ()}
+    acct = pool.slurm.accounting
+    owners = [(f"QOS {q.name!r}", q, ("grp_tres", "max_tres_per_user", "max_tres_per_job")) for q in acct.qos.values()]
+    owners += [(f"account {a.account!r}", a, ("grp_tres", "max_tres_per_job")) for a in acct.accounts.values()]
+    owners += [(f"user {a.user!r} in account {a.account!r}", a, ("grp_tres", "max_tres_per_job"))
+               for a in acct.user_associations]
+    names = {"grp_tres": "GrpTRES", "max_tres_per_user": "MaxTRESPerUser", "max_tres_per_job": "MaxTRESPerJob"}
+    notes = []
+    for who, obj, fields in owners:
+        for f in fields:
+            for key in getattr(obj, f):
+                if tres_name(key) not in tracked:
+                    notes.append(f"{dump}: {who} {names[f]}={key} limits a TRES slurm.conf does not track "
+                                 f"(AccountingStorageTRES): slurmctld ignores it, and so does the Slurm policy")
+    return notes
 
 
 def _check_partition_refs(pool: Pool) -> None:

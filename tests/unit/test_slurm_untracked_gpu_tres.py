@@ -28,13 +28,20 @@ def _untracked(tmp_path, weights: bool):
 
 
 def test_a_gpu_limit_binds_where_gres_gpu_is_tracked(tmp_path):
-    got = _run(_pool(tmp_path, tres="AccountingStorageTRES=gres/gpu", limit=LIMIT), JOBS)
+    pool = _pool(tmp_path, tres="AccountingStorageTRES=gres/gpu", limit=LIMIT)
+    assert not [n for n in pool.notes if "does not track" in n]
+    got = _run(pool, JOBS)
     assert [got[k][:2] for k in (1, 2, 3)] == [("RUNNING", ""), ("PENDING", "AssocGrpGRES"), ("RUNNING", "")]
 
 
 def test_a_gpu_limit_binds_nobody_where_gres_gpu_is_not_tracked(tmp_path):
     pool = load_pool(_untracked(tmp_path, weights=False))
     assert "AccountingStorageTRES" not in pool.slurm.params
+    # said when the pool is read (``gpupool validate`` prints the notes), not left silent
+    notes = [n for n in pool.notes if "does not track" in n]
+    assert ("accounts.cfg: account 'ml-platform' GrpTRES=gres/gpu limits a TRES slurm.conf does not track "
+            "(AccountingStorageTRES): slurmctld ignores it, and so does the Slurm policy") in notes
+    assert len(notes) >= 4 and all("=gres/gpu limits" in n for n in notes)  # the seed pool's QOS limits too
     got = _run(pool, JOBS)
     assert [got[k][:2] for k in (1, 2, 3)] == [("RUNNING", "")] * 3
 
