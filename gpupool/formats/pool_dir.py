@@ -95,7 +95,8 @@ def load_pool(path: str | Path) -> Pool:
         pool.not_modelled.extend(pool.slurm.accounting.not_modelled)
         pool.sources.append(str(dump_files[0]))
         _check_partition_refs(pool)
-        pool.notes.extend(_untracked_limits(pool, dump_files[0].name))
+        # first: ``validate`` prints the first notes, and an ignored limit matters most
+        pool.notes[:0] = _untracked_limits(pool, dump_files[0].name)
 
     kube_nodes: list[Node] = []
     if yaml_files:
@@ -131,7 +132,9 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
     same; the note says so instead of leaving the limit ignored in silence."""
     from gpupool.formats.slurm_conf import DEFAULT_TRES, tres_name
 
-    tracked = set(DEFAULT_TRES) | {tres_name(str(t)) for t in pool.slurm.params.get("AccountingStorageTRES") or ()}
+    # (Slurm finds TRES case-insensitively, license names too)
+    tracked = {t.lower() for t in DEFAULT_TRES} | {
+        tres_name(str(t)).lower() for t in pool.slurm.params.get("AccountingStorageTRES") or ()}
     acct = pool.slurm.accounting
     owners = [(f"QOS {q.name!r}", q, ("grp_tres", "max_tres_per_user", "max_tres_per_job")) for q in acct.qos.values()]
     owners += [(f"account {a.account!r}", a, ("grp_tres", "max_tres_per_job")) for a in acct.accounts.values()]
@@ -142,7 +145,7 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
     for who, obj, fields in owners:
         for f in fields:
             for key in getattr(obj, f):
-                if tres_name(key) not in tracked:
+                if tres_name(key).lower() not in tracked:
                     notes.append(f"{dump}: {who} {names[f]}={key} limits a TRES slurm.conf does not track "
                                  f"(AccountingStorageTRES): slurmctld ignores it, and so does the Slurm policy")
     return notes

@@ -647,6 +647,7 @@ class _Loader:
         self.part_defaults: dict[str, str] = {}
         self.part_default_lines: dict[str, _Line] = {}  # key -> the PartitionName=DEFAULT line setting it
         self.part_own_keys: dict[str, frozenset[str]] = {}  # partition -> the keys its own line sets
+        self.part_default_at: dict[str, dict[str, _Line]] = {}  # partition -> part_default_lines then
         self.partitions: dict[str, _PendingPartition] = {}
         self.nodesets: dict[str, tuple[_Line, dict[str, str]]] = {}
         self.down_nodes: list[tuple[_Line, dict[str, str]]] = []
@@ -873,6 +874,7 @@ class _Loader:
             raise line.error(f"partition {name!r} is defined twice (first at {self.partitions[name].line.where})")
         self.partitions[name] = _PendingPartition(line, {**self.part_defaults, **opts})
         self.part_own_keys[name] = frozenset(opts)
+        self.part_default_at[name] = dict(self.part_default_lines)  # the DEFAULT lines in force here
 
     def build_partition(self, name: str, pending: _PendingPartition) -> Partition:
         line, opts = pending.line, pending.opts
@@ -1010,7 +1012,7 @@ class _Loader:
             text = self.config.partitions[name].extra.get("TRESBillingWeights")
             if text:
                 own = "TRESBillingWeights" in self.part_own_keys.get(name, ())
-                line = pending.line if own else self.part_default_lines.get("TRESBillingWeights", pending.line)
+                line = pending.line if own else self.part_default_at[name].get("TRESBillingWeights", pending.line)
                 check([item.partition("=")[0] for item in str(text).split(",") if item.strip()], line,
                       f"PartitionName={'DEFAULT' if line is not pending.line else name} TRESBillingWeights")
 

@@ -136,7 +136,7 @@ class _Biller:
         self._max_tres = "MAX_TRES" in {str(f).upper() for f in cfg.params.get("PriorityFlags") or ()}
         self._gpu_tracked, self._typed, self._untyped_as = tracked_gpu_tres(cfg.params)
         if self._typed:
-            self._typed_keys = tracked_gpu_keys(NodeTable(pool), self._typed)
+            self._typed_keys = tracked_gpu_keys(NodeTable(pool), self._typed, self._untyped_as)
         for name, part in cfg.partitions.items():
             self._weights[name] = parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
         default = cfg.default_partition()
@@ -151,14 +151,14 @@ class _Biller:
 
         name = job.partition or (job.wl.partition or "").split(",")[0].strip() or self._default
         weights = self._weights.get(name or "")
+        if not weights:
+            return float(cpus if job.placement else _requested_cpus(job.wl))
         if job.placement:
-            if not weights:
-                return float(cpus)
             counts = alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
             counts["cpu"] = cpus
         else:
             counts = job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).tres
-        return tres_billing(counts, weights or {}, self._max_tres)
+        return tres_billing(counts, weights, self._max_tres)
 
 
 def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:
@@ -171,8 +171,13 @@ def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) 
     return ",".join(parts)
 
 
+def _requested_cpus(wl) -> int:
+    """The CPUs ``wl`` asks, as ReqTRES shows them (fractions rounded up per pod set)."""
+    return sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
+
+
 def _req_tres(wl) -> str:
-    cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
+    cpus = _requested_cpus(wl)
     mem = sum(ps.memory_total for ps in wl.pod_sets)
     gpus = wl.total_gpus
     nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1

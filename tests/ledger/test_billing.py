@@ -145,3 +145,19 @@ def test_a_pending_job_is_billed_by_its_request_as_the_policy_bills_it(tmp_path)
     assert job.state == "PENDING" and not job.placement
     want = tres_billing(pol.req(job).tres, pol.parts["train"].billing_weights, False)
     assert rows[2]["billing"] == pytest.approx(want) == pytest.approx(1 + 2 * 2 + 2 * 8)
+
+
+def test_an_unplaced_job_without_weights_bills_its_requested_cpus_as_reqtres_shows_them(tmp_path):
+    """Four pods of 500m CPU that never start: 2 CPUs (rounded up per pod set), as ReqTRES says."""
+    path = _weighted_pool(tmp_path)
+    (wl,) = _workloads(["-c1 --gres=gpu:1"])
+    ps = replace(wl.pod_sets[0], count=4, cpu_m=500, gpus=9)  # 9 GPUs a pod: never fits an 8-GPU node
+    result = gpupool.simulate(path, [replace(wl, pod_sets=(ps,))], "fifo", until=60.0)
+    ledger = as_ledger(str(tmp_path / "ledger.db"))
+    facts = record_run(ledger, result, path, "test", "fifo")
+    from gpupool.ledger import schema as s
+
+    with ledger.read() as conn:
+        (row,) = conn.execute(s.jobs.select().where(s.jobs.c.origin == facts["origin"])).mappings().all()
+    ledger.close()
+    assert row["ncpus"] == 0 and row["billing"] == pytest.approx(2.0) and "cpu=2" in row["req_tres"]

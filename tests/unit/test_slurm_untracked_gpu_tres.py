@@ -103,10 +103,47 @@ def test_tres_weights_are_checked_only_where_slurmctld_reads_them(tmp_path):
         load_slurm_conf(multi)
     default = tmp_path / "default.conf"
     default.write_text(head + "PartitionName=DEFAULT TRESBillingWeights=CPU=1,GRES/gpu=2\n"
-                              "PartitionName=p Nodes=n1\n")
+                              "PartitionName=p Nodes=n1\nPartitionName=DEFAULT TRESBillingWeights=CPU=1\n"
+                              "PartitionName=q Nodes=n1\n")
     with pytest.raises(InputError, match=r"default.conf:4: PartitionName=DEFAULT TRESBillingWeights weighs 'GRES/gpu'"):
         load_slurm_conf(default)
     tracked = tmp_path / "tracked.conf"
     tracked.write_text(head + "AccountingStorageTRES=GRES/GPU\nPartitionName=DEFAULT TRESBillingWeights=CPU=1,gres/gpu=2\n"
                               "PartitionName=p Nodes=n1\n")
     assert load_slurm_conf(tracked).config.partitions["p"].extra["TRESBillingWeights"] == "CPU=1,gres/gpu=2"
+
+
+def test_devices_of_no_type_are_charged_to_the_first_tracked_type(tmp_path):
+    """Untyped nodes (the seed pool's) where only a type is tracked: the allocation entry has no
+    type, so slurmctld charges it to the first tracked type too (``_set_type_tres_cnt``; source
+    only): 3 running + 2 asked > GrpTRES=gres/gpu:a100=4."""
+    from tests.unit.test_slurm_typed_gpu_limits import SEED_POOL  # untyped gres.conf there
+    import shutil
+
+    d = tmp_path / "pool"
+    shutil.copytree(SEED_POOL, d)
+    conf = d / "slurm.conf"
+    conf.write_text(conf.read_text().replace("AccountingStorageTRES=gres/gpu\n", "AccountingStorageTRES=gres/gpu:a100\n")
+                    .replace("PriorityWeightTRES=GRES/gpu=1000\n", ""))
+    accounts = d / "accounts.cfg"
+    accounts.write_text(accounts.read_text().replace("Fairshare=20:MaxJobs=20:",
+                                                     "Fairshare=20:MaxJobs=20:GrpTRES=gres/gpu:a100=4:"))
+    got = _run(load_pool(d), ["--gres=gpu:3", "--gres=gpu:2", "--gres=gpu:1"])
+    assert [got[k][:2] for k in (1, 2, 3)] == [("RUNNING", ""), ("PENDING", "AssocGrpGRES"), ("RUNNING", "")]
+
+
+def test_an_ignored_limit_is_among_the_notes_validate_prints_first(tmp_path):
+    from typer.testing import CliRunner
+
+    from gpupool.cli.main import app
+
+    path = _untracked(tmp_path, weights=False)
+    res = CliRunner().invoke(app, ["validate", str(path)])
+    assert res.exit_code == 0
+    assert "does not track" in res.output.replace("\n", " ")
+
+
+def test_limit_names_are_matched_case_insensitively(tmp_path):
+    _pool(tmp_path, tres="AccountingStorageTRES=gres/gpu,license/matlab", limit="GrpTRES=license/Matlab=2")
+    pool = load_pool(tmp_path / "pool")
+    assert not [n for n in pool.notes if "does not track" in n]

@@ -594,7 +594,8 @@ class SlurmPolicy:
         if self.cores is not None and self.record:
             self.cores.log = {}
         self.parts = partition_infos(self.cfg, nodes, self.pool)
-        self._typed_keys = tracked_gpu_keys(nodes, self.s.typed_gpu_tres) if self.s.typed_gpu_tres else []
+        s = self.s
+        self._typed_keys = tracked_gpu_keys(nodes, s.typed_gpu_tres, s.untyped_gpu_as) if s.typed_gpu_tres else []
         #: partitions with MaxCPUsPerNode (``Cycle._cap_partitions``)
         self.capped_parts = tuple(name for name, info in self.parts.items() if info.max_cpus_per_node is not None)
         default = self.cfg.default_partition()
@@ -626,7 +627,6 @@ class SlurmPolicy:
         self._alloc: dict[int, tuple] = {}
         self._fit_empty: dict[tuple, bool] = {}
         self.running = RunningIndex(self)
-        s = self.s
         self.ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
         self._usage_tree = UsageTree(self.acct) if self.acct is not None else None
         #: jobs per CPU in each partition (OverSubscribe=FORCE:N -> N, else 1)

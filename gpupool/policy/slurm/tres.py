@@ -65,13 +65,22 @@ def tracked_gpu_tres(params: dict) -> tuple[bool, frozenset[str], str | None]:
     return gpu, frozenset(typed), (typed[0] if typed and not gpu else None)
 
 
-def tracked_gpu_keys(nodes, tracked: frozenset[str]) -> list:
+def tracked_gpu_keys(nodes, tracked: frozenset[str], untyped_as: str | None = None) -> list:
     """Per node of ``nodes`` (a ``NodeTable``), its devices' tracked typed GPU TRES as
     ``(key, device mask)`` pairs, None where no type of it is tracked: built once per table so
-    that counting an allocation per type is a few ANDs."""
+    that counting an allocation per type is a few ANDs. Devices of no type count for
+    ``untyped_as`` (where only types are tracked, slurmctld charges an allocation entry without
+    a type to the first tracked type, ``_set_type_tres_cnt``)."""
     out: list = []
     for i in range(len(nodes)):
-        pairs = tuple((k, m) for name, m in nodes.gpu_types(i).items() if (k := gpu_tres(name)) in tracked)
+        types = nodes.gpu_types(i)
+        pairs = tuple((k, m) for name, m in types.items() if (k := gpu_tres(name)) in tracked)
+        if untyped_as is not None:
+            untyped = nodes.full_mask[i]
+            for m in types.values():
+                untyped &= ~m
+            if untyped:
+                pairs += ((untyped_as, untyped),)
         out.append(pairs or None)
     return out
 
