@@ -130,11 +130,9 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
     default TRES and AccountingStorageTRES, so such a limit binds nobody (the common case:
     ``GrpTRES=gres/gpu=8`` without ``AccountingStorageTRES=gres/gpu``). The policy does the
     same; the note says so instead of leaving the limit ignored in silence."""
-    from gpupool.formats.slurm_conf import DEFAULT_TRES, tres_name
+    from gpupool.formats.slurm_conf import tracked_tres, tres_name
 
-    # (Slurm finds TRES case-insensitively, license names too)
-    tracked = {t.lower() for t in DEFAULT_TRES} | {
-        tres_name(str(t)).lower() for t in pool.slurm.params.get("AccountingStorageTRES") or ()}
+    tracked = tracked_tres(pool.slurm.params)
     acct = pool.slurm.accounting
     owners = [(f"QOS {q.name!r}", q, ("grp_tres", "max_tres_per_user", "max_tres_per_job")) for q in acct.qos.values()]
     owners += [(f"account {a.account!r}", a, ("grp_tres", "max_tres_per_job")) for a in acct.accounts.values()]

@@ -459,6 +459,13 @@ def _parse_tres_weights(value: str, key: str, line: _Line) -> dict[str, int | fl
 DEFAULT_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
 
 
+def tracked_tres(params: dict) -> frozenset[str]:
+    """The TRES a cluster with these slurm.conf ``params`` tracks, lower-case: the defaults and
+    AccountingStorageTRES (Slurm finds TRES case-insensitively, license names too)."""
+    listed = params.get("AccountingStorageTRES") or ()
+    return frozenset(t.lower() for t in DEFAULT_TRES) | {tres_name(str(t)).lower() for t in listed}
+
+
 def tres_name(name: str) -> str:
     """Slurm finds a TRES by type and name case-insensitively (``GRES/gpu:A100`` =
     ``gres/gpu:a100``, assoc_mgr's ``xstrcasecmp``): GRES TRES are kept lower-case; other
@@ -632,6 +639,9 @@ def _format_gres(node: Node) -> str:
 class _PendingPartition:
     line: _Line
     opts: dict[str, str]
+    #: option -> the PartitionName=DEFAULT line it came from, for options the line itself does
+    #: not set (errors found after the whole file is read name that line)
+    inherited: dict[str, _Line]
 
 
 class _Loader:
@@ -646,8 +656,6 @@ class _Loader:
         self.node_defaults: dict[str, str] = {}
         self.part_defaults: dict[str, str] = {}
         self.part_default_lines: dict[str, _Line] = {}  # key -> the PartitionName=DEFAULT line setting it
-        self.part_own_keys: dict[str, frozenset[str]] = {}  # partition -> the keys its own line sets
-        self.part_default_at: dict[str, dict[str, _Line]] = {}  # partition -> part_default_lines then
         self.partitions: dict[str, _PendingPartition] = {}
         self.nodesets: dict[str, tuple[_Line, dict[str, str]]] = {}
         self.down_nodes: list[tuple[_Line, dict[str, str]]] = []
@@ -872,9 +880,8 @@ class _Loader:
             return
         if name in self.partitions:
             raise line.error(f"partition {name!r} is defined twice (first at {self.partitions[name].line.where})")
-        self.partitions[name] = _PendingPartition(line, {**self.part_defaults, **opts})
-        self.part_own_keys[name] = frozenset(opts)
-        self.part_default_at[name] = dict(self.part_default_lines)  # the DEFAULT lines in force here
+        inherited = {k: at for k, at in self.part_default_lines.items() if k not in opts}
+        self.partitions[name] = _PendingPartition(line, {**self.part_defaults, **opts}, inherited)
 
     def build_partition(self, name: str, pending: _PendingPartition) -> Partition:
         line, opts = pending.line, pending.opts
@@ -995,11 +1002,11 @@ class _Loader:
         slurmctld 22.05 stops at start ("TRES weight 'gres:gpu' is not a configured TRES type")
         when one names a TRES outside its defaults and AccountingStorageTRES (a common slip:
         GPU weights without ``AccountingStorageTRES=gres/gpu``)."""
-        tracked = set(DEFAULT_TRES) | {tres_name(t) for t in self.config.params.get("AccountingStorageTRES") or ()}
+        tracked = tracked_tres(self.config.params)
 
         def check(names, line: _Line, key: str) -> None:
             for name in names:
-                if tres_name(name).lower() not in {t.lower() for t in tracked}:
+                if tres_name(name).lower() not in tracked:
                     raise line.error(
                         f"{key} weighs {name!r}, which is not a configured TRES type: slurmctld refuses to start; "
                         f"add it to AccountingStorageTRES (tracked now: {','.join(sorted(tracked))})")
@@ -1011,8 +1018,7 @@ class _Loader:
         for name, pending in self.partitions.items():
             text = self.config.partitions[name].extra.get("TRESBillingWeights")
             if text:
-                own = "TRESBillingWeights" in self.part_own_keys.get(name, ())
-                line = pending.line if own else self.part_default_at[name].get("TRESBillingWeights", pending.line)
+                line = pending.inherited.get("TRESBillingWeights", pending.line)
                 check([item.partition("=")[0] for item in str(text).split(",") if item.strip()], line,
                       f"PartitionName={'DEFAULT' if line is not pending.line else name} TRESBillingWeights")
 

@@ -121,7 +121,17 @@ class _Biller:
 
     def __init__(self, pool: Pool, policy: str) -> None:
         from gpupool.engine.nodes import NodeTable
-        from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_keys, tracked_gpu_tres
+        from gpupool.policy.slurm.jobinfo import job_req
+        from gpupool.policy.slurm.tres import (
+            alloc_counts,
+            parse_billing_weights,
+            tracked_gpu_keys,
+            tracked_gpu_tres,
+            tres_billing,
+        )
+
+        # (the Slurm policy's modules are imported once per recording, not once per job)
+        self._job_req, self._alloc_counts, self._tres_billing = job_req, alloc_counts, tres_billing
 
         cfg = pool.slurm
         self._weights: dict[str, dict[str, float]] = {}
@@ -146,19 +156,16 @@ class _Biller:
     def __call__(self, job, cpus: int) -> float:
         """``cpus``: the CPUs the job's record shows (while it holds nothing, its request is
         billed, as the policy bills a pending job's)."""
-        from gpupool.policy.slurm.jobinfo import job_req
-        from gpupool.policy.slurm.tres import alloc_counts, tres_billing
-
         name = job.partition or (job.wl.partition or "").split(",")[0].strip() or self._default
         weights = self._weights.get(name or "")
         if not weights:
             return float(cpus if job.placement else _requested_cpus(job.wl))
         if job.placement:
-            counts = alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
+            counts = self._alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
             counts["cpu"] = cpus
         else:
-            counts = job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).tres
-        return tres_billing(counts, weights, self._max_tres)
+            counts = self._job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).tres
+        return self._tres_billing(counts, weights, self._max_tres)
 
 
 def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:

@@ -80,7 +80,7 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
             key = gpu_tres(ps.gpu_type)
             if key in typed_gpu_tres:
                 typed[key] = typed.get(key, 0) + ps.total_gpus
-        elif not ps.gpu_type and ps.total_gpus and untyped_as is not None and not gpu_tracked:
+        elif untyped_as is not None and not ps.gpu_type and ps.total_gpus:  # (None where gres/gpu is tracked)
             typed[untyped_as] = typed.get(untyped_as, 0) + ps.total_gpus
     nodes = max(1, nodes)
     tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes} if gpu_tracked else \
