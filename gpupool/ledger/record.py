@@ -109,15 +109,17 @@ def _exit_code(state: str) -> str:
     return {"FAILED": "1:0", "CANCELLED": "0:15", "TIMEOUT": "0:15", "PREEMPTED": "0:15"}.get(state, "0:0")
 
 
-class _Biller:
-    """Bills a simulated job as the Slurm policy does (``policy.slurm.tres``) where it ran in a
-    Slurm partition: the TRES its placement holds (its request while it holds none), typed GPUs
-    counted where AccountingStorageTRES tracks their type, under that partition's
-    TRESBillingWeights, summed or, with PriorityFlags=MAX_TRES, the largest node TRES plus the
-    rest. The partition is where the policy ran it, else the first it named, else, in a
-    ``slurm`` run, the default one; a job of no partition (a Kueue workload) bills its CPUs.
-    Reads only what billing needs of slurm.conf, so recording never fails on a setting only the
-    Slurm policy uses."""
+class _Tres:
+    """A simulated job's ReqTRES and AllocTRES, and its billing, as the Slurm policy counts
+    them (``policy.slurm.tres``) where it ran in a Slurm partition: the TRES its placement
+    holds, typed GPUs counted where AccountingStorageTRES tracks their type and GPUs left out
+    where it tracks none, the request as slurmctld recorded it at submit (``JobReq.req_tres``),
+    billed under that partition's TRESBillingWeights (summed or, with PriorityFlags=MAX_TRES,
+    the largest node TRES plus the rest; its CPUs without weights). The partition is where the
+    policy ran it, else the first it named, else, in a ``slurm`` run, the default one. A job of
+    no Slurm partition (a Kueue workload) shows its CPUs, memory, GPUs and nodes and bills its
+    CPUs. Reads only what this needs of slurm.conf, so recording never fails on a setting only
+    the Slurm policy uses."""
 
     def __init__(self, pool: Pool, policy: str) -> None:
         from gpupool.engine.nodes import NodeTable
@@ -128,10 +130,12 @@ class _Biller:
             tracked_gpu_keys,
             tracked_gpu_tres,
             tres_billing,
+            tres_text,
         )
 
         # (the Slurm policy's modules are imported once per recording, not once per job)
         self._job_req, self._alloc_counts, self._tres_billing = job_req, alloc_counts, tres_billing
+        self.text = tres_text
 
         cfg = pool.slurm
         self._weights: dict[str, dict[str, float]] = {}
@@ -153,42 +157,42 @@ class _Biller:
         if policy == "slurm" and default is not None:
             self._default = default.name
 
-    def __call__(self, job, cpus: int) -> float:
-        """``cpus``: the CPUs the job's record shows (while it holds nothing, its request is
-        billed, as the policy bills a pending job's)."""
+    def _partition_weights(self, job) -> dict[str, float] | None:
+        """The billing weights of the Slurm partition ``job`` is counted in ({} where it sets
+        none), or None where it is in none."""
         name = job.partition or (job.wl.partition or "").split(",")[0].strip() or self._default
-        weights = self._weights.get(name or "")
-        if not weights:
-            return float(cpus if job.placement else _requested_cpus(job.wl))
-        if job.placement:
-            counts = self._alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
+        return self._weights.get(name or "")
+
+    def _bill(self, counts: dict[str, int], weights: dict[str, float]) -> float:
+        return self._tres_billing(counts, weights, self._max_tres) if weights else float(counts.get("cpu", 0))
+
+    def requested(self, job) -> tuple[dict[str, int], float | None]:
+        """(ReqTRES counts, their billing; None outside a Slurm partition)."""
+        weights = self._partition_weights(job)
+        if weights is None:
+            return requested_counts(job.wl), None
+        counts = self._job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).req_tres
+        return counts, self._bill(counts, weights)
+
+    def allocated(self, job, cpus: int) -> tuple[dict[str, int], float]:
+        """(AllocTRES counts, billing) of the placement ``job`` holds; ``cpus``: the CPUs its
+        record shows."""
+        weights = self._partition_weights(job)
+        if weights is None:
+            counts = self._alloc_counts(job.placement, [], True)
             counts["cpu"] = cpus
-        else:
-            counts = self._job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).tres
-        return self._tres_billing(counts, weights, self._max_tres)
+            return counts, float(cpus)
+        counts = self._alloc_counts(job.placement, self._typed_keys, self._gpu_tracked)
+        counts["cpu"] = cpus
+        return counts, self._bill(counts, weights)
 
 
-def _alloc_tres(billing: float, cpus: int, mem_mib: int, gpus: int, nodes: int) -> str:
-    parts = [f"billing={int(math.ceil(billing))}", f"cpu={cpus}"]
-    if gpus:
-        parts.append(f"gres/gpu={gpus}")
-    if mem_mib:
-        parts.append(f"mem={mem_mib // 1024}G" if mem_mib % 1024 == 0 else f"mem={mem_mib}M")
-    parts.append(f"node={nodes}")
-    return ",".join(parts)
-
-
-def _requested_cpus(wl) -> int:
-    """The CPUs ``wl`` asks, as ReqTRES shows them (fractions rounded up per pod set)."""
-    return sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
-
-
-def _req_tres(wl) -> str:
-    cpus = _requested_cpus(wl)
-    mem = sum(ps.memory_total for ps in wl.pod_sets)
-    gpus = wl.total_gpus
+def requested_counts(wl) -> dict[str, int]:
+    """What ``wl`` asks as TRES counts, read off its pod sets (CPUs rounded up per pod set): the
+    ReqTRES of a job outside any Slurm partition, and of the live daemon's jobs."""
+    cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
     nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
-    return _alloc_tres(cpus, cpus, mem, gpus, nodes).split(",", 1)[1] if cpus else f"node={nodes}"
+    return {"cpu": cpus, "mem": sum(ps.memory_total for ps in wl.pod_sets), "gres/gpu": wl.total_gpus, "node": nodes}
 
 
 def ensure_policy_version(ledger: Ledger, pool: Pool, *, author: str | None = None) -> PolicyVersion | None:
@@ -252,7 +256,7 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
     names = list(pool.nodes)
     node_types = [pool.nodes[n].gpu_type or "" for n in names]
     frame = result.jobs.set_index("id")
-    bill = _Biller(pool, policy)
+    tres = _Tres(pool, policy)
     placements = None
     if getattr(result, "placements", None) is not None:
         placements = {}
@@ -273,18 +277,22 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
         wl = job.wl
         row = frame.loc[job.id]
         per_node: dict[int, list] = {}
-        for node, mask, cpu_m, mem in job.placement:
-            acc = per_node.setdefault(node, [0, 0, 0])
+        for node, mask, cpu_m, _mem in job.placement:
+            acc = per_node.setdefault(node, [0, 0])
             acc[0] |= mask
             acc[1] += cpu_m
-            acc[2] += mem
         cpus = sum(math.ceil(v[1] / 1000) for v in per_node.values())
-        mem = sum(v[2] for v in per_node.values())
         types = sorted({node_types[n] for n, v in per_node.items() if v[0]} - {""})
         gpu_type = ",".join(types) if types else next((ps.gpu_type for ps in wl.pod_sets if ps.gpu_type), "") or ""
         # the GPUs it holds where it started (a node range may start on fewer nodes than asked)
         gpus = sum(v[0].bit_count() for v in per_node.values()) if per_node else job.total_gpus
-        billing = bill(job, cpus)
+        req_counts, req_billing = tres.requested(job)
+        if per_node:
+            alloc_counts, billing = tres.allocated(job, cpus)
+            alloc_tres = tres.text({**alloc_counts, "billing": billing})
+        else:  # while it holds nothing, its request is billed, as the policy bills a pending job's
+            alloc_tres, billing = "", req_billing if req_billing is not None else float(req_counts["cpu"])
+        req_tres = tres.text(req_counts if req_billing is None else {**req_counts, "billing": req_billing})
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
         job_rows.append({
@@ -297,8 +305,7 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
             "elapsed": None if start is None else ((end if end is not None else t0 + out.end_time) - start),
             "timelimit": wl.time_limit, "state": job.state, "reason": job.reason or "",
             "exit_code": _exit_code(job.state), "priority": wl.priority, "nnodes": len(per_node), "ncpus": cpus,
-            "node_list": row["nodes"] or "", "req_tres": _req_tres(wl),
-            "alloc_tres": _alloc_tres(billing, cpus, mem, gpus, len(per_node)) if per_node else "",
+            "node_list": row["nodes"] or "", "req_tres": req_tres, "alloc_tres": alloc_tres,
             "gpus": gpus, "gpu_type": gpu_type, "gpu_indices": row["gpu_indices"] or "",
             "billing": billing, "requeues": job.requeues, "preemptions": job.preemptions,
             "gpu_seconds": float(row["gpu_seconds_used"]), "gpu_seconds_lost": float(row["gpu_seconds_lost"]),
@@ -327,7 +334,7 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
             to = None if b is None else t0 + b
             as_of = t0 + out.end_time if b is None else None
             if last and per_node:
-                for node, (mask, _, _) in sorted(per_node.items()):
+                for node, (mask, _) in sorted(per_node.items()):
                     for idx in mask_indices(mask):
                         alloc_rows.append({"origin": origin, "job_id": str(job.id), "node": names[node],
                                            "gpu_index": idx, "gpu_count": 1, "gpu_type": node_types[node],

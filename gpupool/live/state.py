@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from gpupool.ledger import schema as s
-from gpupool.ledger.record import _alloc_tres, _req_tres
+from gpupool.ledger.record import requested_counts
 from gpupool.ledger.store import Ledger, WriteStats, chunks
+from gpupool.policy.slurm.tres import tres_text
 
 ACTIVE = ("PENDING", "RUNNING")
 
@@ -141,8 +142,9 @@ def ledger_job_row(origin: str, job, wl, *, wall, now: float, node: str, gpu_typ
         "elapsed": None if start is None else ((end if end is not None else wall(now)) - start),
         "timelimit": None if job.time_limit in (None, math.inf) else job.time_limit, "state": state,
         "reason": job.reason or "", "exit_code": exit_code, "nnodes": 1 if job.placement else 0,
-        "ncpus": cpus, "node_list": node if job.placement else "", "req_tres": _req_tres(wl),
-        "alloc_tres": _alloc_tres(float(cpus), cpus, mem, gpus, 1) if job.placement else "",
+        "ncpus": cpus, "node_list": node if job.placement else "", "req_tres": tres_text(requested_counts(wl)),
+        "alloc_tres": tres_text({"billing": cpus, "cpu": cpus, "gres/gpu": gpus, "mem": mem, "node": 1})
+        if job.placement else "",
         "gpus": gpus or wl.total_gpus, "gpu_type": gpu_type, "gpu_indices": indices, "billing": float(cpus),
         "requeues": job.requeues, "preemptions": job.preemptions, "gpu_seconds": job.gpu_s_used,
         "gpu_seconds_lost": job.gpu_s_lost, "gpu_seconds_idle": job.gpu_s_idle_held, "flags": job.via or "",

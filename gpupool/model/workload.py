@@ -206,6 +206,13 @@ class Workload:
     #: Slurm ``--licenses``: (name, count) pairs of slurm.conf ``Licenses=`` the job holds while
     #: it runs (none: ``()``).
     licenses: tuple[tuple[str, int], ...] = ()
+    #: Slurm, (CPUs, MB) as the job's ReqTRES records them at submit, where that differs from
+    #: the pod sets once the Slurm policy filled in the defaults: slurmctld counts the CPUs as
+    #: asked (no DefCpuPerGPU) and the memory before any allocation (no DefMemPerGPU; the
+    #: partition's first node's whole memory where no ``--mem*``, DefMemPerCPU or DefMemPerNode
+    #: gives any). Priority's TRES factors, sacct's ReqTRES and its billing read it
+    #: (``policy/slurm/job_defaults.submitted_request``). None: the pod sets' own.
+    req_cpu_mem: tuple[int, int] | None = None
     # Kubernetes side
     namespace: str | None = None
     queue_name: str | None = None

@@ -174,28 +174,8 @@ def _evaluator(inst: Instant):
     return pol
 
 
-def _mem_text(mib: int) -> str:
-    units = "MGTP"
-    k = 0
-    while mib and mib % 1024 == 0 and k < len(units) - 1:
-        mib //= 1024
-        k += 1
-    return f"{mib}{units[k]}"
-
-
-def tres_text(tres: dict) -> str:
-    """``billing=8,cpu=8,gres/gpu=2,mem=16G,node=1`` (names sorted, zero GPUs left out)."""
-    parts = []
-    for name in sorted(tres):
-        v = tres[name]
-        if name == "gres/gpu" and not v:
-            continue
-        parts.append(f"{name}={_mem_text(int(v)) if name == 'mem' else int(v)}")
-    return ",".join(parts)
-
-
 def _job_info(inst: Instant, job, pol) -> dict:
-    from gpupool.policy.slurm.tres import tres_billing
+    from gpupool.policy.slurm.tres import tres_billing, tres_text
 
     wl = job.wl
     info = {"user": wl.user or "root", "account": wl.account or "", "qos": wl.qos or "",
@@ -217,7 +197,7 @@ def _job_info(inst: Instant, job, pol) -> dict:
     def billing(t: dict) -> int:
         return int(tres_billing(t, weights, "MAX_TRES" in pol.s.flags))
 
-    rt = dict(req.tres)
+    rt = dict(req.req_tres)
     info["req_tres"] = tres_text({**rt, "billing": billing(rt)})
     if job.placement:
         at = pol.alloc_tres(job.placement)

@@ -62,6 +62,9 @@ class Defaults:
     max_mem_per_node: int | None = None
     #: MaxMemPerCPU (None: no limit)
     max_mem_per_cpu: int | None = None
+    #: RealMemory of the partition's first node in slurm.conf's order (ReqTRES counts it per
+    #: node for a job no memory request or default covers, whatever the select plugin)
+    first_node_memory: int = 0
 
 
 #: sbatch's refusals (22.05.8's wording)
@@ -93,8 +96,9 @@ def _global(cfg: SlurmConfig, key: str) -> int | None:
     return None if value is None else int(value)  # type: ignore[call-overload]
 
 
-def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]) -> Defaults:
-    """The defaults of ``part`` (``node_memory``: its nodes' RealMemory in MB)."""
+def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int], first_node_memory: int = 0) -> Defaults:
+    """The defaults of ``part`` (``node_memory``: its nodes' RealMemory in MB;
+    ``first_node_memory``: that of the first of them in slurm.conf's order)."""
     # a partition's DefMemPerCPU or DefMemPerNode replaces the cluster's either one (slurmctld
     # keeps one default memory per partition, per CPU or per node)
     mem_cpu, mem_node = _pair(cfg, part, ("DefMemPerCPU", "DefMemPerNode"), _count)
@@ -111,7 +115,8 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
         cpu_gpu = _global(cfg, "DefCpuPerGPU")
     whole = min(node_memory) if node_memory and memory_is_consumable(cfg) else None
     max_node, max_cpu = _memory_limits(cfg, part)
-    return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole, max_node, max_cpu)
+    return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole, max_node, max_cpu,
+                    first_node_memory)
 
 
 def _limit(part: Partition, key: str) -> int | None:
@@ -158,7 +163,11 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
     got = cache.get(part.name)
     if got is None:
         memory = [node_memory[n] for n in part.nodes if n in node_memory]
-        got = cache[part.name] = partition_defaults(cfg, part, memory)
+        members = set(part.nodes)
+        # slurmctld takes the lowest node index of the partition's bitmap: slurm.conf's order
+        # (``node_memory``'s), not the order of the partition's Nodes= list
+        first = next((mem for name, mem in node_memory.items() if name in members), 0)
+        got = cache[part.name] = partition_defaults(cfg, part, memory, first)
     return got
 
 
@@ -370,12 +379,50 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
 
 def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> tuple[Workload, str | None]:
     """What slurmctld makes of a submission: ``wl`` filled in from its partition's defaults
-    (``defaults_for``; unchanged when that partition does not exist) and sbatch's MaxMemPerNode
-    refusal or None."""
+    (``defaults_for``; unchanged when that partition does not exist), with the CPUs and memory
+    its ReqTRES records where they differ (``Workload.req_cpu_mem``), and sbatch's
+    MaxMemPerNode refusal or None. ``node_memory``: RealMemory per node, in slurm.conf's order."""
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None
-    return fill(wl, d), memory_refusal(wl, d)
+    filled = fill(wl, d)
+    if wl.req_cpu_mem is None:
+        asked = submitted_request(wl, d)
+        if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
+            filled = replace(filled, req_cpu_mem=asked)
+    return filled, memory_refusal(wl, d)
+
+
+def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
+    """(CPUs, MB) of ``wl`` as submitted (before ``fill``) the way slurmctld counts them in the
+    job's ReqTRES at submit (``job_set_req_tres``): the CPUs asked, DefCpuPerGPU not applied,
+    and the memory ``job_get_tres_mem`` gives without an allocation: ``--mem`` per node and
+    ``--mem-per-cpu``/``--mem-per-gpu`` per CPU or GPU asked; with none, DefMemPerCPU per CPU
+    asked or DefMemPerNode per node, and without those either (or with ``--mem=0``) the
+    partition's first node's RealMemory per node. DefMemPerGPU is never counted there (it
+    reaches only the selection). A real 22.05.8 (DefMemPerGPU=120000, DefCpuPerGPU=4, 1000000
+    MB nodes) recorded ``--gres=gpu:2`` as cpu=1,mem=1000000M and, in a partition with
+    DefMemPerCPU=1000, mem=1000M; ``-N2 --exclusive`` mem=2000000M; ``--gpus=3
+    --mem-per-gpu=5000`` mem=15000M; a partition ``Nodes=gpu04,gpu03`` counted gpu03's memory
+    (its first in slurm.conf), and sprio's cpu and mem factors read these numbers.
+    Not exact: ``--mem`` split over task pods that may share a node (``-n3 --mem=1000``) is
+    counted as the pods hold it, rounded up per pod."""
+    cpus = mem = 0
+    for ps in wl.pod_sets:
+        ps_cpus = ps.cpus_total
+        ps_nodes = ps.count if ps.one_per_node else 1
+        cpus += ps_cpus
+        if ps.memory_whole_node:
+            mem += d.first_node_memory * ps_nodes
+        elif not ps.memory_unset:
+            mem += ps.memory_total  # per node, CPU or GPU as asked
+        elif d.mem_per_cpu:
+            mem += d.mem_per_cpu * ps_cpus
+        elif d.mem_per_node:
+            mem += d.mem_per_node * ps_nodes
+        else:
+            mem += d.first_node_memory * ps_nodes
+    return cpus, mem
 
 
 def fill(wl: Workload, d: Defaults) -> Workload:

@@ -19,6 +19,14 @@ class JobReq:
     mem: int  # MiB, whole job
     tres: dict[str, int]  # requested TRES for limits: cpu, mem, gres/gpu, node
     time_limit: float | None  # as submitted (seconds)
+    #: the TRES the job's record shows as requested (ReqTRES; priority's TRES factors of a
+    #: pending job): ``tres`` with the CPUs and memory counted at submit
+    #: (``Workload.req_cpu_mem``), or ``tres`` itself where they are the same
+    submit_tres: dict[str, int] | None = None
+
+    @property
+    def req_tres(self) -> dict[str, int]:
+        return self.tres if self.submit_tres is None else self.submit_tres
 
     @property
     def assoc(self) -> tuple[str, str]:
@@ -87,7 +95,10 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
         {"cpu": cpus, "mem": mem, "node": nodes}
     if typed:
         tres.update(typed)
-    return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit)
+    submit = None
+    if wl.req_cpu_mem is not None:
+        submit = {**tres, "cpu": wl.req_cpu_mem[0], "mem": wl.req_cpu_mem[1]}
+    return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit, submit)
 
 
 def least_nodes(wl) -> int:

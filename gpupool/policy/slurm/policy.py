@@ -1042,7 +1042,7 @@ class SlurmPolicy:
             nodes_total=self.nodes_total, cpus_total=self.cpus_total, favor_small=s.favor_small,
             part_factor=info.job_factor, max_part_factor=self.max_part_factor,
             qos_priority=q.priority if q is not None else 0, max_qos_priority=self.max_qos_prio,
-            tres_req=req.tres, tres_total=info.tres_total, tres_weights=s.tres_weights)
+            tres_req=req.req_tres, tres_total=info.tres_total, tres_weights=s.tres_weights)
 
     def _multifactor(self, job, info, accrue: float, t: float) -> int:
         f = self.factors(job, info, accrue, t)

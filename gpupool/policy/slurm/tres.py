@@ -110,3 +110,28 @@ def alloc_counts(placement, typed_keys: list, gpu_tracked: bool = True) -> dict[
                 if bits:
                     out[k] = out.get(k, 0) + bits.bit_count()
     return out
+
+
+def mem_text(mib: int) -> str:
+    """MB as a TRES string shows memory: in the largest unit that keeps it whole (``16G``,
+    ``240000M``, ``1875G``)."""
+    units = "MGTP"
+    k = 0
+    while mib and mib % 1024 == 0 and k < len(units) - 1:
+        mib //= 1024
+        k += 1
+    return f"{mib}{units[k]}"
+
+
+def tres_text(tres: dict) -> str:
+    """TRES counts as sacct's ReqTRES/AllocTRES print them: ``name=count`` entries with
+    memory in units (``mem_text``), counts of 0 left out, the entries sorted as strings (so
+    ``gres/gpu:h100=2`` comes before ``gres/gpu=2``: a real 22.05.8 printed
+    ``billing=10,cpu=4,gres/gpu:h100=2,gres/gpu=2,mem=10G,node=1``, and left out ``billing``
+    where the weights gave 0). Fractional counts (billing) are cut to whole ones."""
+    parts = []
+    for name, v in tres.items():
+        v = int(v)
+        if v:
+            parts.append(f"{name}={mem_text(v) if name == 'mem' else v}")
+    return ",".join(sorted(parts))
