@@ -146,15 +146,36 @@ def test_req_tres_counts_cpus_as_asked_and_memory_before_any_allocation(tmp_path
     assert [got[str(k)] for k in range(2, 2 + len(REQ_JOBS))] == [tres for _p, _o, tres, _prio in REQ_JOBS]
 
 
-def test_a_pending_jobs_tres_priority_factors_read_its_req_tres(tmp_path):
-    pool, wl = _req(tmp_path)
+def _priorities_less_fair_share(pool: Path, wl: Path) -> list[list[int]]:
+    """sprio's PRIORITY − FAIRSHARE of the probe jobs at 10 s, per partition row (the real run
+    submitted as root, whose fair share differs from dave's)."""
     r = CliRunner().invoke(_cli(), ["sprio", str(pool), "-w", str(wl), "--at", "10", "-P"])
     assert r.exit_code == 0, r.output
-    rows = [line.split("|") for line in r.output.splitlines()[1:]]
     got: dict[str, list[int]] = {}
-    for row in rows:  # JOBID|PARTITION|USER|PRIORITY|SITE|AGE|ASSOC|FAIRSHARE|...
-        got.setdefault(row[0], []).append(int(row[3]) - int(row[7]))
-    assert [got[str(k)] for k in range(2, 2 + len(REQ_JOBS))] == [prio for _p, _o, _t, prio in REQ_JOBS]
+    for row in (line.split("|") for line in r.output.splitlines()[1:]):
+        got.setdefault(row[0], []).append(int(row[3]) - int(row[7]))  # JOBID|…|PRIORITY|…|FAIRSHARE
+    return [got[str(k)] for k in range(2, 2 + len(REQ_JOBS))]
+
+
+def test_a_pending_jobs_tres_priority_factors_read_its_req_tres(tmp_path):
+    pool, wl = _req(tmp_path)
+    assert _priorities_less_fair_share(pool, wl) == [prio for _p, _o, _t, prio in REQ_JOBS]
+
+
+#: the same jobs under PriorityWeightTRES=billing=10000 and TRESBillingWeights=CPU=1.0,GRES/gpu=8.0
+#: on every partition: sprio's priority less fair share, per partition (a node bills
+#: 128 + 8 × 8 = 192, so train's total is 768, p2's and p3's 384, p4's 192)
+BILLING_PRIO = [[1221], [1442], [1078], [1325], [1442], [1468], [1026], [1039], [1052], [1026], [1052], [1130],
+                [1026], [1234], [1052, 1026]]
+
+
+def test_a_billing_weight_divides_the_req_tres_billing_by_the_partitions_node_billing(tmp_path):
+    pool, wl = _req(tmp_path)
+    conf = pool / "slurm.conf"
+    text = conf.read_text().replace("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000",
+                                    "PriorityWeightTRES=billing=10000")
+    conf.write_text(text.replace('TRESBillingWeights="GRES/gpu=1.0"', 'TRESBillingWeights="CPU=1.0,GRES/gpu=8.0"'))
+    assert _priorities_less_fair_share(pool, wl) == BILLING_PRIO
 
 
 def test_submitted_request_rules():

@@ -17,7 +17,7 @@ from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
 from gpupool.policy.slurm.jobinfo import gpu_tres
 from gpupool.policy.slurm.select import PartNodes
-from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_tres
+from gpupool.policy.slurm.tres import parse_billing_weights, tracked_gpu_tres, tres_billing
 
 ONE_YEAR = 365 * 86400
 
@@ -214,8 +214,13 @@ def load_settings(cfg: SlurmConfig) -> Settings:
 def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str, PartInfo]:
     out: dict[str, PartInfo] = {}
     lln_all = any(p.upper() == "CR_LLN" for p in cfg.select_type_parameters)
+    members = {name: tuple(sorted(nodes.index[n] for n in part.nodes if n in nodes.index))
+               for name, part in cfg.partitions.items()}
+    weights = {name: parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
+               for name, part in cfg.partitions.items()}
+    node_billing = _node_billing(cfg, nodes, members, weights)
     for name, part in cfg.partitions.items():
-        idx = tuple(sorted(nodes.index[n] for n in part.nodes if n in nodes.index))
+        idx = members[name]
         lln = lln_all or str(part.extra.get("LLN", "NO")).upper() in ("YES", "Y", "TRUE", "1")
         max_cpus = _max_cpus_per_node(part)
         if lln or part.max_nodes is not None or max_cpus is not None:
@@ -229,6 +234,7 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             "node": len(idx),
         }
         tres.update(_typed_gpu_totals(nodes, idx))
+        tres["billing"] = sum(node_billing[i] for i in idx)
         grace = part.extra.get("GraceTime")
         out[name] = PartInfo(
             name=name, part=part, nodes=idx, node_set=frozenset(idx), tier=part.priority_tier,
@@ -236,10 +242,33 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             default_time=part.default_time if part.default_time is not None else part.max_time,
             state=(part.state or "UP").upper(), preempt_mode=part.preempt_mode,
             grace_time=int(grace) if grace and str(grace).isdigit() else 0,
-            tres_total=tres, billing_weights=parse_billing_weights(part.extra.get("TRESBillingWeights", "")),
+            tres_total=tres, billing_weights=weights[name],
             over_time_limit=partition_over_time_limit(part), max_cpus_per_node=max_cpus,
         )
     return out
+
+
+def _node_billing(cfg: SlurmConfig, nodes: NodeTable, members: dict[str, tuple[int, ...]],
+                  weights: dict[str, dict[str, float]]) -> list[int]:
+    """Per node, the billing TRES slurmctld gives it (``_set_node_billing_tres``): the largest
+    of its TRES weighted by each partition holding it that sets TRESBillingWeights, cut to a
+    whole number, and its CPUs where none does or all give 0. A partition's billing total, the
+    sum over its nodes, divides a pending job's billing under PriorityWeightTRES=billing (a real
+    22.05.8 with CPU=1.0,GRES/gpu=8.0 on 128-CPU 8-GPU nodes: ``--gres=gpu:2`` billed 17 got
+    10000 × 17 / 768 = 221 in a four-node partition, 443 in a two-node one)."""
+    max_tres = "MAX_TRES" in {str(f).upper() for f in cfg.params.get("PriorityFlags") or ()}
+    best = [0.0] * len(nodes.cpu_total)
+    for name, idx in members.items():
+        w = weights[name]
+        if not w:
+            continue
+        for i in idx:
+            counts = {"cpu": nodes.cpu_total[i] // 1000, "mem": nodes.mem_total[i], "node": 1,
+                      "gres/gpu": nodes.gpu_total[i]}
+            for gpu_type, mask in nodes.gpu_types(i).items():
+                counts[gpu_tres(gpu_type)] = mask.bit_count()
+            best[i] = max(best[i], tres_billing(counts, w, max_tres))
+    return [int(b) if int(b) else nodes.cpu_total[i] // 1000 for i, b in enumerate(best)]
 
 
 def _typed_gpu_totals(nodes: NodeTable, idx) -> dict[str, int]:

@@ -693,8 +693,18 @@ class SlurmPolicy:
             s = self.s
             r = job_req(job.wl, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
                         s.untyped_gpu_as)
+            if "billing" in s.tres_weights:
+                r.submit_tres = {**r.req_tres, "billing": self._req_billing(r)}
             self._req[job.id] = r
         return r
+
+    def _req_billing(self, req) -> int:
+        """The billing slurmctld records in a job's ReqTRES at submit: its request weighted by
+        the TRESBillingWeights of the first partition it names (its CPUs without weights), cut
+        to a whole number; what PriorityWeightTRES=billing reads of a pending job."""
+        info = self.parts.get(req.parts[0]) if req.parts else None
+        weights = info.billing_weights if info is not None else {}
+        return int(tres_billing(req.req_tres, weights, "MAX_TRES" in self.s.flags))
 
     def account_chain(self, account: str) -> tuple[str, ...]:
         chain = self._chains.get(account)
