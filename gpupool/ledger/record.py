@@ -111,18 +111,22 @@ def _exit_code(state: str) -> str:
 
 class _Tres:
     """A simulated job's ReqTRES and AllocTRES, and its billing, as the Slurm policy counts
-    them (``policy.slurm.tres``) where it ran in a Slurm partition: the TRES its placement
-    holds, typed GPUs counted where AccountingStorageTRES tracks their type and GPUs left out
-    where it tracks none, the request as slurmctld recorded it at submit (``JobReq.req_tres``),
-    billed under that partition's TRESBillingWeights (summed or, with PriorityFlags=MAX_TRES,
-    the largest node TRES plus the rest; its CPUs without weights). The partition is where the
-    policy ran it, else the first it named, else, in a ``slurm`` run, the default one. A job of
-    no Slurm partition (a Kueue workload) shows its CPUs, memory, GPUs and nodes and bills its
-    CPUs. Reads only what this needs of slurm.conf, so recording never fails on a setting only
-    the Slurm policy uses."""
+    them (``policy.slurm.tres``) for a job in a Slurm partition: the TRES its placement holds,
+    typed GPUs counted where AccountingStorageTRES tracks their type and GPUs left out where it
+    tracks none, billed under the TRESBillingWeights of the partition it ran in (summed or,
+    with PriorityFlags=MAX_TRES, the largest node TRES plus the rest; its CPUs without
+    weights), and the request as slurmctld recorded it at submit (``JobReq.req_tres``), billed
+    under the first partition it named. A job that holds nothing is billed its filled-in
+    request (what a requeued job held). The partition is where the job ran, else the first it
+    named, else the default one for an sbatch job of a ``slurm`` run, or of a ``bridge`` or
+    ``operator`` run that is no Kubernetes workload (``kubernetes``: that policy's option). A job
+    of no Slurm partition (a Kueue workload) shows its pod sets' CPUs, memory, GPUs and nodes and
+    bills its CPUs. Reads only what this needs of slurm.conf, so recording never fails on a
+    setting only the Slurm policy uses."""
 
-    def __init__(self, pool: Pool, policy: str) -> None:
+    def __init__(self, pool: Pool, policy: str, kubernetes: str = "auto") -> None:
         from gpupool.engine.nodes import NodeTable
+        from gpupool.policy.bridge.mapping import is_kubernetes
         from gpupool.policy.slurm.jobinfo import job_req
         from gpupool.policy.slurm.tres import (
             alloc_counts,
@@ -136,6 +140,9 @@ class _Tres:
         # (the Slurm policy's modules are imported once per recording, not once per job)
         self._job_req, self._alloc_counts, self._tres_billing = job_req, alloc_counts, tres_billing
         self.text = tres_text
+        self._sbatch = {"slurm": lambda wl: True,
+                        "bridge": lambda wl: not is_kubernetes(wl, kubernetes),
+                        "operator": lambda wl: not is_kubernetes(wl, kubernetes)}.get(policy)
 
         cfg = pool.slurm
         self._weights: dict[str, dict[str, float]] = {}
@@ -154,30 +161,39 @@ class _Tres:
         for name, part in cfg.partitions.items():
             self._weights[name] = parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
         default = cfg.default_partition()
-        if policy == "slurm" and default is not None:
+        if default is not None:
             self._default = default.name
 
-    def _partition_weights(self, job) -> dict[str, float] | None:
-        """The billing weights of the Slurm partition ``job`` is counted in ({} where it sets
-        none), or None where it is in none."""
-        name = job.partition or (job.wl.partition or "").split(",")[0].strip() or self._default
-        return self._weights.get(name or "")
+    def _named(self, wl) -> str | None:
+        """The first partition ``wl`` names, else the default one where the run's policy gives
+        it one (an sbatch job), else None."""
+        first = (wl.partition or "").split(",")[0].strip()
+        if first:
+            return first
+        return self._default if self._sbatch is not None and self._sbatch(wl) else None
 
     def _bill(self, counts: dict[str, int], weights: dict[str, float]) -> float:
         return self._tres_billing(counts, weights, self._max_tres) if weights else float(counts.get("cpu", 0))
 
+    def _request(self, wl):
+        return self._job_req(wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as)
+
     def requested(self, job) -> tuple[dict[str, int], float | None]:
-        """(ReqTRES counts, their billing; None outside a Slurm partition)."""
-        weights = self._partition_weights(job)
+        """(ReqTRES counts, their billing at submit; None outside a Slurm partition)."""
+        weights = self._weights.get(self._named(job.wl) or "")
         if weights is None:
             return requested_counts(job.wl), None
-        counts = self._job_req(job.wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as).req_tres
+        counts = self._request(job.wl).req_tres
         return counts, self._bill(counts, weights)
 
     def allocated(self, job, cpus: int) -> tuple[dict[str, int], float]:
-        """(AllocTRES counts, billing) of the placement ``job`` holds; ``cpus``: the CPUs its
-        record shows."""
-        weights = self._partition_weights(job)
+        """(AllocTRES counts, billing) of the placement ``job`` holds (``cpus``: the CPUs its
+        record shows), or, while it holds nothing, its filled-in request's billing ({}, …)."""
+        weights = self._weights.get(job.partition or self._named(job.wl) or "")
+        if not job.placement:
+            if weights is None:
+                return {}, float(requested_counts(job.wl)["cpu"])
+            return {}, self._bill(self._request(job.wl).tres, weights)
         if weights is None:
             counts = self._alloc_counts(job.placement, [], True)
             counts["cpu"] = cpus
@@ -188,11 +204,16 @@ class _Tres:
 
 
 def requested_counts(wl) -> dict[str, int]:
-    """What ``wl`` asks as TRES counts, read off its pod sets (CPUs rounded up per pod set): the
-    ReqTRES of a job outside any Slurm partition, and of the live daemon's jobs."""
+    """What ``wl`` asks as TRES counts, read off its pod sets (CPUs rounded up per pod set), or
+    the CPUs and memory slurmctld recorded at submit where the Slurm policy kept them
+    (``Workload.req_cpu_mem``): the ReqTRES of a job outside any Slurm partition, and of the
+    live daemon's jobs."""
     cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
+    mem = sum(ps.memory_total for ps in wl.pod_sets)
+    if wl.req_cpu_mem is not None:
+        cpus, mem = wl.req_cpu_mem
     nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
-    return {"cpu": cpus, "mem": sum(ps.memory_total for ps in wl.pod_sets), "gres/gpu": wl.total_gpus, "node": nodes}
+    return {"cpu": cpus, "mem": mem, "gres/gpu": wl.total_gpus, "node": nodes}
 
 
 def ensure_policy_version(ledger: Ledger, pool: Pool, *, author: str | None = None) -> PolicyVersion | None:
@@ -232,7 +253,7 @@ def record_run(db, result, pool: Pool | str | Path, workload_spec: str | None, p
     run_id = hashlib.sha256(json.dumps([pool_hash, digest, policy, options_json, seed, t0]).encode()).hexdigest()[:16]
     origin = run_origin(run_id)
     stats = WriteStats()
-    job_rows, event_rows, alloc_rows = _rows(result, pool, origin, t0, policy_version, policy)
+    job_rows, event_rows, alloc_rows = _rows(result, pool, origin, t0, policy_version, policy, options)
     with ledger.transaction() as conn:
         exists = conn.execute(s.runs.select().where(s.runs.c.run_id == run_id)).first()
         if exists is None:
@@ -251,12 +272,13 @@ def record_run(db, result, pool: Pool | str | Path, workload_spec: str | None, p
             "jobs": len(job_rows), **stats.as_dict()}
 
 
-def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, policy: str = ""):
+def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, policy: str = "",
+          options: dict | None = None):
     out = result.output
     names = list(pool.nodes)
     node_types = [pool.nodes[n].gpu_type or "" for n in names]
     frame = result.jobs.set_index("id")
-    tres = _Tres(pool, policy)
+    tres = _Tres(pool, policy, str((options or {}).get("kubernetes", "auto")))
     placements = None
     if getattr(result, "placements", None) is not None:
         placements = {}
@@ -287,12 +309,9 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
         # the GPUs it holds where it started (a node range may start on fewer nodes than asked)
         gpus = sum(v[0].bit_count() for v in per_node.values()) if per_node else job.total_gpus
         req_counts, req_billing = tres.requested(job)
-        if per_node:
-            alloc_counts, billing = tres.allocated(job, cpus)
-            alloc_tres = tres.text({**alloc_counts, "billing": billing})
-        else:  # while it holds nothing, its request is billed, as the policy bills a pending job's
-            alloc_tres, billing = "", req_billing if req_billing is not None else float(req_counts["cpu"])
         req_tres = tres.text(req_counts if req_billing is None else {**req_counts, "billing": req_billing})
+        alloc_counts, billing = tres.allocated(job, cpus)
+        alloc_tres = tres.text({**alloc_counts, "billing": billing}) if per_node else ""
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
         job_rows.append({

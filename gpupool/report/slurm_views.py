@@ -180,7 +180,7 @@ def _job_info(inst: Instant, job, pol) -> dict:
     wl = job.wl
     info = {"user": wl.user or "root", "account": wl.account or "", "qos": wl.qos or "",
             "partition": wl.partition or "", "timelimit": wl.time_limit, "req_tres": "", "alloc_tres": "",
-            "ncpus": 0, "nnodes": 0}
+            "held_tres": "", "ncpus": 0, "nnodes": 0}
     if pol is None:
         return info
     req = pol.req(job)
@@ -197,8 +197,12 @@ def _job_info(inst: Instant, job, pol) -> dict:
     def billing(t: dict) -> int:
         return int(tres_billing(t, weights, "MAX_TRES" in pol.s.flags))
 
+    # ReqTRES is billed once, at submit, under the first partition the job names (a later start
+    # elsewhere does not change it); AllocTRES under the partition it runs in
     rt = dict(req.req_tres)
-    info["req_tres"] = tres_text({**rt, "billing": billing(rt)})
+    info["req_tres"] = tres_text({**rt, "billing": pol.req_billing(req)})
+    held = req.tres  # what a run that no longer holds anything held: the filled-in request
+    info["held_tres"] = tres_text({**held, "billing": billing(held)})
     if job.placement:
         at = pol.alloc_tres(job.placement)
         info["alloc_tres"] = tres_text({**at, "billing": billing(at)})
@@ -336,7 +340,7 @@ def sacct_records(inst: Instant, *, epoch: datetime = DEFAULT_EPOCH, duplicates:
                 "reason": (job.reason or "None") if pending and is_last else "None",
                 "flags": run["via"] if run["via"] in ("SchedMain", "SchedBackfill", "SchedSubmit") else "",
                 "req_tres": info["req_tres"],
-                "alloc_tres": (info["alloc_tres"] or info["req_tres"]) if start is not None else "",
+                "alloc_tres": (info["alloc_tres"] or info["held_tres"]) if start is not None else "",
                 "ncpus": info["ncpus"] if start is not None else 0,
                 "nnodes": info["nnodes"] if start is not None else 0,
                 "node_list": node_list if start is not None else "",

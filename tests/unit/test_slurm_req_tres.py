@@ -39,14 +39,16 @@ def _seed_copy(tmp_path: Path, edits: list[tuple[str, str]]) -> Path:
     return pool
 
 
-def _jobs(tmp_path: Path, jobs: list[tuple[str, float, float]], user: str) -> Path:
-    """A workload folder: one sbatch script per (#SBATCH options, submit, runtime)."""
+def _jobs(tmp_path: Path, jobs: list[tuple[str, float, float]], user: str | list[str]) -> Path:
+    """A workload folder: one sbatch script per (#SBATCH options, submit, runtime), submitted by
+    ``user`` (or by each of a list in turn)."""
     folder = tmp_path / "wl"
     folder.mkdir()
     rows = ["source,submit_time,runtime,user"]
-    for k, (opts, submit, runtime) in enumerate(jobs, start=1):
+    users = [user] * len(jobs) if isinstance(user, str) else user
+    for k, ((opts, submit, runtime), who) in enumerate(zip(jobs, users), start=1):
         (folder / f"j{k:02d}.sbatch").write_text(f"#!/bin/bash\n#SBATCH {opts}\nsleep {int(runtime)}\n")
-        rows.append(f"j{k:02d}.sbatch,{submit},{runtime},{user}")
+        rows.append(f"j{k:02d}.sbatch,{submit},{runtime},{who}")
     (folder / "arrivals.csv").write_text("\n".join(rows) + "\n")
     return folder
 
@@ -194,3 +196,72 @@ def test_tres_text_sorts_entries_as_strings_and_leaves_out_zero_counts():
     counts = {"node": 1, "gres/gpu": 2, "gres/gpu:h100": 2, "cpu": 4, "mem": 10240, "billing": 10.9, "energy": 0}
     assert tres_text(counts) == "billing=10,cpu=4,gres/gpu:h100=2,gres/gpu=2,mem=10G,node=1"
     assert tres_text({"cpu": 2, "mem": 1920000, "billing": 0.4}) == "cpu=2,mem=1875G"
+
+
+#: the same jobs under PriorityWeightJobSize=100000 (PriorityWeightTRES=GRES/gpu=1000): the job
+#: size factor counts the CPUs asked, not DefCpuPerGPU's (``--gres=gpu:2``: 1 CPU, 12598)
+JOBSIZE_PRIO = [[13660], [13722], [13792], [13691], [26320], [14015], [26195], [13792], [26390], [13597], [13597],
+                [13726], [26195], [13660], [13695, 13695]]
+
+
+def test_the_job_size_factor_counts_the_cpus_asked(tmp_path):
+    pool, wl = _req(tmp_path)
+    conf = pool / "slurm.conf"
+    text = conf.read_text().replace("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000",
+                                    "PriorityWeightTRES=GRES/gpu=1000")
+    conf.write_text(text.replace("PriorityWeightJobSize=0", "PriorityWeightJobSize=100000"))
+    assert _priorities_less_fair_share(pool, wl) == JOBSIZE_PRIO
+
+
+def _sacct(pool: Path, wl: Path, at: str, fields: str) -> list[list[str]]:
+    r = CliRunner().invoke(_cli(), ["sacct", str(pool), "-w", str(wl), "--at", at, "-D", "-P", "-n", "-o", fields])
+    assert r.exit_code == 0, r.output
+    return [line.split("|") for line in r.output.splitlines()]
+
+
+def test_req_tres_is_billed_under_the_first_partition_named_wherever_the_job_runs(tmp_path):
+    pool = _seed_copy(tmp_path, [("PriorityTier=1 State=UP", 'PriorityTier=1 State=UP\n'
+                                  'PartitionName=pa Nodes=gpu01 MaxTime=2-00:00:00 TRESBillingWeights="GRES/gpu=10.0" '
+                                  'State=UP\nPartitionName=pb Nodes=gpu02 MaxTime=2-00:00:00 '
+                                  'TRESBillingWeights="GRES/gpu=1.0" State=UP')])
+    wl = _jobs(tmp_path, [("-A ml-research -p pa --exclusive -t 60", 0.0, 3000.0),
+                          ("-A ml-research -p pa,pb --gres=gpu:1 --mem=1000 -t 10", 1.0, 600.0)], "alice")
+    rows = _sacct(pool, wl, "100", "JobID,Partition,State,ReqTRES,AllocTRES")
+    # slurmctld bills the request once, at submit, under pa; the start in pb bills the allocation
+    assert rows[1] == ["2", "pb", "RUNNING", "billing=10,cpu=1,gres/gpu=1,mem=1000M,node=1",
+                       "billing=1,cpu=2,gres/gpu=1,mem=1000M,node=1"]
+
+
+def test_an_earlier_run_of_a_requeued_job_shows_what_it_held(tmp_path):
+    """A preempted run's AllocTRES is the filled-in request it held (DefCpuPerGPU's CPUs,
+    DefMemPerGPU's memory), not the ReqTRES recorded at submit."""
+    pool = _seed_copy(tmp_path, [("DefMemPerGPU=120000", "DefMemPerGPU=120000\nDefCpuPerGPU=4")])
+    wl = _jobs(tmp_path, [("-A ml-platform -N4 --gres=gpu:8 -t 60", 0.0, 3000.0),
+                          ("-A ml-research --qos=high -N1 --gres=gpu:8 -t 60", 60.0, 3000.0)], ["dave", "alice"])
+    rows = _sacct(pool, wl, "100", "JobID,State,ReqTRES,AllocTRES")
+    # (no TRESBillingWeights on the seed pool: billing is the CPUs)
+    assert rows[0] == ["1", "PREEMPTED", "billing=4,cpu=4,gres/gpu=32,mem=4000000M,node=4",
+                       "billing=128,cpu=128,gres/gpu=32,mem=3750G,node=4"]
+    assert rows[1][:2] == ["1", "PENDING"] and rows[1][3] == ""
+
+
+def test_a_bridge_run_bills_native_jobs_under_the_default_partition(tmp_path):
+    pool = _seed_copy(tmp_path, TYPED + [("DefMemPerGPU=120000", "DefMemPerGPU=120000\nDefCpuPerGPU=4")])
+    wl = _jobs(tmp_path, [("-A ml-research -t 1 --gres=gpu:2", 0.0, 20.0)], "alice")
+    result = gpupool.simulate(pool, load_workload_folder(wl), "bridge")
+    ledger = as_ledger(str(tmp_path / "ledger.db"))
+    facts = record_run(ledger, result, pool, "test", "bridge")
+    with ledger.read() as conn:
+        (row,) = conn.execute(s.jobs.select().where(s.jobs.c.origin == facts["origin"])).mappings().all()
+    ledger.close()
+    # 1 CPU + 1000000 MB × 0.25/1024 + 2 GPUs × 2, as under --policy slurm (not 1 CPU: no weights)
+    assert row["req_tres"] == "billing=249,cpu=1,gres/gpu=2,mem=1000000M,node=1"
+    assert row["alloc_tres"] == "billing=70,cpu=8,gres/gpu:h100=2,gres/gpu=2,mem=240000M,node=1"
+
+
+def test_the_live_daemons_req_tres_reads_what_slurmctld_recorded():
+    from gpupool.ledger.record import requested_counts
+    from gpupool.model.workload import PodSet, Workload
+
+    wl = Workload(1, "j", (PodSet(count=1, cpu_m=8000, memory_mib=240000, gpus=2),), req_cpu_mem=(1, 1000000))
+    assert requested_counts(wl) == {"cpu": 1, "mem": 1000000, "gres/gpu": 2, "node": 1}

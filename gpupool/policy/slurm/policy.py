@@ -694,14 +694,16 @@ class SlurmPolicy:
             r = job_req(job.wl, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
                         s.untyped_gpu_as)
             if "billing" in s.tres_weights:
-                r.submit_tres = {**r.req_tres, "billing": self._req_billing(r)}
+                r.submit_tres = {**r.req_tres, "billing": self.req_billing(r)}
             self._req[job.id] = r
         return r
 
-    def _req_billing(self, req) -> int:
+    def req_billing(self, req) -> int:
         """The billing slurmctld records in a job's ReqTRES at submit: its request weighted by
-        the TRESBillingWeights of the first partition it names (its CPUs without weights), cut
-        to a whole number; what PriorityWeightTRES=billing reads of a pending job."""
+        the TRESBillingWeights of the first partition it names (the default one where it names
+        none; its CPUs without weights), cut to a whole number, and left so when the job starts
+        elsewhere (only a reconfiguration or an update recomputes it); what sacct's ReqTRES
+        shows and PriorityWeightTRES=billing reads of a pending job."""
         info = self.parts.get(req.parts[0]) if req.parts else None
         weights = info.billing_weights if info is not None else {}
         return int(tres_billing(req.req_tres, weights, "MAX_TRES" in self.s.flags))
@@ -1048,7 +1050,7 @@ class SlurmPolicy:
             fs = self._fs.get(f"{req.account}/{req.user}", 0.0) if self.use_fs else 0.0
         q = self.qos.get(req.qos or "")
         return priority.factors(
-            age_s=t - accrue, max_age=s.max_age, fs=fs, nodes=req.nodes, cpus=req.cpus,
+            age_s=t - accrue, max_age=s.max_age, fs=fs, nodes=req.nodes, cpus=req.req_tres["cpu"],
             nodes_total=self.nodes_total, cpus_total=self.cpus_total, favor_small=s.favor_small,
             part_factor=info.job_factor, max_part_factor=self.max_part_factor,
             qos_priority=q.priority if q is not None else 0, max_qos_priority=self.max_qos_prio,
