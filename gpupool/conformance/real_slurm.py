@@ -683,6 +683,8 @@ class RealSlurm:
                     opts.append(f"{key}={val}")
             if a.max_wall is not None:
                 opts.append(f"MaxWall={a.max_wall // 60}")
+            if a.priority is not None:
+                opts.append(f"Priority={a.priority}")
             return opts
 
         done = {"root"}

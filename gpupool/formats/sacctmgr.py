@@ -40,9 +40,9 @@ __all__ = ["parse_sacctmgr_dump", "render_sacctmgr_dump", "parse_tres", "format_
 # Option names (Slurm's spelling) per line kind. "model" options fill dataclass fields;
 # "keep" options go to ``extra``.
 _ASSOC_MODEL = ("Fairshare", "GrpTRES", "GrpJobs", "MaxJobs", "MaxSubmitJobs", "MaxTRESPerJob",
-                "MaxWallDurationPerJob", "QOS", "DefaultQOS")
+                "MaxWallDurationPerJob", "QOS", "DefaultQOS", "Priority")
 _ASSOC_KEEP = ("GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall", "MaxJobsAccrue",
-               "MaxTRESMinsPerJob", "MaxTRESRunMins", "MaxTRESPerNode", "MinPrioThresh", "Priority")
+               "MaxTRESMinsPerJob", "MaxTRESRunMins", "MaxTRESPerNode", "MinPrioThresh")
 _QOS_MODEL = ("Description", "Priority", "Preempt", "PreemptMode", "GrpTRES", "MaxTRESPerUser", "MaxTRESPerJob",
               "MaxJobsPU", "MaxSubmitJobsPU", "MaxWallDurationPerJob", "UsageFactor", "GraceTime", "Flags")
 _QOS_KEEP = ("GrpJobs", "GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
@@ -288,6 +288,8 @@ def _apply_assoc(assoc: Association, key: str, value: str) -> None:
         assoc.qos = _names(value)
     elif key == "DefaultQOS":
         assoc.default_qos = value or None
+    elif key == "Priority":
+        assoc.priority = _int(value, key)
     elif key == "Description":
         assoc.description = value
     elif key == "Organization":
@@ -536,6 +538,8 @@ def _assoc_options(assoc: Association) -> list[str]:
         opts.append(f"QOS={_q(','.join(assoc.qos))}")
     if assoc.default_qos:
         opts.append(f"DefaultQOS={_q(assoc.default_qos)}")
+    if assoc.priority is not None:
+        opts.append(f"Priority={assoc.priority}")
     for key, value in assoc.extra.items():
         opts.append(f"{key}={_q(value)}")
     return opts

@@ -197,6 +197,11 @@ NOT_MODELLED_KEYS: tuple[str, ...] = (
     "VSizeFactor", "WaitTime", "X11Parameters",
 )
 
+#: PriorityFlags the Slurm policy acts on, and those it does not (22.05's others)
+PRIORITY_FLAGS_MODELLED = frozenset({"MAX_TRES", "NO_FAIR_TREE", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_ALL",
+                                     "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES"})
+PRIORITY_FLAGS_NOT_MODELLED = frozenset({"ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "INCR_ONLY"})
+
 #: Keys that start a record line and may repeat (each line is its own record).
 _RECORD_KEYS = ("NodeName", "PartitionName", "NodeSet", "DownNodes", "FrontendName", "SlurmctldHost")
 
@@ -995,7 +1000,20 @@ class _Loader:
         for name, pending in self.partitions.items():
             self.config.partitions[name] = self.build_partition(name, pending)
         self.check_weighted_tres()
+        self.note_priority_flags()
         return SlurmConfResult(self.config, self.nodes, self.not_modelled)
+
+    def note_priority_flags(self) -> None:
+        """PriorityFlags the Slurm policy does not act on go to ``not_modelled`` (slurmctld
+        itself looks for the names it knows in the text and passes over anything else)."""
+        line = self.global_lines.get("PriorityFlags")
+        for flag in self.config.params.get("PriorityFlags") or ():
+            if flag in PRIORITY_FLAGS_MODELLED:
+                continue
+            if flag in PRIORITY_FLAGS_NOT_MODELLED:
+                self.note(line, f"PriorityFlags={flag}")
+            else:
+                self.note(line, f"PriorityFlags={flag} (not a flag of Slurm 22.05: slurmctld passes over it)")
 
     def check_weighted_tres(self) -> None:
         """PriorityWeightTRES and TRESBillingWeights may weigh only TRES the cluster tracks:

@@ -116,9 +116,12 @@ class Association:
     max_submit_jobs: int | None = None
     max_tres_per_job: dict[str, int] = field(default_factory=dict)
     max_wall: int | None = None
+    #: sacctmgr ``Priority`` (the association factor of priority/multifactor); None: not set,
+    #: the parent account's applies (0 at the root)
+    priority: int | None = None
     description: str = ""
     organization: str = ""
-    #: sacctmgr options gpupool keeps but does not act on (GrpTRESMins, Priority, …).
+    #: sacctmgr options gpupool keeps but does not act on (GrpTRESMins, MinPrioThresh, …).
     extra: dict[str, str] = field(default_factory=dict)
 
 

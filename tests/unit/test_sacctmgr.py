@@ -222,8 +222,8 @@ def _accounting(draw) -> Accounting:
             grp_tres=draw(_tres), grp_jobs=draw(st.none() | st.integers(0, 9)),
             max_jobs=draw(st.none() | st.integers(0, 9)), max_tres_per_job=draw(_tres),
             max_wall=draw(st.none() | st.integers(0, 10**6)), description=draw(st.sampled_from(["", "Dept: x"])),
-            organization=draw(st.sampled_from(["", "org"])),
-            extra=draw(st.sampled_from([{}, {"Priority": "5"}, {"GrpTRESMins": "cpu=10"}])),
+            organization=draw(st.sampled_from(["", "org"])), priority=draw(st.none() | st.integers(0, 100)),
+            extra=draw(st.sampled_from([{}, {"MinPrioThresh": "5"}, {"GrpTRESMins": "cpu=10"}])),
         )
     users: dict[str, User] = {}
     assocs: list[Association] = []

@@ -141,6 +141,18 @@ class Settings:
         return "NO_FAIR_TREE" not in self.flags and "DEPTH_OBLIVIOUS" not in self.flags
 
     @property
+    def raw_factors(self) -> frozenset[str]:
+        """The priority factors PriorityFlags=NO_NORMAL_* leave unnormalised."""
+        every = "NO_NORMAL_ALL" in self.flags
+        return frozenset(name for name in ("assoc", "partition", "qos", "tres")
+                         if every or f"NO_NORMAL_{'PART' if name == 'partition' else name.upper()}" in self.flags)
+
+    @property
+    def size_relative(self) -> bool:
+        """PriorityFlags=SMALL_RELATIVE_TO_TIME: job size per minute of time limit."""
+        return "SMALL_RELATIVE_TO_TIME" in self.flags
+
+    @property
     def limits_enforced(self) -> bool:
         return "limits" in self.enforce or "safe" in self.enforce
 

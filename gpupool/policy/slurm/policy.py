@@ -59,6 +59,9 @@ def _wake_at_next(at: list[float], now: float, out: list) -> None:
 
 #: ``idle_placement``'s memo: not computed yet (None is an answer: no placement)
 _NOT_PLACED = object()
+#: a job time limit of UNLIMITED as slurmctld stores it (INFINITE minutes), for
+#: SMALL_RELATIVE_TO_TIME
+INFINITE_MINUTES = 0xFFFFFFFF
 
 
 class Cycle:
@@ -604,6 +607,11 @@ class SlurmPolicy:
         self.cpus_total = sum(c // 1000 for c in nodes.cpu_total)
         self.max_part_factor = max((p.job_factor for p in self.parts.values()), default=1)
         self.max_qos_prio = max((q.priority for q in self.qos.values()), default=0)
+        # the largest association Priority anywhere (an unset one inherits, so the explicit ones)
+        acct = self.acct
+        assocs = [*acct.accounts.values(), *acct.user_associations] if acct is not None else []
+        self.max_assoc_prio = max((a.priority for a in assocs if a.priority is not None), default=0)
+        self._assoc_prio: dict[tuple[str, str], int] = {}
         self._req: dict[int, object] = {}
         self._verdict: dict[int, str | None] = {}
         self.run_part: dict[int, str] = {}
@@ -1049,12 +1057,36 @@ class SlurmPolicy:
         if fs is None:
             fs = self._fs.get(f"{req.account}/{req.user}", 0.0) if self.use_fs else 0.0
         q = self.qos.get(req.qos or "")
+        relative = None
+        if s.size_relative:  # the job's limit in minutes, set at submit from its first partition
+            first = self.parts.get(req.parts[0]) if req.parts else None
+            limit = self.time_limit(job, first) if first is not None else job.wl.time_limit
+            relative = INFINITE_MINUTES if limit is None else limit / 60
         return priority.factors(
             age_s=t - accrue, max_age=s.max_age, fs=fs, nodes=req.nodes, cpus=req.req_tres["cpu"],
             nodes_total=self.nodes_total, cpus_total=self.cpus_total, favor_small=s.favor_small,
             part_factor=info.job_factor, max_part_factor=self.max_part_factor,
             qos_priority=q.priority if q is not None else 0, max_qos_priority=self.max_qos_prio,
-            tres_req=req.req_tres, tres_total=info.tres_total, tres_weights=s.tres_weights)
+            tres_req=req.req_tres, tres_total=info.tres_total, tres_weights=s.tres_weights,
+            assoc_priority=self.assoc_priority(req.assoc), max_assoc_priority=self.max_assoc_prio,
+            raw=s.raw_factors, relative_limit_min=relative)
+
+    def assoc_priority(self, assoc: tuple[str, str]) -> int:
+        """The sacctmgr Priority of the (account, user) association: its own, else the nearest
+        account above it that sets one (slurmdbd fills an unset one in from the parent), else 0."""
+        got = self._assoc_prio.get(assoc)
+        if got is None:
+            got = 0
+            acct = self.acct
+            if acct is not None:
+                own = next((ua.priority for ua in acct.user_associations
+                            if ua.account == assoc[0] and ua.user == assoc[1] and ua.priority is not None), None)
+                if own is None:
+                    own = next((acct.accounts[a].priority for a in self.account_chain(assoc[0])
+                                if acct.accounts[a].priority is not None), None)
+                got = own or 0
+            self._assoc_prio[assoc] = got
+        return got
 
     def _multifactor(self, job, info, accrue: float, t: float) -> int:
         f = self.factors(job, info, accrue, t)

@@ -1,0 +1,101 @@
+"""PriorityFlags SMALL_RELATIVE_TO_TIME and NO_NORMAL_*, and the association factor
+(sacctmgr ``Priority`` with PriorityWeightAssoc), against a real Slurm 22.05.8 (Debian packages,
+``gpupool.conformance.real_slurm`` with slurmdbd, 2026-12-04): eight jobs pending behind a job
+holding every node, sprio's priorities less their fair-share part, per partition row.
+
+The pool is the seed pool with DefCpuPerGPU=4, a 900000 MB gpu04, partitions p2 (gpu03-04,
+PriorityJobFactor=5), p3 and p4, QOS ``high`` (Priority=100) without its preemption, and the
+accounts ml-research Priority=20 and ml-platform Priority=7 (ml-serving none): a user's
+association inherits its account's, normalised by the largest (20)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpupool.formats.pool_dir import load_pool
+from gpupool.formats.sacctmgr import parse_sacctmgr_dump, render_sacctmgr_dump
+from gpupool.policy.slurm.priority import job_size_factor
+from tests.unit.test_slurm_req_tres import REQ, _jobs, _seed_copy
+from tests.unit.test_slurm_views import _cli
+
+JOBS = [("train", "ml-platform", "-t 1 --gres=gpu:2"), ("train", "ml-platform", "-t 10 --gres=gpu:2"),
+        ("train", "ml-platform", "-t 60 -n8"), ("p2", "ml-platform", "-t 30 -N2 --gres=gpu:1"),
+        ("train", "ml-research", "-t 5 --qos=high --gres=gpu:2"), ("train", "ml-research", "-t 2-00:00:00 -n64"),
+        ("p2,train", "ml-platform", "-t 3 -n2"), ("train", "ml-serving", "-t 20 --gres=gpu:1")]
+USERS = {"ml-platform": "dave", "ml-research": "alice", "ml-serving": "carol"}
+
+#: job size relative to the time limit (favour large), partition and QOS factors unnormalised,
+#: association 7/20 or 20/20 × 1000, TRES normalised
+FLAGS_A = ("SMALL_RELATIVE_TO_TIME,NO_NORMAL_PART,NO_NORMAL_QOS", "NO", "GRES/gpu=1000",
+           [[26412], [3912], [1766], [7141], [1007062], [2008], [13683, 9683], [2281]])
+#: favouring small jobs, association and TRES unnormalised (7 × 1000, CPUs × 1, GPUs × 10)
+FLAGS_B = ("SMALL_RELATIVE_TO_TIME,NO_NORMAL_ASSOC,NO_NORMAL_TRES", "YES", "CPU=1,GRES/gpu=10",
+           [[82221], [104721], [106791], [106355], [120221], [120255], [99668, 98868], [98961]])
+
+
+def _pool(tmp_path: Path, flags: str, favor_small: str, tres: str) -> tuple[Path, Path]:
+    pool = _seed_copy(tmp_path, REQ + [
+        ("PriorityWeightJobSize=0", "PriorityWeightJobSize=100000"),
+        ("PriorityFavorSmall=NO", f"PriorityFavorSmall={favor_small}"),
+        ("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000",
+         f"PriorityWeightTRES={tres}\nPriorityWeightAssoc=1000\nPriorityFlags={flags}"),
+        ("PartitionName=p2 Nodes=gpu[03-04]", "PartitionName=p2 Nodes=gpu[03-04] PriorityJobFactor=5"),
+    ])
+    accounts = pool / "accounts.cfg"
+    text = accounts.read_text()
+    for old, new in (
+            (":Preempt='normal':PreemptMode='REQUEUE':MaxTRESPerUser=gres/gpu=16:MaxWallDurationPerJob=2880",
+             ":MaxTRESPerUser=gres/gpu=16:MaxWallDurationPerJob=2880"),
+            ("Account - 'ml-research':Description='ML research (training)'",
+             "Account - 'ml-research':Description='ML research (training)':Priority=20"),
+            ("Account - 'ml-platform':Description='Platform and tooling'",
+             "Account - 'ml-platform':Description='Platform and tooling':Priority=7")):
+        assert old in text, old
+        text = text.replace(old, new)
+    accounts.write_text(text)
+    jobs = [("-A ml-platform -p train -N4 --exclusive -t 10", 0.0, 600.0)]
+    jobs += [(f"-A {acct} -p {part} {opts}", 5.0, 20.0) for part, acct, opts in JOBS]
+    users = ["dave"] + [USERS[acct] for _p, acct, _o in JOBS]
+    return pool, _jobs(tmp_path, jobs, users)
+
+
+@pytest.mark.parametrize("case", [FLAGS_A, FLAGS_B], ids=["relative-raw-part-qos", "small-raw-assoc-tres"])
+def test_sprio_under_priority_flags_as_the_real_system_gave_it(tmp_path, case):
+    flags, favor_small, tres, expected = case
+    pool, wl = _pool(tmp_path, flags, favor_small, tres)
+    r = CliRunner().invoke(_cli(), ["sprio", str(pool), "-w", str(wl), "--at", "10", "-P"])
+    assert r.exit_code == 0, r.output
+    got: dict[str, list[int]] = {}
+    for row in (line.split("|") for line in r.output.splitlines()[1:]):
+        got.setdefault(row[0], []).append(int(row[3]) - int(row[7]))  # PRIORITY − FAIRSHARE
+    assert [got[str(k)] for k in range(2, 2 + len(JOBS))] == expected
+
+
+def test_small_relative_to_time_divides_the_size_by_the_limit_in_minutes():
+    # 4 nodes of 128 CPUs: one node's share is 128 CPUs; per minute, over 512
+    assert job_size_factor(1, 1, 4, 512, False, relative_limit_min=10) == pytest.approx(0.025)
+    assert job_size_factor(1, 64, 4, 512, False, relative_limit_min=2880) == pytest.approx(128 / 2880 / 512)
+    assert job_size_factor(1, 300, 4, 512, True, relative_limit_min=1) == pytest.approx(1 - 300 / 512)
+    assert job_size_factor(1, 600, 4, 512, True, relative_limit_min=1) == 0.0  # 1 − 600/512, clamped
+    assert job_size_factor(2, 2, 4, 512, True, relative_limit_min=30) == pytest.approx(1 - 256 / 30 / 512)
+
+
+def test_association_priority_is_read_written_and_unmodelled_flags_are_noted(tmp_path):
+    pool_dir, _wl = _pool(tmp_path, "SMALL_RELATIVE_TO_TIME,ACCRUE_ALWAYS,NO_SUCH_FLAG", "NO", "GRES/gpu=1000")
+    pool = load_pool(pool_dir)
+    acct = pool.slurm.accounting
+    assert (acct.accounts["ml-research"].priority, acct.accounts["ml-platform"].priority) == (20, 7)
+    assert acct.accounts["ml-serving"].priority is None
+    again = parse_sacctmgr_dump(_written(tmp_path, render_sacctmgr_dump(acct)))
+    assert again.accounts["ml-platform"].priority == 7
+    noted = {key for _where, key in pool.not_modelled if key.startswith("PriorityFlags")}
+    assert noted == {"PriorityFlags=ACCRUE_ALWAYS",
+                     "PriorityFlags=NO_SUCH_FLAG (not a flag of Slurm 22.05: slurmctld passes over it)"}
+
+
+def _written(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "again.cfg"
+    path.write_text(text)
+    return path
