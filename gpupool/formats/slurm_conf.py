@@ -198,9 +198,10 @@ NOT_MODELLED_KEYS: tuple[str, ...] = (
 )
 
 #: PriorityFlags the Slurm policy acts on, and those it does not (22.05's others)
-PRIORITY_FLAGS_MODELLED = frozenset({"MAX_TRES", "NO_FAIR_TREE", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_ALL",
-                                     "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES"})
-PRIORITY_FLAGS_NOT_MODELLED = frozenset({"ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "INCR_ONLY"})
+PRIORITY_FLAGS_MODELLED = frozenset({"ACCRUE_ALWAYS", "MAX_TRES", "NO_FAIR_TREE", "SMALL_RELATIVE_TO_TIME",
+                                     "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS",
+                                     "NO_NORMAL_TRES"})
+PRIORITY_FLAGS_NOT_MODELLED = frozenset({"CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "INCR_ONLY"})
 
 #: Keys that start a record line and may repeat (each line is its own record).
 _RECORD_KEYS = ("NodeName", "PartitionName", "NodeSet", "DownNodes", "FrontendName", "SlurmctldHost")

@@ -470,6 +470,8 @@ def _pending_at(inst: Instant, pol):
             if dep == NEVER or dep != SATISFIED:
                 continue
             accrue = max(accrue, dependency_time(job, inst.jobs))
+        if pol.s.accrue_always:  # PriorityFlags=ACCRUE_ALWAYS (as the queue build counts it)
+            accrue = job.submit
         req = pol.req(job)
         parts = []
         for pname in req.parts:

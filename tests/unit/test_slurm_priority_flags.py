@@ -9,6 +9,7 @@ accounts ml-research Priority=20 and ml-platform Priority=7 (ml-serving none): a
 association inherits its account's, normalised by the largest (20)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,7 @@ def test_small_relative_to_time_divides_the_size_by_the_limit_in_minutes():
 
 
 def test_association_priority_is_read_written_and_unmodelled_flags_are_noted(tmp_path):
-    pool_dir, _wl = _pool(tmp_path, "SMALL_RELATIVE_TO_TIME,ACCRUE_ALWAYS,NO_SUCH_FLAG", "NO", "GRES/gpu=1000")
+    pool_dir, _wl = _pool(tmp_path, "SMALL_RELATIVE_TO_TIME,INCR_ONLY,NO_SUCH_FLAG", "NO", "GRES/gpu=1000")
     pool = load_pool(pool_dir)
     acct = pool.slurm.accounting
     assert (acct.accounts["ml-research"].priority, acct.accounts["ml-platform"].priority) == (20, 7)
@@ -91,7 +92,7 @@ def test_association_priority_is_read_written_and_unmodelled_flags_are_noted(tmp
     again = parse_sacctmgr_dump(_written(tmp_path, render_sacctmgr_dump(acct)))
     assert again.accounts["ml-platform"].priority == 7
     noted = {key for _where, key in pool.not_modelled if key.startswith("PriorityFlags")}
-    assert noted == {"PriorityFlags=ACCRUE_ALWAYS",
+    assert noted == {"PriorityFlags=INCR_ONLY",
                      "PriorityFlags=NO_SUCH_FLAG (not a flag of Slurm 22.05: slurmctld passes over it)"}
 
 
@@ -99,3 +100,35 @@ def _written(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "again.cfg"
     path.write_text(text)
     return path
+
+
+def _age_pool(tmp_path: Path, flags: str) -> tuple[Path, Path]:
+    """The real run's set-up (PriorityMaxAge=10 minutes): X holds three nodes for 400 s, A one
+    for 60 s; B needs two nodes after A (afterok), C from 30 s on (--begin), E at once."""
+    pool = _seed_copy(tmp_path, [
+        ("PriorityMaxAge=7-0", "PriorityMaxAge=10"), ("PriorityWeightAge=1000", "PriorityWeightAge=60000"),
+        ("PriorityWeightFairshare=10000", "PriorityWeightFairshare=0"), ("PriorityCalcPeriod=5", "PriorityCalcPeriod=1"),
+        ("PriorityWeightTRES=GRES/gpu=1000", f"PriorityWeightTRES=GRES/gpu=1000{flags}")])
+    jobs = [("-A ml-platform -N3 --exclusive -t 10", 0.0, 400.0), ("-A ml-platform -N1 --exclusive -t 10", 0.0, 60.0),
+            ("-A ml-platform -N2 -t 5 --dependency=afterok:j02", 0.0, 10.0),
+            ("-A ml-platform -N2 -t 5 --begin=now+30", 0.0, 10.0), ("-A ml-platform -N2 -t 5", 0.0, 10.0)]
+    return pool, _jobs(tmp_path, jobs, "dave")
+
+
+def _ages(pool: Path, wl: Path, at: str) -> dict[str, float]:
+    r = CliRunner().invoke(_cli(), ["sprio", str(pool), "-w", str(wl), "--at", at, "--json"])
+    assert r.exit_code == 0, r.output
+    return {str(j["job_id"]): j["factors"]["age"] for j in json.loads(r.output)["jobs"]}
+
+
+@pytest.mark.parametrize("flags", ["", "\nPriorityFlags=ACCRUE_ALWAYS"], ids=["eligible", "accrue-always"])
+def test_accrue_always_ages_every_job_from_its_submission(tmp_path, flags):
+    """A real 22.05.8 (×10 clock, with and without AccountingStorageEnforce=limits) aged B from
+    A's end and C from its begin time, E from its submission; under ACCRUE_ALWAYS all three
+    from their submission (0.1383 each at the pass 83.7 s after submitting)."""
+    pool, wl = _age_pool(tmp_path, flags)
+    ages = _ages(pool, wl, "90")  # the last priority pass: 60 s
+    if flags:
+        assert ages == {"3": pytest.approx(0.1), "4": pytest.approx(0.1), "5": pytest.approx(0.1)}
+    else:
+        assert ages == {"3": 0.0, "4": pytest.approx(0.05), "5": pytest.approx(0.1)}

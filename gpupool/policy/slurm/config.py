@@ -148,6 +148,11 @@ class Settings:
                          if every or f"NO_NORMAL_{'PART' if name == 'partition' else name.upper()}" in self.flags)
 
     @property
+    def accrue_always(self) -> bool:
+        """PriorityFlags=ACCRUE_ALWAYS: a pending job's age counts from its submission."""
+        return "ACCRUE_ALWAYS" in self.flags
+
+    @property
     def size_relative(self) -> bool:
         """PriorityFlags=SMALL_RELATIVE_TO_TIME: job size per minute of time limit."""
         return "SMALL_RELATIVE_TO_TIME" in self.flags

@@ -132,6 +132,9 @@ def build(cy) -> list[Record]:
     extend = fresh.extend
     fresh_ids: list[int] = []
     kept: dict[int, float] = {}  # job id -> accrue time, of every job with records now
+    # PriorityFlags=ACCRUE_ALWAYS: age counts from the (re)submission, whatever held the job
+    # (a real 22.05.8 aged a job behind a dependency and one with --begin from submit alike)
+    accrue_always = pol.s.accrue_always
     for jid, job in pending.items():
         # A job with records at the last build and the same eligibility, submit time and
         # priority period gets them again: it passed every check below then, and none of them
@@ -183,9 +186,11 @@ def build(cy) -> list[Record]:
         if not usable_parts:
             cy.reason(job, bad or "PartitionConfig")
             continue
-        kept[jid] = accrue
+        kept[jid] = accrue  # when it became eligible (slurmctld's begin time: bf_min_age_reserve)
         fresh_ids.append(jid)
         submit = job.submit
+        if accrue_always:
+            accrue = submit
         fixed = wl.priority is not None or memo is None
         mine = []
         for info in usable_parts:
@@ -195,7 +200,7 @@ def build(cy) -> list[Record]:
             mine.append(Record((-info.tier, -prio, submit, arr, task, jid), job, info, prio))
         extend(mine)
         if not wl.dependency:
-            cached[jid] = (accrue, submit, period, mine, wl.priority is not None)
+            cached[jid] = (kept[jid], submit, period, mine, wl.priority is not None)
     accrue_of.update(kept)
     return _order(st_all, kept, fresh_ids, fresh)
 
