@@ -666,6 +666,8 @@ class RealSlurm:
                 opts.append(f"MaxWall={q.max_wall // 60}")
             if q.max_jobs_per_user is not None:
                 opts.append(f"MaxJobsPerUser={q.max_jobs_per_user}")
+            if q.max_submit_jobs_per_user is not None:
+                opts.append(f"MaxSubmitJobsPerUser={q.max_submit_jobs_per_user}")
             if q.flags:
                 opts.append(f"Flags={','.join(q.flags)}")
             cmds.append(["modify", "qos", q.name, "set", *opts])
@@ -678,6 +680,8 @@ class RealSlurm:
                 opts.append(f"DefaultQOS={a.default_qos}")
             if a.grp_tres:
                 opts.append(f"GrpTRES={format_tres(a.grp_tres)}")
+            if a.max_tres_per_job:
+                opts.append(f"MaxTRES={format_tres(a.max_tres_per_job)}")
             for key, val in (("GrpJobs", a.grp_jobs), ("MaxJobs", a.max_jobs), ("MaxSubmitJobs", a.max_submit_jobs)):
                 if val is not None:
                     opts.append(f"{key}={val}")

@@ -322,11 +322,13 @@ def _memory(ctx: _Ctx, text: str) -> int:
 
 
 def _duration(ctx: _Ctx, text: str) -> float:
+    """``--time``/``--time-min``: a Slurm duration, UNLIMITED for ``UNLIMITED``/``INFINITE``
+    and, as sbatch reads it (``arg_set_time_limit``), for 0."""
     try:
         value = parse_duration(text)
     except SlurmTimeError as exc:
         raise ctx.error(str(exc)) from None
-    return UNLIMITED if value is None else value
+    return UNLIMITED if not value else value
 
 
 def _name_token(ctx: _Ctx, text: str, what: str) -> str:

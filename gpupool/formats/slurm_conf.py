@@ -203,6 +203,18 @@ PRIORITY_FLAGS_MODELLED = frozenset({"ACCRUE_ALWAYS", "MAX_TRES", "NO_FAIR_TREE"
                                      "NO_NORMAL_TRES"})
 PRIORITY_FLAGS_NOT_MODELLED = frozenset({"CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "INCR_ONLY"})
 
+
+def priority_flags(params: dict) -> frozenset[str]:
+    """The PriorityFlags slurmctld 22.05 sets from slurm.conf: every flag name found anywhere
+    in the text, case-insensitively (``read_config.c`` looks each one up with a substring
+    search, so ``NO_NORMAL_PARTITION`` sets NO_NORMAL_PART), and NO_NORMAL_ALL for the four
+    NO_NORMAL_* flags. Words naming no flag set nothing."""
+    text = ",".join(str(w) for w in params.get("PriorityFlags") or ()).upper()
+    found = {flag for flag in PRIORITY_FLAGS_MODELLED | PRIORITY_FLAGS_NOT_MODELLED if flag in text}
+    if "NO_NORMAL_ALL" in found:
+        found |= {"NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES"}
+    return frozenset(found)
+
 #: Keys that start a record line and may repeat (each line is its own record).
 _RECORD_KEYS = ("NodeName", "PartitionName", "NodeSet", "DownNodes", "FrontendName", "SlurmctldHost")
 
@@ -1008,13 +1020,16 @@ class _Loader:
         """PriorityFlags the Slurm policy does not act on go to ``not_modelled`` (slurmctld
         itself looks for the names it knows in the text and passes over anything else)."""
         line = self.global_lines.get("PriorityFlags")
-        for flag in self.config.params.get("PriorityFlags") or ():
-            if flag in PRIORITY_FLAGS_MODELLED:
+        for word in self.config.params.get("PriorityFlags") or ():
+            within = sorted(f for f in PRIORITY_FLAGS_MODELLED | PRIORITY_FLAGS_NOT_MODELLED if f in word.upper())
+            if not within:
+                self.note(line, f"PriorityFlags={word} (not a flag of Slurm 22.05: slurmctld passes over it)")
                 continue
-            if flag in PRIORITY_FLAGS_NOT_MODELLED:
-                self.note(line, f"PriorityFlags={flag}")
-            else:
-                self.note(line, f"PriorityFlags={flag} (not a flag of Slurm 22.05: slurmctld passes over it)")
+            if word not in within:  # a flag name inside a longer word: slurmctld sets that flag
+                self.note(line, f"PriorityFlags={word} (slurmctld reads it as {','.join(within)})")
+            for flag in within:
+                if flag in PRIORITY_FLAGS_NOT_MODELLED:
+                    self.note(line, f"PriorityFlags={flag}")
 
     def check_weighted_tres(self) -> None:
         """PriorityWeightTRES and TRESBillingWeights may weigh only TRES the cluster tracks:

@@ -126,6 +126,7 @@ class _Tres:
 
     def __init__(self, pool: Pool, policy: str, kubernetes: str = "auto") -> None:
         from gpupool.engine.nodes import NodeTable
+        from gpupool.formats.slurm_conf import priority_flags
         from gpupool.policy.bridge.mapping import is_kubernetes
         from gpupool.policy.slurm.jobinfo import job_req
         from gpupool.policy.slurm.tres import (
@@ -154,7 +155,7 @@ class _Tres:
         self._untyped_as: str | None = None
         if cfg is None:
             return
-        self._max_tres = "MAX_TRES" in {str(f).upper() for f in cfg.params.get("PriorityFlags") or ()}
+        self._max_tres = "MAX_TRES" in priority_flags(cfg.params)
         self._gpu_tracked, self._typed, self._untyped_as = tracked_gpu_tres(cfg.params)
         if self._typed:
             self._typed_keys = tracked_gpu_keys(NodeTable(pool), self._typed, self._untyped_as)

@@ -117,6 +117,7 @@ def test_memory_and_time_options() -> None:
     assert job_of("--time=2-00:00:00").time == 172800
     assert job_of("--time=30").time == 1800
     assert job_of("--time=UNLIMITED").time == UNLIMITED
+    assert job_of("--time=0").time == UNLIMITED  # sbatch's arg_set_time_limit: 0 is INFINITE
     assert job_of("--time-min=1:00:00").time_min == 3600
     assert job_of().time is None
 
@@ -439,7 +440,8 @@ _not_modelled = st.lists(st.sampled_from([
     ("exclusive", "user"), ("get-user-env", None), ("wckey", "")]),
     max_size=4).map(tuple)
 _memory = st.integers(1, 4 * 1024 * 1024)
-_duration = st.integers(0, 30 * 86400) | st.just(UNLIMITED)
+# (0 is no duration sbatch keeps: it reads --time=0 as UNLIMITED)
+_duration = st.integers(1, 30 * 86400) | st.just(UNLIMITED)
 _seconds = st.integers(0, 10**6).map(float) | st.integers(0, 10**6).map(lambda n: n + 0.5)
 
 

@@ -132,3 +132,36 @@ def test_accrue_always_ages_every_job_from_its_submission(tmp_path, flags):
         assert ages == {"3": pytest.approx(0.1), "4": pytest.approx(0.1), "5": pytest.approx(0.1)}
     else:
         assert ages == {"3": 0.0, "4": pytest.approx(0.05), "5": pytest.approx(0.1)}
+
+
+def test_priority_flags_are_found_in_the_text_as_slurmctld_finds_them(tmp_path):
+    """read_config.c looks each flag name up with a substring search: NO_NORMAL_PARTITION sets
+    NO_NORMAL_PART, NO_NORMAL_ALL the four NO_NORMAL_* flags; FAIR_TREE (the default) names none."""
+    from gpupool.formats.slurm_conf import priority_flags
+
+    assert priority_flags({"PriorityFlags": ("NO_NORMAL_PARTITION", "FAIR_TREE")}) == {"NO_NORMAL_PART"}
+    assert priority_flags({"PriorityFlags": ("no_normal_all",)}) == {
+        "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES"}
+    pool_dir, _wl = _pool(tmp_path, "SMALL_RELATIVE_TO_TIME,NO_NORMAL_PARTITION", "NO", "GRES/gpu=1000")
+    pool = load_pool(pool_dir)
+    assert ("PriorityFlags=NO_NORMAL_PARTITION (slurmctld reads it as NO_NORMAL_PART)"
+            in {key for _where, key in pool.not_modelled})
+    from gpupool.policy.slurm.config import load_settings
+
+    assert "partition" in load_settings(pool.slurm).raw_factors
+
+
+def test_a_partition_without_weights_bills_its_cpus_for_the_billing_factor(tmp_path):
+    """A partition's billing total is its own summed TRES under its own weights
+    (``_calc_part_tres``), its CPUs without weights, whatever other partitions on the same
+    nodes weigh: a 64-CPU job in an unweighted 512-CPU partition gets 10000 × 64/512."""
+    pool_dir = _seed_copy(tmp_path, [
+        ("PriorityWeightTRES=GRES/gpu=1000", "PriorityWeightTRES=billing=10000"),
+        ("PriorityTier=1 State=UP", 'PriorityTier=1 TRESBillingWeights="CPU=1.0,GRES/gpu=8.0" State=UP\n'
+                                    "PartitionName=debug Nodes=gpu[01-04] MaxTime=2-00:00:00 State=UP")])
+    wl = _jobs(tmp_path, [("-A ml-platform -p train -N4 --exclusive -t 10", 0.0, 600.0),
+                          ("-A ml-platform -p debug -n64 --mem=100 -t 10", 5.0, 20.0)], "dave")
+    r = CliRunner().invoke(_cli(), ["sprio", str(pool_dir), "-w", str(wl), "--at", "10", "--json"])
+    assert r.exit_code == 0, r.output
+    (job,) = [j for j in json.loads(r.output)["jobs"] if j["job_id"] == 2]
+    assert job["weighted"]["tres"]["billing"] == pytest.approx(1250.0)

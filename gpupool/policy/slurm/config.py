@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpupool.engine.nodes import NodeTable
 from gpupool.errors import GpupoolError
-from gpupool.formats.slurm_conf import is_unlimited
+from gpupool.formats.slurm_conf import is_unlimited, priority_flags
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
 from gpupool.policy.slurm.jobinfo import gpu_tres
@@ -204,7 +204,7 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     if p.get("PriorityMaxAge") is not None:
         s.max_age = int(p["PriorityMaxAge"])
     s.favor_small = bool(p.get("PriorityFavorSmall", False))
-    s.flags = tuple(p.get("PriorityFlags") or ())
+    s.flags = tuple(sorted(priority_flags(p)))  # as slurmctld reads them (substrings)
     if "PriorityDecayHalfLife" in p:
         s.half_life = int(p["PriorityDecayHalfLife"] or 0)
     if p.get("PriorityCalcPeriod"):
@@ -235,7 +235,7 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
                for name, part in cfg.partitions.items()}
     weights = {name: parse_billing_weights(part.extra.get("TRESBillingWeights", ""))
                for name, part in cfg.partitions.items()}
-    node_billing = _node_billing(cfg, nodes, members, weights)
+    max_tres = "MAX_TRES" in priority_flags(cfg.params)
     for name, part in cfg.partitions.items():
         idx = members[name]
         lln = lln_all or str(part.extra.get("LLN", "NO")).upper() in ("YES", "Y", "TRUE", "1")
@@ -251,7 +251,12 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             "node": len(idx),
         }
         tres.update(_typed_gpu_totals(nodes, idx))
-        tres["billing"] = sum(node_billing[i] for i in idx)
+        # the partition's billing total (``_calc_part_tres``): its summed TRES under its own
+        # weights, cut to a whole number; its CPUs without weights. PriorityWeightTRES=billing
+        # divides a pending job's billing by it (a real 22.05.8 with CPU=1.0,GRES/gpu=8.0 on
+        # 128-CPU 8-GPU nodes: ``--gres=gpu:2`` billed 17 got 10000 × 17 / 768 = 221 in a
+        # four-node partition, 443 in a two-node one)
+        tres["billing"] = int(tres_billing(tres, weights[name], max_tres))
         grace = part.extra.get("GraceTime")
         out[name] = PartInfo(
             name=name, part=part, nodes=idx, node_set=frozenset(idx), tier=part.priority_tier,
@@ -263,29 +268,6 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
             over_time_limit=partition_over_time_limit(part), max_cpus_per_node=max_cpus,
         )
     return out
-
-
-def _node_billing(cfg: SlurmConfig, nodes: NodeTable, members: dict[str, tuple[int, ...]],
-                  weights: dict[str, dict[str, float]]) -> list[int]:
-    """Per node, the billing TRES slurmctld gives it (``_set_node_billing_tres``): the largest
-    of its TRES weighted by each partition holding it that sets TRESBillingWeights, cut to a
-    whole number, and its CPUs where none does or all give 0. A partition's billing total, the
-    sum over its nodes, divides a pending job's billing under PriorityWeightTRES=billing (a real
-    22.05.8 with CPU=1.0,GRES/gpu=8.0 on 128-CPU 8-GPU nodes: ``--gres=gpu:2`` billed 17 got
-    10000 × 17 / 768 = 221 in a four-node partition, 443 in a two-node one)."""
-    max_tres = "MAX_TRES" in {str(f).upper() for f in cfg.params.get("PriorityFlags") or ()}
-    best = [0.0] * len(nodes.cpu_total)
-    for name, idx in members.items():
-        w = weights[name]
-        if not w:
-            continue
-        for i in idx:
-            counts = {"cpu": nodes.cpu_total[i] // 1000, "mem": nodes.mem_total[i], "node": 1,
-                      "gres/gpu": nodes.gpu_total[i]}
-            for gpu_type, mask in nodes.gpu_types(i).items():
-                counts[gpu_tres(gpu_type)] = mask.bit_count()
-            best[i] = max(best[i], tres_billing(counts, w, max_tres))
-    return [int(b) if int(b) else nodes.cpu_total[i] // 1000 for i, b in enumerate(best)]
 
 
 def _typed_gpu_totals(nodes: NodeTable, idx) -> dict[str, int]:

@@ -6,6 +6,9 @@ does not block its partition (unless ``assoc_limit_stop``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from gpupool.model.slurm import Association
 from gpupool.policy.slurm.jobinfo import JobReq
 
 # TRES -> reason name, per limit kind (docHEAD:job_reason_codes).
@@ -32,6 +35,7 @@ MSG_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
 MSG_ACCOUNT = "Invalid account or account/partition combination specified"
 MSG_QOS = "Invalid qos specification"
 MSG_ARRAY = "Invalid job array specification"
+MSG_SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 #: slurm.conf's MaxArraySize when it is not set (22.05): task indices 0-1000
 DEFAULT_MAX_ARRAY_SIZE = 1001
 
@@ -57,6 +61,20 @@ def add_account_usage(usage: dict, chain: tuple[str, ...], alloc: dict[str, int]
 def copy_usage(usage: dict) -> dict:
     """A copy a pass may add its own starts to (the slots are copied too)."""
     return {key: dict(slot) for key, slot in usage.items()}
+
+
+def inherited_limits(user_assoc: Association, accounts: list[Association]) -> Association:
+    """``user_assoc`` with each per-user limit it leaves unset (MaxJobs, MaxSubmitJobs,
+    MaxTRESPerJob, MaxWall) taken from the nearest of ``accounts`` (its account, then up the
+    tree) that sets it, as slurmdbd propagates them; Grp* limits stay where they are set."""
+    found = {}
+    for name in ("max_jobs", "max_submit_jobs", "max_tres_per_job", "max_wall"):
+        own = getattr(user_assoc, name)
+        if own is None or own == {}:
+            got = next((v for v in (getattr(a, name) for a in accounts) if v is not None and v != {}), None)
+            if got is not None:
+                found[name] = got
+    return replace(user_assoc, **found) if found else user_assoc
 
 
 def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -> str | None:
@@ -90,13 +108,14 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
     for kind, assoc in assoc_limits:
         key = ("a", req.account, req.user) if kind == "a" else ("acc", assoc.account)
         u = usage.get(key, {})
-        for t, lim in assoc.max_tres_per_job.items():
-            if want.get(t, 0) > lim:
-                return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
-        if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall:
-            return "AssocMaxWallDurationPerJobLimit"
-        if assoc.max_jobs is not None and kind == "a" and u.get("jobs", 0) >= assoc.max_jobs:
-            return "AssocMaxJobsLimit"
+        if kind == "a":  # per-user limits, with what the user inherits from its accounts
+            for t, lim in assoc.max_tres_per_job.items():
+                if want.get(t, 0) > lim:
+                    return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
+            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall:
+                return "AssocMaxWallDurationPerJobLimit"
+            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs:
+                return "AssocMaxJobsLimit"
         if assoc.grp_jobs is not None and u.get("jobs", 0) >= assoc.grp_jobs:
             return "AssocGrpJobsLimit"
         for t, lim in assoc.grp_tres.items():

@@ -626,6 +626,11 @@ class SlurmPolicy:
         self._fs_due: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
         self._limits_applying: dict[tuple, tuple | None] = {}  # see ``limits_applying``
+        # whether any QOS or association sets MaxSubmitJobs (``_submit_limit``)
+        acct = self.acct
+        self._submit_limited = acct is not None and (
+            any(q.max_submit_jobs_per_user is not None for q in acct.qos.values())
+            or any(a.max_submit_jobs is not None for a in (*acct.accounts.values(), *acct.user_associations)))
         self._idle_place: dict[tuple, object] = {}  # (job id, partition, node states) -> ``idle_placement``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
@@ -745,9 +750,8 @@ class SlurmPolicy:
                 qos.max_tres_per_job or qos.max_wall is not None or qos.max_jobs_per_user is not None
                 or qos.max_tres_per_user or qos.grp_tres)
             for kind, assoc in assocs:
-                limited = limited or bool(
-                    assoc.max_tres_per_job or assoc.max_wall is not None or assoc.grp_jobs is not None
-                    or assoc.grp_tres or (kind == "a" and assoc.max_jobs is not None))
+                limited = limited or bool(assoc.grp_jobs is not None or assoc.grp_tres or (kind == "a" and (
+                    assoc.max_tres_per_job or assoc.max_wall is not None or assoc.max_jobs is not None)))
             got = self._limits_applying[key] = (qos, assocs) if limited else None
         return got
 
@@ -823,15 +827,22 @@ class SlurmPolicy:
         return got
 
     def assoc_limits(self, req) -> list:
+        """[(kind, Association)] that ``limits.check`` reads for ``req``: the user's association
+        ("a") with the per-user limits (MaxJobs, MaxSubmitJobs, MaxTRESPerJob, MaxWall) it
+        inherits from the nearest account above that sets them where it sets none itself, then
+        each account up the tree ("acc"), whose Grp* limits bind there. slurmdbd propagates
+        the Max* limits down the tree: a real 22.05.8 listed an account's MaxJobs=20,
+        MaxSubmitJobs=5 and MaxWall=30 on each of its users, and a user's own MaxJobs=2 over
+        the account's 20."""
         if self.acct is None:
             return []
+        chain = [self.acct.accounts[a] for a in self.account_chain(req.account)]
         out = []
         for ua in self.acct.user_associations:
             if ua.user == req.user and ua.account == req.account:
-                out.append(("a", ua))
+                out.append(("a", limits.inherited_limits(ua, chain)))
                 break
-        for a in self.account_chain(req.account):
-            out.append(("acc", self.acct.accounts[a]))
+        out.extend(("acc", a) for a in chain)
         return out
 
     def alloc_of(self, job) -> dict[str, int]:
@@ -855,13 +866,32 @@ class SlurmPolicy:
 
     # ------------------------------------------------------------ time limits
     def time_limit(self, job, info) -> float | None:
-        """The job's limit in this partition: --time, else DefaultTime, else MaxTime (None = UNLIMITED)."""
+        """The job's limit in this partition: --time, else DefaultTime, else (limits enforced)
+        its QOS's MaxWall, else its association's (own or inherited), else MaxTime (None =
+        UNLIMITED). slurmctld gives a job without --time the partition's DefaultTime before it
+        validates limits, and a job still without one the first MaxWall it meets there
+        (``acct_policy.c``'s ``_set_time_limit``)."""
         tl = job.wl.time_limit
         if tl is None:
             tl = info.default_time
+            if info.part.default_time is None and self.s.limits_enforced:
+                tl = self._limit_wall(job, tl)
         if tl is not None:
             tl = math.ceil(tl / 60) * 60  # minutes, seconds rounded up
         return tl
+
+    def _limit_wall(self, job, otherwise: float | None) -> float | None:
+        """The QOS MaxWall of ``job``, else its user association's (own or inherited), else
+        ``otherwise``."""
+        got = self.limits_applying(self.req(job))  # (memoised; None: no limit at all)
+        if got is None:
+            return otherwise
+        q, assocs = got
+        if q is not None and q.max_wall is not None:
+            return q.max_wall
+        if assocs and assocs[0][0] == "a" and assocs[0][1].max_wall is not None:
+            return assocs[0][1].max_wall
+        return otherwise
 
     def effective_limit(self, job, info) -> float | None:
         """The limit slurmctld enforces on a job started in ``info``: --time, else DefaultTime,
@@ -1003,12 +1033,57 @@ class SlurmPolicy:
             self._memory_refusal[wl.id] = why  # MaxMemPerNode: refused at submit (submit_verdict)
         return filled
 
-    def submit_verdict(self, job) -> str | None:
+    def submit_verdict(self, job, snap=None) -> str | None:
+        """Slurm's message if ``job`` is refused at submit, else None; decided once, from the
+        snapshot ``snap`` of its submission (the queue's first look at it), which the submit
+        limits (MaxSubmitJobs) count jobs in."""
         if job.id in self._verdict:
             return self._verdict[job.id]
         why = self._verdict_of(job)
+        if why is None and snap is not None and self._submit_limited:
+            why = self._submit_limit(job, snap)
         self._verdict[job.id] = why
         return why
+
+    def _submit_limit(self, job, snap) -> str | None:
+        """MSG_SUBMIT_LIMIT if ``job`` would take its user past a MaxSubmitJobs: the QOS's per
+        user (MaxSubmitJobsPU, jobs of the user in that QOS) or the user association's, own or
+        inherited (jobs of the user in that account), counting the jobs submitted before it
+        that are still pending or running; a job array counts all its tasks (a real 22.05.8
+        under MaxSubmitJobs=3 refused a fourth job, a four-task array beside one running job
+        and took a two-task one, and took a job again once earlier ones had ended). With
+        limits enforced only."""
+        if not self.s.limits_enforced:
+            return None
+        req = self.req(job)
+        qos = self.qos.get(req.qos or "")
+        qos_cap = qos.max_submit_jobs_per_user if qos is not None else None
+        assocs = self.assoc_limits(req)
+        own = assocs[0][1] if assocs and assocs[0][0] == "a" else None
+        assoc_cap = own.max_submit_jobs if own is not None else None
+        if qos_cap is None and assoc_cap is None:
+            return None
+        wl = job.wl
+        array = wl.array_job_id
+        tasks = 1
+        in_qos = in_assoc = 0
+        for other in (*snap.active.values(), *snap.pending.values()):
+            if other.id == job.id:
+                continue
+            if array is not None and other.wl.array_job_id == array:
+                tasks += 1
+                continue
+            if other.id > job.id or self._verdict.get(other.id) is not None:
+                continue  # submitted after it, or refused
+            r = self.req(other)
+            if r.user != req.user:
+                continue
+            in_qos += r.qos == req.qos
+            in_assoc += r.account == req.account
+        if (qos_cap is not None and in_qos + tasks > qos_cap) or \
+                (assoc_cap is not None and in_assoc + tasks > assoc_cap):
+            return limits.MSG_SUBMIT_LIMIT
+        return None
 
     def submit_rejection(self, wl, user: str | None = None) -> str | None:
         """Slurm's message if ``user`` submitting ``wl`` is refused at submit (no job id), else

@@ -146,7 +146,7 @@ def build(cy) -> list[Record]:
             continue
         why = verdicts.get(job.id, _UNSET)
         if why is _UNSET:
-            why = pol.submit_verdict(job)
+            why = pol.submit_verdict(job, cy.snap)
         if why is not None:
             cy.out.append(Reject(job.id, why))
             continue

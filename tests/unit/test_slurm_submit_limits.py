@@ -1,0 +1,136 @@
+"""Association limits a user inherits from its accounts, and MaxSubmitJobs, against a real Slurm
+22.05.8 (Debian packages, ``gpupool.conformance.real_slurm`` with slurmdbd, 2026-12-04).
+
+slurmdbd propagates an account's per-user limits (MaxJobs, MaxSubmitJobs, MaxTRESPerJob, MaxWall)
+to the associations below it that set none: ``sacctmgr show assoc`` listed ml-platform's
+MaxJobs=20, MaxSubmitJobs=5 and MaxWall=30 on each of its users, and dave's own MaxJobs=2. Under
+MaxSubmitJobs=3, sbatch refused a fourth job ("Job violates accounting/QOS policy (job submit
+limit, user's size and/or time limits)"), a four-task array beside one running job, and took a
+two-task one and a job once the earlier ones had ended."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from gpupool.formats.pool_dir import load_pool
+from gpupool.model.slurm import Association
+from gpupool.policy.slurm.limits import MSG_SUBMIT_LIMIT, inherited_limits
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from tests.unit.sbatch_plans import workload, workloads
+from tests.unit.test_slurm_req_tres import _seed_copy
+
+
+def _run(pool, wls):
+    out = Engine(pool, wls, make_policy("slurm", pool), record_events=True).run()
+    return {j.id: j for j in out.jobs}, out.events
+
+
+def _accounts(tmp_path, old: str, new: str):
+    pool_dir = _seed_copy(tmp_path, [])
+    accounts = pool_dir / "accounts.cfg"
+    text = accounts.read_text()
+    assert old in text
+    accounts.write_text(text.replace(old, new))
+    return load_pool(pool_dir)
+
+
+def test_an_accounts_max_jobs_holds_each_of_its_users():
+    """The seed pool's ml-platform sets MaxJobs=20 on the account: dave runs 20 at a time."""
+    pool = load_pool("examples/seed-pool")
+    wls = [replace(workload(f"j{k}", "-A ml-platform -n1 --mem=100 -t 10", 0.0, k + 1, runtime=300.0), user="dave")
+           for k in range(25)]
+    jobs, events = _run(pool, wls)
+    assert Counter(e[1] for e in events if e[0] == 0.0)["started"] == 20
+    assert {jobs[k].reason for k in range(21, 26)} == {"AssocMaxJobsLimit"}
+    assert all(jobs[k].first_start == 300.0 for k in range(21, 26))
+
+
+def test_max_submit_jobs_refuses_at_submit_counting_pending_and_running_jobs(tmp_path):
+    pool = _accounts(tmp_path, "Account - 'ml-platform':Description='Platform and tooling'",
+                     "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=3")
+    opts = "-A ml-platform -t 2 --mem=100"
+    wls = [replace(workload(f"n{k}", opts, 0.0, k, runtime=60.0), user="dave") for k in (1, 2, 3, 4)]
+    wls.append(replace(workload("r1", "-A ml-research -t 2 --mem=100", 0.0, 5, runtime=60.0), user="alice"))
+    wls.append(replace(workload("n6", opts, 80.0, 6, runtime=60.0), user="dave"))
+    wls += [replace(w, user="dave") for w in workloads("arr", opts + " --array=0-3", 80.0, 7, runtime=5.0)]
+    wls += [replace(w, user="dave") for w in workloads("arr2", opts + " --array=0-1", 80.0, 11, runtime=5.0)]
+    jobs, _events = _run(pool, wls)
+    refused = {k for k, j in jobs.items() if j.state == "REJECTED"}
+    assert refused == {4, 7, 8, 9, 10}  # the fourth job and the whole four-task array
+    assert {jobs[k].reason for k in refused} == {MSG_SUBMIT_LIMIT}
+    assert all(jobs[k].first_start is not None for k in (1, 2, 3, 5, 6, 11, 12))
+
+
+def test_a_qos_max_submit_jobs_per_user_counts_the_users_jobs_in_that_qos(tmp_path):
+    pool = _accounts(tmp_path, "QOS - 'scavenger':Description='Low priority, half-price usage'",
+                     "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=2")
+    opts = "-A ml-research --qos=scavenger -t 2 --mem=100"
+    wls = [replace(workload(f"q{k}", opts, 0.0, k, runtime=60.0), user="alice") for k in (1, 2, 3)]
+    wls.append(replace(workload("n", "-A ml-research -t 2 --mem=100", 0.0, 4, runtime=60.0), user="alice"))
+    wls.append(replace(workload("b", opts, 0.0, 5, runtime=60.0), user="bob"))
+    jobs, _events = _run(pool, wls)
+    assert {k for k, j in jobs.items() if j.state == "REJECTED"} == {3}
+
+
+def test_inherited_limits_take_the_nearest_setting_and_keep_the_users_own():
+    team = Association("team", parent="dept", max_jobs=20, max_wall=1800)
+    dept = Association("dept", parent="root", max_submit_jobs=5, max_jobs=50, max_tres_per_job={"cpu": 8})
+    dave = Association("team", user="dave", max_jobs=2)
+    got = inherited_limits(dave, [team, dept])
+    assert (got.max_jobs, got.max_wall, got.max_submit_jobs, got.max_tres_per_job) == (2, 1800, 5, {"cpu": 8})
+    assert inherited_limits(Association("team", user="eve", max_tres_per_job={"cpu": 16}), [team, dept]) \
+        .max_tres_per_job == {"cpu": 16}
+
+
+def test_inherited_max_tres_per_job_and_a_users_own_as_the_real_system_held_them(tmp_path):
+    """ml-platform MaxSubmitJobs=5, MaxTRESPerJob=cpu=8 with root's own cpu=16 under it,
+    ml-serving MaxTRESPerJob=cpu=8, scavenger MaxSubmitJobsPU=2: the real run refused the third
+    scavenger job (QOSMaxSubmitJobPerUserLimit), ran -n12 for root in ml-platform and held -n20
+    there and -n12 in ml-serving with AssocMaxCpuPerJobLimit."""
+    pool_dir = _seed_copy(tmp_path, [])
+    accounts = pool_dir / "accounts.cfg"
+    text = accounts.read_text()
+    for old, new in (
+            ("Account - 'ml-platform':Description='Platform and tooling'",
+             "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=5:MaxTRESPerJob=cpu=8"),
+            ("Account - 'ml-serving':Description='Model serving'",
+             "Account - 'ml-serving':Description='Model serving':MaxTRESPerJob=cpu=8"),
+            ("User - 'dave':DefaultAccount='ml-platform':Fairshare=1",
+             "User - 'dave':DefaultAccount='ml-platform':Fairshare=1\nUser - 'root':Fairshare=1:MaxTRESPerJob=cpu=16"),
+            ("QOS - 'scavenger':Description='Low priority, half-price usage'",
+             "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=2")):
+        assert old in text
+        text = text.replace(old, new)
+    accounts.write_text(text)
+    pool = load_pool(pool_dir)
+    scav = "-A ml-research --qos=scavenger -t 2 --mem=100"
+    subs = [(scav, "alice"), (scav, "alice"), (scav, "alice"), ("-A ml-research -t 2 --mem=100", "alice"),
+            ("-A ml-platform -t 2 -n12 --mem=100", "root"), ("-A ml-platform -t 2 -n20 --mem=100", "root"),
+            ("-A ml-serving -t 2 -n12 --mem=100", "carol")]
+    wls = [replace(workload(f"j{k}", opts, 0.0, k, runtime=60.0), user=user) for k, (opts, user) in enumerate(subs, 1)]
+    jobs, _events = _run(pool, wls)
+    assert jobs[3].state == "REJECTED" and jobs[3].reason == MSG_SUBMIT_LIMIT
+    assert [jobs[k].first_start for k in (1, 2, 4, 5)] == [0.0] * 4
+    assert (jobs[6].first_start, jobs[7].first_start) == (None, None)
+    assert {jobs[6].reason, jobs[7].reason} == {"AssocMaxCpuPerJobLimit"}
+
+
+def test_a_job_without_time_gets_its_qos_max_wall_where_the_partition_has_no_default_time(tmp_path):
+    """slurmctld gives a job without --time the partition's DefaultTime, else (limits enforced)
+    the QOS MaxWall, else the association's (``acct_policy.c``'s ``_set_time_limit``): such a
+    job runs under that limit instead of waiting on QOSMaxWallDurationPerJobLimit forever."""
+    pool_dir = _seed_copy(tmp_path, [("DefaultTime=04:00:00 MaxTime=2-00:00:00", "MaxTime=2-00:00:00")])
+    accounts = pool_dir / "accounts.cfg"
+    accounts.write_text(accounts.read_text().replace(":MaxWallDurationPerJob=2880", ":MaxWallDurationPerJob=60"))
+    pool = load_pool(pool_dir)
+    wls = [replace(workload("a", "-A ml-research --qos=high -n1 --mem=100", 0.0, 1, runtime=7200.0), user="alice"),
+           replace(workload("b", "-A ml-platform -n1 --mem=100", 0.0, 2, runtime=7200.0), user="dave")]
+    jobs, _events = _run(pool, wls)
+    assert (jobs[1].first_start, jobs[1].state, jobs[1].end) == (0.0, "TIMEOUT", 3600.0)
+    assert (jobs[2].state, jobs[2].end) == ("COMPLETED", 7200.0)  # no MaxWall: MaxTime (2 days)
+
+
+def test_time_zero_is_unlimited_as_sbatch_reads_it():
+    assert workload("a", "-t 0", 0.0, 1).time_limit == float("inf")
+    assert workload("a", "--time-min=0 -t 10", 0.0, 1).time_min == float("inf")
