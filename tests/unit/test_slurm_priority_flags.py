@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from gpupool.formats.pool_dir import load_pool
 from gpupool.formats.sacctmgr import parse_sacctmgr_dump, render_sacctmgr_dump
 from gpupool.policy.slurm.priority import job_size_factor
-from tests.unit.test_slurm_req_tres import REQ, _jobs, _seed_copy
+from tests.unit.test_slurm_req_tres import REQ, _edit, _jobs, _seed_copy
 from tests.unit.test_slurm_views import _cli
 
 JOBS = [("train", "ml-platform", "-t 1 --gres=gpu:2"), ("train", "ml-platform", "-t 10 --gres=gpu:2"),
@@ -44,18 +44,13 @@ def _pool(tmp_path: Path, flags: str, favor_small: str, tres: str) -> tuple[Path
          f"PriorityWeightTRES={tres}\nPriorityWeightAssoc=1000\nPriorityFlags={flags}"),
         ("PartitionName=p2 Nodes=gpu[03-04]", "PartitionName=p2 Nodes=gpu[03-04] PriorityJobFactor=5"),
     ])
-    accounts = pool / "accounts.cfg"
-    text = accounts.read_text()
-    for old, new in (
-            (":Preempt='normal':PreemptMode='REQUEUE':MaxTRESPerUser=gres/gpu=16:MaxWallDurationPerJob=2880",
-             ":MaxTRESPerUser=gres/gpu=16:MaxWallDurationPerJob=2880"),
-            ("Account - 'ml-research':Description='ML research (training)'",
-             "Account - 'ml-research':Description='ML research (training)':Priority=20"),
-            ("Account - 'ml-platform':Description='Platform and tooling'",
-             "Account - 'ml-platform':Description='Platform and tooling':Priority=7")):
-        assert old in text, old
-        text = text.replace(old, new)
-    accounts.write_text(text)
+    _edit(pool / "accounts.cfg", [
+        (":Preempt='normal':PreemptMode='REQUEUE':MaxTRESPerUser=gres/gpu=16:MaxWallDurationPerJob=2880",
+         ":MaxTRESPerUser=gres/gpu=16:MaxWallDurationPerJob=2880"),
+        ("Account - 'ml-research':Description='ML research (training)'",
+         "Account - 'ml-research':Description='ML research (training)':Priority=20"),
+        ("Account - 'ml-platform':Description='Platform and tooling'",
+         "Account - 'ml-platform':Description='Platform and tooling':Priority=7")])
     jobs = [("-A ml-platform -p train -N4 --exclusive -t 10", 0.0, 600.0)]
     jobs += [(f"-A {acct} -p {part} {opts}", 5.0, 20.0) for part, acct, opts in JOBS]
     users = ["dave"] + [USERS[acct] for _p, acct, _o in JOBS]

@@ -27,15 +27,20 @@ from tests.unit.test_slurm_views import _cli
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed-pool"
 
 
-def _seed_copy(tmp_path: Path, edits: list[tuple[str, str]]) -> Path:
-    pool = tmp_path / "pool"
-    shutil.copytree(SEED, pool, ignore=shutil.ignore_patterns("workloads", "services", "scenarios"))
-    conf = pool / "slurm.conf"
-    text = conf.read_text()
+def _edit(path: Path, edits) -> None:
+    """Replace each (old, new) in the file at ``path``; every ``old`` must be there."""
+    text = path.read_text()
     for old, new in edits:
         assert old in text, old
         text = text.replace(old, new)
-    conf.write_text(text)
+    path.write_text(text)
+
+
+def _seed_copy(tmp_path: Path, edits: list[tuple[str, str]]) -> Path:
+    """The seed pool (without its workloads) copied under ``tmp_path``, slurm.conf edited."""
+    pool = tmp_path / "pool"
+    shutil.copytree(SEED, pool, ignore=shutil.ignore_patterns("workloads", "services", "scenarios"))
+    _edit(pool / "slurm.conf", edits)
     return pool
 
 
@@ -171,12 +176,10 @@ BILLING_PRIO = [[1221], [1442], [1078], [1325], [1442], [1468], [1026], [1039], 
                 [1026], [1234], [1052, 1026]]
 
 
-def test_a_billing_weight_divides_the_req_tres_billing_by_the_partitions_node_billing(tmp_path):
+def test_a_billing_weight_divides_the_req_tres_billing_by_the_partitions_billing_total(tmp_path):
     pool, wl = _req(tmp_path)
-    conf = pool / "slurm.conf"
-    text = conf.read_text().replace("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000",
-                                    "PriorityWeightTRES=billing=10000")
-    conf.write_text(text.replace('TRESBillingWeights="GRES/gpu=1.0"', 'TRESBillingWeights="CPU=1.0,GRES/gpu=8.0"'))
+    _edit(pool / "slurm.conf", [("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000", "PriorityWeightTRES=billing=10000"),
+                                ('TRESBillingWeights="GRES/gpu=1.0"', 'TRESBillingWeights="CPU=1.0,GRES/gpu=8.0"')])
     assert _priorities_less_fair_share(pool, wl) == BILLING_PRIO
 
 
@@ -206,10 +209,8 @@ JOBSIZE_PRIO = [[13660], [13722], [13792], [13691], [26320], [14015], [26195], [
 
 def test_the_job_size_factor_counts_the_cpus_asked(tmp_path):
     pool, wl = _req(tmp_path)
-    conf = pool / "slurm.conf"
-    text = conf.read_text().replace("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000",
-                                    "PriorityWeightTRES=GRES/gpu=1000")
-    conf.write_text(text.replace("PriorityWeightJobSize=0", "PriorityWeightJobSize=100000"))
+    _edit(pool / "slurm.conf", [("PriorityWeightTRES=GRES/gpu=1000,Mem=100000,CPU=1000", "PriorityWeightTRES=GRES/gpu=1000"),
+                                ("PriorityWeightJobSize=0", "PriorityWeightJobSize=100000")])
     assert _priorities_less_fair_share(pool, wl) == JOBSIZE_PRIO
 
 

@@ -18,7 +18,7 @@ from gpupool.policy.slurm.limits import MSG_SUBMIT_LIMIT, inherited_limits
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from tests.unit.sbatch_plans import workload, workloads
-from tests.unit.test_slurm_req_tres import _seed_copy
+from tests.unit.test_slurm_req_tres import _edit, _seed_copy
 
 
 def _run(pool, wls):
@@ -26,12 +26,10 @@ def _run(pool, wls):
     return {j.id: j for j in out.jobs}, out.events
 
 
-def _accounts(tmp_path, old: str, new: str):
+def _accounts(tmp_path, *edits: tuple[str, str]):
+    """The seed pool with its accounts.cfg edited (each (old, new) replaced)."""
     pool_dir = _seed_copy(tmp_path, [])
-    accounts = pool_dir / "accounts.cfg"
-    text = accounts.read_text()
-    assert old in text
-    accounts.write_text(text.replace(old, new))
+    _edit(pool_dir / "accounts.cfg", edits)
     return load_pool(pool_dir)
 
 
@@ -47,8 +45,8 @@ def test_an_accounts_max_jobs_holds_each_of_its_users():
 
 
 def test_max_submit_jobs_refuses_at_submit_counting_pending_and_running_jobs(tmp_path):
-    pool = _accounts(tmp_path, "Account - 'ml-platform':Description='Platform and tooling'",
-                     "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=3")
+    pool = _accounts(tmp_path, ("Account - 'ml-platform':Description='Platform and tooling'",
+                                "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=3"))
     opts = "-A ml-platform -t 2 --mem=100"
     wls = [replace(workload(f"n{k}", opts, 0.0, k, runtime=60.0), user="dave") for k in (1, 2, 3, 4)]
     wls.append(replace(workload("r1", "-A ml-research -t 2 --mem=100", 0.0, 5, runtime=60.0), user="alice"))
@@ -63,8 +61,8 @@ def test_max_submit_jobs_refuses_at_submit_counting_pending_and_running_jobs(tmp
 
 
 def test_a_qos_max_submit_jobs_per_user_counts_the_users_jobs_in_that_qos(tmp_path):
-    pool = _accounts(tmp_path, "QOS - 'scavenger':Description='Low priority, half-price usage'",
-                     "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=2")
+    pool = _accounts(tmp_path, ("QOS - 'scavenger':Description='Low priority, half-price usage'",
+                                "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=2"))
     opts = "-A ml-research --qos=scavenger -t 2 --mem=100"
     wls = [replace(workload(f"q{k}", opts, 0.0, k, runtime=60.0), user="alice") for k in (1, 2, 3)]
     wls.append(replace(workload("n", "-A ml-research -t 2 --mem=100", 0.0, 4, runtime=60.0), user="alice"))
@@ -88,22 +86,16 @@ def test_inherited_max_tres_per_job_and_a_users_own_as_the_real_system_held_them
     ml-serving MaxTRESPerJob=cpu=8, scavenger MaxSubmitJobsPU=2: the real run refused the third
     scavenger job (QOSMaxSubmitJobPerUserLimit), ran -n12 for root in ml-platform and held -n20
     there and -n12 in ml-serving with AssocMaxCpuPerJobLimit."""
-    pool_dir = _seed_copy(tmp_path, [])
-    accounts = pool_dir / "accounts.cfg"
-    text = accounts.read_text()
-    for old, new in (
-            ("Account - 'ml-platform':Description='Platform and tooling'",
-             "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=5:MaxTRESPerJob=cpu=8"),
-            ("Account - 'ml-serving':Description='Model serving'",
-             "Account - 'ml-serving':Description='Model serving':MaxTRESPerJob=cpu=8"),
-            ("User - 'dave':DefaultAccount='ml-platform':Fairshare=1",
-             "User - 'dave':DefaultAccount='ml-platform':Fairshare=1\nUser - 'root':Fairshare=1:MaxTRESPerJob=cpu=16"),
-            ("QOS - 'scavenger':Description='Low priority, half-price usage'",
-             "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=2")):
-        assert old in text
-        text = text.replace(old, new)
-    accounts.write_text(text)
-    pool = load_pool(pool_dir)
+    pool = _accounts(
+        tmp_path,
+        ("Account - 'ml-platform':Description='Platform and tooling'",
+         "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=5:MaxTRESPerJob=cpu=8"),
+        ("Account - 'ml-serving':Description='Model serving'",
+         "Account - 'ml-serving':Description='Model serving':MaxTRESPerJob=cpu=8"),
+        ("User - 'dave':DefaultAccount='ml-platform':Fairshare=1",
+         "User - 'dave':DefaultAccount='ml-platform':Fairshare=1\nUser - 'root':Fairshare=1:MaxTRESPerJob=cpu=16"),
+        ("QOS - 'scavenger':Description='Low priority, half-price usage'",
+         "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=2"))
     scav = "-A ml-research --qos=scavenger -t 2 --mem=100"
     subs = [(scav, "alice"), (scav, "alice"), (scav, "alice"), ("-A ml-research -t 2 --mem=100", "alice"),
             ("-A ml-platform -t 2 -n12 --mem=100", "root"), ("-A ml-platform -t 2 -n20 --mem=100", "root"),
@@ -121,8 +113,7 @@ def test_a_job_without_time_gets_its_qos_max_wall_where_the_partition_has_no_def
     the QOS MaxWall, else the association's (``acct_policy.c``'s ``_set_time_limit``): such a
     job runs under that limit instead of waiting on QOSMaxWallDurationPerJobLimit forever."""
     pool_dir = _seed_copy(tmp_path, [("DefaultTime=04:00:00 MaxTime=2-00:00:00", "MaxTime=2-00:00:00")])
-    accounts = pool_dir / "accounts.cfg"
-    accounts.write_text(accounts.read_text().replace(":MaxWallDurationPerJob=2880", ":MaxWallDurationPerJob=60"))
+    _edit(pool_dir / "accounts.cfg", [(":MaxWallDurationPerJob=2880", ":MaxWallDurationPerJob=60")])
     pool = load_pool(pool_dir)
     wls = [replace(workload("a", "-A ml-research --qos=high -n1 --mem=100", 0.0, 1, runtime=7200.0), user="alice"),
            replace(workload("b", "-A ml-platform -n1 --mem=100", 0.0, 2, runtime=7200.0), user="dave")]
@@ -134,3 +125,43 @@ def test_a_job_without_time_gets_its_qos_max_wall_where_the_partition_has_no_def
 def test_time_zero_is_unlimited_as_sbatch_reads_it():
     assert workload("a", "-t 0", 0.0, 1).time_limit == float("inf")
     assert workload("a", "--time-min=0 -t 10", 0.0, 1).time_min == float("inf")
+
+
+def test_a_qos_limit_overrides_the_associations_of_the_same_kind(tmp_path):
+    """acct_policy.c checks an association's MaxSubmitJobs, MaxWall, MaxJobs and per-TRES
+    MaxTRESPerJob only where the job's QOS leaves that limit unset (source, 22.05.8)."""
+    pool = _accounts(tmp_path, ("Account - 'ml-platform':Description='Platform and tooling'",
+                                "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=3:MaxWall=30"),
+                     ("QOS - 'scavenger':Description='Low priority, half-price usage'",
+                      "QOS - 'scavenger':Description='Low priority, half-price usage':MaxSubmitJobsPU=10:MaxWall=120"))
+    opts = "-A ml-platform --qos=scavenger -t 60 --mem=100"
+    wls = [replace(workload(f"s{k}", opts, 0.0, k, runtime=30.0), user="dave") for k in range(1, 6)]
+    jobs, _events = _run(pool, wls)
+    assert [jobs[k].state for k in range(1, 6)] == ["COMPLETED"] * 5  # 5 > 3, and 60 min > 30
+
+
+def test_submit_limits_count_arrivals_in_time_order_not_id_order(tmp_path):
+    pool = _accounts(tmp_path, ("Account - 'ml-platform':Description='Platform and tooling'",
+                                "Account - 'ml-platform':Description='Platform and tooling':MaxSubmitJobs=3"))
+    opts = "-A ml-platform -t 2 --mem=100"
+    wls = [replace(workload(f"j{k}", opts, 10.0, k, runtime=60.0), user="dave") for k in (1, 2, 3, 4)]
+    wls.append(replace(workload("early", opts, 0.0, 5, runtime=60.0), user="dave"))
+    jobs, _events = _run(pool, wls)
+    assert {k for k, j in jobs.items() if j.state == "REJECTED"} == {3, 4}
+
+
+def test_max_tres_per_job_is_inherited_per_tres():
+    team = Association("team", parent="dept", max_tres_per_job={"gres/gpu": 2})
+    dept = Association("dept", parent="root", max_tres_per_job={"cpu": 8, "gres/gpu": 4})
+    dave = Association("team", user="dave", max_tres_per_job={"cpu": 16})
+    assert inherited_limits(dave, [team, dept]).max_tres_per_job == {"cpu": 16, "gres/gpu": 2}
+
+
+def test_time_min_over_the_limit_is_refused_at_submit_and_unlimited_time_min_never_shortens(tmp_path):
+    pool = load_pool("examples/seed-pool")
+    wls = [replace(workload("a", "-A ml-platform -t 10 --time-min=0 --mem=100", 0.0, 1, runtime=30.0), user="dave"),
+           replace(workload("b", "-A ml-platform -t 10 --time-min=20 --mem=100", 0.0, 2, runtime=30.0), user="dave"),
+           replace(workload("c", "-A ml-platform -t 20 --time-min=10 --mem=100", 0.0, 3, runtime=30.0), user="dave")]
+    jobs, _events = _run(pool, wls)
+    assert [jobs[k].state for k in (1, 2, 3)] == ["REJECTED", "REJECTED", "COMPLETED"]
+    assert jobs[1].reason == "Invalid time-min specification (exceeds job's time or other limits)"

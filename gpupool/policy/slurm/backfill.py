@@ -516,7 +516,7 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     # --time-min: planned with it, and a job started now gets it as its limit (22.05.8:
     # comp_time_limit is time_min, and _reset_job_time_limit only lowers it, to no less)
     short = job.wl.time_min
-    if short is not None:
+    if short is not None and short != math.inf:  # (an UNLIMITED one shortens nothing)
         short = float(math.ceil(short / 60) * 60)  # whole minutes, as --time
         if short < tl:
             tl = short

@@ -36,6 +36,7 @@ MSG_ACCOUNT = "Invalid account or account/partition combination specified"
 MSG_QOS = "Invalid qos specification"
 MSG_ARRAY = "Invalid job array specification"
 MSG_SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+MSG_TIME_MIN = "Invalid time-min specification (exceeds job's time or other limits)"
 #: slurm.conf's MaxArraySize when it is not set (22.05): task indices 0-1000
 DEFAULT_MAX_ARRAY_SIZE = 1001
 
@@ -67,13 +68,20 @@ def inherited_limits(user_assoc: Association, accounts: list[Association]) -> As
     """``user_assoc`` with each per-user limit it leaves unset (MaxJobs, MaxSubmitJobs,
     MaxTRESPerJob, MaxWall) taken from the nearest of ``accounts`` (its account, then up the
     tree) that sets it, as slurmdbd propagates them; Grp* limits stay where they are set."""
-    found = {}
-    for name in ("max_jobs", "max_submit_jobs", "max_tres_per_job", "max_wall"):
-        own = getattr(user_assoc, name)
-        if own is None or own == {}:
-            got = next((v for v in (getattr(a, name) for a in accounts) if v is not None and v != {}), None)
+    found: dict = {}
+    for name in ("max_jobs", "max_submit_jobs", "max_wall"):
+        if getattr(user_assoc, name) is None:
+            got = next((v for v in (getattr(a, name) for a in accounts) if v is not None), None)
             if got is not None:
                 found[name] = got
+    # MaxTRESPerJob per TRES: the nearest level that limits a TRES sets it (slurmdbd joins the
+    # TRES lists up the tree)
+    tres = dict(user_assoc.max_tres_per_job)
+    for a in accounts:
+        for key, value in a.max_tres_per_job.items():
+            tres.setdefault(key, value)
+    if tres != user_assoc.max_tres_per_job:
+        found["max_tres_per_job"] = tres
     return replace(user_assoc, **found) if found else user_assoc
 
 
@@ -108,13 +116,17 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
     for kind, assoc in assoc_limits:
         key = ("a", req.account, req.user) if kind == "a" else ("acc", assoc.account)
         u = usage.get(key, {})
-        if kind == "a":  # per-user limits, with what the user inherits from its accounts
+        if kind == "a":  # per-user limits, with what the user inherits from its accounts;
+            # a QOS that sets the same limit overrides the association's (acct_policy.c checks
+            # the association's only where the QOS leaves it unset)
             for t, lim in assoc.max_tres_per_job.items():
-                if want.get(t, 0) > lim:
+                if want.get(t, 0) > lim and (qos is None or t not in qos.max_tres_per_job):
                     return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
-            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall:
+            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall and \
+                    (qos is None or qos.max_wall is None):
                 return "AssocMaxWallDurationPerJobLimit"
-            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs:
+            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs and \
+                    (qos is None or qos.max_jobs_per_user is None):
                 return "AssocMaxJobsLimit"
         if assoc.grp_jobs is not None and u.get("jobs", 0) >= assoc.grp_jobs:
             return "AssocGrpJobsLimit"

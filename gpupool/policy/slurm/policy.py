@@ -1061,9 +1061,12 @@ class SlurmPolicy:
         assocs = self.assoc_limits(req)
         own = assocs[0][1] if assocs and assocs[0][0] == "a" else None
         assoc_cap = own.max_submit_jobs if own is not None else None
+        if qos_cap is not None:
+            assoc_cap = None  # the QOS's submit limit overrides the association's (acct_policy.c)
         if qos_cap is None and assoc_cap is None:
             return None
         wl = job.wl
+        order = (wl.submit_time, job.id)
         array = wl.array_job_id
         tasks = 1
         in_qos = in_assoc = 0
@@ -1073,8 +1076,8 @@ class SlurmPolicy:
             if array is not None and other.wl.array_job_id == array:
                 tasks += 1
                 continue
-            if other.id > job.id or self._verdict.get(other.id) is not None:
-                continue  # submitted after it, or refused
+            if (other.wl.submit_time, other.id) > order or self._verdict.get(other.id) is not None:
+                continue  # submitted after it (arrivals go by time, then id), or refused
             r = self.req(other)
             if r.user != req.user:
                 continue

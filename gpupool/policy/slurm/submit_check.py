@@ -107,6 +107,21 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     epl = s.enforce_part_limits
     if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
         return limits.MSG_TIME
+    return _time_min_refusal(req, wl, parts[req.parts[0]], acct)
+
+
+def _time_min_refusal(req: JobReq, wl: Workload, info: PartInfo, acct) -> str | None:
+    """slurmctld's refusal of a ``--time-min`` over the partition's MaxTime or over the job's
+    own limit (``--time``, else DefaultTime), unless the QOS has the flag PartitionTimeLimit
+    (``_job_create``); ``--time-min=0`` is UNLIMITED, so it is refused unless both are too."""
+    if wl.time_min is None:
+        return None
+    qos = acct.qos.get(req.qos or "") if acct is not None else None
+    if qos is not None and any(f.lower() == "partitiontimelimit" for f in qos.flags):
+        return None
+    limit = req.time_limit if req.time_limit is not None else info.part.default_time
+    if (info.max_time is not None and wl.time_min > info.max_time) or (limit is not None and wl.time_min > limit):
+        return limits.MSG_TIME_MIN
     return None
 
 
