@@ -122,9 +122,17 @@ def test_a_job_without_time_gets_its_qos_max_wall_where_the_partition_has_no_def
     assert (jobs[2].state, jobs[2].end) == ("COMPLETED", 7200.0)  # no MaxWall: MaxTime (2 days)
 
 
-def test_time_zero_is_unlimited_as_sbatch_reads_it():
+def test_time_zero_is_unlimited_as_sbatch_reads_it(tmp_path):
     assert workload("a", "-t 0", 0.0, 1).time_limit == float("inf")
     assert workload("a", "--time-min=0 -t 10", 0.0, 1).time_min == float("inf")
+    # and an UNLIMITED job runs in a partition with MaxTime=UNLIMITED (the policy used to fail
+    # on it rounding infinity to minutes)
+    pool = load_pool(_seed_copy(tmp_path, [("DefaultTime=04:00:00 MaxTime=2-00:00:00", "MaxTime=UNLIMITED")]))
+    wls = [replace(workload("a", "-A ml-platform -t 0 --mem=100", 0.0, 1, runtime=30.0), user="dave"),
+           replace(workload("b", "-A ml-platform -N4 --exclusive -t UNLIMITED", 0.0, 2, runtime=300.0), user="dave"),
+           replace(workload("c", "-A ml-platform -t 0 --mem=100", 1.0, 3, runtime=30.0), user="dave")]
+    jobs, _events = _run(pool, wls)
+    assert [(jobs[k].first_start, jobs[k].end) for k in (1, 2, 3)] == [(0.0, 30.0), (30.0, 330.0), (330.0, 360.0)]
 
 
 def test_a_qos_limit_overrides_the_associations_of_the_same_kind(tmp_path):

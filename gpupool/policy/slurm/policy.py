@@ -876,6 +876,8 @@ class SlurmPolicy:
             tl = info.default_time
             if info.part.default_time is None and self.s.limits_enforced:
                 tl = self._limit_wall(job, tl)
+        elif tl == math.inf:  # --time=UNLIMITED (or 0)
+            return None
         if tl is not None:
             tl = math.ceil(tl / 60) * 60  # minutes, seconds rounded up
         return tl
