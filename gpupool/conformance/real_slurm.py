@@ -286,9 +286,13 @@ class RealSlurm:
             self._write_configs()
             if self.accounting == "dbd":
                 self._start_dbd()
+                # the QOS names first: slurmctld refuses to start when a partition's QOS= names
+                # one the database lacks ("Partition ... has an invalid qos"); their limits
+                # only after it, since a TRES such as gres/gpu is known once slurmctld registers
+                self._load_accounting(adding_qos=True)
             self._start_slurmctld()
             if self.accounting == "dbd":
-                self._load_accounting()
+                self._load_accounting(adding_qos=False)
             self._start_slurmds()
         except BaseException:
             self.stop()
@@ -725,8 +729,11 @@ class RealSlurm:
         parents = {a.parent for a in tree.accounts.values() if a.parent}
         return [a for a in tree.accounts if a != "root" and a not in parents and a not in have]
 
-    def _load_accounting(self) -> None:
+    def _load_accounting(self, adding_qos: bool) -> None:
+        """Run the ``sacctmgr`` commands that add a QOS (``adding_qos``), or the others."""
         for args in self.sacctmgr_commands():
+            if (args[:2] == ["add", "qos"]) != adding_qos:
+                continue
             proc = self.run(["sacctmgr", "-i", *args], check=False)
             text = (proc.stdout + proc.stderr).lower()
             if proc.returncode != 0 and "nothing new added" not in text and "already exists" not in text:

@@ -150,9 +150,14 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
 
 
 def _check_partition_refs(pool: Pool) -> None:
-    """Partition AllowAccounts/AllowQos must name accounts and QOS the dump defines."""
+    """Partition AllowAccounts/AllowQos and QOS= must name accounts and QOS the dump defines
+    (slurmctld refuses to start with a partition QOS it does not know: "Partition ... has an
+    invalid qos")."""
     acct = pool.slurm.accounting
     for part in pool.slurm.partitions.values():
+        if part.qos and part.qos not in acct.qos:
+            raise InputError(part.source or "slurm.conf",
+                             f"partition {part.name!r} has QOS={part.qos}, which {acct.source} does not define")
         for name in part.allow_accounts or ():
             if name not in acct.accounts:
                 raise InputError(part.source or "slurm.conf",

@@ -84,6 +84,13 @@ _ALL_OPTION_NAMES = {name for table in _OPTIONS.values() for name in table}
 _MODELLED = set(_ASSOC_MODEL) | set(_QOS_MODEL) | set(_USER_MODEL) | set(_ACCOUNT_MODEL)
 _ADMIN_LEVELS = {"none": "None", "operator": "Operator", "administrator": "Administrator",
                  "admin": "Administrator"}
+#: QOS flags 22.05's sacctmgr knows, in the order it matches a word against them (each by
+#: case-insensitive substring: ``_str_2_qos_flags``, so "NoReserveNow" sets NoReserve)
+QOS_FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "PartitionMinNodes", "PartitionMaxNodes",
+             "PartitionTimeLimit", "RequiresReservation", "OverPartQOS", "NoReserve", "NoDecay",
+             "UsageFactorSafe")
+#: the ones the Slurm policy acts on; the others are kept and noted as not modelled
+QOS_FLAGS_MODELLED = frozenset({"DenyOnLimit", "PartitionTimeLimit", "OverPartQOS", "NoReserve"})
 _QOS_PREEMPT_MODES = {"OFF", "CANCEL", "REQUEUE", "SUSPEND", "GANG", "CLUSTER", "WITHIN", "PRIORITY"}
 _TRES_PLAIN = {"cpu", "mem", "energy", "node", "billing", "vmem", "pages"}
 _TRES_PREFIXED = {"gres", "license", "bb", "fs", "ic"}
@@ -319,6 +326,25 @@ def _float(value: str, key: str) -> float:
         raise _Err(f"{key} must be a number, got {value!r}") from None
 
 
+def qos_flags(value: str) -> tuple[str, ...]:
+    """The QOS flags a ``Flags=`` value sets, by their canonical names: each comma-separated
+    word sets the first flag of ``QOS_FLAGS`` whose name it contains, any case; "-1" clears
+    them all. A word naming no flag sets nothing, and a value in which no word names one is
+    refused, as sacctmgr refuses it ("Unknown QOS flag used")."""
+    words = _names(value)
+    if words == ("-1",):
+        return ()
+    found: list[str] = []
+    for word in words:
+        low = word.lower()
+        flag = next((f for f in QOS_FLAGS if f.lower() in low), None)
+        if flag is not None and flag not in found:
+            found.append(flag)
+    if words and not found:
+        raise _Err(f"Flags={value!r} names no QOS flag; expected a comma list of {', '.join(QOS_FLAGS)}")
+    return tuple(found)
+
+
 def _apply_qos(qos: Qos, key: str, value: str) -> None:
     if key == "Description":
         qos.description = value
@@ -349,7 +375,7 @@ def _apply_qos(qos: Qos, key: str, value: str) -> None:
         text = value.strip()
         qos.grace_time = _int(text, key) if text.isdigit() else (_wall(text, key) or 0)
     elif key == "Flags":
-        qos.flags = _names(value)
+        qos.flags = qos_flags(value)
     else:
         _check_kept(key, value)
         qos.extra[key] = value
@@ -391,7 +417,19 @@ class _Parser:
         for key, value in line.options:
             _apply_qos(qos, key, value)
             self.note(line, key)
+            if key == "Flags":
+                self._note_flags(line, value, qos.flags)
         self.acct.qos[line.name] = qos
+
+    def _note_flags(self, line: _Line, value: str, flags: tuple[str, ...]) -> None:
+        """Not-modelled notes for the QOS flags the policy does not act on, and for words of
+        ``Flags=`` that set no flag (sacctmgr drops them without a word)."""
+        for flag in flags:
+            if flag not in QOS_FLAGS_MODELLED:
+                self.acct.not_modelled.append((line.where, f"QOS:Flags={flag}"))
+        for word in _names(value):
+            if word != "-1" and not any(f.lower() in word.lower() for f in QOS_FLAGS):
+                self.acct.not_modelled.append((line.where, f"QOS:Flags={word} (names no QOS flag: sacctmgr ignores it)"))
 
     def on_cluster(self, line: _Line) -> None:
         if self.cluster_line is not None:

@@ -136,7 +136,7 @@ MODELLED_KEYS: dict[str, str] = {
     "MinJobAge": "seconds",
     "InactiveLimit": "seconds",
     "CompleteWait": "seconds",
-    "AccountingStorageEnforce": "list_lower",
+    "AccountingStorageEnforce": "enforce",
     "AccountingStorageTRES": "list_lower",
     "EnforcePartLimits": "enum",
     "DefMemPerCPU": "int",
@@ -202,6 +202,31 @@ PRIORITY_FLAGS_MODELLED = frozenset({"ACCRUE_ALWAYS", "MAX_TRES", "NO_FAIR_TREE"
                                      "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS",
                                      "NO_NORMAL_TRES"})
 PRIORITY_FLAGS_NOT_MODELLED = frozenset({"CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "INCR_ONLY"})
+
+
+#: AccountingStorageEnforce words (22.05) and what each one sets: every word but the
+#: nojobs/nosteps pair enforces associations too, and "all" everything but them
+_ENFORCE_IMPLIES = {
+    "associations": ("associations",), "1": ("associations",),
+    "limits": ("associations", "limits"), "2": ("associations", "limits"),
+    "safe": ("associations", "limits", "safe"),
+    "qos": ("associations", "qos"),
+    "wckeys": ("associations", "wckeys"),
+    "all": ("associations", "limits", "safe", "qos", "wckeys"),
+    "nojobs": ("nojobs", "nosteps"),
+    "nosteps": ("nosteps",),
+}
+
+
+def accounting_enforce(params: dict) -> frozenset[str]:
+    """What slurmctld 22.05 enforces for AccountingStorageEnforce: each word with what it
+    implies (``_validate_accounting_storage_enforce``: ``limits`` sets associations and
+    limits, ``safe`` those and safe, ``qos`` and ``wckeys`` associations too, ``all`` every
+    one but nojobs/nosteps; ``1`` and ``2`` are associations and limits)."""
+    out: set[str] = set()
+    for word in params.get("AccountingStorageEnforce") or ():
+        out.update(_ENFORCE_IMPLIES.get(str(word).lower(), ()))
+    return frozenset(out)
 
 
 def priority_flags(params: dict) -> frozenset[str]:
@@ -529,6 +554,13 @@ def _parse_global(key: str, kind: str, value: str, line: _Line) -> object:
         return tuple(v.upper() for v in _parse_list(value))
     if kind == "list_lower":
         return tuple(tres_name(v) if "/" in v else v.lower() for v in _parse_list(value))
+    if kind == "enforce":
+        words = tuple(v.lower() for v in _parse_list(value))
+        for word in words:
+            if word not in _ENFORCE_IMPLIES:
+                raise line.error(f"AccountingStorageEnforce: {word!r} is not one of "
+                                 f"{', '.join(_ENFORCE_IMPLIES)} (slurmctld refuses to start on it)")
+        return words
     if kind == "kv":
         return _parse_kv(value, key, line)
     if kind == "tres_weights":

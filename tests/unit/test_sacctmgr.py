@@ -101,6 +101,24 @@ Cluster - 'c'
     assert "root" in acct.accounts and acct.accounts["root"].fairshare == 1
 
 
+def test_qos_flags_match_as_sacctmgr_does_and_unmodelled_ones_are_noted(tmp_path: Path) -> None:
+    """Each word sets the first flag whose name it contains, any case; a word naming none is
+    dropped with a note; the flags the policy does not act on are noted."""
+    acct = parse_sacctmgr_dump(write(tmp_path, """\
+QOS - 'a':Flags=denyonlimit,OVERPARTQOS,NoDecay,Bogus
+QOS - 'b':Flags=-1
+Cluster - 'c'
+"""))
+    assert acct.qos["a"].flags == ("DenyOnLimit", "OverPartQOS", "NoDecay")
+    assert acct.qos["b"].flags == ()
+    labels = [label for _where, label in acct.not_modelled]
+    assert "QOS:Flags=NoDecay" in labels
+    assert any(label.startswith("QOS:Flags=Bogus (names no QOS flag") for label in labels)
+    assert not any("DenyOnLimit" in label or "OverPartQOS" in label for label in labels)
+    with pytest.raises(InputError, match="names no QOS flag"):
+        parse_sacctmgr_dump(write(tmp_path, "QOS - 'a':Flags=Bogus\nCluster - 'c'\n"))
+
+
 def test_tres_strings() -> None:
     assert parse_tres("cpu=64,gres/gpu=16,mem=500G") == {"cpu": 64, "gres/gpu": 16, "mem": 512000}
     assert parse_tres("CPU=1,Mem=1000,GRES/gpu:h100=2,node=3,billing=4") == {

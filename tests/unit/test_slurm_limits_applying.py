@@ -63,15 +63,20 @@ def _flooded(pol, req) -> dict:
     return usage
 
 
+def _pair(pol, req, info) -> tuple:
+    """The job's QOS and its partition's, in the order the check reads them."""
+    return limits.qos_order(pol.qos.get(req.qos or ""), pol.qos.get(info.part.qos or ""))
+
+
 def test_no_limit_is_skipped(ran) -> None:
     pol, jobs = ran
     kinds = {"held": 0, "free": 0}
     for job in jobs:
         req = pol.req(job)
         info = pol.parts[req.parts[0]]
-        full = limits.check(req, pol.time_limit(job, info), pol.qos.get(req.qos or ""), pol.assoc_limits(req),
+        full = limits.check(req, pol.time_limit(job, info), _pair(pol, req, info), pol.assoc_limits(req),
                             _flooded(pol, req))
-        applies = pol.limits_applying(req)
+        applies = pol.limits_applying(req, info)
         if applies is None:
             assert full is None, (req.qos, req.user, req.account, full)
             kinds["free"] += 1
@@ -96,6 +101,6 @@ def test_the_check_through_the_memo_gives_the_full_answer(ran, data) -> None:
     for acc in pol.account_chain(req.account):
         usage[("acc", acc)] = data.draw(slot)
     tl = pol.time_limit(job, info)
-    applies = pol.limits_applying(req)
+    applies = pol.limits_applying(req, info)
     through_memo = None if applies is None else limits.check(req, tl, applies[0], applies[1], usage)
-    assert through_memo == limits.check(req, tl, pol.qos.get(req.qos or ""), pol.assoc_limits(req), usage)
+    assert through_memo == limits.check(req, tl, _pair(pol, req, info), pol.assoc_limits(req), usage)

@@ -17,7 +17,7 @@ import math
 import weakref
 
 from gpupool.model.workload import GANG_MIN
-from gpupool.policy.slurm import preempt
+from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
@@ -662,7 +662,7 @@ def run(cy, records) -> None:
     array_resv: dict[int, int] = {}
     map_full = False  # the map reached bf_node_space_size records: the cycle ends
     map_size = s.bf_node_space_size
-    no_reserve_qos = frozenset(name for name, q in pol.qos.items() if any(f.lower() == "noreserve" for f in q.flags)
+    no_reserve_qos = frozenset(name for name, q in pol.qos.items() if limits.has_flag(q, "noreserve")
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
     unset = _UNSET
     in_started, in_skip, in_preempting = cy.started, cy.skip, cy.preempting

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpupool.engine.nodes import NodeTable
 from gpupool.errors import GpupoolError
-from gpupool.formats.slurm_conf import is_unlimited, priority_flags
+from gpupool.formats.slurm_conf import accounting_enforce, is_unlimited, priority_flags
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Accounting, Partition, Qos, SlurmConfig
 from gpupool.policy.slurm.jobinfo import gpu_tres
@@ -221,7 +221,7 @@ def load_settings(cfg: SlurmConfig) -> Settings:
     otl = p.get("OverTimeLimit", 0)
     s.over_time_limit = float("inf") if otl is None and "OverTimeLimit" in p else float(otl or 0)
     s.kill_wait = int(p.get("KillWait") or 30)
-    s.enforce = tuple(p.get("AccountingStorageEnforce") or ())
+    s.enforce = tuple(sorted(accounting_enforce(p)))  # with what each word implies
     s.gpu_tracked, s.typed_gpu_tres, s.untyped_gpu_as = tracked_gpu_tres(p)
     s.enforce_part_limits = str(p.get("EnforcePartLimits") or "NO")
     s.job_requeue = int(p.get("JobRequeue", 1) or 0) != 0

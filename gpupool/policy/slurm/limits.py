@@ -41,10 +41,34 @@ MSG_TIME_MIN = "Invalid time-min specification (exceeds job's time or other limi
 DEFAULT_MAX_ARRAY_SIZE = 1001
 
 
-def add_usage(usage: dict, req: JobReq, alloc: dict[str, int], sign: int = 1) -> None:
-    """Count one running job into the per-call usage aggregates."""
-    q = req.qos
-    for key in (("qu", q, req.user), ("q", q), ("a", req.account, req.user)):
+def has_flag(qos, flag: str) -> bool:
+    """Whether ``qos`` carries ``flag`` (sacctmgr's QOS Flags, matched case-insensitively)."""
+    return qos is not None and any(f.lower() == flag for f in qos.flags)
+
+
+def qos_order(job_qos, part_qos) -> tuple:
+    """(first, second): the QOS whose limits a job in a partition meets, in the order slurmctld
+    reads them (``acct_policy_set_qos_order``). The partition's QOS comes first and its
+    limits win over the job's own of the same kind, unless the job's QOS has the flag
+    OverPartQOS; one QOS is never read twice (second None). A real 22.05.8 held a third
+    one-GPU job of QOS normal in a partition whose QOS had MaxTRESPerUser=gres/gpu=2
+    (QOSMaxGRESPerUser), and ran three under a job QOS with OverPartQOS and a limit of 3."""
+    if job_qos is None or part_qos is None or part_qos is job_qos:
+        return (job_qos if job_qos is not None else part_qos, None)
+    if has_flag(job_qos, "overpartqos"):
+        return (job_qos, part_qos)
+    return (part_qos, job_qos)
+
+
+def add_usage(usage: dict, req: JobReq, alloc: dict[str, int], sign: int = 1,
+              part_qos: str | None = None) -> None:
+    """Count one running job into the per-call usage aggregates: under its QOS and, where
+    its partition has a QOS of its own (``part_qos``), under that one too (slurmctld adds a
+    job's usage to both QOS of ``qos_order``)."""
+    keys = [("qu", req.qos, req.user), ("q", req.qos), ("a", req.account, req.user)]
+    if part_qos is not None and part_qos != req.qos:
+        keys += [("qu", part_qos, req.user), ("q", part_qos)]
+    for key in keys:
         slot = usage.setdefault(key, {"jobs": 0})
         slot["jobs"] += sign
         for t, v in alloc.items():
@@ -85,34 +109,79 @@ def inherited_limits(user_assoc: Association, accounts: list[Association]) -> As
     return replace(user_assoc, **found) if found else user_assoc
 
 
-def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -> str | None:
+def account_chain(acct, account: str) -> tuple[str, ...]:
+    """``account`` and the accounts above it, up to the root (an unknown one: empty)."""
+    out: list[str] = []
+    a = account
+    while acct is not None and a in acct.accounts and a not in out:
+        out.append(a)
+        a = acct.accounts[a].parent or ""
+    return tuple(out)
+
+
+def association_limits(acct, user: str, account: str, chain: tuple[str, ...]) -> list:
+    """[(kind, Association)] that ``check`` reads for ``user`` in ``account`` (``chain``: the
+    account and those above it): the user's association ("a") with the per-user limits
+    (MaxJobs, MaxSubmitJobs, MaxTRESPerJob, MaxWall) it inherits from the nearest account
+    above that sets them where it sets none itself, then each account up the tree ("acc"),
+    whose Grp* limits bind there. slurmdbd propagates the Max* limits down the tree: a real
+    22.05.8 listed an account's MaxJobs=20, MaxSubmitJobs=5 and MaxWall=30 on each of its
+    users, and a user's own MaxJobs=2 over the account's 20."""
+    if acct is None:
+        return []
+    accounts = [acct.accounts[a] for a in chain]
+    out: list = []
+    for ua in acct.user_associations:
+        if ua.user == user and ua.account == account:
+            out.append(("a", inherited_limits(ua, accounts)))
+            break
+    out.extend(("acc", a) for a in accounts)
+    return out
+
+
+def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage: dict) -> str | None:
     """The first limit that keeps the job from starting now, as Slurm's reason, or None.
 
-    ``assoc_limits`` is ``[(kind, Association)]`` for the user association ("a") and each
-    account up the tree ("acc"); ``usage`` holds what running jobs use. A usage limit holds
-    only a job that asks some of that TRES (``_validate_tres_usage_limits`` tests nothing for a
-    count of 0): a job asking GPUs without a type is never held by a typed GPU limit, even
-    where typed usage, charged by what jobs run on, is over it.
+    ``qoses`` is ``qos_order``'s pair: a limit the first QOS sets (per TRES for the TRES
+    limits) is not read from the second. ``assoc_limits`` is ``[(kind, Association)]`` for
+    the user association ("a") and each account up the tree ("acc"); ``usage`` holds what
+    running jobs use. A usage limit holds only a job that asks some of that TRES
+    (``_validate_tres_usage_limits`` tests nothing for a count of 0): a job asking GPUs
+    without a type is never held by a typed GPU limit, even where typed usage, charged by
+    what jobs run on, is over it.
     """
     want = req.tres
-    if qos is not None:
+    seen: set = set()  # the limits (kind, TRES) a QOS read earlier has set
+    for qos in qoses:
+        if qos is None:
+            continue
         for t, lim in qos.max_tres_per_job.items():
-            if want.get(t, 0) > lim:
-                return _reason(_QOS_PER_JOB, t, "QOSMaxGRESPerJob")
-        if qos.max_wall is not None and tl is not None and tl > qos.max_wall:
-            return "QOSMaxWallDurationPerJobLimit"
-        u = usage.get(("qu", req.qos, req.user), {})
-        if qos.max_jobs_per_user is not None and u.get("jobs", 0) >= qos.max_jobs_per_user:
-            return "QOSMaxJobsPerUserLimit"
+            if ("job", t) not in seen:
+                seen.add(("job", t))
+                if want.get(t, 0) > lim:
+                    return _reason(_QOS_PER_JOB, t, "QOSMaxGRESPerJob")
+        if qos.max_wall is not None and "wall" not in seen:
+            seen.add("wall")
+            if tl is not None and tl > qos.max_wall:
+                return "QOSMaxWallDurationPerJobLimit"
+        u = usage.get(("qu", qos.name, req.user), {})
+        if qos.max_jobs_per_user is not None and "jobs" not in seen:
+            seen.add("jobs")
+            if u.get("jobs", 0) >= qos.max_jobs_per_user:
+                return "QOSMaxJobsPerUserLimit"
         for t, lim in qos.max_tres_per_user.items():
-            w = want.get(t, 0)
-            if w and u.get(t, 0) + w > lim:
-                return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
-        g = usage.get(("q", req.qos), {})
+            if ("user", t) not in seen:
+                seen.add(("user", t))
+                w = want.get(t, 0)
+                if w and u.get(t, 0) + w > lim:
+                    return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
+        g = usage.get(("q", qos.name), {})
         for t, lim in qos.grp_tres.items():
-            w = want.get(t, 0)
-            if w and g.get(t, 0) + w > lim:
-                return _reason(_QOS_GRP, t, "QOSGrpGRES")
+            if ("grp", t) not in seen:
+                seen.add(("grp", t))
+                w = want.get(t, 0)
+                if w and g.get(t, 0) + w > lim:
+                    return _reason(_QOS_GRP, t, "QOSGrpGRES")
     for kind, assoc in assoc_limits:
         key = ("a", req.account, req.user) if kind == "a" else ("acc", assoc.account)
         u = usage.get(key, {})
@@ -120,13 +189,11 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
             # a QOS that sets the same limit overrides the association's (acct_policy.c checks
             # the association's only where the QOS leaves it unset)
             for t, lim in assoc.max_tres_per_job.items():
-                if want.get(t, 0) > lim and (qos is None or t not in qos.max_tres_per_job):
+                if want.get(t, 0) > lim and ("job", t) not in seen:
                     return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
-            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall and \
-                    (qos is None or qos.max_wall is None):
+            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall and "wall" not in seen:
                 return "AssocMaxWallDurationPerJobLimit"
-            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs and \
-                    (qos is None or qos.max_jobs_per_user is None):
+            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs and "jobs" not in seen:
                 return "AssocMaxJobsLimit"
         if assoc.grp_jobs is not None and u.get("jobs", 0) >= assoc.grp_jobs:
             return "AssocGrpJobsLimit"
@@ -135,3 +202,21 @@ def check(req: JobReq, tl: float | None, qos, assoc_limits: list, usage: dict) -
             if w and u.get(t, 0) + w > lim:
                 return _reason(_ASSOC_GRP, t, "AssocGrpGRES")
     return None
+
+
+def deny_on_limit(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list) -> str | None:
+    """The limit a job breaks on its own, as Slurm's reason, where one of its QOS has the flag
+    DenyOnLimit; else None. slurmctld then refuses the job at submit (``acct_policy_validate``
+    with strict checking) instead of leaving it pending: every size and time limit is held
+    against the request alone, the per-user and group TRES limits too (as if nothing else
+    ran); job counts are not. A real 22.05.8 refused, under a QOS with DenyOnLimit,
+    MaxTRESPerJob=gres/gpu=2 and MaxWall=60, ``--gres=gpu:4``, ``-t 120`` and a job without
+    ``--time`` in a partition of DefaultTime=4:00:00 (sbatch printed the reason, then
+    "Job violates accounting/QOS policy ..."), and ``--gres=gpu:3`` under the partition QOS's
+    MaxTRESPerUser=gres/gpu=2 (DenyOnLimit on the job's QOS is enough)."""
+    if not any(has_flag(q, "denyonlimit") for q in qoses):
+        return None
+    # ``check`` with no usage, on copies without the job counts submission does not validate
+    alone = [replace(q, max_jobs_per_user=None) for q in qoses if q is not None]
+    assocs = [(kind, replace(a, max_jobs=None, grp_jobs=None)) for kind, a in assoc_limits]
+    return check(req, tl, tuple(alone), assocs, {})

@@ -333,7 +333,7 @@ class Cycle:
         if not pol.s.limits_enforced:
             return None
         req = pol.req(job)
-        applies = pol.limits_applying(req)
+        applies = pol.limits_applying(req, info)
         if applies is None:
             return None
         return limits.check(pol.limit_req(job, info, req, gpus_as_asked=not placed), pol.time_limit(job, info),
@@ -356,7 +356,7 @@ class Cycle:
         if not per_job:
             return None
         req = pol.req(job)
-        applies = pol.limits_applying(req)
+        applies = pol.limits_applying(req, info)
         if applies is None:
             return None
         whole = pol.idle_gpus(job, info, per_job)
@@ -467,7 +467,7 @@ class Cycle:
         if pol.s.limits_enforced:
             req = pol.req(job)
             alloc = pol.alloc_tres(placement)
-            limits.add_usage(self.usage, req, alloc)
+            limits.add_usage(self.usage, req, alloc, part_qos=info.part.qos)
             limits.add_account_usage(self.usage, pol.account_chain(req.account), alloc)
         if job.wl.array_job_id is not None:
             self.arrays[job.wl.array_job_id] = self.arrays.get(job.wl.array_job_id, 0) + 1
@@ -677,6 +677,11 @@ class SlurmPolicy:
         """The partition a running or suspended job runs in."""
         return self.run_part.get(job.id) or job.partition
 
+    def part_qos(self, job) -> str | None:
+        """The QOS of the partition a running or suspended job runs in (slurm.conf's QOS=), or None."""
+        part = self.cfg.partitions.get(self.part_of(job) or "")
+        return part.qos if part is not None else None
+
     def shares_cpus(self, job, part: str | None) -> bool:
         """Whether ``job`` in ``part`` holds CPUs others may hold too without gang: any job of an
         OverSubscribe=FORCE partition, a job asking ``--oversubscribe`` in a YES one (a job that
@@ -724,35 +729,28 @@ class SlurmPolicy:
     def account_chain(self, account: str) -> tuple[str, ...]:
         chain = self._chains.get(account)
         if chain is None:
-            out = []
-            seen = set()
-            a = account
-            while self.acct is not None and a in self.acct.accounts and a not in seen:
-                seen.add(a)
-                out.append(a)
-                a = self.acct.accounts[a].parent or ""
-            chain = tuple(out)
-            self._chains[account] = chain
+            chain = self._chains[account] = limits.account_chain(self.acct, account)
         return chain
 
-    def limits_applying(self, req) -> tuple | None:
-        """(QOS, ``assoc_limits``) that ``limits.check`` reads for ``req``'s QOS, user and
-        account, or None when neither that QOS nor any of those associations sets a limit
-        (most jobs, whose check then always passes). Memoised per (QOS, user, account): the
-        queue's every record is checked at every pass and backfill cycle, and finding the
-        user's association scans them all."""
-        key = (req.qos, req.user, req.account)
+    def limits_applying(self, req, info) -> tuple | None:
+        """(``qos_order``'s pair, ``assoc_limits``) that ``limits.check`` reads for ``req``'s
+        QOS, user and account in partition ``info`` (whose own QOS counts too), or None when
+        neither QOS nor any of those associations sets a limit (most jobs, whose check then
+        always passes). Memoised per (QOS, partition QOS, user, account): the queue's every
+        record is checked at every pass and backfill cycle, and finding the user's association
+        scans them all."""
+        key = (req.qos, info.part.qos, req.user, req.account)
         got = self._limits_applying.get(key, _NO_ENTRY)
         if got is _NO_ENTRY:
-            qos = self.qos.get(req.qos or "")
+            pair = limits.qos_order(self.qos.get(req.qos or ""), self.qos.get(info.part.qos or ""))
             assocs = self.assoc_limits(req)
-            limited = qos is not None and bool(
+            limited = any(qos is not None and bool(
                 qos.max_tres_per_job or qos.max_wall is not None or qos.max_jobs_per_user is not None
-                or qos.max_tres_per_user or qos.grp_tres)
+                or qos.max_tres_per_user or qos.grp_tres) for qos in pair)
             for kind, assoc in assocs:
                 limited = limited or bool(assoc.grp_jobs is not None or assoc.grp_tres or (kind == "a" and (
                     assoc.max_tres_per_job or assoc.max_wall is not None or assoc.max_jobs is not None)))
-            got = self._limits_applying[key] = (qos, assocs) if limited else None
+            got = self._limits_applying[key] = (pair, assocs) if limited else None
         return got
 
     def limit_req(self, job, info, req, gpus_as_asked: bool = False):
@@ -827,23 +825,8 @@ class SlurmPolicy:
         return got
 
     def assoc_limits(self, req) -> list:
-        """[(kind, Association)] that ``limits.check`` reads for ``req``: the user's association
-        ("a") with the per-user limits (MaxJobs, MaxSubmitJobs, MaxTRESPerJob, MaxWall) it
-        inherits from the nearest account above that sets them where it sets none itself, then
-        each account up the tree ("acc"), whose Grp* limits bind there. slurmdbd propagates
-        the Max* limits down the tree: a real 22.05.8 listed an account's MaxJobs=20,
-        MaxSubmitJobs=5 and MaxWall=30 on each of its users, and a user's own MaxJobs=2 over
-        the account's 20."""
-        if self.acct is None:
-            return []
-        chain = [self.acct.accounts[a] for a in self.account_chain(req.account)]
-        out = []
-        for ua in self.acct.user_associations:
-            if ua.user == req.user and ua.account == req.account:
-                out.append(("a", limits.inherited_limits(ua, chain)))
-                break
-        out.extend(("acc", a) for a in chain)
-        return out
+        """``limits.association_limits`` of ``req``'s user and account."""
+        return limits.association_limits(self.acct, req.user, req.account, self.account_chain(req.account))
 
     def alloc_of(self, job) -> dict[str, int]:
         """``alloc_tres`` of a running job's placement, memoised per job and placement."""
@@ -875,36 +858,42 @@ class SlurmPolicy:
         if tl is None:
             tl = info.default_time
             if info.part.default_time is None and self.s.limits_enforced:
-                tl = self._limit_wall(job, tl)
+                tl = self._limit_wall(job, info, tl)
         elif tl == math.inf:  # --time=UNLIMITED (or 0)
             return None
         if tl is not None:
             tl = math.ceil(tl / 60) * 60  # minutes, seconds rounded up
         return tl
 
-    def _limit_wall(self, job, otherwise: float | None) -> float | None:
-        """The QOS MaxWall of ``job``, else its user association's (own or inherited), else
+    def _limit_wall(self, job, info, otherwise: float | None) -> float | None:
+        """The MaxWall of the first of ``job``'s QOS in partition ``info`` that sets one
+        (``qos_order``: a real 22.05.8 gave a job without ``--time`` its partition QOS's
+        MaxWall=30 as its limit), else its user association's (own or inherited), else
         ``otherwise``."""
-        got = self.limits_applying(self.req(job))  # (memoised; None: no limit at all)
+        got = self.limits_applying(self.req(job), info)  # (memoised; None: no limit at all)
         if got is None:
             return otherwise
-        q, assocs = got
-        if q is not None and q.max_wall is not None:
-            return q.max_wall
+        pair, assocs = got
+        for q in pair:
+            if q is not None and q.max_wall is not None:
+                return q.max_wall
         if assocs and assocs[0][0] == "a" and assocs[0][1].max_wall is not None:
             return assocs[0][1].max_wall
         return otherwise
 
     def effective_limit(self, job, info) -> float | None:
         """The limit slurmctld enforces on a job started in ``info``: --time, else DefaultTime,
-        capped by the partition's MaxTime and (with limits enforced) the QOS MaxWall; None = UNLIMITED."""
+        capped by the partition's MaxTime and (with limits enforced) the MaxWall of the first of its
+        QOS that sets one (``qos_order``); None = UNLIMITED."""
         tl = self.time_limit(job, info)
         if info.max_time is not None:
             tl = info.max_time if tl is None else min(tl, info.max_time)
         if self.s.limits_enforced:
-            q = self.qos.get(self.req(job).qos or "")
-            if q is not None and q.max_wall is not None:
-                tl = q.max_wall if tl is None else min(tl, q.max_wall)
+            got = self.limits_applying(self.req(job), info)
+            wall = next((q.max_wall for q in got[0] if q is not None and q.max_wall is not None),
+                        None) if got is not None else None
+            if wall is not None:
+                tl = wall if tl is None else min(tl, wall)
         return None if tl is None else float(tl)
 
     def plan_limit(self, job, info) -> float:

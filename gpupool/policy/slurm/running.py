@@ -34,7 +34,7 @@ class RunningIndex:
         self._key: dict[int, tuple] = {}  # job id -> (start, placement, array job id, limit end)
         self.arrays: dict[int, int] = {}  # array job id -> running tasks
         self.usage: dict = {}  # limits.add_usage aggregates of the running jobs
-        self._counted: dict[int, tuple] = {}  # job id -> (req, alloc, account chain) counted in usage
+        self._counted: dict[int, tuple] = {}  # job id -> (req, alloc, account chain, partition QOS) in usage
         #: jobs suspended at some point of their present run: a suspension moves their limit
         #: end on (spec §10), so their entries are recomputed at every call
         self._moving: set[int] = set()
@@ -76,9 +76,9 @@ class RunningIndex:
             self.arrays[aid] = self.arrays.get(aid, 0) + 1
         if pol.s.limits_enforced:
             req = pol.req(job)
-            counted = (req, pol.alloc_of(job), pol.account_chain(req.account))
+            counted = (req, pol.alloc_of(job), pol.account_chain(req.account), pol.part_qos(job))
             self._counted[job.id] = counted
-            limits.add_usage(self.usage, counted[0], counted[1])
+            limits.add_usage(self.usage, counted[0], counted[1], part_qos=counted[3])
             limits.add_account_usage(self.usage, counted[2], counted[1])
 
     def _refresh(self, job, now: float) -> None:
@@ -98,7 +98,7 @@ class RunningIndex:
         del self._entries[bisect.bisect_left(self._entries, (lend, jid))]
         counted = self._counted.pop(jid, None)
         if counted is not None:
-            limits.add_usage(self.usage, counted[0], counted[1], -1)
+            limits.add_usage(self.usage, counted[0], counted[1], -1, part_qos=counted[3])
             limits.add_account_usage(self.usage, counted[2], counted[1], -1)
         if aid is not None:
             left = self.arrays[aid] - 1

@@ -10,6 +10,7 @@ so it refuses exactly what the policy would reject.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from gpupool.engine.nodes import NodeTable
@@ -107,7 +108,29 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     epl = s.enforce_part_limits
     if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
         return limits.MSG_TIME
-    return _time_min_refusal(req, wl, parts[req.parts[0]], acct)
+    return _time_min_refusal(req, wl, parts[req.parts[0]], acct) or _denied_on_limit(req, parts, acct, s)
+
+
+def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
+    """MSG_SUBMIT_LIMIT where, in one of the job's partitions, a QOS with DenyOnLimit makes
+    slurmctld hold the request alone against its limits and one is broken
+    (``limits.deny_on_limit``; each partition is validated, with the partition's QOS)."""
+    if acct is None or not s.limits_enforced or not any(
+            limits.has_flag(q, "denyonlimit") for q in acct.qos.values()):
+        return None
+    chain = limits.account_chain(acct, req.account)
+    assocs = limits.association_limits(acct, req.user, req.account, chain)
+    for pname in req.parts:
+        info = parts[pname]
+        pair = limits.qos_order(acct.qos.get(req.qos or ""), acct.qos.get(info.part.qos or ""))
+        # the limit it is validated with: --time, else DefaultTime (set before the check), in
+        # whole minutes; none at all takes the limit's own value, which never breaks it
+        tl = req.time_limit if req.time_limit is not None else info.part.default_time
+        if tl is not None and tl != math.inf:
+            tl = math.ceil(tl / 60) * 60
+        if limits.deny_on_limit(req, tl, pair, assocs) is not None:
+            return limits.MSG_SUBMIT_LIMIT
+    return None
 
 
 def _time_min_refusal(req: JobReq, wl: Workload, info: PartInfo, acct) -> str | None:
@@ -117,7 +140,7 @@ def _time_min_refusal(req: JobReq, wl: Workload, info: PartInfo, acct) -> str | 
     if wl.time_min is None:
         return None
     qos = acct.qos.get(req.qos or "") if acct is not None else None
-    if qos is not None and any(f.lower() == "partitiontimelimit" for f in qos.flags):
+    if limits.has_flag(qos, "partitiontimelimit"):
         return None
     limit = req.time_limit if req.time_limit is not None else info.part.default_time
     if (info.max_time is not None and wl.time_min > info.max_time) or (limit is not None and wl.time_min > limit):

@@ -1,0 +1,144 @@
+"""A partition's own QOS (slurm.conf ``QOS=``), the QOS flags OverPartQOS and DenyOnLimit,
+against a real Slurm 22.05.8 (Debian packages, ``gpupool.conformance.real_slurm`` with
+slurmdbd and a x10 clock, 2026-12-04).
+
+The probe's cluster: the seed pool with ``train`` on gpu[01-02] and ``limited`` on gpu[03-04]
+with QOS=partlim (MaxTRESPerUser=gres/gpu=2, MaxWall=30), a QOS ``over`` (OverPartQOS,
+MaxTRESPerUser=gres/gpu=3) and a QOS ``deny`` (DenyOnLimit, MaxTRESPerJob=gres/gpu=2,
+MaxWall=60). What it showed, job by job, is asserted below."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import InputError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.model.slurm import Qos
+from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.limits import MSG_SUBMIT_LIMIT
+from gpupool.policy.slurm.submit_check import submit_rejection
+from tests.unit.sbatch_plans import workload
+from tests.unit.test_slurm_req_tres import _edit, _seed_copy
+
+_QOS = ("QOS - 'partlim':Description='partition qos':MaxTRESPerUser=gres/gpu=2:MaxWallDurationPerJob=30\n"
+        "QOS - 'over':Description='over':Flags='OverPartQOS':MaxTRESPerUser=gres/gpu=3\n"
+        "QOS - 'deny':Description='deny':Flags='DenyOnLimit':MaxTRESPerJob=gres/gpu=2:MaxWallDurationPerJob=60\n"
+        "QOS - 'scavenger'")
+
+
+def _pool(tmp_path, part_qos: str = "partlim"):
+    pool_dir = _seed_copy(tmp_path, [("PartitionName=train Nodes=gpu[01-04] Default=YES",
+                                      "PartitionName=train Nodes=gpu[01-02] Default=YES")])
+    with open(pool_dir / "slurm.conf", "a") as f:
+        f.write(f"PartitionName=limited Nodes=gpu[03-04] MaxTime=2-00:00:00 QOS={part_qos} State=UP\n")
+    _edit(pool_dir / "accounts.cfg", [("QOS - 'scavenger'", _QOS),
+                                      ("QOS='normal,high,scavenger'", "QOS='normal,high,scavenger,partlim,over,deny'")])
+    return load_pool(pool_dir)
+
+
+def _run(pool, specs):
+    """Run (options, submit time) jobs of alice's, each running 600 s; jobs by id."""
+    wls = [replace(workload(f"j{k}", f"-A ml-research --mem=100 {opts}", at, k, runtime=600.0), user="alice")
+           for k, (opts, at) in enumerate(specs, 1)]
+    out = Engine(pool, wls, make_policy("slurm", pool), record_events=True).run()
+    return {j.id: j for j in out.jobs}
+
+
+def test_a_partition_qos_limits_jobs_of_another_qos(tmp_path):
+    """Three one-GPU jobs of QOS normal in ``limited``: two run, the third waits
+    (QOSMaxGRESPerUser) until one ends."""
+    jobs = _run(_pool(tmp_path), [("-p limited --gres=gpu:1 -t 15", 0.0)] * 3)
+    assert [jobs[k].first_start for k in (1, 2)] == [0.0, 0.0]
+    assert jobs[3].first_start == 600.0
+
+
+def test_over_part_qos_puts_the_jobs_own_limit_first(tmp_path):
+    """QOS ``over`` (OverPartQOS, MaxTRESPerUser=gres/gpu=3) in ``limited``: three run, the
+    fourth waits; the partition QOS's limit of 2 is not read."""
+    jobs = _run(_pool(tmp_path), [("-p limited --qos=over --gres=gpu:1 -t 15", 0.0)] * 4)
+    assert [jobs[k].first_start for k in (1, 2, 3)] == [0.0, 0.0, 0.0]
+    assert jobs[4].first_start == 600.0
+    assert jobs[4].state == "COMPLETED"
+
+
+def test_a_partition_qos_max_wall_gives_the_limit_and_holds_longer_jobs(tmp_path):
+    """Without DenyOnLimit: ``-t 60`` waits for ever (QOSMaxWallDurationPerJobLimit), a job
+    without ``--time`` gets the partition QOS's 30 minutes, ``--gres=gpu:3`` (over the per-user
+    2 on its own) waits too: nothing is refused."""
+    jobs = _run(_pool(tmp_path), [("-p limited --gres=gpu:1 -t 60", 0.0), ("-p limited --gres=gpu:1", 0.0),
+                                  ("-p limited --gres=gpu:3 -t 5", 0.0)])
+    assert jobs[1].first_start is None and jobs[1].reason == "QOSMaxWallDurationPerJobLimit"
+    assert jobs[2].first_start == 0.0 and jobs[2].time_limit == 1800.0
+    assert jobs[3].first_start is None and jobs[3].reason == "QOSMaxGRESPerUser"
+
+
+def test_deny_on_limit_refuses_at_submit_what_breaks_a_limit_alone(tmp_path):
+    pool = _pool(tmp_path)
+    specs = [("-p train --qos=deny --gres=gpu:4 -t 5", 0.0),       # MaxTRESPerJob
+             ("-p train --qos=deny --gres=gpu:1 -t 120", 0.0),     # MaxWall
+             ("-p train --qos=deny --gres=gpu:1", 0.0),            # DefaultTime 4:00:00 over MaxWall
+             ("-p train --qos=deny --gres=gpu:1 -t 30", 0.0),      # within: runs
+             ("-p limited --qos=deny --gres=gpu:3 -t 5", 0.0),     # partition QOS MaxTRESPerUser alone
+             ("-p limited --qos=deny --gres=gpu:1 -t 40", 0.0)]    # partition QOS MaxWall=30 first
+    jobs = _run(pool, specs)
+    assert {k for k, j in jobs.items() if j.state == "REJECTED"} == {1, 2, 3, 5, 6}
+    assert {jobs[k].reason for k in (1, 2, 3, 5, 6)} == {MSG_SUBMIT_LIMIT}
+    assert jobs[4].first_start == 0.0
+    # the live daemon asks the same question before it accepts a script
+    assert submit_rejection(pool, workload("a", "-A ml-research --mem=100 -p train --qos=deny --gres=gpu:4 -t 5",
+                                           0.0, 1), user="alice") == MSG_SUBMIT_LIMIT
+    assert submit_rejection(pool, workload("b", "-A ml-research --mem=100 -p train --qos=deny --gres=gpu:1 -t 5",
+                                           0.0, 2), user="alice") is None
+
+
+def test_deny_on_limit_ignores_job_counts_and_what_others_use():
+    """Job counts are not validated at submit, and the per-user and group TRES limits hold the
+    request alone, not with what runs."""
+    from gpupool.policy.slurm.jobinfo import JobReq
+    q = Qos("d", flags=("DenyOnLimit",), max_jobs_per_user=0, max_tres_per_user={"gres/gpu": 4},
+            grp_tres={"gres/gpu": 6})
+    req = JobReq(("p",), "u", "a", "d", 1, 1, 4, 100, {"gres/gpu": 4}, 60.0, {})
+    assert limits.deny_on_limit(req, 60.0, (q, None), []) is None
+    assert limits.deny_on_limit(replace(req, tres={"gres/gpu": 5}), 60.0, (q, None), []) == "QOSMaxGRESPerUser"
+    assert limits.deny_on_limit(replace(req, tres={"gres/gpu": 5}), 60.0, (replace(q, flags=()), None), []) is None
+
+
+def test_qos_order_and_the_first_qos_limits_win():
+    job, part = Qos("job", max_tres_per_user={"gres/gpu": 3}), Qos("part", max_tres_per_user={"gres/gpu": 2})
+    assert limits.qos_order(job, part) == (part, job)
+    over = replace(job, flags=("OverPartQOS",))
+    assert limits.qos_order(over, part) == (over, part)
+    assert limits.qos_order(job, job) == (job, None)
+    assert limits.qos_order(None, part) == (part, None)
+
+
+def test_a_partition_qos_the_dump_lacks_is_an_error(tmp_path):
+    with pytest.raises(InputError, match="partition 'limited' has QOS=nosuch"):
+        _pool(tmp_path, part_qos="nosuch")
+
+
+def test_accounting_storage_enforce_words_imply_associations(tmp_path):
+    """22.05's slurmctld: ``limits`` enforces associations too (an unknown account is refused
+    at submit), ``safe`` limits, ``all`` everything but nojobs/nosteps; an unknown word stops it."""
+    from gpupool.formats.slurm_conf import accounting_enforce
+
+    assert accounting_enforce({"AccountingStorageEnforce": ("limits",)}) == {"associations", "limits"}
+    assert accounting_enforce({"AccountingStorageEnforce": ("safe",)}) == {"associations", "limits", "safe"}
+    assert accounting_enforce({"AccountingStorageEnforce": ("all",)}) == {
+        "associations", "limits", "safe", "qos", "wckeys"}
+    assert accounting_enforce({"AccountingStorageEnforce": ("2",)}) == {"associations", "limits"}
+    pool_dir = _seed_copy(tmp_path, [("AccountingStorageEnforce=associations,limits,qos,safe",
+                                      "AccountingStorageEnforce=limits")])
+    pool = load_pool(pool_dir)
+    wls = [replace(workload("x", "-A ml-serving --mem=100 -t 5", 0.0, 1, runtime=60.0), user="alice"),
+           replace(workload("y", "-A ml-research --mem=100 -t 5", 0.0, 2, runtime=60.0), user="alice")]
+    out = Engine(pool, wls, make_policy("slurm", pool)).run()
+    jobs = {j.id: j for j in out.jobs}
+    assert jobs[1].state == "REJECTED" and jobs[1].reason == limits.MSG_ACCOUNT  # alice has no ml-serving association
+    assert jobs[2].state == "COMPLETED"
+    _edit(pool_dir / "slurm.conf", [("AccountingStorageEnforce=limits", "AccountingStorageEnforce=limits,quotas")])
+    with pytest.raises(InputError, match="AccountingStorageEnforce: 'quotas' is not one of"):
+        load_pool(pool_dir)
