@@ -600,7 +600,7 @@ def _format_global(kind: str, value: object) -> str:
         return "-1" if value is None else format_duration(value)  # type: ignore[arg-type]
     if kind == "bool":
         return "YES" if value else "NO"
-    if kind in ("list", "list_upper", "list_lower"):
+    if kind in ("list", "list_upper", "list_lower", "enforce"):
         return ",".join(value)  # type: ignore[arg-type]
     if kind == "kv":
         return ",".join(k if v is True else f"{k}={v}" for k, v in value.items())  # type: ignore[union-attr]
