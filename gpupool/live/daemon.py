@@ -276,6 +276,9 @@ class Daemon:
             else:
                 raise Refused(f"{source}: unknown submission kind {req.kind!r} (sbatch or service)")
         policy_check = getattr(self.policy, "submit_rejection", None)
+        # the jobs a submit limit (MaxSubmitJobs) counts: pending and running ones, then those
+        # of this request's earlier scripts
+        current = [job.wl for job in self.engine.jobs.values() if job.final_state is None]
         for req, _sb, _spec, wls, _m in prepared:
             for wl in wls:
                 why = never_fits(self.host, wl)
@@ -283,9 +286,10 @@ class Daemon:
                     raise Refused(f"{req.source or 'script'}: job refused: {why} "
                                   "(Requested node configuration is not available)")
                 # What the policy would reject at submit (slurmctld: no job id, sbatch's error)
-                why = policy_check(wl, caller.user) if policy_check is not None else None
+                why = policy_check(wl, caller.user, current, len(wls)) if policy_check is not None else None
                 if why is not None:
                     raise Refused(f"{req.source or 'script'}: {SUBMIT_FAILED}{why}")
+            current += [replace(wl, user=caller.user) for wl in wls]
         ids, out = [], []
         wall_now = self.wall(now)
         for req, sb, spec, wls, metric in prepared:

@@ -16,7 +16,7 @@ from gpupool.engine.policy_api import make_policy
 from gpupool.model.pool import Gpu, Node, Pool
 from gpupool.model.slurm import Accounting, Association, Partition, SlurmConfig, User
 from gpupool.model.workload import PodSet, Workload
-from gpupool.policy.slurm.limits import MSG_ACCOUNT, MSG_TIME
+from gpupool.policy.slurm.limits import MSG_ACCOUNT, MSG_SUBMIT_LIMIT, MSG_TIME
 from gpupool.policy.slurm.submit_check import submit_rejection
 from tests.live.conftest import DaemonProc, cancel_all, script, wait_for
 
@@ -86,6 +86,39 @@ def test_one_refused_script_refuses_the_whole_request(strict, tmp_path):
     assert strict.client().queue() == []
     with strict.client() as c:
         assert c.submit([(good.read_text(), str(good))], cwd=str(tmp_path)) == [1]
+
+
+def test_max_submit_jobs_is_refused_at_submit_counting_the_daemons_jobs(tmp_path):
+    """MaxSubmitJobs=2 on the submitter's association: a second job beside a pending or
+    running one is taken, a third, and a two-task array beside one, are refused with
+    Slurm's message and consume no id (a real 22.05.8 did the same,
+    tests/unit/test_slurm_submit_limits.py)."""
+    d = DaemonProc(tmp_path)
+    conf = d.pool / "slurm.conf"
+    conf.write_text("AccountingStorageEnforce=associations,limits\n" + conf.read_text())
+    me = pwd.getpwuid(os.getuid()).pw_name
+    accounts = d.pool / "accounts.cfg"
+    default = "root" if me == "root" else "solo"
+    accounts.write_text(accounts.read_text() + SOLO.format(me=me, default=default).replace(
+        f"DefaultAccount='{default}':Fairshare=1", f"DefaultAccount='{default}':Fairshare=1:MaxSubmitJobs=2"))
+    d.start()
+    try:
+        one = tmp_path / "one.sbatch"
+        one.write_text(script("sleep 60", "--account=solo", "--time=5"))
+        arr = tmp_path / "arr.sbatch"
+        arr.write_text(script("sleep 60", "--account=solo", "--time=5", "--array=0-1"))
+        assert d.cli("submit", str(one)).stdout == "Submitted batch job 1\n"
+        r = d.cli("submit", str(arr), check=False)
+        assert r.returncode == 2 and f"Batch job submission failed: {MSG_SUBMIT_LIMIT}" in r.stderr
+        r = d.cli("submit", str(one), str(one), check=False)  # two scripts of one request count both
+        assert r.returncode == 2 and MSG_SUBMIT_LIMIT in r.stderr
+        assert d.cli("submit", str(one)).stdout == "Submitted batch job 2\n"
+        r = d.cli("submit", str(one), check=False)
+        assert r.returncode == 2 and MSG_SUBMIT_LIMIT in r.stderr
+        assert sorted(j["job_id"] for j in d.client().queue()) == ["1", "2"]
+    finally:
+        cancel_all(d)
+        d.stop()
 
 
 def test_policy_without_a_submit_check_accepts_as_before(tmp_path):

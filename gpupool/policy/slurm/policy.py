@@ -1037,30 +1037,17 @@ class SlurmPolicy:
         return why
 
     def _submit_limit(self, job, snap) -> str | None:
-        """MSG_SUBMIT_LIMIT if ``job`` would take its user past a MaxSubmitJobs: the QOS's per
-        user (MaxSubmitJobsPU, jobs of the user in that QOS) or the user association's, own or
-        inherited (jobs of the user in that account), counting the jobs submitted before it
-        that are still pending or running; a job array counts all its tasks (a real 22.05.8
-        under MaxSubmitJobs=3 refused a fourth job, a four-task array beside one running job
-        and took a two-task one, and took a job again once earlier ones had ended). With
-        limits enforced only."""
+        """MSG_SUBMIT_LIMIT if ``job`` would take its user past a MaxSubmitJobs
+        (``_over_submit_limit``), counting the jobs of the snapshot ``snap`` submitted before
+        it that are still pending or running and were not refused; a job array counts all its
+        tasks. With limits enforced only."""
         if not self.s.limits_enforced:
-            return None
-        req = self.req(job)
-        qos = self.qos.get(req.qos or "")
-        qos_cap = qos.max_submit_jobs_per_user if qos is not None else None
-        assocs = self.assoc_limits(req)
-        own = assocs[0][1] if assocs and assocs[0][0] == "a" else None
-        assoc_cap = own.max_submit_jobs if own is not None else None
-        if qos_cap is not None:
-            assoc_cap = None  # the QOS's submit limit overrides the association's (acct_policy.c)
-        if qos_cap is None and assoc_cap is None:
             return None
         wl = job.wl
         order = (wl.submit_time, job.id)
         array = wl.array_job_id
         tasks = 1
-        in_qos = in_assoc = 0
+        earlier = []
         for other in (*snap.active.values(), *snap.pending.values()):
             if other.id == job.id:
                 continue
@@ -1069,20 +1056,51 @@ class SlurmPolicy:
                 continue
             if (other.wl.submit_time, other.id) > order or self._verdict.get(other.id) is not None:
                 continue  # submitted after it (arrivals go by time, then id), or refused
-            r = self.req(other)
+            earlier.append(self.req(other))
+        return limits.MSG_SUBMIT_LIMIT if self._over_submit_limit(self.req(job), earlier, tasks) else None
+
+    def _over_submit_limit(self, req, others, tasks: int) -> bool:
+        """Whether ``tasks`` more jobs of ``req`` take its user past a MaxSubmitJobs, beside
+        the pending and running jobs whose requests are ``others``: the QOS's per user
+        (MaxSubmitJobsPU, jobs of the user in that QOS) or the user association's, own or
+        inherited (jobs of the user in that account). A real 22.05.8 under MaxSubmitJobs=3
+        refused a fourth job, a four-task array beside one running job and took a two-task
+        one, and took a job again once earlier ones had ended."""
+        qos = self.qos.get(req.qos or "")
+        qos_cap = qos.max_submit_jobs_per_user if qos is not None else None
+        assocs = self.assoc_limits(req)
+        own = assocs[0][1] if assocs and assocs[0][0] == "a" else None
+        assoc_cap = own.max_submit_jobs if own is not None else None
+        if qos_cap is not None:
+            assoc_cap = None  # the QOS's submit limit overrides the association's (acct_policy.c)
+        if qos_cap is None and assoc_cap is None:
+            return False
+        in_qos = in_assoc = 0
+        for r in others:
             if r.user != req.user:
                 continue
             in_qos += r.qos == req.qos
             in_assoc += r.account == req.account
-        if (qos_cap is not None and in_qos + tasks > qos_cap) or \
-                (assoc_cap is not None and in_assoc + tasks > assoc_cap):
-            return limits.MSG_SUBMIT_LIMIT
-        return None
+        return (qos_cap is not None and in_qos + tasks > qos_cap) or \
+            (assoc_cap is not None and in_assoc + tasks > assoc_cap)
 
-    def submit_rejection(self, wl, user: str | None = None) -> str | None:
+    def submit_rejection(self, wl, user: str | None = None, current=(), tasks: int = 1) -> str | None:
         """Slurm's message if ``user`` submitting ``wl`` is refused at submit (no job id), else
-        None: what a live daemon asks before accepting a script (``submit_check``)."""
-        return submit_check.submit_rejection(self.pool, wl, user)
+        None: what a live daemon asks before accepting a script (``submit_check``). For
+        MaxSubmitJobs, ``current`` holds the workloads of its pending and running jobs (and of
+        those accepted with ``wl``), and ``wl`` is one of ``tasks`` tasks of one submission,
+        which all count."""
+        why = submit_check.submit_rejection(self.pool, wl, user)
+        if why is None and self._submit_limited and self.s.limits_enforced:
+            s = self.s
+
+            def req_of(w):
+                return job_req(w, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
+                               s.untyped_gpu_as)
+            req = req_of(wl if user is None else replace(wl, user=user))
+            if self._over_submit_limit(req, [req_of(w) for w in current], tasks):
+                why = limits.MSG_SUBMIT_LIMIT
+        return why
 
     def _verdict_of(self, job) -> str | None:
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
