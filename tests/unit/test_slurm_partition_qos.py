@@ -5,9 +5,11 @@ slurmdbd and a x10 clock, 2026-12-04).
 The probe's cluster: the seed pool with ``train`` on gpu[01-02] and ``limited`` on gpu[03-04]
 with QOS=partlim (MaxTRESPerUser=gres/gpu=2, MaxWall=30), a QOS ``over`` (OverPartQOS,
 MaxTRESPerUser=gres/gpu=3) and a QOS ``deny`` (DenyOnLimit, MaxTRESPerJob=gres/gpu=2,
-MaxWall=60). What it showed, job by job, is asserted below."""
+MaxWall=60). What it showed, job by job, is asserted below; so is a second probe's, on a
+partition's MaxNodes and MaxTime and the QOS flags that lift them."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -142,3 +144,69 @@ def test_accounting_storage_enforce_words_imply_associations(tmp_path):
     _edit(pool_dir / "slurm.conf", [("AccountingStorageEnforce=limits", "AccountingStorageEnforce=limits,quotas")])
     with pytest.raises(InputError, match="AccountingStorageEnforce: 'quotas' is not one of"):
         load_pool(pool_dir)
+
+
+# ---------------------------------------------------------------- partition limits and QOS flags
+#: a second probe (same day): ``train`` on gpu[03-04], ``short`` on gpu[01-02] with MaxTime=60
+#: and MaxNodes=1 and no DefaultTime; QOS ``ptl`` (PartitionTimeLimit), ``wall`` (MaxWall=120),
+#: ``pmn`` (PartitionMaxNodes); real Slurm ran with EnforcePartLimits=ALL
+_FLAG_QOS = ("QOS - 'ptl':Description='ptl':Flags='PartitionTimeLimit'\n"
+             "QOS - 'wall':Description='wall':MaxWallDurationPerJob=120\n"
+             "QOS - 'pmn':Description='pmn':Flags='PartitionMaxNodes'\n"
+             "QOS - 'scavenger'")
+
+
+def _short_pool(tmp_path, enforce: str):
+    pool_dir = _seed_copy(tmp_path, [("PartitionName=train Nodes=gpu[01-04] Default=YES",
+                                      "PartitionName=train Nodes=gpu[03-04] Default=YES")])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text(f"EnforcePartLimits={enforce}\n" + conf.read_text()
+                    + "PartitionName=short Nodes=gpu[01-02] MaxTime=60 MaxNodes=1 State=UP\n")
+    _edit(pool_dir / "accounts.cfg", [("QOS - 'scavenger'", _FLAG_QOS),
+                                      ("QOS='normal,high,scavenger'", "QOS='normal,high,scavenger,ptl,wall,pmn'")])
+    return load_pool(pool_dir)
+
+
+_SHORT_JOBS = [("-p short --qos=ptl -t 120 --gres=gpu:1", 0.0),   # 1: runs, TimeLimit 2:00:00
+               ("-p short --qos=wall --gres=gpu:1", 0.0),         # 2: MaxWall 120 > MaxTime 60
+               ("-p short --qos=pmn -N2 --gres=gpu:1 -t 5", 0.0),  # 3: runs on both nodes
+               ("-p short -N2 --gres=gpu:1 -t 5", 0.0),            # 4: over MaxNodes
+               ("-p short --gres=gpu:1 -t 120", 0.0),              # 5: over MaxTime
+               ("-p short --qos=ptl --gres=gpu:1", 0.0),           # 6: MaxTime as its limit
+               ("-p train --qos=wall --gres=gpu:1", 0.0)]          # 7: DefaultTime 4:00:00 over MaxWall
+
+
+def test_partition_limits_and_the_qos_flags_that_lift_them_as_the_real_system_gave_them(tmp_path):
+    jobs = _run(_short_pool(tmp_path, "ALL"), _SHORT_JOBS)
+    assert jobs[1].first_start == 0.0 and jobs[1].time_limit == 7200.0
+    assert (jobs[2].state, jobs[2].reason) == ("REJECTED", limits.MSG_PART_CONFIG)
+    assert jobs[3].first_start == 0.0 and len({p[0] for p in jobs[3].placement}) == 2
+    assert (jobs[4].state, jobs[4].reason) == ("REJECTED", limits.MSG_NODE_COUNT)
+    assert (jobs[5].state, jobs[5].reason) == ("REJECTED", limits.MSG_TIME)
+    assert jobs[6].first_start == 0.0 and jobs[6].time_limit == 3600.0
+    assert jobs[7].first_start is None and jobs[7].reason == "QOSMaxWallDurationPerJobLimit"
+
+
+def test_without_enforce_part_limits_the_same_jobs_wait_instead(tmp_path):
+    """EnforcePartLimits=NO (Slurm's default): nothing is refused for partition limits; the
+    jobs over them wait with the partition's reason (slurmctld's ``job_limits_check``)."""
+    jobs = _run(_short_pool(tmp_path, "NO"), _SHORT_JOBS)
+    assert not [k for k, j in jobs.items() if j.state == "REJECTED"]
+    assert [jobs[k].reason for k in (2, 4, 5)] == ["PartitionTimeLimit", "PartitionNodeLimit", "PartitionTimeLimit"]
+    assert all(jobs[k].first_start is None for k in (2, 4, 5))
+    assert jobs[1].first_start == 0.0 and jobs[3].first_start == 0.0
+
+
+def test_part_limit_tests_nodes_before_time_and_reads_each_flag():
+    from gpupool.model.slurm import Partition
+
+    part = Partition("p", ("n",), max_nodes=1, min_nodes=None)
+    assert limits.part_limit(7200.0, 2, 2, part, 3600.0, None) == "PartitionNodeLimit"
+    assert limits.part_limit(7200.0, 1, 1, part, 3600.0, None) == "PartitionTimeLimit"
+    assert limits.part_limit(7200.0, 1, 1, part, 3600.0, Qos("q", flags=("PartitionTimeLimit",))) is None
+    assert limits.part_limit(60.0, 2, 2, part, 3600.0, Qos("q", flags=("PartitionMaxNodes",))) is None
+    assert limits.part_limit(math.inf, 1, 1, part, 3600.0, None) == "PartitionTimeLimit"
+    mins = Partition("p", ("n",), min_nodes=2)
+    assert limits.part_limit(60.0, 1, 1, mins, None, None) == "PartitionNodeLimit"
+    assert limits.part_limit(60.0, None, 1, mins, None, None) is None  # a count not known: not tested
+    assert limits.part_limit(60.0, 1, 1, mins, None, Qos("q", flags=("PartitionMinNodes",))) is None

@@ -36,6 +36,7 @@ MSG_ACCOUNT = "Invalid account or account/partition combination specified"
 MSG_QOS = "Invalid qos specification"
 MSG_ARRAY = "Invalid job array specification"
 MSG_SUBMIT_LIMIT = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+MSG_PART_CONFIG = "Requested partition configuration not available now"
 MSG_TIME_MIN = "Invalid time-min specification (exceeds job's time or other limits)"
 #: slurm.conf's MaxArraySize when it is not set (22.05): task indices 0-1000
 DEFAULT_MAX_ARRAY_SIZE = 1001
@@ -137,6 +138,38 @@ def association_limits(acct, user: str, account: str, chain: tuple[str, ...]) ->
             break
     out.extend(("acc", a) for a in accounts)
     return out
+
+
+def limit_wall(pair: tuple, assocs: list) -> int | None:
+    """The MaxWall a job without a time limit gets (``_set_time_limit``): the first QOS of
+    ``qos_order``'s pair that sets one, else its user association's (own or inherited)."""
+    for q in pair:
+        if q is not None and q.max_wall is not None:
+            return q.max_wall
+    if assocs and assocs[0][0] == "a":
+        return assocs[0][1].max_wall
+    return None
+
+
+def part_limit(time_limit: float | None, nodes: int | None, least: int, part, max_time: float | None,
+               job_qos) -> str | None:
+    """Which of partition ``part``'s own limits a job breaks, as its pending reason
+    (PartitionNodeLimit before PartitionTimeLimit, the order of ``_part_access_check``),
+    else None. ``time_limit`` is the job's limit as slurmctld stores it (math.inf for
+    UNLIMITED), ``nodes``/``least`` its node count and the least of a node range (a range
+    fits where MaxNodes covers its least count and MinNodes its most; ``nodes`` None: not
+    known, MinNodes not tested). The job's QOS flags
+    PartitionMaxNodes, PartitionMinNodes and PartitionTimeLimit lift the matching limit (a
+    real 22.05.8 ran ``-N2`` in a partition of MaxNodes=1 and ``-t 120`` over MaxTime=60 under
+    QOS with those flags, and kept the limit of 2:00:00)."""
+    if (part.max_nodes is not None and least > part.max_nodes and not has_flag(job_qos, "partitionmaxnodes")) or (
+            part.min_nodes is not None and nodes is not None and nodes < part.min_nodes
+            and not has_flag(job_qos, "partitionminnodes")):
+        return "PartitionNodeLimit"
+    if max_time is not None and time_limit is not None and time_limit > max_time \
+            and not has_flag(job_qos, "partitiontimelimit"):
+        return "PartitionTimeLimit"
+    return None
 
 
 def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage: dict) -> str | None:

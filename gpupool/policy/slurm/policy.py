@@ -873,20 +873,15 @@ class SlurmPolicy:
         got = self.limits_applying(self.req(job), info)  # (memoised; None: no limit at all)
         if got is None:
             return otherwise
-        pair, assocs = got
-        for q in pair:
-            if q is not None and q.max_wall is not None:
-                return q.max_wall
-        if assocs and assocs[0][0] == "a" and assocs[0][1].max_wall is not None:
-            return assocs[0][1].max_wall
-        return otherwise
+        wall = limits.limit_wall(*got)
+        return otherwise if wall is None else wall
 
     def effective_limit(self, job, info) -> float | None:
         """The limit slurmctld enforces on a job started in ``info``: --time, else DefaultTime,
         capped by the partition's MaxTime and (with limits enforced) the MaxWall of the first of its
         QOS that sets one (``qos_order``); None = UNLIMITED."""
         tl = self.time_limit(job, info)
-        if info.max_time is not None:
+        if info.max_time is not None and not self.over_part_time(job):
             tl = info.max_time if tl is None else min(tl, info.max_time)
         if self.s.limits_enforced:
             got = self.limits_applying(self.req(job), info)
@@ -898,9 +893,15 @@ class SlurmPolicy:
 
     def plan_limit(self, job, info) -> float:
         tl = self.time_limit(job, info)
-        if info.max_time is not None:
+        if info.max_time is not None and not self.over_part_time(job):
             tl = info.max_time if tl is None else min(tl, info.max_time)
         return float(ONE_YEAR if tl is None else tl)
+
+    def over_part_time(self, job) -> bool:
+        """Whether ``job``'s QOS has the flag PartitionTimeLimit: its own limit may then exceed
+        the partition's MaxTime, and it keeps it when it starts (a real 22.05.8 ran ``-t 120``
+        in a partition of MaxTime=60 with TimeLimit 2:00:00)."""
+        return limits.has_flag(self.qos.get(self.req(job).qos or ""), "partitiontimelimit")
 
     def _job_plan_limit(self, job) -> float:
         short = self.short_limit.get(job.id)

@@ -13,6 +13,7 @@ from gpupool.policy.dependencies import (
     dependency_state,
     parse_dependency,
 )
+from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.jobinfo import least_nodes
 
 
@@ -87,19 +88,14 @@ def _job_static(pol, job) -> tuple:
     job id, task id). The partition's state is read at each build, the rest is fixed."""
     req = pol.req(job)
     per_part = []
+    job_qos = pol.qos.get(req.qos or "")
+    least = least_nodes(job.wl)
     for pname in req.parts:
         info = pol.parts[pname]
-        why = None
-        if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
-            why = "PartitionTimeLimit"
-        else:
-            part = info.part
-            # a node range fits a partition whose MaxNodes covers its least count and whose
-            # MinNodes its most (slurmctld's part limits test)
-            if (part.max_nodes is not None and least_nodes(job.wl) > part.max_nodes) or (
-                    part.min_nodes is not None and req.nodes < part.min_nodes):
-                why = "PartitionNodeLimit"
-        per_part.append((info, why))
+        # the limit slurmctld stores: --time (UNLIMITED: infinite), else DefaultTime, else the
+        # MaxWall a QOS or association gives (``time_limit``), which may exceed MaxTime
+        tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
+        per_part.append((info, limits.part_limit(tl, req.nodes, least, info.part, info.max_time, job_qos)))
     wl = job.wl
     arr = wl.array_job_id if wl.array_job_id is not None else job.id
     task = wl.array_task_id if wl.array_task_id is not None else 0

@@ -24,7 +24,7 @@ from gpupool.policy.slurm.config import (
     load_settings,
     partition_infos,
 )
-from gpupool.policy.slurm.jobinfo import JobReq, job_req
+from gpupool.policy.slurm.jobinfo import JobReq, job_req, least_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
 
@@ -74,7 +74,9 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     if lim.problem is not None:
         return lim.problem  # a node or feature the cluster lacks (sbatch's own wording)
     ok_parts = 0
-    time_bad = 0
+    part_bad: list[str] = []  # the message of each partition whose own limits the job breaks
+    job_qos = acct.qos.get(req.qos or "") if acct is not None else None
+    least = least_nodes(wl)
     outside = 0  # partitions lacking a node the job requires
     misfit = None  # why the first partition the shape does not fit refuses it
     for pname in req.parts:
@@ -87,8 +89,11 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         if lim.required and lim.required & ~_mask_of(info):
             outside += 1
             continue
-        if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
-            time_bad += 1
+        # the partition's own limits on the request as submitted (no DefaultTime yet; MinNodes
+        # only applies to a node count the job gave, which is not known here)
+        why = limits.part_limit(req.time_limit, None, least, part, info.max_time, job_qos)
+        if why is not None:
+            part_bad.append(_PART_MESSAGE[why])
         # whether the shape fits the empty partition depends only on the pod sets, the
         # partition and which of its nodes are up and not drained: memoised on exactly that
         key = (wl.pod_sets, wl.gang, limits_key(wl), pname, node_ok)
@@ -105,10 +110,44 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             misfit = _misfit(wl, info)
     if not ok_parts:
         return MSG_NOT_IN_PARTITION if outside else misfit or limits.MSG_NODES
+    # EnforcePartLimits: ALL refuses a job any of its partitions' limits refuse, YES (= ANY)
+    # one all of them refuse (``_valid_job_part``: the last one's message)
     epl = s.enforce_part_limits
-    if time_bad and (epl == "ALL" or (epl in ("YES", "ANY") and time_bad == len(req.parts))):
-        return limits.MSG_TIME
-    return _time_min_refusal(req, wl, parts[req.parts[0]], acct) or _denied_on_limit(req, parts, acct, s)
+    if part_bad and (epl == "ALL" or (epl in ("YES", "ANY") and len(part_bad) == len(req.parts))):
+        return part_bad[0] if epl == "ALL" else part_bad[-1]
+    return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or _denied_on_limit(req, parts, acct, s)
+            or _part_config_refusal(req, least, parts, acct, s))
+
+
+_PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME}
+
+
+def _part_config_refusal(req: JobReq, least: int, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
+    """MSG_PART_CONFIG where, under EnforcePartLimits, the limit slurmctld gave a job without
+    ``--time`` (DefaultTime, else the MaxWall of a QOS or association) breaks its partitions'
+    MaxTime (``_select_nodes_parts`` tests the partition limits again once the job is
+    created: ALL refuses where one partition fails, YES/ANY where all do). A real 22.05.8
+    under EnforcePartLimits=ALL refused a job without ``--time`` under a QOS of MaxWall=120 in
+    a partition of MaxTime=60 without DefaultTime."""
+    epl = s.enforce_part_limits
+    if epl not in ("ALL", "YES", "ANY") or req.time_limit is not None:
+        return None
+    job_qos = acct.qos.get(req.qos or "") if acct is not None else None
+    assocs = None
+    failed = 0
+    for pname in req.parts:
+        info = parts[pname]
+        tl = info.part.default_time
+        if tl is None and acct is not None and s.limits_enforced:
+            if assocs is None:
+                assocs = limits.association_limits(acct, req.user, req.account,
+                                                   limits.account_chain(acct, req.account))
+            tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(info.part.qos or "")), assocs)
+        if limits.part_limit(tl, None, least, info.part, info.max_time, job_qos) is not None:
+            failed += 1
+    if failed and (epl == "ALL" or failed == len(req.parts)):
+        return limits.MSG_PART_CONFIG
+    return None
 
 
 def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
