@@ -454,33 +454,35 @@ def _need_slurm(inst: Instant, what: str):
 
 
 def _pending_at(inst: Instant, pol):
-    """Pending jobs the queue would hold at the instant: (job, accrue, usable partition infos)."""
-    from gpupool.policy.dependencies import NEVER, SATISFIED, dependency_state
+    """The pending jobs ``sprio`` lists at the instant: (job, accrue, the infos of its
+    partitions). As 22.05's ``priority_p_get_priority_factors_list`` picks them: every
+    pending job not held (priority 0) that is eligible, i.e. its begin time (set once it has
+    no dependency left and any ``--begin`` has passed) is not after now, or, under
+    PriorityFlags=ACCRUE_ALWAYS, whose submit time is not (so a job waiting on a dependency
+    or a later ``--begin`` is listed too); one row per partition it names, whatever that
+    partition's state or limits (``_filter_job`` filters by job, user and partition name
+    only)."""
+    from gpupool.policy.dependencies import SATISFIED, dependency_state
     from gpupool.policy.slurm.queue import dependency_time
 
     now = inst.now
+    always = pol.s.accrue_always
     out = []
     for job in sorted((j for j in inst.jobs.values() if j.state == "PENDING" and j.submit <= now),
                       key=lambda j: j.id):
-        if pol.submit_verdict(job) is not None or job.wl.priority == 0 or job.eligible > now:
+        if pol.submit_verdict(job) is not None or job.wl.priority == 0:
             continue
-        accrue = job.eligible
-        if job.wl.dependency:
-            dep = dependency_state(job, inst.jobs)
-            if dep == NEVER or dep != SATISFIED:
-                continue
-            accrue = max(accrue, dependency_time(job, inst.jobs))
-        if pol.s.accrue_always:  # PriorityFlags=ACCRUE_ALWAYS (as the queue build counts it)
+        if always:  # PriorityFlags=ACCRUE_ALWAYS (as the queue build counts it)
             accrue = job.submit
-        req = pol.req(job)
-        parts = []
-        for pname in req.parts:
-            info = pol.parts.get(pname)
-            if info is None or info.state != "UP":
+        else:
+            if job.eligible > now:
                 continue
-            if info.max_time is not None and req.time_limit is not None and req.time_limit > info.max_time:
-                continue
-            parts.append(info)
+            accrue = job.eligible
+            if job.wl.dependency:
+                if dependency_state(job, inst.jobs) != SATISFIED:
+                    continue
+                accrue = max(accrue, dependency_time(job, inst.jobs))
+        parts = [pol.parts[pname] for pname in pol.req(job).parts if pname in pol.parts]
         if parts:
             out.append((job, accrue, parts))
     return out

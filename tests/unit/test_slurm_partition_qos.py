@@ -210,3 +210,21 @@ def test_part_limit_tests_nodes_before_time_and_reads_each_flag():
     assert limits.part_limit(60.0, 1, 1, mins, None, None) == "PartitionNodeLimit"
     assert limits.part_limit(60.0, None, 1, mins, None, None) is None  # a count not known: not tested
     assert limits.part_limit(60.0, 1, 1, mins, None, Qos("q", flags=("PartitionMinNodes",))) is None
+
+
+def test_sprio_lists_a_job_its_partitions_limits_hold(tmp_path):
+    """sprio's rows come from every pending eligible job and each partition it names, whatever
+    that partition's limits (22.05's ``_filter_job`` filters by job, user and partition name)."""
+    from gpupool.report import slurm_views as sv
+
+    pool = _short_pool(tmp_path, "NO")
+    wls = [replace(workload("j", "-A ml-research --mem=100 -p short,train --gres=gpu:1 -t 120", 0.0, 1,
+                            runtime=600.0), user="alice"),
+           replace(workload("k", "-A ml-research --mem=100 -p train -N2 --exclusive -t 5", 0.0, 2, runtime=600.0), user="alice")]
+    inst = sv.instant(pool, wls, "slurm", 30)
+    assert inst.jobs[1].state == "RUNNING"  # in train
+    assert [(r["job_id"], r["partition"]) for r in sv.sprio_rows(inst)] == [(2, "train")]
+    wls[0] = replace(wls[0], partition="short")
+    inst = sv.instant(pool, wls, "slurm", 30)  # j waits for ever (PartitionTimeLimit), k runs
+    assert inst.jobs[1].state == "PENDING" and inst.jobs[2].state == "RUNNING"
+    assert [(r["job_id"], r["partition"]) for r in sv.sprio_rows(inst)] == [(1, "short")]

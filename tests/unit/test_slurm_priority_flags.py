@@ -129,6 +129,16 @@ def test_accrue_always_ages_every_job_from_its_submission(tmp_path, flags):
         assert ages == {"3": 0.0, "4": pytest.approx(0.05), "5": pytest.approx(0.1)}
 
 
+@pytest.mark.parametrize("flags", ["", "\nPriorityFlags=ACCRUE_ALWAYS"], ids=["eligible", "accrue-always"])
+def test_sprio_lists_jobs_not_yet_eligible_only_under_accrue_always(tmp_path, flags):
+    """At 20 s B still waits for A and C for its begin time: 22.05's sprio picks jobs by their
+    begin time (set once they are eligible), under ACCRUE_ALWAYS by their submit time
+    (``priority_p_get_priority_factors_list``)."""
+    pool, wl = _age_pool(tmp_path, flags)
+    listed = set(_ages(pool, wl, "20"))
+    assert listed == ({"3", "4", "5"} if flags else {"5"})
+
+
 def test_priority_flags_are_found_in_the_text_as_slurmctld_finds_them(tmp_path):
     """read_config.c looks each flag name up with a substring search: NO_NORMAL_PARTITION sets
     NO_NORMAL_PART, NO_NORMAL_ALL the four NO_NORMAL_* flags; FAIR_TREE (the default) names none."""
