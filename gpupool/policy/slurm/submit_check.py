@@ -159,6 +159,7 @@ def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings)
         return None
     chain = limits.account_chain(acct, req.account)
     assocs = limits.association_limits(acct, req.user, req.account, chain)
+    asked = replace(req, tres=req.req_tres)  # validated as recorded at submit (ReqTRES)
     for pname in req.parts:
         info = parts[pname]
         pair = limits.qos_order(acct.qos.get(req.qos or ""), acct.qos.get(info.part.qos or ""))
@@ -167,7 +168,7 @@ def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings)
         tl = req.time_limit if req.time_limit is not None else info.part.default_time
         if tl is not None and tl != math.inf:
             tl = math.ceil(tl / 60) * 60
-        if limits.deny_on_limit(req, tl, pair, assocs) is not None:
+        if limits.deny_on_limit(asked, tl, pair, assocs) is not None:
             return limits.MSG_SUBMIT_LIMIT
     return None
 
