@@ -663,9 +663,13 @@ class RealSlurm:
             if q.preempt_mode:
                 opts.append(f"PreemptMode={q.preempt_mode}")
             for key, tres in (("GrpTRES", q.grp_tres), ("MaxTRESPerUser", q.max_tres_per_user),
-                              ("MaxTRESPerJob", q.max_tres_per_job)):
+                              ("MaxTRESPerJob", q.max_tres_per_job), ("MaxTRESPerAccount", q.max_tres_per_account),
+                              ("MinTRESPerJob", q.min_tres_per_job)):
                 if tres:
                     opts.append(f"{key}={format_tres(tres)}")
+            for key, count in (("GrpJobs", q.grp_jobs), ("MaxJobsPerAccount", q.max_jobs_per_account)):
+                if count is not None:
+                    opts.append(f"{key}={count}")
             if q.max_wall is not None:
                 opts.append(f"MaxWall={q.max_wall // 60}")
             if q.max_jobs_per_user is not None:

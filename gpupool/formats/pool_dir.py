@@ -134,11 +134,13 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
 
     tracked = tracked_tres(pool.slurm.params)
     acct = pool.slurm.accounting
-    owners = [(f"QOS {q.name!r}", q, ("grp_tres", "max_tres_per_user", "max_tres_per_job")) for q in acct.qos.values()]
+    owners = [(f"QOS {q.name!r}", q, ("grp_tres", "max_tres_per_user", "max_tres_per_job", "max_tres_per_account",
+                                      "min_tres_per_job")) for q in acct.qos.values()]
     owners += [(f"account {a.account!r}", a, ("grp_tres", "max_tres_per_job")) for a in acct.accounts.values()]
     owners += [(f"user {a.user!r} in account {a.account!r}", a, ("grp_tres", "max_tres_per_job"))
                for a in acct.user_associations]
-    names = {"grp_tres": "GrpTRES", "max_tres_per_user": "MaxTRESPerUser", "max_tres_per_job": "MaxTRESPerJob"}
+    names = {"grp_tres": "GrpTRES", "max_tres_per_user": "MaxTRESPerUser", "max_tres_per_job": "MaxTRESPerJob",
+             "max_tres_per_account": "MaxTRESPerAccount", "min_tres_per_job": "MinTRESPerJob"}
     notes = []
     for who, obj, fields in owners:
         for f in fields:

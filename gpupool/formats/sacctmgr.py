@@ -44,11 +44,12 @@ _ASSOC_MODEL = ("Fairshare", "GrpTRES", "GrpJobs", "MaxJobs", "MaxSubmitJobs", "
 _ASSOC_KEEP = ("GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall", "MaxJobsAccrue",
                "MaxTRESMinsPerJob", "MaxTRESRunMins", "MaxTRESPerNode", "MinPrioThresh")
 _QOS_MODEL = ("Description", "Priority", "Preempt", "PreemptMode", "GrpTRES", "MaxTRESPerUser", "MaxTRESPerJob",
-              "MaxJobsPU", "MaxSubmitJobsPU", "MaxWallDurationPerJob", "UsageFactor", "GraceTime", "Flags")
-_QOS_KEEP = ("GrpJobs", "GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
-             "LimitFactor", "MaxJobsPA", "MaxJobsAccruePA", "MaxJobsAccruePU", "MaxSubmitJobsPA",
-             "MaxTRESMinsPerJob", "MaxTRESPerAccount", "MaxTRESPerNode", "MaxTRESRunMinsPerAccount",
-             "MaxTRESRunMinsPerUser", "MinPrioThresh", "MinTRESPerJob", "PreemptExemptTime", "UsageThreshold")
+              "MaxJobsPU", "MaxSubmitJobsPU", "MaxWallDurationPerJob", "UsageFactor", "GraceTime", "Flags",
+              "GrpJobs", "MaxJobsPA", "MaxTRESPerAccount", "MinTRESPerJob")
+_QOS_KEEP = ("GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
+             "LimitFactor", "MaxJobsAccruePA", "MaxJobsAccruePU", "MaxSubmitJobsPA",
+             "MaxTRESMinsPerJob", "MaxTRESPerNode", "MaxTRESRunMinsPerAccount",
+             "MaxTRESRunMinsPerUser", "MinPrioThresh", "PreemptExemptTime", "UsageThreshold")
 _USER_MODEL = ("DefaultAccount", "AdminLevel")
 _USER_KEEP = ("Coordinator", "DefaultWCKey", "WCKeys", "Comment")
 _ACCOUNT_MODEL = ("Description", "Organization")
@@ -81,7 +82,11 @@ _OPTIONS = {
     "Parent": {},
 }
 _ALL_OPTION_NAMES = {name for table in _OPTIONS.values() for name in table}
-_MODELLED = set(_ASSOC_MODEL) | set(_QOS_MODEL) | set(_USER_MODEL) | set(_ACCOUNT_MODEL)
+#: per line kind, the options the model acts on (the others are noted as not modelled: an
+#: option modelled for associations, such as GrpJobs, may not be for QOS)
+_MODELLED = {"QOS": set(_QOS_MODEL), "Cluster": set(_ASSOC_MODEL),
+             "Account": set(_ASSOC_MODEL) | set(_ACCOUNT_MODEL),
+             "User": set(_ASSOC_MODEL) | set(_USER_MODEL), "Parent": set()}
 _ADMIN_LEVELS = {"none": "None", "operator": "Operator", "administrator": "Administrator",
                  "admin": "Administrator"}
 #: QOS flags 22.05's sacctmgr knows, in the order it matches a word against them (each by
@@ -368,6 +373,14 @@ def _apply_qos(qos: Qos, key: str, value: str) -> None:
         qos.max_jobs_per_user = _int(value, key)
     elif key == "MaxSubmitJobsPU":
         qos.max_submit_jobs_per_user = _int(value, key)
+    elif key == "GrpJobs":
+        qos.grp_jobs = _int(value, key)
+    elif key == "MaxJobsPA":
+        qos.max_jobs_per_account = _int(value, key)
+    elif key == "MaxTRESPerAccount":
+        qos.max_tres_per_account = parse_tres(value)
+    elif key == "MinTRESPerJob":
+        qos.min_tres_per_job = parse_tres(value)
     elif key == "MaxWallDurationPerJob":
         qos.max_wall = _wall(value, key)
     elif key == "UsageFactor":
@@ -400,7 +413,7 @@ class _Parser:
 
     def note(self, line: _Line, key: str) -> None:
         label = f"{line.kind}:{key}"
-        if key not in _MODELLED and label not in self._reported:
+        if key not in _MODELLED.get(line.kind, ()) and label not in self._reported:
             self._reported.add(label)
             self.acct.not_modelled.append((line.where, label))
 
@@ -590,14 +603,22 @@ def _qos_line(qos: Qos) -> str:
         opts.append(f"Flags={_q(','.join(qos.flags))}")
     if qos.grace_time:
         opts.append(f"GraceTime={qos.grace_time}")
+    if qos.grp_jobs is not None:
+        opts.append(f"GrpJobs={qos.grp_jobs}")
     if qos.grp_tres:
         opts.append(f"GrpTRES={format_tres(qos.grp_tres)}")
+    if qos.max_jobs_per_account is not None:
+        opts.append(f"MaxJobsPA={qos.max_jobs_per_account}")
     if qos.max_jobs_per_user is not None:
         opts.append(f"MaxJobsPU={qos.max_jobs_per_user}")
     if qos.max_submit_jobs_per_user is not None:
         opts.append(f"MaxSubmitJobsPU={qos.max_submit_jobs_per_user}")
+    if qos.max_tres_per_account:
+        opts.append(f"MaxTRESPerAccount={format_tres(qos.max_tres_per_account)}")
     if qos.max_tres_per_job:
         opts.append(f"MaxTRESPerJob={format_tres(qos.max_tres_per_job)}")
+    if qos.min_tres_per_job:
+        opts.append(f"MinTRESPerJob={format_tres(qos.min_tres_per_job)}")
     if qos.max_tres_per_user:
         opts.append(f"MaxTRESPerUser={format_tres(qos.max_tres_per_user)}")
     if qos.max_wall is not None:

@@ -91,6 +91,8 @@ def pool_objects(pool: Pool) -> dict[str, dict[str, Value]]:
                     "GrpTRES": _tres(q.grp_tres), "MaxTRESPerUser": _tres(q.max_tres_per_user),
                     "MaxTRESPerJob": _tres(q.max_tres_per_job), "MaxJobsPU": q.max_jobs_per_user,
                     "MaxSubmitJobsPU": q.max_submit_jobs_per_user, "MaxWall": _dur(q.max_wall),
+                    "GrpJobs": q.grp_jobs, "MaxJobsPA": q.max_jobs_per_account,
+                    "MaxTRESPerAccount": _tres(q.max_tres_per_account), "MinTRESPerJob": _tres(q.min_tres_per_job),
                     "UsageFactor": q.usage_factor, "GraceTime": q.grace_time, "Flags": _set(q.flags),
                     "Description": q.description or None,
                 }

@@ -92,6 +92,13 @@ class Qos:
     max_jobs_per_user: int | None = None
     max_submit_jobs_per_user: int | None = None
     max_wall: int | None = None
+    #: GrpJobs: running jobs of the QOS at once
+    grp_jobs: int | None = None
+    #: MaxJobsPA / MaxTRESPerAccount: per account, as MaxJobsPU / MaxTRESPerUser are per user
+    max_jobs_per_account: int | None = None
+    max_tres_per_account: dict[str, int] = field(default_factory=dict)
+    #: MinTRESPerJob: the least of each TRES a job of the QOS must ask
+    min_tres_per_job: dict[str, int] = field(default_factory=dict)
     usage_factor: float = 1.0
     grace_time: int = 0
     flags: tuple[str, ...] = ()

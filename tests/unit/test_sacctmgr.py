@@ -95,7 +95,7 @@ Cluster - 'c'
         name="high", priority=100, preempt=("normal", "low"), preempt_mode="REQUEUE", grp_tres={"gres/gpu": 32},
         max_tres_per_user={"gres/gpu": 8}, max_tres_per_job={"cpu": 64, "mem": 512000}, max_jobs_per_user=5,
         max_submit_jobs_per_user=10, max_wall=2 * 86400, usage_factor=2.0, grace_time=300,
-        flags=("DenyOnLimit", "NoReserve"), extra={"MinTRESPerJob": "gres/gpu=1"},
+        flags=("DenyOnLimit", "NoReserve"), min_tres_per_job={"gres/gpu": 1},
     )
     assert acct.qos["low"].grace_time == 120
     assert "root" in acct.accounts and acct.accounts["root"].fairshare == 1
@@ -224,11 +224,13 @@ def _accounting(draw) -> Accounting:
             max_jobs_per_user=draw(st.none() | st.integers(0, 50)),
             max_submit_jobs_per_user=draw(st.none() | st.integers(0, 50)),
             max_wall=draw(st.none() | st.integers(0, 10**6)), usage_factor=draw(st.sampled_from([1.0, 0.5, 2.25])),
+            grp_jobs=draw(st.none() | st.integers(0, 50)), max_jobs_per_account=draw(st.none() | st.integers(0, 50)),
+            max_tres_per_account=draw(_tres), min_tres_per_job=draw(_tres),
             grace_time=draw(st.integers(0, 600)), flags=tuple(draw(st.lists(st.sampled_from(["NoReserve",
                                                                                               "DenyOnLimit"]),
                                                                              unique=True))),
             description=draw(st.sampled_from(["", "a b: c", "x"])),
-            extra=draw(st.sampled_from([{}, {"UsageThreshold": "0.1"}, {"MinTRESPerJob": "gres/gpu=1"}])),
+            extra=draw(st.sampled_from([{}, {"UsageThreshold": "0.1"}, {"MaxTRESPerNode": "gres/gpu=1"}])),
         )
     accounts = {"root": Association("root", fairshare=draw(st.integers(1, 5)),
                                     qos=tuple(draw(st.lists(st.sampled_from(_qos_names), unique=True, max_size=2))))}

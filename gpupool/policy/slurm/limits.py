@@ -15,6 +15,8 @@ from gpupool.policy.slurm.jobinfo import JobReq
 _QOS_PER_USER = {"cpu": "QOSMaxCpuPerUserLimit", "mem": "QOSMaxMemoryPerUser", "node": "QOSMaxNodePerUserLimit"}
 _QOS_GRP = {"cpu": "QOSGrpCpuLimit", "mem": "QOSGrpMemLimit", "node": "QOSGrpNodeLimit"}
 _QOS_PER_JOB = {"cpu": "QOSMaxCpuPerJobLimit", "mem": "QOSMaxMemoryPerJob", "node": "QOSMaxNodePerJobLimit"}
+_QOS_PER_ACCOUNT = {"cpu": "MaxCpuPerAccount", "mem": "MaxMemoryPerAccount", "node": "MaxNodePerAccount"}
+_QOS_MIN = {"cpu": "QOSMinCpuNotSatisfied", "mem": "QOSMinMemory", "node": "QOSMinNode"}
 _ASSOC_GRP = {"cpu": "AssocGrpCpuLimit", "mem": "AssocGrpMemLimit", "node": "AssocGrpNodeLimit"}
 _ASSOC_PER_JOB = {"cpu": "AssocMaxCpuPerJobLimit", "mem": "AssocMaxMemPerJob", "node": "AssocMaxNodesPerJobLimit"}
 
@@ -66,9 +68,9 @@ def add_usage(usage: dict, req: JobReq, alloc: dict[str, int], sign: int = 1,
     """Count one running job into the per-call usage aggregates: under its QOS and, where
     its partition has a QOS of its own (``part_qos``), under that one too (slurmctld adds a
     job's usage to both QOS of ``qos_order``)."""
-    keys = [("qu", req.qos, req.user), ("q", req.qos), ("a", req.account, req.user)]
+    keys = [("qu", req.qos, req.user), ("q", req.qos), ("qa", req.qos, req.account), ("a", req.account, req.user)]
     if part_qos is not None and part_qos != req.qos:
-        keys += [("qu", part_qos, req.user), ("q", part_qos)]
+        keys += [("qu", part_qos, req.user), ("q", part_qos), ("qa", part_qos, req.account)]
     for key in keys:
         slot = usage.setdefault(key, {"jobs": 0})
         slot["jobs"] += sign
@@ -175,39 +177,49 @@ def part_limit(time_limit: float | None, nodes: int | None, least: int, part, ma
 def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage: dict) -> str | None:
     """The first limit that keeps the job from starting now, as Slurm's reason, or None.
 
-    ``qoses`` is ``qos_order``'s pair: a limit the first QOS sets (per TRES for the TRES
-    limits) is not read from the second. ``assoc_limits`` is ``[(kind, Association)]`` for
-    the user association ("a") and each account up the tree ("acc"); ``usage`` holds what
-    running jobs use. A usage limit holds only a job that asks some of that TRES
-    (``_validate_tres_usage_limits`` tests nothing for a count of 0): a job asking GPUs
-    without a type is never held by a typed GPU limit, even where typed usage, charged by
-    what jobs run on, is over it.
+    In slurmctld's order: the counts and time limits tested before nodes are selected
+    (``acct_policy_job_runnable_pre_select``: each QOS, then the associations), then the TRES
+    limits tested on the selection (``..._post_select``, in the same order). ``qoses`` is
+    ``qos_order``'s pair: a limit the first QOS sets (per TRES for the TRES limits) is not
+    read from the second, and an association's limit of a kind a QOS sets is not read at all
+    (its MaxJobs where a QOS sets MaxJobsPU or MaxJobsPA). ``assoc_limits`` is ``[(kind,
+    Association)]`` for the user association ("a") and each account up the tree ("acc");
+    ``usage`` holds what running jobs use. A usage limit holds only a job that asks some of
+    that TRES (``_validate_tres_usage_limits`` tests nothing for a count of 0): a job asking
+    GPUs without a type is never held by a typed GPU limit, even where typed usage, charged by
+    what jobs run on, is over it. MinTRESPerJob holds a job asking less, none included.
     """
     want = req.tres
     seen: set = set()  # the limits (kind, TRES) a QOS read earlier has set
-    for qos in qoses:
-        if qos is None:
-            continue
-        for t, lim in qos.max_tres_per_job.items():
-            if ("job", t) not in seen:
-                seen.add(("job", t))
-                if want.get(t, 0) > lim:
-                    return _reason(_QOS_PER_JOB, t, "QOSMaxGRESPerJob")
+    qoses = [q for q in qoses if q is not None]
+    for qos in qoses:  # pre-select: GrpJobs, MaxJobsPA, MaxJobsPU, MaxWall
+        if qos.grp_jobs is not None and "grp_jobs" not in seen:
+            seen.add("grp_jobs")
+            if usage.get(("q", qos.name), {}).get("jobs", 0) >= qos.grp_jobs:
+                return "QOSGrpJobsLimit"
+        if qos.max_jobs_per_account is not None and "jobs_pa" not in seen:
+            seen.add("jobs_pa")
+            if usage.get(("qa", qos.name, req.account), {}).get("jobs", 0) >= qos.max_jobs_per_account:
+                return "MaxJobsPerAccount"
+        if qos.max_jobs_per_user is not None and "jobs" not in seen:
+            seen.add("jobs")
+            if usage.get(("qu", qos.name, req.user), {}).get("jobs", 0) >= qos.max_jobs_per_user:
+                return "QOSMaxJobsPerUserLimit"
         if qos.max_wall is not None and "wall" not in seen:
             seen.add("wall")
             if tl is not None and tl > qos.max_wall:
                 return "QOSMaxWallDurationPerJobLimit"
-        u = usage.get(("qu", qos.name, req.user), {})
-        if qos.max_jobs_per_user is not None and "jobs" not in seen:
-            seen.add("jobs")
-            if u.get("jobs", 0) >= qos.max_jobs_per_user:
-                return "QOSMaxJobsPerUserLimit"
-        for t, lim in qos.max_tres_per_user.items():
-            if ("user", t) not in seen:
-                seen.add(("user", t))
-                w = want.get(t, 0)
-                if w and u.get(t, 0) + w > lim:
-                    return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
+    for kind, assoc in assoc_limits:
+        u = usage.get(("a", req.account, req.user) if kind == "a" else ("acc", assoc.account), {})
+        if assoc.grp_jobs is not None and "grp_jobs" not in seen and u.get("jobs", 0) >= assoc.grp_jobs:
+            return "AssocGrpJobsLimit"
+        if kind == "a":  # per-user limits, with what the user inherits from its accounts
+            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs and \
+                    "jobs" not in seen and "jobs_pa" not in seen:
+                return "AssocMaxJobsLimit"
+            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall and "wall" not in seen:
+                return "AssocMaxWallDurationPerJobLimit"
+    for qos in qoses:  # post-select: GrpTRES, MaxTRESPerJob, MinTRESPerJob, MaxTRESPA, MaxTRESPU
         g = usage.get(("q", qos.name), {})
         for t, lim in qos.grp_tres.items():
             if ("grp", t) not in seen:
@@ -215,25 +227,40 @@ def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage
                 w = want.get(t, 0)
                 if w and g.get(t, 0) + w > lim:
                     return _reason(_QOS_GRP, t, "QOSGrpGRES")
+        for t, lim in qos.max_tres_per_job.items():
+            if ("job", t) not in seen:
+                seen.add(("job", t))
+                if want.get(t, 0) > lim:
+                    return _reason(_QOS_PER_JOB, t, "QOSMaxGRESPerJob")
+        for t, lim in qos.min_tres_per_job.items():
+            if ("min", t) not in seen:
+                seen.add(("min", t))
+                if want.get(t, 0) < lim:
+                    return _reason(_QOS_MIN, t, "QOSMinGRES")
+        a = usage.get(("qa", qos.name, req.account), {})
+        for t, lim in qos.max_tres_per_account.items():
+            if ("account", t) not in seen:
+                seen.add(("account", t))
+                w = want.get(t, 0)
+                if w and a.get(t, 0) + w > lim:
+                    return _reason(_QOS_PER_ACCOUNT, t, "MaxGRESPerAccount")
+        u = usage.get(("qu", qos.name, req.user), {})
+        for t, lim in qos.max_tres_per_user.items():
+            if ("user", t) not in seen:
+                seen.add(("user", t))
+                w = want.get(t, 0)
+                if w and u.get(t, 0) + w > lim:
+                    return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
     for kind, assoc in assoc_limits:
-        key = ("a", req.account, req.user) if kind == "a" else ("acc", assoc.account)
-        u = usage.get(key, {})
-        if kind == "a":  # per-user limits, with what the user inherits from its accounts;
-            # a QOS that sets the same limit overrides the association's (acct_policy.c checks
-            # the association's only where the QOS leaves it unset)
+        u = usage.get(("a", req.account, req.user) if kind == "a" else ("acc", assoc.account), {})
+        for t, lim in assoc.grp_tres.items():
+            w = want.get(t, 0)
+            if w and u.get(t, 0) + w > lim and ("grp", t) not in seen:
+                return _reason(_ASSOC_GRP, t, "AssocGrpGRES")
+        if kind == "a":
             for t, lim in assoc.max_tres_per_job.items():
                 if want.get(t, 0) > lim and ("job", t) not in seen:
                     return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
-            if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall and "wall" not in seen:
-                return "AssocMaxWallDurationPerJobLimit"
-            if assoc.max_jobs is not None and u.get("jobs", 0) >= assoc.max_jobs and "jobs" not in seen:
-                return "AssocMaxJobsLimit"
-        if assoc.grp_jobs is not None and u.get("jobs", 0) >= assoc.grp_jobs:
-            return "AssocGrpJobsLimit"
-        for t, lim in assoc.grp_tres.items():
-            w = want.get(t, 0)
-            if w and u.get(t, 0) + w > lim:
-                return _reason(_ASSOC_GRP, t, "AssocGrpGRES")
     return None
 
 
@@ -250,6 +277,7 @@ def deny_on_limit(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: lis
     if not any(has_flag(q, "denyonlimit") for q in qoses):
         return None
     # ``check`` with no usage, on copies without the job counts submission does not validate
-    alone = [replace(q, max_jobs_per_user=None) for q in qoses if q is not None]
+    alone = [replace(q, max_jobs_per_user=None, max_jobs_per_account=None, grp_jobs=None)
+             for q in qoses if q is not None]
     assocs = [(kind, replace(a, max_jobs=None, grp_jobs=None)) for kind, a in assoc_limits]
     return check(req, tl, tuple(alone), assocs, {})

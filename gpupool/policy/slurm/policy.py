@@ -746,7 +746,9 @@ class SlurmPolicy:
             assocs = self.assoc_limits(req)
             limited = any(qos is not None and bool(
                 qos.max_tres_per_job or qos.max_wall is not None or qos.max_jobs_per_user is not None
-                or qos.max_tres_per_user or qos.grp_tres) for qos in pair)
+                or qos.max_tres_per_user or qos.grp_tres or qos.grp_jobs is not None
+                or qos.max_jobs_per_account is not None or qos.max_tres_per_account or qos.min_tres_per_job)
+                for qos in pair)
             for kind, assoc in assocs:
                 limited = limited or bool(assoc.grp_jobs is not None or assoc.grp_tres or (kind == "a" and (
                     assoc.max_tres_per_job or assoc.max_wall is not None or assoc.max_jobs is not None)))
