@@ -330,17 +330,22 @@ def share_view(policy, journal: UsageJournal, jobs, now: float, wall) -> dict:
         fs = {f"{r['account']}/{r['user']}": r["fairshare"] for r in rows if r["user"]}
     out_jobs = []
     for job in sorted(jobs, key=lambda j: j.id):
+        # the jobs sprio lists: not held, and eligible (under ACCRUE_ALWAYS: submitted), aged
+        # from then (``report.slurm_views._pending_at``)
+        accrue = job.submit if s.accrue_always else job.eligible
+        if job.wl.priority == 0 or accrue > now:
+            continue
         req = policy.req(job)
         for pname in req.parts:
             info = policy.parts.get(pname)
             if info is None:
                 continue
-            factors = policy.factors(job, info, job.eligible, max(T, job.submit),
+            factors = policy.factors(job, info, accrue, max(T, job.submit),
                                      fs.get(f"{req.account}/{req.user}", 0.0) if policy.use_fs else 0.0)
             if job.wl.priority is not None:
                 value = int(job.wl.priority)
             elif not s.multifactor:
-                value = policy.priority(job, info, job.eligible, now)
+                value = policy.priority(job, info, accrue, now)
             else:
                 value = prio.combine(factors, s.weights, s.tres_weights, job.wl.nice)
             out_jobs.append({"job_id": job.id, "partition": info.name, "user": req.user, "account": req.account,
