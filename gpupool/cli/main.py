@@ -72,10 +72,10 @@ def validate(
             table.add_row(a["name"], a["parent"] or "", str(a["fairshare"]), ", ".join(users))
         out.print(table)
     if facts["qos"]:
-        table = Table("QOS", "priority", "preempt", "mode", "MaxTRESPerUser", title="Slurm QOS")
+        table = Table("QOS", "priority", "preempt", "mode", "limits and flags", title="Slurm QOS")
         for q in facts["qos"]:
             table.add_row(q["name"], str(q["priority"]), ",".join(q["preempt"]), q["preempt_mode"] or "",
-                          ",".join(f"{k}={v}" for k, v in q["max_tres_per_user"].items()))
+                          _qos_limits_text(q))
         out.print(table)
     if facts["cluster_queues"]:
         table = Table("ClusterQueue", "cohort", "flavor", "resource", "nominal", "borrowingLimit", "lendingLimit",
@@ -96,6 +96,29 @@ def validate(
     if facts["not_modelled"]:
         keys = sorted({f"{item['key']}" for item in facts["not_modelled"]})
         out.print(f"[dim]not modelled ({len(keys)}): {', '.join(keys)}[/]")
+
+
+#: (facts key, sacctmgr option) of the QOS limits ``validate`` lists, in sacctmgr's spelling
+_QOS_LIMIT_NAMES = (("grp_tres", "GrpTRES"), ("grp_jobs", "GrpJobs"), ("max_tres_per_job", "MaxTRESPerJob"),
+                    ("min_tres_per_job", "MinTRESPerJob"), ("max_tres_per_account", "MaxTRESPerAccount"),
+                    ("max_tres_per_user", "MaxTRESPerUser"), ("max_jobs_per_account", "MaxJobsPA"),
+                    ("max_jobs_per_user", "MaxJobsPU"), ("max_submit_jobs_per_user", "MaxSubmitJobsPU"),
+                    ("max_wall", "MaxWall"), ("flags", "Flags"))
+
+
+def _qos_limits_text(q: dict) -> str:
+    """The limits and flags a QOS sets, ``Name=value`` in sacctmgr's spelling (TRES as k=v)."""
+    parts = []
+    for key, name in _QOS_LIMIT_NAMES:
+        value = q.get(key)
+        if value is None or value == {} or value == []:
+            continue
+        if isinstance(value, dict):
+            value = ",".join(f"{k}={v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ",".join(value)
+        parts.append(f"{name}={value}")
+    return " ".join(parts)
 
 
 def _report_skipped(workloads) -> None:

@@ -71,8 +71,12 @@ def pool_facts(pool: Pool) -> dict:
             ]
             facts["qos"] = [
                 {"name": q.name, "priority": q.priority, "preempt": list(q.preempt), "preempt_mode": q.preempt_mode,
-                 "grp_tres": q.grp_tres, "max_tres_per_user": q.max_tres_per_user,
-                 "max_wall": None if q.max_wall is None else format_duration(q.max_wall), "usage_factor": q.usage_factor}
+                 "grp_tres": q.grp_tres, "grp_jobs": q.grp_jobs, "max_tres_per_user": q.max_tres_per_user,
+                 "max_tres_per_account": q.max_tres_per_account, "max_tres_per_job": q.max_tres_per_job,
+                 "min_tres_per_job": q.min_tres_per_job, "max_jobs_per_user": q.max_jobs_per_user,
+                 "max_jobs_per_account": q.max_jobs_per_account, "max_submit_jobs_per_user": q.max_submit_jobs_per_user,
+                 "max_wall": None if q.max_wall is None else format_duration(q.max_wall), "usage_factor": q.usage_factor,
+                 "flags": list(q.flags)}
                 for q in acct.qos.values()
             ]
     if pool.kueue is not None:

@@ -87,3 +87,20 @@ def test_deny_on_limit_refuses_a_request_below_min_tres_or_over_the_accounts_sha
     assert limits.deny_on_limit(req, 60.0, (q, None), []) is None  # job counts are not validated
     assert limits.deny_on_limit(replace(req, tres={"gres/gpu": 1}), 60.0, (q, None), []) == "QOSMinGRES"
     assert limits.deny_on_limit(replace(req, tres={"gres/gpu": 5}), 60.0, (q, None), []) == "MaxGRESPerAccount"
+
+
+def test_validate_lists_each_qos_limit_and_flag(tmp_path):
+    from typer.testing import CliRunner
+
+    from gpupool.cli.main import app
+
+    _pool(tmp_path)  # writes the pool under tmp_path/pool
+    res = CliRunner().invoke(app, ["validate", str(tmp_path / "pool"), "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    qos = {q["name"]: q for q in json.loads(res.output)["qos"]}
+    assert qos["gj"]["grp_jobs"] == 2 and qos["pa"]["max_jobs_per_account"] == 1
+    assert qos["pt"]["max_tres_per_account"] == {"gres/gpu": 3} and qos["mn"]["min_tres_per_job"] == {"gres/gpu": 2}
+    wide = CliRunner().invoke(app, ["validate", str(tmp_path / "pool")], terminal_width=200)
+    assert "GrpJobs=2" in wide.output and "MinTRESPerJob=gres/gpu=2" in wide.output
