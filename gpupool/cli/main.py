@@ -102,7 +102,8 @@ def validate(
 _QOS_LIMIT_NAMES = (("grp_tres", "GrpTRES"), ("grp_jobs", "GrpJobs"), ("max_tres_per_job", "MaxTRESPerJob"),
                     ("min_tres_per_job", "MinTRESPerJob"), ("max_tres_per_account", "MaxTRESPerAccount"),
                     ("max_tres_per_user", "MaxTRESPerUser"), ("max_jobs_per_account", "MaxJobsPA"),
-                    ("max_jobs_per_user", "MaxJobsPU"), ("max_submit_jobs_per_user", "MaxSubmitJobsPU"),
+                    ("max_jobs_per_user", "MaxJobsPU"), ("grp_submit_jobs", "GrpSubmitJobs"),
+                    ("max_submit_jobs_per_account", "MaxSubmitJobsPA"), ("max_submit_jobs_per_user", "MaxSubmitJobsPU"),
                     ("max_wall", "MaxWall"), ("flags", "Flags"))
 
 

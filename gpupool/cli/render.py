@@ -75,6 +75,7 @@ def pool_facts(pool: Pool) -> dict:
                  "max_tres_per_account": q.max_tres_per_account, "max_tres_per_job": q.max_tres_per_job,
                  "min_tres_per_job": q.min_tres_per_job, "max_jobs_per_user": q.max_jobs_per_user,
                  "max_jobs_per_account": q.max_jobs_per_account, "max_submit_jobs_per_user": q.max_submit_jobs_per_user,
+                 "grp_submit_jobs": q.grp_submit_jobs, "max_submit_jobs_per_account": q.max_submit_jobs_per_account,
                  "max_wall": None if q.max_wall is None else format_duration(q.max_wall), "usage_factor": q.usage_factor,
                  "flags": list(q.flags)}
                 for q in acct.qos.values()

@@ -667,7 +667,9 @@ class RealSlurm:
                               ("MinTRESPerJob", q.min_tres_per_job)):
                 if tres:
                     opts.append(f"{key}={format_tres(tres)}")
-            for key, count in (("GrpJobs", q.grp_jobs), ("MaxJobsPerAccount", q.max_jobs_per_account)):
+            for key, count in (("GrpJobs", q.grp_jobs), ("MaxJobsPerAccount", q.max_jobs_per_account),
+                               ("GrpSubmitJobs", q.grp_submit_jobs),
+                               ("MaxSubmitJobsPerAccount", q.max_submit_jobs_per_account)):
                 if count is not None:
                     opts.append(f"{key}={count}")
             if q.max_wall is not None:
@@ -690,7 +692,8 @@ class RealSlurm:
                 opts.append(f"GrpTRES={format_tres(a.grp_tres)}")
             if a.max_tres_per_job:
                 opts.append(f"MaxTRES={format_tres(a.max_tres_per_job)}")
-            for key, val in (("GrpJobs", a.grp_jobs), ("MaxJobs", a.max_jobs), ("MaxSubmitJobs", a.max_submit_jobs)):
+            for key, val in (("GrpJobs", a.grp_jobs), ("MaxJobs", a.max_jobs), ("MaxSubmitJobs", a.max_submit_jobs),
+                             ("GrpSubmitJobs", a.grp_submit_jobs)):
                 if val is not None:
                     opts.append(f"{key}={val}")
             if a.max_wall is not None:

@@ -39,15 +39,15 @@ __all__ = ["parse_sacctmgr_dump", "render_sacctmgr_dump", "parse_tres", "format_
 
 # Option names (Slurm's spelling) per line kind. "model" options fill dataclass fields;
 # "keep" options go to ``extra``.
-_ASSOC_MODEL = ("Fairshare", "GrpTRES", "GrpJobs", "MaxJobs", "MaxSubmitJobs", "MaxTRESPerJob",
+_ASSOC_MODEL = ("Fairshare", "GrpTRES", "GrpJobs", "GrpSubmitJobs", "MaxJobs", "MaxSubmitJobs", "MaxTRESPerJob",
                 "MaxWallDurationPerJob", "QOS", "DefaultQOS", "Priority")
-_ASSOC_KEEP = ("GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall", "MaxJobsAccrue",
+_ASSOC_KEEP = ("GrpJobsAccrue", "GrpTRESMins", "GrpTRESRunMins", "GrpWall", "MaxJobsAccrue",
                "MaxTRESMinsPerJob", "MaxTRESRunMins", "MaxTRESPerNode", "MinPrioThresh")
 _QOS_MODEL = ("Description", "Priority", "Preempt", "PreemptMode", "GrpTRES", "MaxTRESPerUser", "MaxTRESPerJob",
               "MaxJobsPU", "MaxSubmitJobsPU", "MaxWallDurationPerJob", "UsageFactor", "GraceTime", "Flags",
-              "GrpJobs", "MaxJobsPA", "MaxTRESPerAccount", "MinTRESPerJob")
-_QOS_KEEP = ("GrpJobsAccrue", "GrpSubmitJobs", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
-             "LimitFactor", "MaxJobsAccruePA", "MaxJobsAccruePU", "MaxSubmitJobsPA",
+              "GrpJobs", "MaxJobsPA", "MaxTRESPerAccount", "MinTRESPerJob", "GrpSubmitJobs", "MaxSubmitJobsPA")
+_QOS_KEEP = ("GrpJobsAccrue", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
+             "LimitFactor", "MaxJobsAccruePA", "MaxJobsAccruePU",
              "MaxTRESMinsPerJob", "MaxTRESPerNode", "MaxTRESRunMinsPerAccount",
              "MaxTRESRunMinsPerUser", "MinPrioThresh", "PreemptExemptTime", "UsageThreshold")
 _USER_MODEL = ("DefaultAccount", "AdminLevel")
@@ -293,6 +293,8 @@ def _apply_assoc(assoc: Association, key: str, value: str) -> None:
         assoc.max_jobs = _int(value, key)
     elif key == "MaxSubmitJobs":
         assoc.max_submit_jobs = _int(value, key)
+    elif key == "GrpSubmitJobs":
+        assoc.grp_submit_jobs = _int(value, key)
     elif key == "MaxTRESPerJob":
         assoc.max_tres_per_job = parse_tres(value)
     elif key == "MaxWallDurationPerJob":
@@ -381,6 +383,10 @@ def _apply_qos(qos: Qos, key: str, value: str) -> None:
         qos.max_tres_per_account = parse_tres(value)
     elif key == "MinTRESPerJob":
         qos.min_tres_per_job = parse_tres(value)
+    elif key == "GrpSubmitJobs":
+        qos.grp_submit_jobs = _int(value, key)
+    elif key == "MaxSubmitJobsPA":
+        qos.max_submit_jobs_per_account = _int(value, key)
     elif key == "MaxWallDurationPerJob":
         qos.max_wall = _wall(value, key)
     elif key == "UsageFactor":
@@ -580,6 +586,8 @@ def _assoc_options(assoc: Association) -> list[str]:
         opts.append(f"GrpJobs={assoc.grp_jobs}")
     if assoc.max_jobs is not None:
         opts.append(f"MaxJobs={assoc.max_jobs}")
+    if assoc.grp_submit_jobs is not None:
+        opts.append(f"GrpSubmitJobs={assoc.grp_submit_jobs}")
     if assoc.max_submit_jobs is not None:
         opts.append(f"MaxSubmitJobs={assoc.max_submit_jobs}")
     if assoc.max_tres_per_job:
@@ -605,12 +613,16 @@ def _qos_line(qos: Qos) -> str:
         opts.append(f"GraceTime={qos.grace_time}")
     if qos.grp_jobs is not None:
         opts.append(f"GrpJobs={qos.grp_jobs}")
+    if qos.grp_submit_jobs is not None:
+        opts.append(f"GrpSubmitJobs={qos.grp_submit_jobs}")
     if qos.grp_tres:
         opts.append(f"GrpTRES={format_tres(qos.grp_tres)}")
     if qos.max_jobs_per_account is not None:
         opts.append(f"MaxJobsPA={qos.max_jobs_per_account}")
     if qos.max_jobs_per_user is not None:
         opts.append(f"MaxJobsPU={qos.max_jobs_per_user}")
+    if qos.max_submit_jobs_per_account is not None:
+        opts.append(f"MaxSubmitJobsPA={qos.max_submit_jobs_per_account}")
     if qos.max_submit_jobs_per_user is not None:
         opts.append(f"MaxSubmitJobsPU={qos.max_submit_jobs_per_user}")
     if qos.max_tres_per_account:

@@ -92,6 +92,7 @@ def pool_objects(pool: Pool) -> dict[str, dict[str, Value]]:
                     "MaxTRESPerJob": _tres(q.max_tres_per_job), "MaxJobsPU": q.max_jobs_per_user,
                     "MaxSubmitJobsPU": q.max_submit_jobs_per_user, "MaxWall": _dur(q.max_wall),
                     "GrpJobs": q.grp_jobs, "MaxJobsPA": q.max_jobs_per_account,
+                    "GrpSubmitJobs": q.grp_submit_jobs, "MaxSubmitJobsPA": q.max_submit_jobs_per_account,
                     "MaxTRESPerAccount": _tres(q.max_tres_per_account), "MinTRESPerJob": _tres(q.min_tres_per_job),
                     "UsageFactor": q.usage_factor, "GraceTime": q.grace_time, "Flags": _set(q.flags),
                     "Description": q.description or None,
@@ -158,6 +159,7 @@ def _assoc(a) -> dict:
     return {
         "Fairshare": a.fairshare, "QOS": _set(a.qos), "DefaultQOS": a.default_qos, "GrpTRES": _tres(a.grp_tres),
         "GrpJobs": a.grp_jobs, "MaxJobs": a.max_jobs, "MaxSubmitJobs": a.max_submit_jobs,
+        "GrpSubmitJobs": a.grp_submit_jobs,
         "MaxTRESPerJob": _tres(a.max_tres_per_job), "MaxWall": _dur(a.max_wall),
     } | {k: str(v) for k, v in a.extra.items()}
 

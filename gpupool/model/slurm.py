@@ -99,6 +99,9 @@ class Qos:
     max_tres_per_account: dict[str, int] = field(default_factory=dict)
     #: MinTRESPerJob: the least of each TRES a job of the QOS must ask
     min_tres_per_job: dict[str, int] = field(default_factory=dict)
+    #: GrpSubmitJobs / MaxSubmitJobsPA: pending and running jobs of the QOS, in all / per account
+    grp_submit_jobs: int | None = None
+    max_submit_jobs_per_account: int | None = None
     usage_factor: float = 1.0
     grace_time: int = 0
     flags: tuple[str, ...] = ()
@@ -121,6 +124,8 @@ class Association:
     grp_jobs: int | None = None
     max_jobs: int | None = None
     max_submit_jobs: int | None = None
+    #: GrpSubmitJobs: pending and running jobs under this association, all users together
+    grp_submit_jobs: int | None = None
     max_tres_per_job: dict[str, int] = field(default_factory=dict)
     max_wall: int | None = None
     #: sacctmgr ``Priority`` (the association factor of priority/multifactor); None: not set,

@@ -226,6 +226,8 @@ def _accounting(draw) -> Accounting:
             max_wall=draw(st.none() | st.integers(0, 10**6)), usage_factor=draw(st.sampled_from([1.0, 0.5, 2.25])),
             grp_jobs=draw(st.none() | st.integers(0, 50)), max_jobs_per_account=draw(st.none() | st.integers(0, 50)),
             max_tres_per_account=draw(_tres), min_tres_per_job=draw(_tres),
+            grp_submit_jobs=draw(st.none() | st.integers(0, 50)),
+            max_submit_jobs_per_account=draw(st.none() | st.integers(0, 50)),
             grace_time=draw(st.integers(0, 600)), flags=tuple(draw(st.lists(st.sampled_from(["NoReserve",
                                                                                               "DenyOnLimit"]),
                                                                              unique=True))),
@@ -240,6 +242,7 @@ def _accounting(draw) -> Accounting:
         accounts[name] = Association(
             account=name, parent=parent, fairshare=draw(st.integers(0, 100) | st.just("parent")),
             grp_tres=draw(_tres), grp_jobs=draw(st.none() | st.integers(0, 9)),
+            grp_submit_jobs=draw(st.none() | st.integers(0, 9)),
             max_jobs=draw(st.none() | st.integers(0, 9)), max_tres_per_job=draw(_tres),
             max_wall=draw(st.none() | st.integers(0, 10**6)), description=draw(st.sampled_from(["", "Dept: x"])),
             organization=draw(st.sampled_from(["", "org"])), priority=draw(st.none() | st.integers(0, 100)),

@@ -173,3 +173,33 @@ def test_time_min_over_the_limit_is_refused_at_submit_and_unlimited_time_min_nev
     jobs, _events = _run(pool, wls)
     assert [jobs[k].state for k in (1, 2, 3)] == ["REJECTED", "REJECTED", "COMPLETED"]
     assert jobs[1].reason == "Invalid time-min specification (exceeds job's time or other limits)"
+
+
+def test_group_and_per_account_submit_limits_as_the_real_system_gave_them(tmp_path):
+    """A real 22.05.8 (2026-12-04, slurmdbd, x10 clock) with QOS gs (GrpSubmitJobs=2), QOS spa
+    (MaxSubmitJobsPA=1) and ml-platform's GrpSubmitJobs=3, three phases with the jobs cancelled
+    between them: QOS gs refused a third job whatever its account ("QOSGrpSubmitJobsLimit");
+    spa a second of ml-research's, not ml-platform's first ("MaxSubmitJobsPerAccount");
+    ml-platform a two-task array beside two jobs ("AssocGrpSubmitJobsLimit"), then took a third
+    job, and a fourth of QOS gs, whose GrpSubmitJobs replaces the account's."""
+    pool = _accounts(tmp_path, ("QOS - 'scavenger'", "QOS - 'gs':Description='gs':GrpSubmitJobs=2\n"
+                                "QOS - 'spa':Description='spa':MaxSubmitJobsPA=1\nQOS - 'scavenger'"),
+                     ("QOS='normal,high,scavenger'", "QOS='normal,high,scavenger,gs,spa'"),
+                     ("Fairshare=20:MaxJobs=20:QOS='normal,scavenger'",
+                      "Fairshare=20:MaxJobs=20:GrpSubmitJobs=3:QOS='normal,scavenger,gs,spa'"))
+
+    def refused(specs):
+        wls, k = [], 1
+        for opts, acct in specs:
+            user = "alice" if acct == "ml-research" else "dave"
+            for w in workloads(f"j{k}", f"-A {acct} -t 10 --mem=100 {opts}", float(k), k, runtime=600.0):
+                wls.append(replace(w, user=user))
+                k += 1
+        jobs, _events = _run(pool, wls)
+        return sorted(j for j, job in jobs.items() if job.state == "REJECTED")
+
+    r, p = "ml-research", "ml-platform"
+    assert refused([("--qos=gs", r), ("--qos=gs", p), ("--qos=gs", r)]) == [3]
+    assert refused([("--qos=spa", r), ("--qos=spa", r), ("--qos=spa", p)]) == [2]
+    # jobs 3-4 are the array's two tasks
+    assert refused([("", p), ("", p), ("--array=0-1", p), ("", p), ("--qos=gs", p)]) == [3, 4]

@@ -629,8 +629,10 @@ class SlurmPolicy:
         # whether any QOS or association sets MaxSubmitJobs (``_submit_limit``)
         acct = self.acct
         self._submit_limited = acct is not None and (
-            any(q.max_submit_jobs_per_user is not None for q in acct.qos.values())
-            or any(a.max_submit_jobs is not None for a in (*acct.accounts.values(), *acct.user_associations)))
+            any(q.max_submit_jobs_per_user is not None or q.max_submit_jobs_per_account is not None
+                or q.grp_submit_jobs is not None for q in acct.qos.values())
+            or any(a.max_submit_jobs is not None or a.grp_submit_jobs is not None
+                   for a in (*acct.accounts.values(), *acct.user_associations)))
         self._idle_place: dict[tuple, object] = {}  # (job id, partition, node states) -> ``idle_placement``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
@@ -1063,29 +1065,41 @@ class SlurmPolicy:
         return limits.MSG_SUBMIT_LIMIT if self._over_submit_limit(self.req(job), earlier, tasks) else None
 
     def _over_submit_limit(self, req, others, tasks: int) -> bool:
-        """Whether ``tasks`` more jobs of ``req`` take its user past a MaxSubmitJobs, beside
-        the pending and running jobs whose requests are ``others``: the QOS's per user
-        (MaxSubmitJobsPU, jobs of the user in that QOS) or the user association's, own or
-        inherited (jobs of the user in that account). A real 22.05.8 under MaxSubmitJobs=3
-        refused a fourth job, a four-task array beside one running job and took a two-task
-        one, and took a job again once earlier ones had ended."""
+        """Whether ``tasks`` more jobs of ``req`` break a submit limit, beside the pending and
+        running jobs whose requests are ``others`` (``acct_policy_validate``): the QOS's
+        GrpSubmitJobs (all its jobs), MaxSubmitJobsPA (its jobs of the account) and
+        MaxSubmitJobsPU (of the user), the user association's MaxSubmitJobs, own or inherited
+        (the user's jobs in that account; not read where the QOS sets MaxSubmitJobsPU or PA),
+        and each association's GrpSubmitJobs up the tree (all jobs under it; not read where the
+        QOS sets GrpSubmitJobs). A real 22.05.8 under MaxSubmitJobs=3 refused a fourth job, a
+        four-task array beside one running job and took a two-task one, and took a job again
+        once earlier ones had ended."""
         qos = self.qos.get(req.qos or "")
-        qos_cap = qos.max_submit_jobs_per_user if qos is not None else None
+        q_grp = qos.grp_submit_jobs if qos is not None else None
+        q_pa = qos.max_submit_jobs_per_account if qos is not None else None
+        q_pu = qos.max_submit_jobs_per_user if qos is not None else None
         assocs = self.assoc_limits(req)
         own = assocs[0][1] if assocs and assocs[0][0] == "a" else None
-        assoc_cap = own.max_submit_jobs if own is not None else None
-        if qos_cap is not None:
-            assoc_cap = None  # the QOS's submit limit overrides the association's (acct_policy.c)
-        if qos_cap is None and assoc_cap is None:
+        assoc_cap = own.max_submit_jobs if own is not None and q_pa is None and q_pu is None else None
+        levels = [] if q_grp is not None else [(kind, a) for kind, a in assocs if a.grp_submit_jobs is not None]
+        if q_grp is None and q_pa is None and q_pu is None and assoc_cap is None and not levels:
             return False
-        in_qos = in_assoc = 0
+        in_q = in_q_acct = in_q_user = in_assoc = 0
+        under = [0] * len(levels)
         for r in others:
-            if r.user != req.user:
-                continue
-            in_qos += r.qos == req.qos
-            in_assoc += r.account == req.account
-        return (qos_cap is not None and in_qos + tasks > qos_cap) or \
-            (assoc_cap is not None and in_assoc + tasks > assoc_cap)
+            mine = r.user == req.user and r.account == req.account
+            if r.qos == req.qos:
+                in_q += 1
+                in_q_acct += r.account == req.account
+                in_q_user += r.user == req.user
+            in_assoc += mine
+            if levels:
+                chain = self.account_chain(r.account)
+                for i, (kind, a) in enumerate(levels):
+                    under[i] += mine if kind == "a" else a.account in chain
+        caps = [(q_grp, in_q), (q_pa, in_q_acct), (q_pu, in_q_user), (assoc_cap, in_assoc)]
+        caps += [(a.grp_submit_jobs, n) for (_kind, a), n in zip(levels, under)]
+        return any(cap is not None and n + tasks > cap for cap, n in caps)
 
     def submit_rejection(self, wl, user: str | None = None, current=(), tasks: int = 1) -> str | None:
         """Slurm's message if ``user`` submitting ``wl`` is refused at submit (no job id), else
