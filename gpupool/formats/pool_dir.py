@@ -142,6 +142,10 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
     names = {"grp_tres": "GrpTRES", "max_tres_per_user": "MaxTRESPerUser", "max_tres_per_job": "MaxTRESPerJob",
              "max_tres_per_account": "MaxTRESPerAccount", "min_tres_per_job": "MinTRESPerJob"}
     notes = []
+    for q in acct.qos.values():
+        if "billing" in q.min_tres_per_job:
+            notes.append(f"{dump}: QOS {q.name!r} MinTRESPerJob=billing is not modelled: the Slurm policy does not "
+                         "hold a job whose billing is below it")
     for who, obj, fields in owners:
         for f in fields:
             for key in getattr(obj, f):

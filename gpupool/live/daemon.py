@@ -710,7 +710,7 @@ class Daemon:
             raise Refused(f"pool {self.host.pool.name} keeps no fair-share usage: it needs --policy slurm with "
                           "PriorityType=priority/multifactor, PriorityWeightFairshare > 0 and an account tree", 404)
         jobs = [j for j in self.engine.pending.values() if j.state == PENDING]
-        return fairshare.share_view(self.policy, self.journal, jobs, self.engine.now, self.wall)
+        return fairshare.share_view(self.policy, self.journal, jobs, self.engine.now, self.wall, self.engine.jobs)
 
     def _recover_scalers(self, rows: list[dict], meta: dict[str, str], now: float) -> None:
         """Autoscaled services whose replicas survived the restart get their autoscaler back

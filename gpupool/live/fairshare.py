@@ -312,10 +312,13 @@ def open_segments(policy) -> dict:
 
 
 # ---------------------------------------------------------------------------- sshare / sprio
-def share_view(policy, journal: UsageJournal, jobs, now: float, wall) -> dict:
+def share_view(policy, journal: UsageJournal, jobs, now: float, wall, all_jobs: dict | None = None) -> dict:
     """``sshare -l`` (associations) and ``sprio`` (pending jobs) as the daemon's policy sees
     them: usage as of the last decay pass, Fair Tree (or classic) factors, priorities at that
-    pass. ``wall`` maps engine time to epoch seconds."""
+    pass. ``wall`` maps engine time to epoch seconds; ``all_jobs`` (id -> job, every job the
+    daemon knows) settles the pending jobs' dependencies."""
+    from gpupool.report.slurm_views import sprio_accrue
+
     usage = journal.usage()
     T = journal.ledger.T_ref
     s = policy.s
@@ -330,10 +333,9 @@ def share_view(policy, journal: UsageJournal, jobs, now: float, wall) -> dict:
         fs = {f"{r['account']}/{r['user']}": r["fairshare"] for r in rows if r["user"]}
     out_jobs = []
     for job in sorted(jobs, key=lambda j: j.id):
-        # the jobs sprio lists: not held, and eligible (under ACCRUE_ALWAYS: submitted), aged
-        # from then (``report.slurm_views._pending_at``)
-        accrue = job.submit if s.accrue_always else job.eligible
-        if job.wl.priority == 0 or accrue > now:
+        # the jobs sprio lists, aged as it ages them (``report.slurm_views._pending_at``)
+        accrue = sprio_accrue(policy, job, all_jobs if all_jobs is not None else {j.id: j for j in jobs}, now)
+        if accrue is None:
             continue
         req = policy.req(job)
         for pname in req.parts:

@@ -462,30 +462,41 @@ def _pending_at(inst: Instant, pol):
     or a later ``--begin`` is listed too); one row per partition it names, whatever that
     partition's state or limits (``_filter_job`` filters by job, user and partition name
     only)."""
-    from gpupool.policy.dependencies import SATISFIED, dependency_state
-    from gpupool.policy.slurm.queue import dependency_time
-
     now = inst.now
-    always = pol.s.accrue_always
     out = []
     for job in sorted((j for j in inst.jobs.values() if j.state == "PENDING" and j.submit <= now),
                       key=lambda j: j.id):
-        if pol.submit_verdict(job) is not None or job.wl.priority == 0:
+        if pol.submit_verdict(job) is not None:
             continue
-        if always:  # PriorityFlags=ACCRUE_ALWAYS (as the queue build counts it)
-            accrue = job.submit
-        else:
-            if job.eligible > now:
-                continue
-            accrue = job.eligible
-            if job.wl.dependency:
-                if dependency_state(job, inst.jobs) != SATISFIED:
-                    continue
-                accrue = max(accrue, dependency_time(job, inst.jobs))
+        accrue = sprio_accrue(pol, job, inst.jobs, now)
+        if accrue is None:
+            continue
         parts = [pol.parts[pname] for pname in pol.req(job).parts if pname in pol.parts]
         if parts:
             out.append((job, accrue, parts))
     return out
+
+
+def sprio_accrue(pol, job, jobs: dict, now: float) -> float | None:
+    """Since when pending ``job`` ages for sprio at ``now``, or None when sprio does not list
+    it (``_pending_at``): held, or not yet eligible (a later ``--begin``, a dependency not
+    satisfied among ``jobs``) unless PriorityFlags=ACCRUE_ALWAYS, which ages every job from
+    its submission, as the queue build counts it."""
+    from gpupool.policy.dependencies import SATISFIED, dependency_state
+    from gpupool.policy.slurm.queue import dependency_time
+
+    if job.wl.priority == 0:
+        return None
+    if pol.s.accrue_always:
+        return job.submit
+    if job.eligible > now:
+        return None
+    accrue = job.eligible
+    if job.wl.dependency:
+        if dependency_state(job, jobs) != SATISFIED:
+            return None
+        accrue = max(accrue, dependency_time(job, jobs))
+    return accrue
 
 
 def sprio_rows(inst: Instant) -> list[dict]:

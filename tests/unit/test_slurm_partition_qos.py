@@ -228,3 +228,15 @@ def test_sprio_lists_a_job_its_partitions_limits_hold(tmp_path):
     inst = sv.instant(pool, wls, "slurm", 30)  # j waits for ever (PartitionTimeLimit), k runs
     assert inst.jobs[1].state == "PENDING" and inst.jobs[2].state == "RUNNING"
     assert [(r["job_id"], r["partition"]) for r in sv.sprio_rows(inst)] == [(1, "short")]
+
+
+def test_a_job_in_several_partitions_holds_one_limit_from_the_first(tmp_path):
+    """slurmctld stores one limit for a job without ``--time``: the DefaultTime of the first
+    partition it names (``_valid_job_part``), tested in every partition (``job_limits_check``).
+    train's 4:00:00 is over short's MaxTime of 60: the job may not run in short (a reviewer's
+    reading of the 22.05.8 source, not probed)."""
+    specs = [("-p train --exclusive -N2 -t 30", 0.0), ("-p train,short --gres=gpu:1", 1.0)]
+    jobs = _run(_short_pool(tmp_path / "all", "ALL"), specs)
+    assert (jobs[2].state, jobs[2].reason) == ("REJECTED", limits.MSG_PART_CONFIG)
+    jobs = _run(_short_pool(tmp_path / "no", "NO"), specs)
+    assert jobs[2].first_start == 600.0 and jobs[2].time_limit == 14400.0  # in train, once free

@@ -104,3 +104,14 @@ def test_validate_lists_each_qos_limit_and_flag(tmp_path):
     assert qos["pt"]["max_tres_per_account"] == {"gres/gpu": 3} and qos["mn"]["min_tres_per_job"] == {"gres/gpu": 2}
     wide = CliRunner().invoke(app, ["validate", str(tmp_path / "pool")], terminal_width=200)
     assert "GrpJobs=2" in wide.output and "MinTRESPerJob=gres/gpu=2" in wide.output
+
+
+def test_a_minimum_on_a_tres_the_request_does_not_count_holds_nobody():
+    """MinTRESPerJob on a TRES slurm.conf does not track (or on billing, which the request
+    does not count here: noted when the pool is read) holds no job; on GPUs it holds a job
+    asking none."""
+    q = Qos("mn", min_tres_per_job={"gres/gpu:a100": 1, "billing": 5})
+    req = JobReq(("p",), "u", "a", "mn", 1, 4, 1, 100, {"cpu": 4, "gres/gpu": 1}, 60.0, {})
+    assert limits.check(req, 60.0, (q, None), [], {}) is None
+    gpus = Qos("mn", min_tres_per_job={"gres/gpu": 1})
+    assert limits.check(replace(req, tres={"cpu": 4, "gres/gpu": 0}), 60.0, (gpus, None), [], {}) == "QOSMinGRES"

@@ -233,9 +233,11 @@ def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage
                 if want.get(t, 0) > lim:
                     return _reason(_QOS_PER_JOB, t, "QOSMaxGRESPerJob")
         for t, lim in qos.min_tres_per_job.items():
-            if ("min", t) not in seen:
+            # (a TRES the request does not count, such as one slurm.conf does not track, binds
+            # nobody; billing is not counted in ``req.tres``: a minimum on it is not modelled)
+            if ("min", t) not in seen and t in want:
                 seen.add(("min", t))
-                if want.get(t, 0) < lim:
+                if want[t] < lim:
                     return _reason(_QOS_MIN, t, "QOSMinGRES")
         a = usage.get(("qa", qos.name, req.account), {})
         for t, lim in qos.max_tres_per_account.items():

@@ -853,16 +853,26 @@ class SlurmPolicy:
 
     # ------------------------------------------------------------ time limits
     def time_limit(self, job, info) -> float | None:
-        """The job's limit in this partition: --time, else DefaultTime, else (limits enforced)
-        its QOS's MaxWall, else its association's (own or inherited), else MaxTime (None =
-        UNLIMITED). slurmctld gives a job without --time the partition's DefaultTime before it
-        validates limits, and a job still without one the first MaxWall it meets there
-        (``acct_policy.c``'s ``_set_time_limit``)."""
+        """The job's limit in this partition: --time, else the DefaultTime of the first
+        partition it names, else (limits enforced) the MaxWall of that partition's QOS or the
+        job's, else its association's (own or inherited), else this partition's MaxTime (None =
+        UNLIMITED). slurmctld gives a job without --time that DefaultTime before it validates
+        limits, and a job still without one the first MaxWall it meets there
+        (``acct_policy.c``'s ``_set_time_limit``); the limit is the job's, whatever partition
+        it then runs in."""
         tl = job.wl.time_limit
         if tl is None:
-            tl = info.default_time
-            if info.part.default_time is None and self.s.limits_enforced:
-                tl = self._limit_wall(job, info, tl)
+            # one limit for the job, from the first partition it names (``_valid_job_part`` sets
+            # its DefaultTime, else ``acct_policy_validate`` the first MaxWall of that
+            # partition's QOS pair); without either, the partition it runs in gives its MaxTime
+            parts = self.req(job).parts
+            first = self.parts.get(parts[0], info) if parts else info
+            if first.part.default_time is not None:
+                tl = first.part.default_time
+            else:
+                tl = self._limit_wall(job, first, None) if self.s.limits_enforced else None
+                if tl is None:
+                    tl = info.max_time
         elif tl == math.inf:  # --time=UNLIMITED (or 0)
             return None
         if tl is not None:

@@ -133,16 +133,16 @@ def _part_config_refusal(req: JobReq, least: int, parts: dict[str, PartInfo], ac
     if epl not in ("ALL", "YES", "ANY") or req.time_limit is not None:
         return None
     job_qos = acct.qos.get(req.qos or "") if acct is not None else None
-    assocs = None
+    # the one limit the job gets: the first partition's DefaultTime, else the first MaxWall of
+    # that partition's QOS pair or the association's (``SlurmPolicy.time_limit``)
+    first = parts[req.parts[0]].part
+    tl = first.default_time
+    if tl is None and acct is not None and s.limits_enforced:
+        assocs = limits.association_limits(acct, req.user, req.account, limits.account_chain(acct, req.account))
+        tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(first.qos or "")), assocs)
     failed = 0
     for pname in req.parts:
         info = parts[pname]
-        tl = info.part.default_time
-        if tl is None and acct is not None and s.limits_enforced:
-            if assocs is None:
-                assocs = limits.association_limits(acct, req.user, req.account,
-                                                   limits.account_chain(acct, req.account))
-            tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(info.part.qos or "")), assocs)
         if limits.part_limit(tl, None, least, info.part, info.max_time, job_qos) is not None:
             failed += 1
     if failed and (epl == "ALL" or failed == len(req.parts)):
