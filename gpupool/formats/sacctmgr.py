@@ -334,13 +334,19 @@ def _float(value: str, key: str) -> float:
         raise _Err(f"{key} must be a number, got {value!r}") from None
 
 
+def _clears_flags(value: str) -> bool:
+    """Whether a ``Flags=`` value clears every flag: sacctmgr tests ``atoi(value) == -1``, so
+    "-1" does, and so does "-1,DenyOnLimit"."""
+    return re.match(r"\s*-1(?!\d)", value) is not None
+
+
 def qos_flags(value: str) -> tuple[str, ...]:
     """The QOS flags a ``Flags=`` value sets, by their canonical names: each comma-separated
     word sets the first flag of ``QOS_FLAGS`` whose name it contains, any case; "-1" clears
     them all. A word naming no flag sets nothing, and a value in which no word names one is
     refused, as sacctmgr refuses it ("Unknown QOS flag used")."""
     words = _names(value)
-    if words == ("-1",):
+    if _clears_flags(value):
         return ()
     found: list[str] = []
     for word in words:
@@ -348,7 +354,7 @@ def qos_flags(value: str) -> tuple[str, ...]:
         flag = next((f for f in QOS_FLAGS if f.lower() in low), None)
         if flag is not None and flag not in found:
             found.append(flag)
-    if words and not found:
+    if not found:
         raise _Err(f"Flags={value!r} names no QOS flag; expected a comma list of {', '.join(QOS_FLAGS)}")
     return tuple(found)
 
@@ -444,11 +450,13 @@ class _Parser:
     def _note_flags(self, line: _Line, value: str, flags: tuple[str, ...]) -> None:
         """Not-modelled notes for the QOS flags the policy does not act on, and for words of
         ``Flags=`` that set no flag (sacctmgr drops them without a word)."""
+        if _clears_flags(value):
+            return
         for flag in flags:
             if flag not in QOS_FLAGS_MODELLED:
                 self.acct.not_modelled.append((line.where, f"QOS:Flags={flag}"))
         for word in _names(value):
-            if word != "-1" and not any(f.lower() in word.lower() for f in QOS_FLAGS):
+            if not any(f.lower() in word.lower() for f in QOS_FLAGS):
                 self.acct.not_modelled.append((line.where, f"QOS:Flags={word} (names no QOS flag: sacctmgr ignores it)"))
 
     def on_cluster(self, line: _Line) -> None:

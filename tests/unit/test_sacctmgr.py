@@ -117,6 +117,11 @@ Cluster - 'c'
     assert not any("DenyOnLimit" in label or "OverPartQOS" in label for label in labels)
     with pytest.raises(InputError, match="names no QOS flag"):
         parse_sacctmgr_dump(write(tmp_path, "QOS - 'a':Flags=Bogus\nCluster - 'c'\n"))
+    with pytest.raises(InputError, match="names no QOS flag"):  # sacctmgr refuses an empty value too
+        parse_sacctmgr_dump(write(tmp_path, "QOS - 'a':Flags=''\nCluster - 'c'\n"))
+    # atoi(value) == -1 clears them all, whatever follows
+    cleared = parse_sacctmgr_dump(write(tmp_path, "QOS - 'a':Flags='-1,DenyOnLimit'\nCluster - 'c'\n"))
+    assert cleared.qos["a"].flags == ()
 
 
 def test_tres_strings() -> None:

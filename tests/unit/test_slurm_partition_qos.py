@@ -31,11 +31,11 @@ _QOS = ("QOS - 'partlim':Description='partition qos':MaxTRESPerUser=gres/gpu=2:M
         "QOS - 'scavenger'")
 
 
-def _pool(tmp_path, part_qos: str = "partlim"):
+def _pool(tmp_path, part_qos: str = "partlim", max_time: str = "2-00:00:00"):
     pool_dir = _seed_copy(tmp_path, [("PartitionName=train Nodes=gpu[01-04] Default=YES",
                                       "PartitionName=train Nodes=gpu[01-02] Default=YES")])
     with open(pool_dir / "slurm.conf", "a") as f:
-        f.write(f"PartitionName=limited Nodes=gpu[03-04] MaxTime=2-00:00:00 QOS={part_qos} State=UP\n")
+        f.write(f"PartitionName=limited Nodes=gpu[03-04] MaxTime={max_time} QOS={part_qos} State=UP\n")
     _edit(pool_dir / "accounts.cfg", [("QOS - 'scavenger'", _QOS),
                                       ("QOS='normal,high,scavenger'", "QOS='normal,high,scavenger,partlim,over,deny'")])
     return load_pool(pool_dir)
@@ -240,3 +240,24 @@ def test_a_job_in_several_partitions_holds_one_limit_from_the_first(tmp_path):
     assert (jobs[2].state, jobs[2].reason) == ("REJECTED", limits.MSG_PART_CONFIG)
     jobs = _run(_short_pool(tmp_path / "no", "NO"), specs)
     assert jobs[2].first_start == 600.0 and jobs[2].time_limit == 14400.0  # in train, once free
+
+
+def test_unlimited_time_is_held_by_a_qos_max_wall(tmp_path):
+    """slurmctld stores ``--time=UNLIMITED`` (and ``-t 0``) as INFINITE, over any MaxWall: in
+    ``limited`` (QOS partlim, MaxWall=30, here MaxTime=UNLIMITED) such a job waits (source,
+    read by a reviewer)."""
+    jobs = _run(_pool(tmp_path, max_time="UNLIMITED"), [("-p limited --gres=gpu:1 -t UNLIMITED", 0.0), ("-p limited --gres=gpu:1 -t 0", 0.0),
+                                  ("-p limited --gres=gpu:1 -t 30", 0.0)])
+    assert [jobs[k].reason for k in (1, 2)] == ["QOSMaxWallDurationPerJobLimit"] * 2
+    assert jobs[1].first_start is None and jobs[2].first_start is None and jobs[3].first_start == 0.0
+
+
+def test_deny_on_limit_validates_the_first_partitions_default_time(tmp_path):
+    """The limit a job without ``--time`` is validated with is the first partition's DefaultTime
+    (``_valid_job_part`` sets it once): under QOS deny (MaxWall=60) ``-p limited,train`` (limited
+    has none) is taken, ``-p train,limited`` (train's 4:00:00) refused."""
+    pool = _pool(tmp_path)
+    ok = workload("a", "-A ml-research --mem=100 -p limited,train --qos=deny --gres=gpu:1", 0.0, 1)
+    bad = workload("b", "-A ml-research --mem=100 -p train,limited --qos=deny --gres=gpu:1", 0.0, 2)
+    assert submit_rejection(pool, ok, user="alice") is None
+    assert submit_rejection(pool, bad, user="alice") == MSG_SUBMIT_LIMIT

@@ -336,7 +336,7 @@ class Cycle:
         applies = pol.limits_applying(req, info)
         if applies is None:
             return None
-        return limits.check(pol.limit_req(job, info, req, gpus_as_asked=not placed), pol.time_limit(job, info),
+        return limits.check(pol.limit_req(job, info, req, gpus_as_asked=not placed), pol.held_limit(job, info),
                             applies[0], applies[1], self.usage)
 
     def failed_select_limit(self, job, info) -> str | None:
@@ -370,7 +370,7 @@ class Cycle:
             key = gpu_tres(per_job[0].gpu_type)  # (gres_sched_add's total)
             if key in tres:
                 tres[key] += whole - asked
-        return limits.check(replace(req, tres=tres), pol.time_limit(job, info), applies[0], applies[1], self.usage)
+        return limits.check(replace(req, tres=tres), pol.held_limit(job, info), applies[0], applies[1], self.usage)
 
     def start_limit(self, job, info) -> str | None:
         """The limit that stops ``job`` from starting on the nodes it would get, where that
@@ -878,6 +878,12 @@ class SlurmPolicy:
         if tl is not None:
             tl = math.ceil(tl / 60) * 60  # minutes, seconds rounded up
         return tl
+
+    def held_limit(self, job, info) -> float | None:
+        """``time_limit`` as the QOS and association MaxWall limits test it: ``--time=UNLIMITED``
+        (or 0) is stored as INFINITE, over any MaxWall (``_qos_job_runnable_pre_select``), so
+        such a job waits with QOSMaxWallDurationPerJobLimit where one is set."""
+        return math.inf if job.wl.time_limit == math.inf else self.time_limit(job, info)
 
     def _limit_wall(self, job, info, otherwise: float | None) -> float | None:
         """The MaxWall of the first of ``job``'s QOS in partition ``info`` that sets one

@@ -163,9 +163,10 @@ def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings)
     for pname in req.parts:
         info = parts[pname]
         pair = limits.qos_order(acct.qos.get(req.qos or ""), acct.qos.get(info.part.qos or ""))
-        # the limit it is validated with: --time, else DefaultTime (set before the check), in
-        # whole minutes; none at all takes the limit's own value, which never breaks it
-        tl = req.time_limit if req.time_limit is not None else info.part.default_time
+        # the limit it is validated with: --time, else the first partition's DefaultTime (set
+        # once, before the check, ``_valid_job_part``), in whole minutes; none at all takes the
+        # limit's own value, which never breaks it
+        tl = req.time_limit if req.time_limit is not None else parts[req.parts[0]].part.default_time
         if tl is not None and tl != math.inf:
             tl = math.ceil(tl / 60) * 60
         if limits.deny_on_limit(asked, tl, pair, assocs) is not None:
