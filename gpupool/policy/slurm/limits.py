@@ -220,13 +220,9 @@ def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage
             if assoc.max_wall is not None and tl is not None and tl > assoc.max_wall and "wall" not in seen:
                 return "AssocMaxWallDurationPerJobLimit"
     for qos in qoses:  # post-select: GrpTRES, MaxTRESPerJob, MinTRESPerJob, MaxTRESPA, MaxTRESPU
-        g = usage.get(("q", qos.name), {})
-        for t, lim in qos.grp_tres.items():
-            if ("grp", t) not in seen:
-                seen.add(("grp", t))
-                w = want.get(t, 0)
-                if w and g.get(t, 0) + w > lim:
-                    return _reason(_QOS_GRP, t, "QOSGrpGRES")
+        why = _usage_limit(seen, "grp", qos.grp_tres, want, usage.get(("q", qos.name), {}), _QOS_GRP, "QOSGrpGRES")
+        if why is not None:
+            return why
         for t, lim in qos.max_tres_per_job.items():
             if ("job", t) not in seen:
                 seen.add(("job", t))
@@ -239,20 +235,12 @@ def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage
                 seen.add(("min", t))
                 if want[t] < lim:
                     return _reason(_QOS_MIN, t, "QOSMinGRES")
-        a = usage.get(("qa", qos.name, req.account), {})
-        for t, lim in qos.max_tres_per_account.items():
-            if ("account", t) not in seen:
-                seen.add(("account", t))
-                w = want.get(t, 0)
-                if w and a.get(t, 0) + w > lim:
-                    return _reason(_QOS_PER_ACCOUNT, t, "MaxGRESPerAccount")
-        u = usage.get(("qu", qos.name, req.user), {})
-        for t, lim in qos.max_tres_per_user.items():
-            if ("user", t) not in seen:
-                seen.add(("user", t))
-                w = want.get(t, 0)
-                if w and u.get(t, 0) + w > lim:
-                    return _reason(_QOS_PER_USER, t, "QOSMaxGRESPerUser")
+        why = _usage_limit(seen, "account", qos.max_tres_per_account, want,
+                           usage.get(("qa", qos.name, req.account), {}), _QOS_PER_ACCOUNT, "MaxGRESPerAccount") or \
+            _usage_limit(seen, "user", qos.max_tres_per_user, want, usage.get(("qu", qos.name, req.user), {}),
+                         _QOS_PER_USER, "QOSMaxGRESPerUser")
+        if why is not None:
+            return why
     for kind, assoc in assoc_limits:
         u = usage.get(("a", req.account, req.user) if kind == "a" else ("acc", assoc.account), {})
         for t, lim in assoc.grp_tres.items():
@@ -263,6 +251,20 @@ def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage
             for t, lim in assoc.max_tres_per_job.items():
                 if want.get(t, 0) > lim and ("job", t) not in seen:
                     return _reason(_ASSOC_PER_JOB, t, "AssocMaxGRESPerJob")
+    return None
+
+
+def _usage_limit(seen: set, kind: str, caps: dict[str, int], want: dict[str, int], used: dict,
+                 table: dict[str, str], gres_name: str) -> str | None:
+    """The reason of the first TRES of a QOS usage limit (``caps``, of ``kind``) that the job
+    (``want``) takes past it beside what runs (``used``), else None; each TRES is marked read
+    in ``seen`` first, so a second QOS's limit of the same kind and TRES is not read."""
+    for t, lim in caps.items():
+        if (kind, t) not in seen:
+            seen.add((kind, t))
+            w = want.get(t, 0)
+            if w and used.get(t, 0) + w > lim:
+                return _reason(table, t, gres_name)
     return None
 
 
