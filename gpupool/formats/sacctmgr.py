@@ -282,33 +282,52 @@ def _fairshare(value: str) -> int | str:
     return _int(value, "Fairshare")
 
 
+def _float(value: str, key: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise _Err(f"{key} must be a number, got {value!r}") from None
+
+
+def _tres(value: str, key: str) -> dict[str, int]:
+    return parse_tres(value)
+
+
+def _text(value: str, key: str) -> str:
+    return value
+
+
+#: option -> (field, reader) for the options that set one field of the object as read; the
+#: options that need more (Fairshare, QOS lists, PreemptMode, GraceTime, Flags) are handled
+#: by name in ``_apply_assoc`` / ``_apply_qos``
+_ASSOC_FIELDS: dict[str, tuple] = {
+    "GrpTRES": ("grp_tres", _tres), "GrpJobs": ("grp_jobs", _int), "MaxJobs": ("max_jobs", _int),
+    "MaxSubmitJobs": ("max_submit_jobs", _int), "GrpSubmitJobs": ("grp_submit_jobs", _int),
+    "MaxTRESPerJob": ("max_tres_per_job", _tres), "MaxWallDurationPerJob": ("max_wall", _wall),
+    "Priority": ("priority", _int), "Description": ("description", _text), "Organization": ("organization", _text),
+}
+_QOS_FIELDS: dict[str, tuple] = {
+    "Description": ("description", _text), "Priority": ("priority", _int),
+    "GrpTRES": ("grp_tres", _tres), "MaxTRESPerUser": ("max_tres_per_user", _tres),
+    "MaxTRESPerJob": ("max_tres_per_job", _tres), "MaxTRESPerAccount": ("max_tres_per_account", _tres),
+    "MinTRESPerJob": ("min_tres_per_job", _tres), "MaxJobsPU": ("max_jobs_per_user", _int),
+    "MaxSubmitJobsPU": ("max_submit_jobs_per_user", _int), "GrpJobs": ("grp_jobs", _int),
+    "MaxJobsPA": ("max_jobs_per_account", _int), "GrpSubmitJobs": ("grp_submit_jobs", _int),
+    "MaxSubmitJobsPA": ("max_submit_jobs_per_account", _int), "MaxWallDurationPerJob": ("max_wall", _wall),
+    "UsageFactor": ("usage_factor", _float),
+}
+
+
 def _apply_assoc(assoc: Association, key: str, value: str) -> None:
-    if key == "Fairshare":
+    field_reader = _ASSOC_FIELDS.get(key)
+    if field_reader is not None:
+        setattr(assoc, field_reader[0], field_reader[1](value, key))
+    elif key == "Fairshare":
         assoc.fairshare = _fairshare(value)
-    elif key == "GrpTRES":
-        assoc.grp_tres = parse_tres(value)
-    elif key == "GrpJobs":
-        assoc.grp_jobs = _int(value, key)
-    elif key == "MaxJobs":
-        assoc.max_jobs = _int(value, key)
-    elif key == "MaxSubmitJobs":
-        assoc.max_submit_jobs = _int(value, key)
-    elif key == "GrpSubmitJobs":
-        assoc.grp_submit_jobs = _int(value, key)
-    elif key == "MaxTRESPerJob":
-        assoc.max_tres_per_job = parse_tres(value)
-    elif key == "MaxWallDurationPerJob":
-        assoc.max_wall = _wall(value, key)
     elif key == "QOS":
         assoc.qos = _names(value)
     elif key == "DefaultQOS":
         assoc.default_qos = value or None
-    elif key == "Priority":
-        assoc.priority = _int(value, key)
-    elif key == "Description":
-        assoc.description = value
-    elif key == "Organization":
-        assoc.organization = value
     else:
         _check_kept(key, value)
         assoc.extra[key] = value
@@ -325,13 +344,6 @@ def _check_kept(key: str, value: str) -> None:
         _int(value, key)
     elif key in ("LimitFactor", "UsageThreshold"):
         _float(value, key)
-
-
-def _float(value: str, key: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise _Err(f"{key} must be a number, got {value!r}") from None
 
 
 def _clears_flags(value: str) -> bool:
@@ -360,10 +372,9 @@ def qos_flags(value: str) -> tuple[str, ...]:
 
 
 def _apply_qos(qos: Qos, key: str, value: str) -> None:
-    if key == "Description":
-        qos.description = value
-    elif key == "Priority":
-        qos.priority = _int(value, key)
+    field_reader = _QOS_FIELDS.get(key)
+    if field_reader is not None:
+        setattr(qos, field_reader[0], field_reader[1](value, key))
     elif key == "Preempt":
         qos.preempt = _names(value)
     elif key == "PreemptMode":
@@ -371,32 +382,6 @@ def _apply_qos(qos: Qos, key: str, value: str) -> None:
         if not modes or any(m not in _QOS_PREEMPT_MODES for m in modes):
             raise _Err(f"PreemptMode must be a comma list of {', '.join(sorted(_QOS_PREEMPT_MODES))}, got {value!r}")
         qos.preempt_mode = ",".join(modes)
-    elif key == "GrpTRES":
-        qos.grp_tres = parse_tres(value)
-    elif key == "MaxTRESPerUser":
-        qos.max_tres_per_user = parse_tres(value)
-    elif key == "MaxTRESPerJob":
-        qos.max_tres_per_job = parse_tres(value)
-    elif key == "MaxJobsPU":
-        qos.max_jobs_per_user = _int(value, key)
-    elif key == "MaxSubmitJobsPU":
-        qos.max_submit_jobs_per_user = _int(value, key)
-    elif key == "GrpJobs":
-        qos.grp_jobs = _int(value, key)
-    elif key == "MaxJobsPA":
-        qos.max_jobs_per_account = _int(value, key)
-    elif key == "MaxTRESPerAccount":
-        qos.max_tres_per_account = parse_tres(value)
-    elif key == "MinTRESPerJob":
-        qos.min_tres_per_job = parse_tres(value)
-    elif key == "GrpSubmitJobs":
-        qos.grp_submit_jobs = _int(value, key)
-    elif key == "MaxSubmitJobsPA":
-        qos.max_submit_jobs_per_account = _int(value, key)
-    elif key == "MaxWallDurationPerJob":
-        qos.max_wall = _wall(value, key)
-    elif key == "UsageFactor":
-        qos.usage_factor = _float(value, key)
     elif key == "GraceTime":
         text = value.strip()
         qos.grace_time = _int(text, key) if text.isdigit() else (_wall(text, key) or 0)

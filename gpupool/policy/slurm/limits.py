@@ -142,12 +142,17 @@ def association_limits(acct, user: str, account: str, chain: tuple[str, ...]) ->
     return out
 
 
+def qos_wall(pair: tuple) -> int | None:
+    """The MaxWall of the first QOS of ``qos_order``'s pair that sets one, else None."""
+    return next((q.max_wall for q in pair if q is not None and q.max_wall is not None), None)
+
+
 def limit_wall(pair: tuple, assocs: list) -> int | None:
     """The MaxWall a job without a time limit gets (``_set_time_limit``): the first QOS of
     ``qos_order``'s pair that sets one, else its user association's (own or inherited)."""
-    for q in pair:
-        if q is not None and q.max_wall is not None:
-            return q.max_wall
+    wall = qos_wall(pair)
+    if wall is not None:
+        return wall
     if assocs and assocs[0][0] == "a":
         return assocs[0][1].max_wall
     return None

@@ -905,8 +905,7 @@ class SlurmPolicy:
             tl = info.max_time if tl is None else min(tl, info.max_time)
         if self.s.limits_enforced:
             got = self.limits_applying(self.req(job), info)
-            wall = next((q.max_wall for q in got[0] if q is not None and q.max_wall is not None),
-                        None) if got is not None else None
+            wall = limits.qos_wall(got[0]) if got is not None else None
             if wall is not None:
                 tl = wall if tl is None else min(tl, wall)
         return None if tl is None else float(tl)
