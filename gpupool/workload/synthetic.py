@@ -601,6 +601,28 @@ def _services(rng, spec: SyntheticSpec, budget: float) -> np.ndarray:
     return lifetimes
 
 
+def standing_fleet(spec: SyntheticSpec, budget: float, replicas: int) -> int:
+    """How many replicas already run at t = 0: ``standing_fleet_share`` of the inference GPU
+    level the budget implies (GPU-seconds over the window, 1 GPU a replica), at most them all.
+
+    A share of the replicas *by count* (the first rule) made the fleet grow with the window: a
+    month's budget holds ~2,000 replicas of ~30 h mean lifetime, whose half at t = 0 asked
+    twice a 512-GPU pool before any training job arrived, where the whole window averages
+    0.16 of it; the level is what a pool running these services already carries."""
+    return min(replicas, int(round(spec.standing_fleet_share * budget / spec.duration_s)))
+
+
+def _deploy_times(rng, spec: SyntheticSpec, lifetimes: np.ndarray, budget: float) -> np.ndarray:
+    """Deploy times of the replicas: a standing fleet (``standing_fleet``, replicas drawn at
+    random) at t = 0, the rest uniformly over the window."""
+    n = len(lifetimes)
+    times = rng.random(n) * spec.duration_s
+    standing = standing_fleet(spec, budget, n)
+    if standing:
+        times[rng.choice(n, size=standing, replace=False)] = 0.0
+    return times
+
+
 def _arrivals(rng, spec: SyntheticSpec, n: int) -> np.ndarray:
     """n arrival times of the non-homogeneous Poisson process, given its count (sorted)."""
     if n == 0:
@@ -638,8 +660,7 @@ def generate(pool: Pool, spec: SyntheticSpec) -> list[Workload]:
     else:
         infer_budget = total * spec.inference_share
     lifetimes = _services(rng, spec, infer_budget)
-    standing = rng.random(len(lifetimes)) < spec.standing_fleet_share
-    infer_times = np.where(standing, 0.0, rng.random(len(lifetimes)) * spec.duration_s)
+    infer_times = _deploy_times(rng, spec, lifetimes, infer_budget)
     infer_subs_idx = _categorical(rng, np.asarray([s.weight for s in infer_subs]), len(lifetimes))
     services = max(1, int(round(math.sqrt(len(lifetimes))))) if len(lifetimes) else 0
     service_of = _categorical(rng, 1.0 / np.arange(1, services + 1), len(lifetimes)) if services else np.zeros(0, int)
