@@ -156,14 +156,23 @@ def _untracked_limits(pool: Pool, dump: str) -> list[str]:
 
 
 def _check_partition_refs(pool: Pool) -> None:
-    """Partition AllowAccounts/AllowQos and QOS= must name accounts and QOS the dump defines
-    (slurmctld refuses to start with a partition QOS it does not know: "Partition ... has an
-    invalid qos")."""
+    """Partition AllowAccounts/AllowQos and QOS= must name accounts and QOS the dump defines.
+    A partition QOS it lacks stops slurmctld ("Partition ... has an invalid qos") where
+    AccountingStorageEnforce has ``qos``; without it slurmctld runs the partition with no QOS
+    (``assoc_mgr_fill_in_qos`` does not fail), and so does the Slurm policy: noted."""
+    from gpupool.formats.slurm_conf import accounting_enforce  # local: pool_dir reads slurm.conf lazily
+
     acct = pool.slurm.accounting
+    qos_enforced = "qos" in accounting_enforce(pool.slurm.params)
     for part in pool.slurm.partitions.values():
         if part.qos and part.qos not in acct.qos:
-            raise InputError(part.source or "slurm.conf",
-                             f"partition {part.name!r} has QOS={part.qos}, which {acct.source} does not define")
+            if qos_enforced:
+                raise InputError(part.source or "slurm.conf",
+                                 f"partition {part.name!r} has QOS={part.qos}, which {acct.source} does not define "
+                                 "(slurmctld stops: AccountingStorageEnforce has qos)")
+            pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} has QOS={part.qos}, which "
+                              f"{acct.source} does not define: without AccountingStorageEnforce=qos slurmctld runs "
+                              "the partition with no QOS, and so does the Slurm policy")
         for name in part.allow_accounts or ():
             if name not in acct.accounts:
                 raise InputError(part.source or "slurm.conf",

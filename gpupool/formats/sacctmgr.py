@@ -96,7 +96,7 @@ QOS_FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "PartitionMinNodes", "Parti
              "UsageFactorSafe")
 #: the ones the Slurm policy acts on; the others are kept and noted as not modelled
 QOS_FLAGS_MODELLED = frozenset({"DenyOnLimit", "PartitionTimeLimit", "PartitionMaxNodes", "PartitionMinNodes",
-                                "OverPartQOS", "NoReserve"})
+                                "OverPartQOS", "NoReserve", "RequiresReservation"})
 _QOS_PREEMPT_MODES = {"OFF", "CANCEL", "REQUEUE", "SUSPEND", "GANG", "CLUSTER", "WITHIN", "PRIORITY"}
 _TRES_PLAIN = {"cpu", "mem", "energy", "node", "billing", "vmem", "pages"}
 _TRES_PREFIXED = {"gres", "license", "bb", "fs", "ic"}

@@ -162,6 +162,12 @@ class Settings:
         return "limits" in self.enforce or "safe" in self.enforce
 
     @property
+    def qos_enforced(self) -> bool:
+        """AccountingStorageEnforce has ``qos``: a job's QOS must exist and be in its
+        association's QOS list; without it an unknown QOS is dropped, not refused."""
+        return "qos" in self.enforce
+
+    @property
     def preemption(self) -> bool:
         return self.preempt_type in ("preempt/qos", "preempt/partition_prio") and self.preempt_mode != "OFF"
 

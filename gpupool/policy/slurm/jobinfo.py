@@ -44,16 +44,55 @@ def requested_partitions(wl) -> tuple[str, ...]:
     return tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
 
 
+def association_qos(acct: Accounting, user: str, account: str) -> tuple[tuple[str, ...], str | None, bool]:
+    """(QOS list, DefaultQOS, whether the association exists) of ``user``'s association under
+    ``account``, as slurmdbd fills them when it adds one: each of the two is the association's
+    own, else the nearest account's up the tree that sets it (``get_parent_limits``; the
+    cluster line's QOS is the root account's). Empty list: no level sets one."""
+    ua = next((a for a in acct.user_associations if a.user == user and a.account == account), None)
+    levels = [] if ua is None else [ua]
+    seen: set[str] = set()
+    a = account
+    while a in acct.accounts and a not in seen:
+        seen.add(a)
+        levels.append(acct.accounts[a])
+        a = acct.accounts[a].parent or ("root" if a != "root" else "")
+    qos = next((lv.qos for lv in levels if lv.qos), ())
+    default = next((lv.default_qos for lv in levels if lv.default_qos), None)
+    return tuple(qos), default, ua is not None
+
+
+def default_qos(acct: Accounting, user: str, account: str) -> str:
+    """The QOS slurmctld gives a job that names none (``assoc_mgr_get_default_qos_info``): the
+    association's DefaultQOS (own or inherited) where its QOS list holds it (slurmctld drops one
+    it does not: "doesn't have access to it's default qos"), else the one QOS of a list of one,
+    else the root association's DefaultQOS, else ``normal``. An association with no QOS list at
+    any level keeps its DefaultQOS (a dump without QOS lists restricts nothing here)."""
+    qos, default, _exists = association_qos(acct, user, account)
+    if default is not None and (not qos or default in qos):
+        return default
+    if len(qos) == 1:
+        return qos[0]
+    root = acct.accounts.get("root")
+    if root is not None and root.default_qos:
+        return root.default_qos
+    return "normal"
+
+
 def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
             typed_gpu_tres: frozenset[str] = frozenset(), gpu_tracked: bool = True,
-            untyped_as: str | None = None) -> JobReq:
+            untyped_as: str | None = None, qos_enforced: bool = True) -> JobReq:
     """What ``wl`` asks, as slurmctld's limits count it. A GPU request counts for ``gres/gpu``
     where AccountingStorageTRES tracks it (``gpu_tracked``) and, naming a type it tracks
     (``typed_gpu_tres``), for ``gres/gpu:<type>`` too; an untyped request counts for
     ``gres/gpu`` only, so no typed limit holds it (``gres_ctld.c``'s ``_set_type_tres_cnt``;
     what it then runs on is charged per type, ``SlurmPolicy.alloc_tres``). Where only types
     are tracked, an untyped request counts for the first of them instead (``untyped_as``:
-    slurmctld picks "some valid type to get some accounting")."""
+    slurmctld picks "some valid type to get some accounting").
+
+    A QOS the dump does not define is the job's where AccountingStorageEnforce has ``qos``
+    (``qos_enforced``; the submit check refuses it), else dropped: slurmctld then runs the job
+    with no QOS (``assoc_mgr_fill_in_qos`` finds none and does not fail)."""
     parts = requested_partitions(wl)
     if not parts and default_part:
         parts = (default_part,)
@@ -70,12 +109,15 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
                     account = ua.account
                     break
         if qos is None:
-            for ua in acct.user_associations:
-                if ua.user == user and ua.account == account and ua.default_qos:
-                    qos = ua.default_qos
-                    break
-    if qos is None and "normal" in qos_names:
-        qos = "normal"
+            qos = default_qos(acct, user, account or "")
+    if qos is not None and qos_names and qos not in qos_names:
+        # QOS names match in any case (``assoc_mgr_fill_in_qos``: a real 22.05.8 ran
+        # ``--qos=Serving`` as serving)
+        qos = next((name for name in qos_names if name.lower() == qos.lower()), qos)
+        if qos not in qos_names and not qos_enforced:
+            qos = None
+    elif qos == "normal" and "normal" not in qos_names:
+        qos = None
     nodes = 0
     cpus = gpus = mem = 0
     typed: dict[str, int] = {}

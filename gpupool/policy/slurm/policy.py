@@ -712,7 +712,7 @@ class SlurmPolicy:
         if r is None:
             s = self.s
             r = job_req(job.wl, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
-                        s.untyped_gpu_as)
+                        s.untyped_gpu_as, s.qos_enforced)
             if "billing" in s.tres_weights:
                 r.submit_tres = {**r.req_tres, "billing": self.req_billing(r)}
             self._req[job.id] = r
@@ -1128,7 +1128,7 @@ class SlurmPolicy:
 
             def req_of(w):
                 return job_req(w, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
-                               s.untyped_gpu_as)
+                               s.untyped_gpu_as, s.qos_enforced)
             req = req_of(wl if user is None else replace(wl, user=user))
             if self._over_submit_limit(req, [req_of(w) for w in current], tasks):
                 why = limits.MSG_SUBMIT_LIMIT

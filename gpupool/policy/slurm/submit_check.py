@@ -24,7 +24,7 @@ from gpupool.policy.slurm.config import (
     load_settings,
     partition_infos,
 )
-from gpupool.policy.slurm.jobinfo import JobReq, job_req, least_nodes
+from gpupool.policy.slurm.jobinfo import JobReq, association_qos, job_req, least_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
 
@@ -59,10 +59,17 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         return limits.MSG_PARTITION
     memo = fit_memo if fit_memo is not None else {}
     if acct is not None and s.enforce:
-        if req.qos is not None and req.qos not in acct.qos:
-            return limits.MSG_QOS
+        # the account first, then the QOS (``_job_create``)
         if "associations" in s.enforce and (req.user, req.account) not in _assoc_pairs(acct, memo):
             return limits.MSG_ACCOUNT
+        if "qos" in s.enforce and req.qos is not None and (
+                req.qos not in acct.qos or req.qos not in _allowed_qos(acct, req.user, req.account, memo)):
+            return limits.MSG_QOS
+    if acct is not None and limits.has_flag(acct.qos.get(req.qos or ""), "requiresreservation"):
+        # a QOS with RequiresReservation takes only jobs that name a reservation, whatever is
+        # enforced (``_determine_and_validate_qos``); reservations are not modelled (sbatch's
+        # --reservation is kept as not modelled), so no job here names one
+        return limits.MSG_QOS
     # every node's up and drain states, once per call, stand for "which of the partition's
     # nodes are up and not drained" in the memo key below (a finer key, so the same answers),
     # through a token per distinct state: hashed once here, not once per partition
@@ -220,6 +227,18 @@ def _assoc_pairs(acct, memo: dict) -> frozenset:
 _ASSOC = ("user associations",)
 
 
+def _allowed_qos(acct, user: str, account: str, memo: dict):
+    """The QOS a job of ``user`` under ``account`` may name where AccountingStorageEnforce has
+    ``qos`` (``_determine_and_validate_qos``: the association's QOS list, own or inherited),
+    kept in ``memo``; every QOS where no level of the tree lists any."""
+    key = ("association QOS", user, account)
+    hit = memo.get(key)
+    if hit is None or hit[0] is not acct:
+        qos, _default, _exists = association_qos(acct, user, account)
+        hit = memo[key] = (acct, frozenset(qos) if qos else acct.qos.keys())
+    return hit[1]
+
+
 class _PoolView:
     """What the checks read from a pool, derived once per pool object (pools are not mutated)."""
 
@@ -263,7 +282,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     # slurmctld checks the request with slurm.conf's defaults filled in
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
-                  view.s.gpu_tracked, view.s.untyped_gpu_as)
+                  view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
     return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
 
 

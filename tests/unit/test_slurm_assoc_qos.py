@@ -1,0 +1,122 @@
+"""Which QOS a job gets and may name: association QOS lists and DefaultQOS (own or inherited
+from the accounts above, as slurmdbd fills them), QOS names in any case, and a QOS the dump
+lacks, with and without ``AccountingStorageEnforce=qos``.
+
+Probe p94 (2026-12-04): a real Slurm 22.05.8 (Debian packages, ``gpupool.conformance.real_slurm``
+with slurmdbd and a x10 clock) on the seed pool with ml-platform's DefaultQOS set to scavenger,
+an account ``solo`` with QOS='scavenger' and no DefaultQOS, and the submitting user's
+association in ml-research narrowed to QOS=normal. ``sacctmgr show assoc`` then listed every
+user association with its account's QOS list and DefaultQOS, the narrowed one with its own;
+sbatch answered as asserted below (the users here stand for that submitter in each account)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import InputError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.policy.slurm.limits import MSG_ACCOUNT, MSG_QOS
+from gpupool.policy.slurm.submit_check import submit_rejection
+from tests.unit.sbatch_plans import workload
+from tests.unit.test_slurm_req_tres import _edit, _seed_copy
+
+_SOLO = ("Account - 'ml-platform':Description='Platform and tooling':Organization='ml':Fairshare=20:MaxJobs=20:"
+         "QOS='normal,scavenger':DefaultQOS='normal'",
+         "Account - 'ml-platform':Description='Platform and tooling':Organization='ml':Fairshare=20:MaxJobs=20:"
+         "QOS='normal,scavenger':DefaultQOS='scavenger'\n"
+         "Account - 'solo':Description='one QOS':Organization='ml':Fairshare=5:QOS='scavenger'")
+_USERS = ("User - 'dave':DefaultAccount='ml-platform':Fairshare=1",
+          "User - 'dave':DefaultAccount='ml-platform':Fairshare=1\n"
+          "Parent - 'ml-research'\n"
+          "User - 'erin':DefaultAccount='ml-research':Fairshare=1:QOS='normal'\n"
+          "Parent - 'solo'\n"
+          "User - 'frank':DefaultAccount='solo':Fairshare=1")
+
+
+def _pool(tmp_path, enforce: str = "associations,limits,qos,safe", part_qos: str | None = None):
+    edits = [("AccountingStorageEnforce=associations,limits,qos,safe", f"AccountingStorageEnforce={enforce}")]
+    pool_dir = _seed_copy(tmp_path, edits)
+    if part_qos is not None:
+        with open(pool_dir / "slurm.conf", "a") as f:
+            f.write(f"PartitionName=extra Nodes=gpu[03-04] QOS={part_qos} State=UP\n")
+    _edit(pool_dir / "accounts.cfg", [_SOLO, _USERS])
+    return load_pool(pool_dir)
+
+
+def _wl(user: str, opts: str, jid: int = 1):
+    return replace(workload(f"j{jid}", f"--mem=100 -t 5 {opts}", 0.0, jid, runtime=60.0), user=user)
+
+
+def _qos_of(pool, specs: list[tuple[str, str]]) -> dict[int, tuple[str, str | None]]:
+    """(state, QOS) of each (user, options) job once run."""
+    wls = [_wl(user, opts, k) for k, (user, opts) in enumerate(specs, 1)]
+    pol = make_policy("slurm", pool)
+    out = Engine(pool, wls, pol).run()
+    return {j.id: (j.state, pol.req(j).qos) for j in out.jobs}
+
+
+#: (user, options) -> what the real system answered: refused (MSG_QOS) or the job's QOS
+P94 = [
+    (("carol", "-A ml-serving --qos=high"), MSG_QOS),        # not in ml-serving's normal,serving
+    (("carol", "-A ml-serving --qos=serving"), "serving"),
+    (("carol", "-A ml-serving"), "normal"),                  # the account's DefaultQOS
+    (("erin", "-A ml-research --qos=high"), MSG_QOS),        # its own list (normal) wins
+    (("erin", "-A ml-research"), "normal"),
+    (("dave", "-A ml-platform"), "scavenger"),               # the account's DefaultQOS, inherited
+    (("dave", "-A ml-platform --qos=normal"), "normal"),
+    (("dave", "-A ml-platform --qos=serving"), MSG_QOS),
+    (("frank", "-A solo"), "scavenger"),                     # no DefaultQOS: the list's only QOS
+    (("frank", "-A solo --qos=normal"), MSG_QOS),
+    (("carol", "-A ml-serving --qos=nosuch"), MSG_QOS),
+    (("carol", "-A ml-serving --qos=Serving"), "serving"),   # QOS names match in any case
+]
+
+
+def test_association_qos_lists_and_default_qos_as_the_real_system_gave_them(tmp_path):
+    pool = _pool(tmp_path)
+    for (user, opts), want in P94:
+        why = submit_rejection(pool, _wl(user, opts))
+        assert why == (want if want == MSG_QOS else None), (user, opts)
+    accepted = [(spec, want) for spec, want in P94 if want != MSG_QOS]
+    got = _qos_of(pool, [spec for spec, _want in accepted])
+    assert [got[k] for k in range(1, len(accepted) + 1)] == [("COMPLETED", want) for _spec, want in accepted]
+
+
+def test_the_account_is_checked_before_the_qos(tmp_path):
+    """``_job_create`` validates the association, then the QOS."""
+    assert submit_rejection(_pool(tmp_path), _wl("carol", "-A ml-research --qos=nosuch")) == MSG_ACCOUNT
+
+
+def test_without_qos_enforcement_any_known_qos_runs_and_an_unknown_one_is_dropped(tmp_path):
+    """``assoc_mgr_fill_in_qos`` fails on an unknown QOS only under ``qos``; without it the
+    job runs with no QOS, and the association's list is not read."""
+    pool = _pool(tmp_path, enforce="associations,limits")
+    assert submit_rejection(pool, _wl("carol", "-A ml-serving --qos=high")) is None
+    assert submit_rejection(pool, _wl("carol", "-A ml-serving --qos=nosuch")) is None
+    got = _qos_of(pool, [("carol", "-A ml-serving --qos=high"), ("carol", "-A ml-serving --qos=nosuch"),
+                         ("carol", "-A ml-serving --qos=SERVING")])
+    assert got == {1: ("COMPLETED", "high"), 2: ("COMPLETED", None), 3: ("COMPLETED", "serving")}
+
+
+def test_an_unknown_partition_qos_stops_slurmctld_only_under_qos_enforcement(tmp_path):
+    with pytest.raises(InputError, match="partition 'extra' has QOS=nosuch.*AccountingStorageEnforce has qos"):
+        _pool(tmp_path, part_qos="nosuch")
+    pool = _pool(tmp_path / "b", enforce="associations,limits", part_qos="nosuch")
+    assert any("partition 'extra' has QOS=nosuch" in note and "with no QOS" in note for note in pool.notes)
+    got = _qos_of(pool, [("carol", "-A ml-serving -p extra")])
+    assert got == {1: ("COMPLETED", "normal")}
+
+
+def test_a_qos_requiring_a_reservation_refuses_every_job_here(tmp_path):
+    """Flags=RequiresReservation: a job that names no reservation is refused ("Invalid qos
+    specification") whatever is enforced; reservations are not modelled, so none names one.
+    Probe p95 (a real 22.05.8, same day): ``--qos=resv`` was refused with that message, and
+    accepted with ``--reservation=r1`` once ``scontrol create reservation`` had made r1."""
+    for enforce in ("associations,limits,qos,safe", "associations"):
+        pool = _pool(tmp_path / enforce.replace(",", "_"), enforce=enforce)
+        pool.slurm.accounting.qos["high"].flags = ("RequiresReservation",)
+        assert submit_rejection(pool, _wl("alice", "-A ml-research --qos=high")) == MSG_QOS
+        assert submit_rejection(pool, _wl("alice", "-A ml-research --qos=normal")) is None
