@@ -233,7 +233,9 @@ def _build_accounting(case: dict, cluster: dict) -> Accounting | None:
             else:
                 raise GpupoolError(f"case: QOS limit {key!r} not understood by the runner")
         acct.qos[qos.name] = qos
-    acct.accounts["root"] = Association("root")
+    # every user may name each QOS of the case, as the runs on a real Slurm that validated the
+    # cases allowed them (slurmdbd otherwise lists only ``normal`` for a new cluster's root)
+    acct.accounts["root"] = Association("root", qos=tuple(acct.qos) + (() if "normal" in acct.qos else ("normal",)))
     if cluster.get("accounts"):
         for top in cluster["accounts"]:
             _add_tree(acct, top, None)

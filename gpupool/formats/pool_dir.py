@@ -166,6 +166,9 @@ def _check_partition_refs(pool: Pool) -> None:
     qos_enforced = "qos" in accounting_enforce(pool.slurm.params)
     for part in pool.slurm.partitions.values():
         if part.qos and part.qos not in acct.qos:
+            # slurmctld finds a QOS by its name in any case (``assoc_mgr_fill_in_qos``)
+            part.qos = next((name for name in acct.qos if name.lower() == part.qos.lower()), part.qos)
+        if part.qos and part.qos not in acct.qos:
             if qos_enforced:
                 raise InputError(part.source or "slurm.conf",
                                  f"partition {part.name!r} has QOS={part.qos}, which {acct.source} does not define "
@@ -177,10 +180,20 @@ def _check_partition_refs(pool: Pool) -> None:
             if name not in acct.accounts:
                 raise InputError(part.source or "slurm.conf",
                                  f"partition {part.name!r} allows account {name!r}, which {acct.source} does not define")
-        for name in part.allow_qos or ():
-            if acct.qos and name not in acct.qos:
-                raise InputError(part.source or "slurm.conf",
-                                 f"partition {part.name!r} allows QOS {name!r}, which {acct.source} does not define")
+        # AllowQos/DenyQos: slurmctld finds each name in any case and skips one it does not know
+        # ("Ignoring invalid Allow/DenyQOS value", ``qos_list_build``): noted, kept as written
+        for kind in ("allow_qos", "deny_qos"):
+            names = getattr(part, kind)
+            if not names or not acct.qos:
+                continue
+            known = {q.lower(): q for q in acct.qos}
+            setattr(part, kind, tuple(known.get(name.lower(), name) for name in names))
+            for name in names:
+                if name.lower() not in known:
+                    label = "AllowQos" if kind == "allow_qos" else "DenyQos"
+                    pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {label} names QOS "
+                                      f"{name!r}, which {acct.source} does not define: slurmctld ignores it, and so "
+                                      "does the Slurm policy")
 
 
 def topology_labels(name: str, levels: tuple[str, ...], block: str | None, rack: str | None) -> dict[str, str]:

@@ -325,7 +325,13 @@ def _apply_assoc(assoc: Association, key: str, value: str) -> None:
     elif key == "Fairshare":
         assoc.fairshare = _fairshare(value)
     elif key == "QOS":
-        assoc.qos = _names(value)
+        names = _names(value)
+        if any(n[:1] in "+-" for n in names):
+            # slurmdbd adds or takes such names from the list inherited from above; a dump
+            # holds whole lists
+            raise _Err(f"QOS={value!r}: '+'/'-' names (add to or remove from the inherited list) are not "
+                       "supported in a dump file; write the full list")
+        assoc.qos = names
     elif key == "DefaultQOS":
         assoc.default_qos = value or None
     else:
@@ -527,7 +533,7 @@ class _Parser:
         if self.cluster_line is None:
             raise InputError(self.path, "no \"Cluster - 'name'\" line; a sacctmgr dump starts with one")
         for assoc in [*self.acct.accounts.values(), *self.acct.user_associations]:
-            if assoc.default_qos and assoc.qos and assoc.default_qos not in assoc.qos:
+            if assoc.default_qos and assoc.qos and assoc.default_qos.lower() not in {q.lower() for q in assoc.qos}:
                 who = f"user {assoc.user!r} under {assoc.account!r}" if assoc.user else f"account {assoc.account!r}"
                 where = self.assoc_lines.get((assoc.account, assoc.user or "", assoc.extra.get("Partition", ""))) \
                     if assoc.user else self.account_lines[assoc.account]

@@ -159,16 +159,21 @@ def usage_from_records(records, acct, epoch: float, period: float, half_life: fl
 def _association(acct, account: str, user: str, qos: str) -> tuple[Key, str]:
     """The (account, user) association and the QOS a job's usage goes to, resolved as the
     policy resolves a request without them (``jobinfo.job_req``): the user's default account,
-    else their first association; the association's default QOS, else ``normal``."""
+    else their first association; the QOS slurmctld gives a job naming none
+    (``jobinfo.default_qos``: the association's DefaultQOS, own or inherited, …), where the
+    dump defines it."""
+    from gpupool.policy.slurm.jobinfo import default_qos, qos_name  # local: as the policy imports above
+
     if acct is not None and not account:
         u = acct.users.get(user)
         account = (u.default_account if u is not None else None) or next(
             (ua.account for ua in acct.user_associations if ua.user == user), "")
     if acct is not None and not qos:
-        qos = next((ua.default_qos for ua in acct.user_associations
-                    if ua.user == user and ua.account == account and ua.default_qos), "") or ""
-        if not qos and "normal" in acct.qos:
-            qos = "normal"
+        qos = default_qos(acct, user, account)
+        if qos not in acct.qos:
+            qos = ""
+    elif acct is not None:
+        qos = qos_name(acct.qos, qos)
     return (account, user), qos
 
 

@@ -603,13 +603,16 @@ def _services(rng, spec: SyntheticSpec, budget: float) -> np.ndarray:
 
 def standing_fleet(spec: SyntheticSpec, budget: float, replicas: int) -> int:
     """How many replicas already run at t = 0: ``standing_fleet_share`` of the inference GPU
-    level the budget implies (GPU-seconds over the window, 1 GPU a replica), at most them all.
+    level the budget implies (GPU-seconds over the window, 1 GPU a replica), and no more than
+    that share of the replicas, so a window shorter than their lifetimes still deploys some
+    later.
 
-    A share of the replicas *by count* (the first rule) made the fleet grow with the window: a
-    month's budget holds ~2,000 replicas of ~30 h mean lifetime, whose half at t = 0 asked
-    twice a 512-GPU pool before any training job arrived, where the whole window averages
-    0.16 of it; the level is what a pool running these services already carries."""
-    return min(replicas, int(round(spec.standing_fleet_share * budget / spec.duration_s)))
+    A share of the replicas *by count* alone (the first rule) made the fleet grow with the
+    window: a month's budget holds ~2,000 replicas of ~30 h mean lifetime, whose half at t = 0
+    asked twice a 512-GPU pool before any training job arrived, where the whole window
+    averages 0.16 of it; the level is what a pool running these services already carries."""
+    share = spec.standing_fleet_share
+    return min(int(round(share * replicas)), int(round(share * budget / spec.duration_s)))
 
 
 def _deploy_times(rng, spec: SyntheticSpec, lifetimes: np.ndarray, budget: float) -> np.ndarray:

@@ -120,3 +120,98 @@ def test_a_qos_requiring_a_reservation_refuses_every_job_here(tmp_path):
         pool.slurm.accounting.qos["high"].flags = ("RequiresReservation",)
         assert submit_rejection(pool, _wl("alice", "-A ml-research --qos=high")) == MSG_QOS
         assert submit_rejection(pool, _wl("alice", "-A ml-research --qos=normal")) is None
+
+
+def test_a_tree_without_qos_lists_allows_normal_only(tmp_path):
+    """slurmdbd gives a new cluster's root the QOS list ``normal``: with no list anywhere
+    (the Cluster line's taken away), under ``qos`` only ``normal`` may be named, and a
+    DefaultQOS outside the list gives way to it (review of 23c9390, source)."""
+    pool_dir = _seed_copy(tmp_path, [])
+    _edit(pool_dir / "accounts.cfg", [("Cluster - 'seed':Fairshare=1:QOS='normal'", "Cluster - 'seed':Fairshare=1"),
+                                      (":QOS='normal,high,scavenger':DefaultQOS='normal'", ":DefaultQOS='high'"),
+                                      (":QOS='normal,serving':DefaultQOS='normal'", ""),
+                                      (":QOS='normal,scavenger':DefaultQOS='normal'", "")])
+    pool = load_pool(pool_dir)
+    assert submit_rejection(pool, _wl("carol", "-A ml-serving --qos=serving")) == MSG_QOS
+    assert submit_rejection(pool, _wl("alice", "-A ml-research --qos=normal")) is None
+    assert _qos_of(pool, [("alice", "-A ml-research")]) == {1: ("COMPLETED", "normal")}
+
+
+def test_qos_names_in_lists_defaults_and_partitions_match_in_any_case(tmp_path):
+    pool_dir = _seed_copy(tmp_path, [])
+    with open(pool_dir / "slurm.conf", "a") as f:
+        f.write("PartitionName=extra Nodes=gpu[03-04] QOS=Scavenger State=UP\n")
+    _edit(pool_dir / "accounts.cfg", [(":QOS='normal,serving':DefaultQOS='normal'", ":QOS='Normal,Serving':DefaultQOS='SERVING'")])
+    pool = load_pool(pool_dir)
+    assert pool.slurm.partitions["extra"].qos == "scavenger"
+    assert submit_rejection(pool, _wl("carol", "-A ml-serving --qos=serving")) is None
+    assert _qos_of(pool, [("carol", "-A ml-serving")]) == {1: ("COMPLETED", "serving")}
+
+
+def test_a_qos_list_relative_to_the_inherited_one_is_refused_with_its_line(tmp_path):
+    pool_dir = _seed_copy(tmp_path, [])
+    _edit(pool_dir / "accounts.cfg", [("User - 'dave':DefaultAccount='ml-platform':Fairshare=1",
+                                       "User - 'dave':DefaultAccount='ml-platform':Fairshare=1:QOS='+high'")])
+    with pytest.raises(InputError, match=r"accounts.cfg:\d+.*QOS='\+high'.*write the full list"):
+        load_pool(pool_dir)
+
+
+def test_the_live_usage_goes_to_the_qos_the_policy_gives(tmp_path):
+    """The daemon rebuilds usage from its records with the QOS a job got, the inherited
+    DefaultQOS included (scavenger's UsageFactor 0.5 for dave, not normal's 1.0)."""
+    from gpupool.live.fairshare import _association
+
+    acct = _pool(tmp_path).slurm.accounting
+    assert _association(acct, "", "dave", "") == (("ml-platform", "dave"), "scavenger")
+    assert _association(acct, "ml-serving", "carol", "SERVING") == (("ml-serving", "carol"), "serving")
+
+
+# ---------------------------------------------------------------- AllowQos, DenyQos, AllowAccounts
+#: probe p98 (a real 22.05.8, same day): three partitions on gpu[03-04], each job alone, under
+#: EnforcePartLimits=ALL and =NO; (user, options) -> (answer under ALL, state and reason under NO)
+_P98_CONF = ("PartitionName=aq Nodes=gpu[03-04] AllowQos=high MaxTime=60 State=UP\n"
+             "PartitionName=dq Nodes=gpu[03-04] DenyQos=normal MaxTime=60 State=UP\n"
+             "PartitionName=aa Nodes=gpu[03-04] AllowAccounts=ml-serving MaxTime=60 State=UP\n")
+P98 = [
+    (("alice", "-A ml-research -p aq --qos=normal"), MSG_QOS, ("PENDING", "QOSNotAllowed")),
+    (("alice", "-A ml-research -p aq --qos=high"), None, ("RUNNING", "aq")),
+    (("alice", "-A ml-research -p dq --qos=normal"), MSG_QOS, ("PENDING", "QOSNotAllowed")),
+    (("alice", "-A ml-research -p dq --qos=high"), None, ("RUNNING", "dq")),
+    (("alice", "-A ml-research -p aa"), MSG_ACCOUNT, ("PENDING", "AccountNotAllowed")),
+    (("carol", "-A ml-serving -p aa"), None, ("RUNNING", "aa")),
+    (("alice", "-A ml-research -p aq,train --qos=normal"), MSG_QOS, ("RUNNING", "train")),
+]
+
+
+def _access_pool(tmp_path, enforce_part_limits: str):
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text(f"EnforcePartLimits={enforce_part_limits}\n" + conf.read_text() + _P98_CONF
+                    + "PartitionName=odd Nodes=gpu[03-04] AllowQos=nosuch,HIGH State=UP\n")
+    return load_pool(pool_dir)
+
+
+def test_partition_qos_and_account_lists_as_the_real_system_gave_them(tmp_path):
+    strict = _access_pool(tmp_path / "all", "ALL")
+    for (user, opts), refused, _later in P98:
+        assert submit_rejection(strict, _wl(user, opts)) == refused, opts
+    loose = _access_pool(tmp_path / "no", "NO")
+    wls = [_wl(user, opts, k) for k, ((user, opts), _refused, _later) in enumerate(P98, 1)]
+    for wl in wls:
+        assert submit_rejection(loose, wl) is None
+    pol = make_policy("slurm", loose)
+    out = Engine(loose, wls, pol, until=20).run()
+    got = {j.id: (j.state, j.reason if j.state == "PENDING" else pol.part_of(j)) for j in out.jobs}
+    assert [got[k] for k in range(1, len(P98) + 1)] == [later for _spec, _refused, later in P98]
+
+
+def test_an_allow_qos_name_the_dump_lacks_is_noted_and_ignored(tmp_path):
+    """slurmctld skips such a name ("Ignoring invalid Allow/DenyQOS value") and finds the
+    others in any case: ``odd`` takes QOS high only."""
+    pool = _access_pool(tmp_path, "NO")
+    assert pool.slurm.partitions["odd"].allow_qos == ("nosuch", "high")
+    assert any("AllowQos names QOS 'nosuch'" in note for note in pool.notes)
+    pol = make_policy("slurm", pool)
+    out = Engine(pool, [_wl("alice", "-A ml-research -p odd --qos=high", 1),
+                        _wl("alice", "-A ml-research -p odd --qos=normal", 2)], pol, until=20).run()
+    assert {j.id: (j.state, j.reason) for j in out.jobs} == {1: ("RUNNING", ""), 2: ("PENDING", "QOSNotAllowed")}

@@ -152,15 +152,19 @@ def test_a_range_counts_only_under_the_gang_rule_min_and_in_the_last_pod_set(tmp
     assert {j.id: j.state for j in out.jobs} == {1: "REJECTED", 2: "REJECTED"}  # 3 whole nodes: never
 
 
-def test_a_node_range_takes_no_more_than_the_partitions_max_nodes(tmp_path: Path) -> None:
+def test_a_node_range_over_the_partitions_max_nodes_waits(tmp_path: Path) -> None:
+    """``job_limits_check`` holds a range's largest count against MaxNodes: a real 22.05.8
+    without EnforcePartLimits left ``-N1-2`` pending with PartitionNodeLimit in a partition of
+    MaxNodes=1 (probe p97, 2026-12-04; this test once had it run on one node)."""
     (tmp_path / "slurm.conf").write_text(CONF.format(params="bf_interval=30").replace(
         "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60", "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60 MaxNodes=1"))
     pool = load_pool(tmp_path)
-    wls = [workload("r", "-N1-2 -c2", 0.0, 1), workload("w", "-N2 -c2", 0.0, 2)]
+    wls = [workload("r", "-N1-2 -c2", 0.0, 1), workload("w", "-N2 -c2", 0.0, 2), workload("o", "-N1 -c2", 0.0, 3)]
     out = Engine(pool, wls, make_policy("slurm", pool), until=30).run()
-    r, w = sorted(out.jobs, key=lambda j: j.id)
-    assert (r.state, len(r.placement)) == ("RUNNING", 1)
+    r, w, o = sorted(out.jobs, key=lambda j: j.id)
+    assert (r.state, r.reason) == ("PENDING", "PartitionNodeLimit")
     assert (w.state, w.reason) == ("PENDING", "PartitionNodeLimit")
+    assert (o.state, len(o.placement)) == ("RUNNING", 1)
 
 
 def test_exclusive_tasks_pack_over_several_required_nodes(tmp_path: Path) -> None:

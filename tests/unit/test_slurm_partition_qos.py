@@ -197,6 +197,45 @@ def test_without_enforce_part_limits_the_same_jobs_wait_instead(tmp_path):
     assert jobs[1].first_start == 0.0 and jobs[3].first_start == 0.0
 
 
+#: probe p96 (same day, EnforcePartLimits=ALL): ``short`` on gpu[01-02] with MaxNodes=1, ``mn``
+#: on gpu[03-04] with MinNodes=2; (options, what sbatch answered: a refusal or the nodes it ran on)
+_P96 = [("-p short -N1-2", limits.MSG_NODE_COUNT),   # a range's largest count against MaxNodes
+        ("-p short -N1", 1),
+        ("-p short -N2", limits.MSG_NODE_COUNT),
+        ("-p mn -N1-2", limits.MSG_NODE_COUNT),      # its least against MinNodes, at submit
+        ("-p mn -N1-3", limits.MSG_NODE_COUNT),
+        ("-p mn -N1", limits.MSG_NODE_COUNT)]
+
+
+def _node_count_pool(tmp_path, enforce: str):
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text(f"EnforcePartLimits={enforce}\n" + conf.read_text()
+                    + "PartitionName=short Nodes=gpu[01-02] MaxNodes=1 MaxTime=60 State=UP\n"
+                    + "PartitionName=mn Nodes=gpu[03-04] MinNodes=2 MaxTime=60 State=UP\n")
+    return load_pool(pool_dir)
+
+
+def test_node_ranges_against_max_and_min_nodes_as_the_real_system_gave_them(tmp_path):
+    jobs = _run(_node_count_pool(tmp_path, "ALL"), [(f"{opts} -t 5", 0.0) for opts, _want in _P96])
+    for k, (opts, want) in enumerate(_P96, 1):
+        if isinstance(want, str):
+            assert (jobs[k].state, jobs[k].reason) == ("REJECTED", want), opts
+        else:
+            assert jobs[k].first_start == 0.0 and len({p[0] for p in jobs[k].placement}) == want, opts
+
+
+def test_without_enforce_part_limits_a_range_over_max_nodes_waits_and_one_reaching_min_nodes_runs(tmp_path):
+    """``job_limits_check`` once the job exists: ``-N1-2`` waits in MaxNodes=1 for ever; in
+    MinNodes=2 slurmctld raised ``-N1-2``'s least count to 2 at submit, so it runs on both
+    nodes; ``-N1`` (its largest below MinNodes) waits."""
+    jobs = _run(_node_count_pool(tmp_path, "NO"), [("-p short -N1-2 -t 5", 0.0), ("-p mn -N1-2 -t 5", 0.0),
+                                                    ("-p mn -N1 -t 5", 0.0)])
+    assert (jobs[1].first_start, jobs[1].reason) == (None, "PartitionNodeLimit")
+    assert jobs[2].first_start == 0.0 and len({p[0] for p in jobs[2].placement}) == 2
+    assert (jobs[3].first_start, jobs[3].reason) == (None, "PartitionNodeLimit")
+
+
 def test_part_limit_tests_nodes_before_time_and_reads_each_flag():
     from gpupool.model.slurm import Partition
 
@@ -208,7 +247,10 @@ def test_part_limit_tests_nodes_before_time_and_reads_each_flag():
     assert limits.part_limit(math.inf, 1, 1, part, 3600.0, None) == "PartitionTimeLimit"
     mins = Partition("p", ("n",), min_nodes=2)
     assert limits.part_limit(60.0, 1, 1, mins, None, None) == "PartitionNodeLimit"
-    assert limits.part_limit(60.0, None, 1, mins, None, None) is None  # a count not known: not tested
+    assert limits.part_limit(60.0, 1, None, mins, None, None) is None  # no --nodes: MinNodes not tested
+    # a range: its largest count against MaxNodes, the count given for MinNodes (probe p96)
+    assert limits.part_limit(60.0, 2, 1, part, None, None) == "PartitionNodeLimit"
+    assert limits.part_limit(60.0, None, None, part, None, None) is None
     assert limits.part_limit(60.0, 1, 1, mins, None, Qos("q", flags=("PartitionMinNodes",))) is None
 
 

@@ -48,7 +48,9 @@ def association_qos(acct: Accounting, user: str, account: str) -> tuple[tuple[st
     """(QOS list, DefaultQOS, whether the association exists) of ``user``'s association under
     ``account``, as slurmdbd fills them when it adds one: each of the two is the association's
     own, else the nearest account's up the tree that sets it (``get_parent_limits``; the
-    cluster line's QOS is the root account's). Empty list: no level sets one."""
+    cluster line's QOS is the root account's, and a root without one has ``normal``, which
+    slurmdbd gives a new cluster). Names are spelt as the dump defines the QOS: sacctmgr and
+    slurmctld match them in any case."""
     ua = next((a for a in acct.user_associations if a.user == user and a.account == account), None)
     levels = [] if ua is None else [ua]
     seen: set[str] = set()
@@ -57,25 +59,37 @@ def association_qos(acct: Accounting, user: str, account: str) -> tuple[tuple[st
         seen.add(a)
         levels.append(acct.accounts[a])
         a = acct.accounts[a].parent or ("root" if a != "root" else "")
-    qos = next((lv.qos for lv in levels if lv.qos), ())
+    qos = next((lv.qos for lv in levels if lv.qos), None)
+    if qos is None:
+        root = acct.accounts.get("root")
+        qos = root.qos if root is not None and root.qos else ("normal",)
     default = next((lv.default_qos for lv in levels if lv.default_qos), None)
-    return tuple(qos), default, ua is not None
+    return (tuple(qos_name(acct.qos, q) for q in qos), None if default is None else qos_name(acct.qos, default),
+            ua is not None)
+
+
+def qos_name(qos_names, name: str) -> str:
+    """``name`` as the dump spells the QOS it names in any case (``xstrcasecmp`` in sacctmgr
+    and slurmctld), else as given."""
+    if name in qos_names:
+        return name
+    low = name.lower()
+    return next((known for known in qos_names if known.lower() == low), name)
 
 
 def default_qos(acct: Accounting, user: str, account: str) -> str:
     """The QOS slurmctld gives a job that names none (``assoc_mgr_get_default_qos_info``): the
     association's DefaultQOS (own or inherited) where its QOS list holds it (slurmctld drops one
     it does not: "doesn't have access to it's default qos"), else the one QOS of a list of one,
-    else the root association's DefaultQOS, else ``normal``. An association with no QOS list at
-    any level keeps its DefaultQOS (a dump without QOS lists restricts nothing here)."""
+    else the root association's DefaultQOS, else ``normal``."""
     qos, default, _exists = association_qos(acct, user, account)
-    if default is not None and (not qos or default in qos):
+    if default is not None and default in qos:
         return default
     if len(qos) == 1:
         return qos[0]
     root = acct.accounts.get("root")
     if root is not None and root.default_qos:
-        return root.default_qos
+        return qos_name(acct.qos, root.default_qos)
     return "normal"
 
 
@@ -110,14 +124,14 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
                     break
         if qos is None:
             qos = default_qos(acct, user, account or "")
+            if qos not in qos_names:  # (``normal`` where the dump defines no such QOS)
+                qos = None
     if qos is not None and qos_names and qos not in qos_names:
         # QOS names match in any case (``assoc_mgr_fill_in_qos``: a real 22.05.8 ran
         # ``--qos=Serving`` as serving)
-        qos = next((name for name in qos_names if name.lower() == qos.lower()), qos)
+        qos = qos_name(qos_names, qos)
         if qos not in qos_names and not qos_enforced:
             qos = None
-    elif qos == "normal" and "normal" not in qos_names:
-        qos = None
     nodes = 0
     cpus = gpus = mem = 0
     typed: dict[str, int] = {}

@@ -158,25 +158,55 @@ def limit_wall(pair: tuple, assocs: list) -> int | None:
     return None
 
 
-def part_limit(time_limit: float | None, nodes: int | None, least: int, part, max_time: float | None,
+def part_limit(time_limit: float | None, most: int | None, least: int | None, part, max_time: float | None,
                job_qos) -> str | None:
     """Which of partition ``part``'s own limits a job breaks, as its pending reason
     (PartitionNodeLimit before PartitionTimeLimit, the order of ``_part_access_check``),
     else None. ``time_limit`` is the job's limit as slurmctld stores it (math.inf for
-    UNLIMITED), ``nodes``/``least`` its node count and the least of a node range (a range
-    fits where MaxNodes covers its least count and MinNodes its most; ``nodes`` None: not
-    known, MinNodes not tested). The job's QOS flags
-    PartitionMaxNodes, PartitionMinNodes and PartitionTimeLimit lift the matching limit (a
-    real 22.05.8 ran ``-N2`` in a partition of MaxNodes=1 and ``-t 120`` over MaxTime=60 under
-    QOS with those flags, and kept the limit of 2:00:00)."""
-    if (part.max_nodes is not None and least > part.max_nodes and not has_flag(job_qos, "partitionmaxnodes")) or (
-            part.min_nodes is not None and nodes is not None and nodes < part.min_nodes
+    UNLIMITED); ``most`` its node count (a range's largest) held against MaxNodes and ``least``
+    the count held against MinNodes, each None where slurmctld has none to test (a job that
+    gave no ``--nodes``). At submit that is a range's least count; once the job exists
+    slurmctld has raised its least count to MinNodes where its largest reaches it, so the
+    queue passes the largest for both. Probe p96 (a real 22.05.8 under EnforcePartLimits=ALL)
+    refused ``-N1-2`` in a partition of MaxNodes=1, and ``-N1-2``, ``-N1-3`` and ``-N1`` in one
+    of MinNodes=2. The job's QOS flags PartitionMaxNodes, PartitionMinNodes and
+    PartitionTimeLimit lift the matching limit (a real 22.05.8 ran ``-N2`` in a partition of
+    MaxNodes=1 and ``-t 120`` over MaxTime=60 under QOS with those flags, and kept the limit
+    of 2:00:00)."""
+    if (part.max_nodes is not None and most is not None and most > part.max_nodes
+            and not has_flag(job_qos, "partitionmaxnodes")) or (
+            part.min_nodes is not None and least is not None and least < part.min_nodes
             and not has_flag(job_qos, "partitionminnodes")):
         return "PartitionNodeLimit"
     if max_time is not None and time_limit is not None and time_limit > max_time \
             and not has_flag(job_qos, "partitiontimelimit"):
         return "PartitionTimeLimit"
     return None
+
+
+def part_policy(part, account: str | None, qos: str | None) -> str | None:
+    """Why partition ``part``'s AllowQos/DenyQos or AllowAccounts/DenyAccounts keep a job of
+    ``account`` and ``qos`` out, as its pending reason, else None: QOSNotAllowed, then
+    AccountNotAllowed, as ``select_nodes`` tests them (``part_policy_valid_qos``, then
+    ``part_policy_valid_acct``). Names are the dump's spelling (``pool_dir`` resolves a
+    partition's QOS lists)."""
+    return qos_not_allowed(part, qos) or account_not_allowed(part, account)
+
+
+def qos_not_allowed(part, qos: str | None) -> str | None:
+    """QOSNotAllowed where ``part``'s AllowQos lacks ``qos`` (a job with no QOS included) or
+    its DenyQos holds it, else None."""
+    if part.allow_qos is not None:
+        return "QOSNotAllowed" if qos is None or qos not in part.allow_qos else None
+    return "QOSNotAllowed" if qos is not None and qos in part.deny_qos else None
+
+
+def account_not_allowed(part, account: str | None) -> str | None:
+    """AccountNotAllowed where ``part``'s AllowAccounts lacks ``account`` (none included) or
+    its DenyAccounts holds it, else None."""
+    if part.allow_accounts is not None:
+        return "AccountNotAllowed" if not account or account not in part.allow_accounts else None
+    return "AccountNotAllowed" if account and account in part.deny_accounts else None
 
 
 def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage: dict) -> str | None:

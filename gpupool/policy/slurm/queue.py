@@ -14,7 +14,6 @@ from gpupool.policy.dependencies import (
     parse_dependency,
 )
 from gpupool.policy.slurm import limits
-from gpupool.policy.slurm.jobinfo import least_nodes
 
 
 class Record:
@@ -89,13 +88,15 @@ def _job_static(pol, job) -> tuple:
     req = pol.req(job)
     per_part = []
     job_qos = pol.qos.get(req.qos or "")
-    least = least_nodes(job.wl)
     for pname in req.parts:
         info = pol.parts[pname]
         # the limit slurmctld stores: --time (UNLIMITED: infinite), else DefaultTime, else the
-        # MaxWall a QOS or association gives (``time_limit``), which may exceed MaxTime
+        # MaxWall a QOS or association gives (``time_limit``), which may exceed MaxTime; the
+        # node counts as the job holds them once created (``part_limit``)
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
-        per_part.append((info, limits.part_limit(tl, req.nodes, least, info.part, info.max_time, job_qos)))
+        # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
+        per_part.append((info, limits.part_limit(tl, req.nodes, req.nodes, info.part, info.max_time, job_qos)
+                         or limits.part_policy(info.part, req.account, req.qos)))
     wl = job.wl
     arr = wl.array_job_id if wl.array_job_id is not None else job.id
     task = wl.array_task_id if wl.array_task_id is not None else 0

@@ -84,21 +84,25 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     part_bad: list[str] = []  # the message of each partition whose own limits the job breaks
     job_qos = acct.qos.get(req.qos or "") if acct is not None else None
     least = least_nodes(wl)
+    # the node counts slurmctld tests at submit: those ``--nodes`` gave (a range's largest
+    # against MaxNodes, its least against MinNodes), none without it
+    given = any(ps.one_per_node for ps in wl.pod_sets)
+    most = req.nodes if given else None
     outside = 0  # partitions lacking a node the job requires
     misfit = None  # why the first partition the shape does not fit refuses it
     for pname in req.parts:
         info = parts[pname]
         part = info.part
-        if part.allow_accounts is not None and req.account not in part.allow_accounts:
-            continue
-        if req.account in part.deny_accounts:
-            continue
         if lim.required and lim.required & ~_mask_of(info):
             outside += 1
             continue
-        # the partition's own limits on the request as submitted (no DefaultTime yet; MinNodes
-        # only applies to a node count the job gave, which is not known here)
-        why = limits.part_limit(req.time_limit, None, least, part, info.max_time, job_qos)
+        # the partition's own limits on the request as submitted (no DefaultTime yet)
+        why = limits.part_limit(req.time_limit, most, least if given else None, part, info.max_time, job_qos)
+        if why is None:
+            # under EnforcePartLimits ``_part_access_check`` tests the partition's accounts and
+            # QOS last (``part_policy_valid_acct``, then ``..._qos``); otherwise the job waits
+            # (``limits.part_policy``, in the queue)
+            why = limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)
         if why is not None:
             part_bad.append(_PART_MESSAGE[why])
         # whether the shape fits the empty partition depends only on the pod sets, the
@@ -123,13 +127,14 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     if part_bad and (epl == "ALL" or (epl in ("YES", "ANY") and len(part_bad) == len(req.parts))):
         return part_bad[0] if epl == "ALL" else part_bad[-1]
     return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or _denied_on_limit(req, parts, acct, s)
-            or _part_config_refusal(req, least, parts, acct, s))
+            or _part_config_refusal(req, most, parts, acct, s))
 
 
-_PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME}
+_PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME,
+                 "AccountNotAllowed": limits.MSG_ACCOUNT, "QOSNotAllowed": limits.MSG_QOS}
 
 
-def _part_config_refusal(req: JobReq, least: int, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
+def _part_config_refusal(req: JobReq, most: int | None, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
     """MSG_PART_CONFIG where, under EnforcePartLimits, the limit slurmctld gave a job without
     ``--time`` (DefaultTime, else the MaxWall of a QOS or association) breaks its partitions'
     MaxTime (``_select_nodes_parts`` tests the partition limits again once the job is
@@ -150,7 +155,7 @@ def _part_config_refusal(req: JobReq, least: int, parts: dict[str, PartInfo], ac
     failed = 0
     for pname in req.parts:
         info = parts[pname]
-        if limits.part_limit(tl, None, least, info.part, info.max_time, job_qos) is not None:
+        if limits.part_limit(tl, most, None, info.part, info.max_time, job_qos) is not None:
             failed += 1
     if failed and (epl == "ALL" or failed == len(req.parts)):
         return limits.MSG_PART_CONFIG
@@ -230,12 +235,11 @@ _ASSOC = ("user associations",)
 def _allowed_qos(acct, user: str, account: str, memo: dict):
     """The QOS a job of ``user`` under ``account`` may name where AccountingStorageEnforce has
     ``qos`` (``_determine_and_validate_qos``: the association's QOS list, own or inherited),
-    kept in ``memo``; every QOS where no level of the tree lists any."""
+    kept in ``memo``."""
     key = ("association QOS", user, account)
     hit = memo.get(key)
     if hit is None or hit[0] is not acct:
-        qos, _default, _exists = association_qos(acct, user, account)
-        hit = memo[key] = (acct, frozenset(qos) if qos else acct.qos.keys())
+        hit = memo[key] = (acct, frozenset(association_qos(acct, user, account)[0]))
     return hit[1]
 
 
