@@ -84,6 +84,11 @@ def load_pool(path: str | Path) -> Pool:
             if (root / name).exists():
                 raise InputError(str(root / name), f"found without a slurm.conf in {root} to apply it to")
 
+    if pool.slurm is not None and not dump_files:
+        for part in pool.slurm.partitions.values():
+            for kind in ("allow_qos", "deny_qos"):
+                if getattr(part, kind):
+                    _drop_qos_list(pool, part, kind)
     if dump_files:
         if pool.slurm is None:
             raise InputError(str(dump_files[0]), f"a sacctmgr dump needs a slurm.conf in {root}")
@@ -184,7 +189,10 @@ def _check_partition_refs(pool: Pool) -> None:
         # ("Ignoring invalid Allow/DenyQOS value", ``qos_list_build``): noted, kept as written
         for kind in ("allow_qos", "deny_qos"):
             names = getattr(part, kind)
-            if not names or not acct.qos:
+            if not names:
+                continue
+            if not acct.qos:
+                _drop_qos_list(pool, part, kind)
                 continue
             known = {q.lower(): q for q in acct.qos}
             setattr(part, kind, tuple(known.get(name.lower(), name) for name in names))
@@ -194,6 +202,17 @@ def _check_partition_refs(pool: Pool) -> None:
                     pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {label} names QOS "
                                       f"{name!r}, which {acct.source} does not define: slurmctld ignores it, and so "
                                       "does the Slurm policy")
+
+
+def _drop_qos_list(pool: Pool, part, kind: str) -> None:
+    """With no QOS on the system (no accounting, or a dump defining none) slurmctld ignores a
+    partition's AllowQos/DenyQos ("We have no QOS on the system Ignoring invalid Allow/DenyQOS
+    value(s)", ``qos_list_build``): dropped, with a note."""
+    label = "AllowQos" if kind == "allow_qos" else "DenyQos"
+    pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {label}="
+                      f"{','.join(getattr(part, kind))}: with no QOS defined slurmctld ignores it, and so does "
+                      "the Slurm policy")
+    setattr(part, kind, None if kind == "allow_qos" else ())
 
 
 def topology_labels(name: str, levels: tuple[str, ...], block: str | None, rack: str | None) -> dict[str, str]:

@@ -126,7 +126,7 @@ class _Tres:
 
     def __init__(self, pool: Pool, policy: str, kubernetes: str = "auto") -> None:
         from gpupool.engine.nodes import NodeTable
-        from gpupool.formats.slurm_conf import priority_flags
+        from gpupool.formats.slurm_conf import accounting_enforce, priority_flags
         from gpupool.policy.bridge.mapping import is_kubernetes
         from gpupool.policy.slurm.jobinfo import job_req
         from gpupool.policy.slurm.tres import (
@@ -153,8 +153,12 @@ class _Tres:
         self._gpu_tracked = True
         self._typed: frozenset[str] = frozenset()
         self._untyped_as: str | None = None
+        self._acct = None
+        self._qos_enforced = True
         if cfg is None:
             return
+        self._acct = cfg.accounting
+        self._qos_enforced = "qos" in accounting_enforce(cfg.params)
         self._max_tres = "MAX_TRES" in priority_flags(cfg.params)
         self._gpu_tracked, self._typed, self._untyped_as = tracked_gpu_tres(cfg.params)
         if self._typed:
@@ -178,6 +182,18 @@ class _Tres:
 
     def _request(self, wl):
         return self._job_req(wl, None, None, {}, self._typed, self._gpu_tracked, self._untyped_as)
+
+    def account_qos(self, wl) -> tuple[str, str]:
+        """The account and QOS the job's record shows: for an sbatch job of a Slurm run with
+        accounting, those slurmctld gives it (the user's default account, the association's
+        DefaultQOS and the rest of ``jobinfo.default_qos``; an unknown QOS dropped where
+        ``qos`` is not enforced), as sacct shows them and fair share charges them; else as
+        submitted."""
+        acct = self._acct
+        if acct is None or self._sbatch is None or not self._sbatch(wl):
+            return wl.account or "", wl.qos or ""
+        req = self._job_req(wl, self._default, acct, acct.qos, qos_enforced=self._qos_enforced)
+        return req.account, req.qos or ""
 
     def requested(self, job) -> tuple[dict[str, int], float | None]:
         """(ReqTRES counts, their billing at submit; None outside a Slurm partition)."""
@@ -315,11 +331,12 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
         alloc_tres = tres.text({**alloc_counts, "billing": billing}) if per_node else ""
         start = None if job.first_start is None else t0 + job.first_start
         end = None if job.end is None else t0 + job.end
+        account, qos = tres.account_qos(wl)
         job_rows.append({
             "origin": origin, "job_id": str(job.id), "job_id_raw": job.id,
             "array_job_id": wl.array_job_id, "array_task_id": wl.array_task_id,
-            "name": wl.name or "", "kind": wl.kind or "batch", "user": wl.user or "", "account": wl.account or "",
-            "qos": wl.qos or "", "partition": wl.partition or "", "namespace": wl.namespace or "",
+            "name": wl.name or "", "kind": wl.kind or "batch", "user": wl.user or "", "account": account,
+            "qos": qos, "partition": wl.partition or "", "namespace": wl.namespace or "",
             "queue": wl.queue or "", "submit": t0 + wl.submit_time, "eligible": t0 + job.eligible,
             "start": start, "end": end,
             "elapsed": None if start is None else ((end if end is not None else t0 + out.end_time) - start),

@@ -376,11 +376,15 @@ def _pick(names, words) -> str | None:
     return best
 
 
-def _partition(pool: Pool, account: str | None, words) -> tuple[str | None, float | None]:
+def _partition(pool: Pool, account: str | None, words, qos: str | None = None) -> tuple[str | None, float | None]:
+    """A partition whose AllowAccounts/DenyAccounts and AllowQos/DenyQos take the submitter's
+    account and QOS (where known), named after the job kind where one is, else the default."""
     if pool.slurm is None or not pool.slurm.partitions:
         return None, None
 
     def allows(p) -> bool:
+        if qos is not None and ((p.allow_qos is not None and qos not in p.allow_qos) or qos in p.deny_qos):
+            return False
         if account is None:
             return True
         return (p.allow_accounts is None or account in p.allow_accounts) and account not in p.deny_accounts
@@ -452,10 +456,10 @@ def _submitters(pool: Pool, inference: bool) -> list[_Submitter]:
     account_index = {a: i for i, a in enumerate(dict.fromkeys(p[0] for p in pairs))}
     out = []
     for account, user, weight in pairs:
-        partition, max_time = _partition(pool, account, words)
+        qos = _qos(pool, account, user, inference)
+        partition, max_time = _partition(pool, account, words, qos)
         namespace, queue = _local_queue(pool, account, account_index[account], words)
-        out.append(_Submitter(weight, account, user, _qos(pool, account, user, inference), partition, max_time,
-                              namespace, queue, pclass, prio))
+        out.append(_Submitter(weight, account, user, qos, partition, max_time, namespace, queue, pclass, prio))
     return out
 
 

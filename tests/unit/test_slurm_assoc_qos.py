@@ -215,3 +215,50 @@ def test_an_allow_qos_name_the_dump_lacks_is_noted_and_ignored(tmp_path):
     out = Engine(pool, [_wl("alice", "-A ml-research -p odd --qos=high", 1),
                         _wl("alice", "-A ml-research -p odd --qos=normal", 2)], pol, until=20).run()
     assert {j.id: (j.state, j.reason) for j in out.jobs} == {1: ("RUNNING", ""), 2: ("PENDING", "QOSNotAllowed")}
+
+
+def test_the_ledger_records_the_account_and_qos_a_job_got(tmp_path):
+    """sacct shows the QOS and account slurmctld gave a job, not a blank where it named none
+    (dave: ml-platform's inherited DefaultQOS scavenger), and fair share charges that QOS's
+    UsageFactor; a Kueue-only run records what was submitted."""
+    from gpupool.ledger.record import _Tres
+
+    pool = _pool(tmp_path)
+    tres = _Tres(pool, "slurm")
+    assert tres.account_qos(_wl("dave", "")) == ("ml-platform", "scavenger")
+    assert tres.account_qos(_wl("carol", "-A ml-serving --qos=Serving")) == ("ml-serving", "serving")
+    assert _Tres(pool, "kueue").account_qos(_wl("dave", "")) == ("", "")
+
+
+def test_qos_lists_of_partitions_are_ignored_where_no_qos_exists(tmp_path):
+    """``qos_list_build``: "We have no QOS on the system Ignoring invalid Allow/DenyQOS
+    value(s)"; a pool without accounting runs the job (review of fd116b1)."""
+    from tests.unit.sbatch_plans import slurm_pool
+
+    conf = ("ClusterName=bare\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core_Memory\nGresTypes=gpu\n"
+            "NodeName=n[1-2] CPUs=16 RealMemory=64000 Gres=gpu:8\n"
+            "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60 AllowQos=high\n")
+    pool = slurm_pool(tmp_path, conf)
+    assert pool.slurm.partitions["p"].allow_qos is None
+    assert any("AllowQos=high: with no QOS defined slurmctld ignores it" in note for note in pool.notes)
+    out = Engine(pool, [_wl("alice", "-p p", 1)], make_policy("slurm", pool), until=20).run()
+    assert [j.state for j in out.jobs] == ["RUNNING"]
+
+
+def test_the_synthetic_generator_picks_partitions_that_take_the_qos(tmp_path):
+    """A submitter whose QOS a partition denies goes to one that allows it (review of fd116b1:
+    ml-platform's scavenger jobs were all put in ``train``, which denies scavenger)."""
+    from gpupool.policy.slurm.limits import qos_not_allowed
+    from gpupool.workload.synthetic import PRESETS, generate
+
+    pool_dir = _seed_copy(tmp_path, [("PartitionName=train Nodes=gpu[01-04] Default=YES",
+                                      "PartitionName=train Nodes=gpu[01-04] Default=YES DenyQos=scavenger")])
+    with open(pool_dir / "slurm.conf", "a") as f:
+        f.write("PartitionName=scavenge Nodes=gpu[01-04] AllowQos=scavenger MaxTime=2-00:00:00 State=UP\n")
+    _edit(pool_dir / "accounts.cfg", [_SOLO])
+    pool = load_pool(pool_dir)
+    jobs = [w for w in generate(pool, replace(PRESETS["day"], seed=3)) if w.kind == "batch"]
+    assert {w.qos for w in jobs if w.account == "ml-platform"} == {"scavenger"}
+    assert {w.partition for w in jobs if w.account == "ml-platform"} == {"scavenge"}
+    parts = pool.slurm.partitions
+    assert not [w for w in jobs if w.qos and qos_not_allowed(parts[w.partition], w.qos)]

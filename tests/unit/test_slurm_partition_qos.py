@@ -230,10 +230,14 @@ def test_without_enforce_part_limits_a_range_over_max_nodes_waits_and_one_reachi
     MinNodes=2 slurmctld raised ``-N1-2``'s least count to 2 at submit, so it runs on both
     nodes; ``-N1`` (its largest below MinNodes) waits."""
     jobs = _run(_node_count_pool(tmp_path, "NO"), [("-p short -N1-2 -t 5", 0.0), ("-p mn -N1-2 -t 5", 0.0),
-                                                    ("-p mn -N1 -t 5", 0.0)])
+                                                    ("-p mn -N1 -t 5", 0.0), ("-p mn,short -N1-2 -t 5", 0.0)])
     assert (jobs[1].first_start, jobs[1].reason) == (None, "PartitionNodeLimit")
     assert jobs[2].first_start == 0.0 and len({p[0] for p in jobs[2].placement}) == 2
     assert (jobs[3].first_start, jobs[3].reason) == (None, "PartitionNodeLimit")
+    # two partitions: the least count is raised only to the least MinNodes of them (short's 1),
+    # so it stays 1, below mn's MinNodes, and 2 is over short's MaxNodes (``_get_job_parts``,
+    # source; a review found it)
+    assert (jobs[4].first_start, jobs[4].reason) == (None, "PartitionNodeLimit")
 
 
 def test_part_limit_tests_nodes_before_time_and_reads_each_flag():

@@ -14,6 +14,7 @@ from gpupool.policy.dependencies import (
     parse_dependency,
 )
 from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.jobinfo import least_nodes
 
 
 class Record:
@@ -82,20 +83,36 @@ def _static_of(pol) -> _Static:
     return st
 
 
+def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
+    """(largest, least) node counts of a job as slurmctld stores them once it exists, which
+    ``job_limits_check`` holds against each partition's MaxNodes and MinNodes
+    (``_get_job_parts``): a job that gave ``--nodes`` keeps its range, its least count raised to
+    the least MinNodes of its partitions where its largest reaches that; one that gave none has
+    no largest, and its count (``nodes``) is kept, so in a MinNodes partition it waits where
+    slurmctld raises the count and runs it (docs/policies/slurm.md, Known differences). "Gave
+    ``--nodes``" is read from the shape: one pod per node."""
+    if not any(ps.one_per_node for ps in wl.pod_sets):
+        return None, nodes
+    floor = min(((p.min_nodes or 1) for p in parts), default=1)
+    least = least_nodes(wl)
+    return nodes, (floor if least < floor <= nodes else least)
+
+
 def _job_static(pol, job) -> tuple:
     """(per partition of the job: (its info, why its limits refuse the job or None)), array
     job id, task id). The partition's state is read at each build, the rest is fixed."""
     req = pol.req(job)
     per_part = []
     job_qos = pol.qos.get(req.qos or "")
+    most, least = stored_node_counts(job.wl, req.nodes, [pol.parts[p].part for p in req.parts if p in pol.parts])
     for pname in req.parts:
         info = pol.parts[pname]
         # the limit slurmctld stores: --time (UNLIMITED: infinite), else DefaultTime, else the
         # MaxWall a QOS or association gives (``time_limit``), which may exceed MaxTime; the
-        # node counts as the job holds them once created (``part_limit``)
+        # node counts as the job holds them once created
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
-        per_part.append((info, limits.part_limit(tl, req.nodes, req.nodes, info.part, info.max_time, job_qos)
+        per_part.append((info, limits.part_limit(tl, most, least, info.part, info.max_time, job_qos)
                          or limits.part_policy(info.part, req.account, req.qos)))
     wl = job.wl
     arr = wl.array_job_id if wl.array_job_id is not None else job.id
