@@ -382,20 +382,37 @@ def _partition(pool: Pool, account: str | None, words, qos: str | None = None) -
     if pool.slurm is None or not pool.slurm.partitions:
         return None, None
 
-    def allows(p) -> bool:
-        if qos is not None and ((p.allow_qos is not None and qos not in p.allow_qos) or qos in p.deny_qos):
-            return False
+    def allows_account(p) -> bool:
         if account is None:
             return True
         return (p.allow_accounts is None or account in p.allow_accounts) and account not in p.deny_accounts
 
-    parts = [p for p in pool.slurm.partitions.values() if p.state == "UP" and allows(p)] or \
+    def allows(p) -> bool:
+        if qos is not None and ((p.allow_qos is not None and qos not in p.allow_qos) or qos in p.deny_qos):
+            return False
+        return allows_account(p)
+
+    up = [p for p in pool.slurm.partitions.values() if p.state == "UP"]
+    parts = [p for p in up if allows(p)] or [p for p in up if allows_account(p)] or \
         list(pool.slurm.partitions.values())
     chosen = next((p for p in parts if any(w in p.name.lower() for w in words)), None)
     if chosen is None:
         default = pool.slurm.default_partition()
         chosen = default if default in parts else parts[0]
     return chosen.name, (float(chosen.max_time) if chosen.max_time else None)
+
+
+def _effective_qos(pool: Pool, account: str | None, user: str | None, qos: str | None) -> str | None:
+    """The QOS the Slurm policy gives a job of this submitter naming ``qos`` (or none:
+    ``jobinfo.default_qos``), in the dump's spelling, for choosing a partition that takes it."""
+    from gpupool.policy.slurm.jobinfo import default_qos, qos_name  # local: the generator needs no policy else
+
+    acct = pool.slurm.accounting if pool.slurm else None
+    if acct is None or not acct.qos:
+        return qos
+    if qos is None:
+        return default_qos(acct, user or "root", account or "") if account is not None else None
+    return qos_name(acct.qos, qos)
 
 
 def _qos(pool: Pool, account: str | None, user: str | None, inference: bool) -> str | None:
@@ -457,7 +474,7 @@ def _submitters(pool: Pool, inference: bool) -> list[_Submitter]:
     out = []
     for account, user, weight in pairs:
         qos = _qos(pool, account, user, inference)
-        partition, max_time = _partition(pool, account, words, qos)
+        partition, max_time = _partition(pool, account, words, _effective_qos(pool, account, user, qos))
         namespace, queue = _local_queue(pool, account, account_index[account], words)
         out.append(_Submitter(weight, account, user, qos, partition, max_time, namespace, queue, pclass, prio))
     return out

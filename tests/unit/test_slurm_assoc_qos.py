@@ -262,3 +262,18 @@ def test_the_synthetic_generator_picks_partitions_that_take_the_qos(tmp_path):
     assert {w.partition for w in jobs if w.account == "ml-platform"} == {"scavenge"}
     parts = pool.slurm.partitions
     assert not [w for w in jobs if w.qos and qos_not_allowed(parts[w.partition], w.qos)]
+
+
+def test_the_generator_reads_the_qos_a_submitter_gets_without_naming_one(tmp_path):
+    """frank names no QOS; his account's only QOS is scavenger, which ``train`` denies
+    (review of debedd4: his jobs were all put in ``train``)."""
+    from gpupool.workload.synthetic import PRESETS, generate
+
+    pool_dir = _seed_copy(tmp_path, [("PartitionName=train Nodes=gpu[01-04] Default=YES",
+                                      "PartitionName=train Nodes=gpu[01-04] Default=YES DenyQos=scavenger")])
+    with open(pool_dir / "slurm.conf", "a") as f:
+        f.write("PartitionName=scavenge Nodes=gpu[01-04] AllowQos=scavenger MaxTime=2-00:00:00 State=UP\n")
+    _edit(pool_dir / "accounts.cfg", [_SOLO, _USERS])
+    pool = load_pool(pool_dir)
+    jobs = [w for w in generate(pool, replace(PRESETS["day"], seed=3)) if w.user == "frank"]
+    assert jobs and {w.partition for w in jobs} == {"scavenge"}

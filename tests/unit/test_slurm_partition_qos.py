@@ -307,3 +307,12 @@ def test_deny_on_limit_validates_the_first_partitions_default_time(tmp_path):
     bad = workload("b", "-A ml-research --mem=100 -p train,limited --qos=deny --gres=gpu:1", 0.0, 2)
     assert submit_rejection(pool, ok, user="alice") is None
     assert submit_rejection(pool, bad, user="alice") == MSG_SUBMIT_LIMIT
+
+
+def test_a_range_raised_to_min_nodes_starts_on_no_fewer(tmp_path):
+    """``-N1-2`` in a MinNodes=2 partition was stored with 2 as its least count: while one of
+    the two nodes is held it waits, then runs on both (review of debedd4)."""
+    jobs = _run(_node_count_pool(tmp_path, "NO"), [("-p train -N1 -w gpu03 --exclusive -t 15", 0.0),
+                                                    ("-p mn -N1-2 -t 5", 1.0)])
+    assert jobs[1].first_start == 0.0 and {p[0] for p in jobs[1].placement} == {2}
+    assert jobs[2].first_start == 600.0 and len({p[0] for p in jobs[2].placement}) == 2

@@ -19,6 +19,7 @@ import weakref
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
+from gpupool.policy.slurm.jobinfo import raised_least
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -541,6 +542,9 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     ranged = job.wl.gang == GANG_MIN
     min_nodes = max(((ps.min_count if ranged and ps.min_count is not None else ps.count) if ps.one_per_node else 1)
                     for ps in job.wl.pod_sets)
+    if ranged and info.part.min_nodes is not None:  # a range's least count as slurmctld stored it
+        min_nodes = raised_least(min_nodes, max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets),
+                                 info.part.min_nodes)
     low_prio = bool(s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve)
     # the kind: everything the TRY_LATER loop reads of the record (``short`` only matters to a start)
     qos_key = req.qos if s.preemption else None

@@ -246,10 +246,10 @@ def partition_infos(cfg: SlurmConfig, nodes: NodeTable, pool: Pool) -> dict[str,
         idx = members[name]
         lln = lln_all or str(part.extra.get("LLN", "NO")).upper() in ("YES", "Y", "TRUE", "1")
         max_cpus = _max_cpus_per_node(part)
-        if lln or part.max_nodes is not None or max_cpus is not None:
+        if lln or part.max_nodes is not None or part.min_nodes is not None or max_cpus is not None:
             # what node choice reads of the partition (select._least_loaded, select._ranged,
             # the MaxCPUsPerNode allowance ``Free.caps[name]``)
-            idx = PartNodes(idx, lln, part.max_nodes, name if max_cpus is not None else None)
+            idx = PartNodes(idx, lln, part.max_nodes, name if max_cpus is not None else None, part.min_nodes)
         tres = {
             "cpu": sum(nodes.cpu_total[i] // 1000 for i in idx),
             "mem": sum(nodes.mem_total[i] for i in idx),

@@ -157,6 +157,13 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit, submit)
 
 
+def raised_least(least: int, most: int, min_nodes: int | None) -> int:
+    """A node range's least count as slurmctld stores it: raised to ``min_nodes`` (the least
+    MinNodes of the job's partitions) where its largest count reaches that (``_get_job_parts``),
+    so a ``-N1-2`` job of a MinNodes=2 partition starts on two nodes or waits."""
+    return min_nodes if min_nodes is not None and least < min_nodes <= most else least
+
+
 def least_nodes(wl) -> int:
     """The fewest nodes ``wl`` may start on: a node range's least count (``--nodes=MIN-MAX``),
     else its node count as ``job_req`` counts it."""

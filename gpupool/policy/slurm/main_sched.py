@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
-from gpupool.policy.slurm.jobinfo import least_nodes
+from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
@@ -67,7 +67,7 @@ def run(cy, records, full: bool) -> None:
             usable = cy.off_completing(info, usable)
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable), available)
         usable, eligible, available = got
-        if least_nodes(job.wl) > available:
+        if raised_least(least_nodes(job.wl), pol.req(job).nodes, info.part.min_nodes) > available:
             # fewer of the partition's nodes are available than the job needs: DOWN, DRAINED
             # or withheld for a higher-priority partition's job; slurmctld skips the job
             # untried, its partition not held back, with this text as its reason (a real

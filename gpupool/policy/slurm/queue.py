@@ -14,7 +14,7 @@ from gpupool.policy.dependencies import (
     parse_dependency,
 )
 from gpupool.policy.slurm import limits
-from gpupool.policy.slurm.jobinfo import least_nodes
+from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
 
 
 class Record:
@@ -94,8 +94,7 @@ def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     if not any(ps.one_per_node for ps in wl.pod_sets):
         return None, nodes
     floor = min(((p.min_nodes or 1) for p in parts), default=1)
-    least = least_nodes(wl)
-    return nodes, (floor if least < floor <= nodes else least)
+    return nodes, raised_least(least_nodes(wl), nodes, floor)
 
 
 def _job_static(pol, job) -> tuple:

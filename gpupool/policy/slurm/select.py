@@ -235,7 +235,7 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     pool = eligible if eligible is not None else eligible_nodes(cand, free.nodes, usable)
     if type(cand) is not PartNodes:  # (the common partition: one test on the hot path)
         return _place(wl, _ranged(wl, None), False, free, pool, busy)
-    pod_sets = _ranged(wl, cand.max_nodes)
+    pod_sets = _ranged(wl, cand.max_nodes, cand.min_nodes)
     least_loaded = cand.least_loaded
     capped = cand.cap_part
     if capped is not None and free.caps is not None and capped in free.caps:
@@ -362,12 +362,14 @@ def whole_cores(placement: list, shapes: list, free: Free) -> tuple | None:
     return tuple(placement if out is None else out)
 
 
-def _ranged(wl, max_nodes: int | None) -> tuple:
+def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
     """``wl``'s pod sets, with a node range (``min_count``) kept only where a start on fewer
     pods makes the job run: under the gang rule "min" (sbatch's ``--nodes=MIN-MAX``) and in
     the last pod set (the engine counts pods by position, so an earlier set must be whole).
     A kept range takes at most the partition's ``max_nodes`` (slurmctld caps a job's node
-    count at MaxNodes)."""
+    count at MaxNodes) and at least its ``min_nodes`` where the range reaches it (slurmctld
+    raised the least count at submit; a partition whose MinNodes the stored count does not
+    meet holds the job before it is placed, ``queue.stored_node_counts``)."""
     pod_sets = wl.pod_sets
     for ps in pod_sets:
         if ps.min_count is not None:
@@ -381,8 +383,11 @@ def _ranged(wl, max_nodes: int | None) -> tuple:
         if ps.min_count is not None:
             if not (ranged and k == last):
                 ps = replace(ps, min_count=None)
-            elif max_nodes is not None and ps.one_per_node and ps.min_count <= max_nodes < ps.count:
-                ps = replace(ps, count=max_nodes)
+            else:
+                if max_nodes is not None and ps.one_per_node and ps.min_count <= max_nodes < ps.count:
+                    ps = replace(ps, count=max_nodes)
+                if min_nodes is not None and ps.one_per_node and ps.min_count < min_nodes <= ps.count:
+                    ps = replace(ps, min_count=min_nodes)
         out.append(ps)
     return tuple(out)
 
@@ -728,14 +733,17 @@ class PartNodes(tuple):
 
     least_loaded: bool = False
     max_nodes: int | None = None
+    #: MinNodes: a node range that reaches it starts on no fewer
+    min_nodes: int | None = None
     #: the partition's name where it has MaxCPUsPerNode (its allowance is ``Free.caps[name]``)
     cap_part: str | None = None
 
     def __new__(cls, nodes, least_loaded: bool = False, max_nodes: int | None = None,
-                cap_part: str | None = None) -> PartNodes:
+                cap_part: str | None = None, min_nodes: int | None = None) -> PartNodes:
         out = super().__new__(cls, nodes)
         out.least_loaded = least_loaded
         out.max_nodes = max_nodes
+        out.min_nodes = min_nodes
         out.cap_part = cap_part
         return out
 
