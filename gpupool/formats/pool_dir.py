@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpupool.errors import InputError
 from gpupool.model.pool import DEFAULT_TOPOLOGY_LEVELS, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, Node, Pool
+from gpupool.model.slurm import qos_name
 from gpupool.formats.pool_settings import SETTINGS_FILE, load_pool_settings
 
 SLURM_FILES = ("slurm.conf", "gres.conf", "topology.conf")
@@ -86,7 +87,7 @@ def load_pool(path: str | Path) -> Pool:
 
     if pool.slurm is not None and not dump_files:
         for part in pool.slurm.partitions.values():
-            for kind in ("allow_qos", "deny_qos"):
+            for kind in _QOS_LIST:
                 if getattr(part, kind):
                     _drop_qos_list(pool, part, kind)
     if dump_files:
@@ -170,9 +171,8 @@ def _check_partition_refs(pool: Pool) -> None:
     acct = pool.slurm.accounting
     qos_enforced = "qos" in accounting_enforce(pool.slurm.params)
     for part in pool.slurm.partitions.values():
-        if part.qos and part.qos not in acct.qos:
-            # slurmctld finds a QOS by its name in any case (``assoc_mgr_fill_in_qos``)
-            part.qos = next((name for name in acct.qos if name.lower() == part.qos.lower()), part.qos)
+        if part.qos:  # slurmctld finds a QOS by its name in any case (``assoc_mgr_fill_in_qos``)
+            part.qos = qos_name(acct.qos, part.qos)
         if part.qos and part.qos not in acct.qos:
             if qos_enforced:
                 raise InputError(part.source or "slurm.conf",
@@ -187,29 +187,30 @@ def _check_partition_refs(pool: Pool) -> None:
                                  f"partition {part.name!r} allows account {name!r}, which {acct.source} does not define")
         # AllowQos/DenyQos: slurmctld finds each name in any case and skips one it does not know
         # ("Ignoring invalid Allow/DenyQOS value", ``qos_list_build``): noted, kept as written
-        for kind in ("allow_qos", "deny_qos"):
+        for kind in _QOS_LIST:
             names = getattr(part, kind)
             if not names:
                 continue
             if not acct.qos:
                 _drop_qos_list(pool, part, kind)
                 continue
-            known = {q.lower(): q for q in acct.qos}
-            setattr(part, kind, tuple(known.get(name.lower(), name) for name in names))
-            for name in names:
-                if name.lower() not in known:
-                    label = "AllowQos" if kind == "allow_qos" else "DenyQos"
-                    pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {label} names QOS "
-                                      f"{name!r}, which {acct.source} does not define: slurmctld ignores it, and so "
-                                      "does the Slurm policy")
+            setattr(part, kind, tuple(qos_name(acct.qos, name) for name in names))
+            for name in getattr(part, kind):
+                if name not in acct.qos:
+                    pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {_QOS_LIST[kind]} "
+                                      f"names QOS {name!r}, which {acct.source} does not define: slurmctld ignores "
+                                      "it, and so does the Slurm policy")
+
+
+#: a partition's QOS list fields and their slurm.conf keys
+_QOS_LIST = {"allow_qos": "AllowQos", "deny_qos": "DenyQos"}
 
 
 def _drop_qos_list(pool: Pool, part, kind: str) -> None:
     """With no QOS on the system (no accounting, or a dump defining none) slurmctld ignores a
     partition's AllowQos/DenyQos ("We have no QOS on the system Ignoring invalid Allow/DenyQOS
     value(s)", ``qos_list_build``): dropped, with a note."""
-    label = "AllowQos" if kind == "allow_qos" else "DenyQos"
-    pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {label}="
+    pool.notes.append(f"{part.source or 'slurm.conf'}: partition {part.name!r} {_QOS_LIST[kind]}="
                       f"{','.join(getattr(part, kind))}: with no QOS defined slurmctld ignores it, and so does "
                       "the Slurm policy")
     setattr(part, kind, None if kind == "allow_qos" else ())

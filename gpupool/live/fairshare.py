@@ -162,7 +162,8 @@ def _association(acct, account: str, user: str, qos: str) -> tuple[Key, str]:
     else their first association; the QOS slurmctld gives a job naming none
     (``jobinfo.default_qos``: the association's DefaultQOS, own or inherited, …), where the
     dump defines it."""
-    from gpupool.policy.slurm.jobinfo import default_qos, qos_name  # local: as the policy imports above
+    from gpupool.model.slurm import qos_name
+    from gpupool.policy.slurm.jobinfo import default_qos  # local: as the policy imports above
 
     if acct is not None and not account:
         u = acct.users.get(user)

@@ -146,6 +146,15 @@ class User:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+def qos_name(qos_names, name: str) -> str:
+    """``name`` as the dump spells the QOS it names in any case (``xstrcasecmp`` in sacctmgr
+    and slurmctld), else as given."""
+    if name in qos_names:
+        return name
+    low = name.lower()
+    return next((known for known in qos_names if known.lower() == low), name)
+
+
 @dataclass(slots=True)
 class Accounting:
     """A ``sacctmgr dump`` file: the cluster's account tree, users, associations and QOS."""

@@ -405,7 +405,8 @@ def _partition(pool: Pool, account: str | None, words, qos: str | None = None) -
 def _effective_qos(pool: Pool, account: str | None, user: str | None, qos: str | None) -> str | None:
     """The QOS the Slurm policy gives a job of this submitter naming ``qos`` (or none:
     ``jobinfo.default_qos``), in the dump's spelling, for choosing a partition that takes it."""
-    from gpupool.policy.slurm.jobinfo import default_qos, qos_name  # local: the generator needs no policy else
+    from gpupool.model.slurm import qos_name
+    from gpupool.policy.slurm.jobinfo import default_qos  # local: the generator needs no policy else
 
     acct = pool.slurm.accounting if pool.slurm else None
     if acct is None or not acct.qos:

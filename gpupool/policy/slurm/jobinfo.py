@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpupool.model.slurm import Accounting
+from gpupool.model.slurm import Accounting, qos_name
 from gpupool.model.workload import GANG_MIN
 
 
@@ -44,37 +44,34 @@ def requested_partitions(wl) -> tuple[str, ...]:
     return tuple(p.strip() for p in (wl.partition or "").split(",") if p.strip())
 
 
-def association_qos(acct: Accounting, user: str, account: str) -> tuple[tuple[str, ...], str | None, bool]:
-    """(QOS list, DefaultQOS, whether the association exists) of ``user``'s association under
-    ``account``, as slurmdbd fills them when it adds one: each of the two is the association's
-    own, else the nearest account's up the tree that sets it (``get_parent_limits``; the
+def account_chain(acct, account: str) -> tuple[str, ...]:
+    """``account`` and the accounts above it, up to the root (an unknown one: empty)."""
+    out: list[str] = []
+    a = account
+    while acct is not None and a in acct.accounts and a not in out:
+        out.append(a)
+        a = acct.accounts[a].parent or ""
+    return tuple(out)
+
+
+def association_qos(acct: Accounting, user: str, account: str) -> tuple[tuple[str, ...], str | None]:
+    """(QOS list, DefaultQOS) of ``user``'s association under ``account``, as slurmdbd fills
+    them when it adds one: each is the association's own, else the nearest account's up the
+    tree that sets it (``get_parent_limits``; an account without a parent hangs off root, the
     cluster line's QOS is the root account's, and a root without one has ``normal``, which
     slurmdbd gives a new cluster). Names are spelt as the dump defines the QOS: sacctmgr and
     slurmctld match them in any case."""
     ua = next((a for a in acct.user_associations if a.user == user and a.account == account), None)
-    levels = [] if ua is None else [ua]
-    seen: set[str] = set()
-    a = account
-    while a in acct.accounts and a not in seen:
-        seen.add(a)
-        levels.append(acct.accounts[a])
-        a = acct.accounts[a].parent or ("root" if a != "root" else "")
+    chain = account_chain(acct, account)
+    if chain and chain[-1] != "root" and "root" in acct.accounts:
+        chain += ("root",)
+    levels = ([] if ua is None else [ua]) + [acct.accounts[a] for a in chain]
     qos = next((lv.qos for lv in levels if lv.qos), None)
     if qos is None:
         root = acct.accounts.get("root")
         qos = root.qos if root is not None and root.qos else ("normal",)
     default = next((lv.default_qos for lv in levels if lv.default_qos), None)
-    return (tuple(qos_name(acct.qos, q) for q in qos), None if default is None else qos_name(acct.qos, default),
-            ua is not None)
-
-
-def qos_name(qos_names, name: str) -> str:
-    """``name`` as the dump spells the QOS it names in any case (``xstrcasecmp`` in sacctmgr
-    and slurmctld), else as given."""
-    if name in qos_names:
-        return name
-    low = name.lower()
-    return next((known for known in qos_names if known.lower() == low), name)
+    return tuple(qos_name(acct.qos, q) for q in qos), None if default is None else qos_name(acct.qos, default)
 
 
 def default_qos(acct: Accounting, user: str, account: str) -> str:
@@ -82,7 +79,7 @@ def default_qos(acct: Accounting, user: str, account: str) -> str:
     association's DefaultQOS (own or inherited) where its QOS list holds it (slurmctld drops one
     it does not: "doesn't have access to it's default qos"), else the one QOS of a list of one,
     else the root association's DefaultQOS, else ``normal``."""
-    qos, default, _exists = association_qos(acct, user, account)
+    qos, default = association_qos(acct, user, account)
     if default is not None and default in qos:
         return default
     if len(qos) == 1:
@@ -155,6 +152,16 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     if wl.req_cpu_mem is not None:
         submit = {**tres, "cpu": wl.req_cpu_mem[0], "mem": wl.req_cpu_mem[1]}
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit, submit)
+
+
+def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
+    """(largest, least) node counts a job gave with ``--nodes`` (``nodes``: its count as
+    ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
+    (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
+    per node."""
+    if not any(ps.one_per_node for ps in wl.pod_sets):
+        return None, None
+    return nodes, least_nodes(wl)
 
 
 def raised_least(least: int, most: int, min_nodes: int | None) -> int:

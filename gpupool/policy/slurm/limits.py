@@ -112,16 +112,6 @@ def inherited_limits(user_assoc: Association, accounts: list[Association]) -> As
     return replace(user_assoc, **found) if found else user_assoc
 
 
-def account_chain(acct, account: str) -> tuple[str, ...]:
-    """``account`` and the accounts above it, up to the root (an unknown one: empty)."""
-    out: list[str] = []
-    a = account
-    while acct is not None and a in acct.accounts and a not in out:
-        out.append(a)
-        a = acct.accounts[a].parent or ""
-    return tuple(out)
-
-
 def association_limits(acct, user: str, account: str, chain: tuple[str, ...]) -> list:
     """[(kind, Association)] that ``check`` reads for ``user`` in ``account`` (``chain``: the
     account and those above it): the user's association ("a") with the per-user limits

@@ -67,7 +67,10 @@ def run(cy, records, full: bool) -> None:
             usable = cy.off_completing(info, usable)
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable), available)
         usable, eligible, available = got
-        if raised_least(least_nodes(job.wl), pol.req(job).nodes, info.part.min_nodes) > available:
+        least = least_nodes(job.wl)
+        if info.part.min_nodes is not None:  # a range's least count as slurmctld stored it
+            least = raised_least(least, pol.req(job).nodes, info.part.min_nodes)
+        if least > available:
             # fewer of the partition's nodes are available than the job needs: DOWN, DRAINED
             # or withheld for a higher-priority partition's job; slurmctld skips the job
             # untried, its partition not held back, with this text as its reason (a real

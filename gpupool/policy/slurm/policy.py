@@ -35,7 +35,7 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import gpu_tres, job_req
+from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place
 from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
@@ -731,7 +731,7 @@ class SlurmPolicy:
     def account_chain(self, account: str) -> tuple[str, ...]:
         chain = self._chains.get(account)
         if chain is None:
-            chain = self._chains[account] = limits.account_chain(self.acct, account)
+            chain = self._chains[account] = account_chain(self.acct, account)
         return chain
 
     def limits_applying(self, req, info) -> tuple | None:

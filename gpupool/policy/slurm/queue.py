@@ -14,7 +14,7 @@ from gpupool.policy.dependencies import (
     parse_dependency,
 )
 from gpupool.policy.slurm import limits
-from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
+from gpupool.policy.slurm.jobinfo import given_node_counts, raised_least
 
 
 class Record:
@@ -89,12 +89,12 @@ def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     (``_get_job_parts``): a job that gave ``--nodes`` keeps its range, its least count raised to
     the least MinNodes of its partitions where its largest reaches that; one that gave none has
     no largest, and its count (``nodes``) is kept, so in a MinNodes partition it waits where
-    slurmctld raises the count and runs it (docs/policies/slurm.md, Known differences). "Gave
-    ``--nodes``" is read from the shape: one pod per node."""
-    if not any(ps.one_per_node for ps in wl.pod_sets):
+    slurmctld raises the count and runs it (docs/policies/slurm.md, Known differences)."""
+    most, least = given_node_counts(wl, nodes)
+    if most is None:
         return None, nodes
     floor = min(((p.min_nodes or 1) for p in parts), default=1)
-    return nodes, raised_least(least_nodes(wl), nodes, floor)
+    return most, raised_least(least, most, floor)
 
 
 def _job_static(pol, job) -> tuple:

@@ -24,7 +24,7 @@ from gpupool.policy.slurm.config import (
     load_settings,
     partition_infos,
 )
-from gpupool.policy.slurm.jobinfo import JobReq, association_qos, job_req, least_nodes
+from gpupool.policy.slurm.jobinfo import JobReq, account_chain, association_qos, given_node_counts, job_req
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
 
@@ -83,11 +83,9 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     ok_parts = 0
     part_bad: list[str] = []  # the message of each partition whose own limits the job breaks
     job_qos = acct.qos.get(req.qos or "") if acct is not None else None
-    least = least_nodes(wl)
     # the node counts slurmctld tests at submit: those ``--nodes`` gave (a range's largest
     # against MaxNodes, its least against MinNodes), none without it
-    given = any(ps.one_per_node for ps in wl.pod_sets)
-    most = req.nodes if given else None
+    most, least = given_node_counts(wl, req.nodes)
     outside = 0  # partitions lacking a node the job requires
     misfit = None  # why the first partition the shape does not fit refuses it
     for pname in req.parts:
@@ -97,7 +95,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             outside += 1
             continue
         # the partition's own limits on the request as submitted (no DefaultTime yet)
-        why = limits.part_limit(req.time_limit, most, least if given else None, part, info.max_time, job_qos)
+        why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos)
         if why is None:
             # under EnforcePartLimits ``_part_access_check`` tests the partition's accounts and
             # QOS last (``part_policy_valid_acct``, then ``..._qos``); otherwise the job waits
@@ -150,7 +148,7 @@ def _part_config_refusal(req: JobReq, most: int | None, parts: dict[str, PartInf
     first = parts[req.parts[0]].part
     tl = first.default_time
     if tl is None and acct is not None and s.limits_enforced:
-        assocs = limits.association_limits(acct, req.user, req.account, limits.account_chain(acct, req.account))
+        assocs = limits.association_limits(acct, req.user, req.account, account_chain(acct, req.account))
         tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(first.qos or "")), assocs)
     failed = 0
     for pname in req.parts:
@@ -169,7 +167,7 @@ def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings)
     if acct is None or not s.limits_enforced or not any(
             limits.has_flag(q, "denyonlimit") for q in acct.qos.values()):
         return None
-    chain = limits.account_chain(acct, req.account)
+    chain = account_chain(acct, req.account)
     assocs = limits.association_limits(acct, req.user, req.account, chain)
     asked = replace(req, tres=req.req_tres)  # validated as recorded at submit (ReqTRES)
     for pname in req.parts:
