@@ -120,11 +120,12 @@ def submit_each(rs: RealSlurm, jobs: list[str], gap: float, sleeps: list[float] 
     return out
 
 
-def replay(conf, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None):
+def replay(conf, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None,
+           record: bool = False):
     """gpupool's Slurm policy on the pool in ``conf`` with the same submissions: (engine, policy)
-    after ``until`` seconds."""
+    after ``until`` seconds (``record``: see ``run_spaced``)."""
     from gpupool.formats.pool_dir import load_pool
 
     from tests.unit.sbatch_plans import run_spaced
 
-    return run_spaced(load_pool(conf), jobs, gap, until, runtimes)
+    return run_spaced(load_pool(conf), jobs, gap, until, runtimes, record)

@@ -51,7 +51,7 @@ def _real(tmp_path):
 
 
 def _ours(conf):
-    engine, pol = replay(conf, JOBS, GAP_S, LOOK_S)
+    engine, pol = replay(conf, JOBS, GAP_S, LOOK_S, record=True)  # its plans are read
     rows = []
     for job in sorted(engine.jobs.values(), key=lambda j: j.id):
         if job.state == "REJECTED":

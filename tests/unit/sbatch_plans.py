@@ -107,14 +107,16 @@ def slurm_pool(directory: Path, conf: str):
     return load_pool(directory)
 
 
-def run_spaced(pool, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None):
+def run_spaced(pool, jobs: list[str], gap: float, until: float, runtimes: list[float] | None = None,
+               record: bool = False):
     """``jobs`` (sbatch options) submitted ``gap`` seconds apart as j0, j1, … (ids 1, 2, …)
-    under the Slurm policy, run up to ``until``: (engine, policy)."""
+    under the Slurm policy, run up to ``until``: (engine, policy). ``record``: keep every
+    backfill plan, as squeue --start needs (``SlurmPolicy.record``), for a test that reads them."""
     import gpupool.policy.slurm  # noqa: F401  (registers the policy)
 
     wls = [workload(f"j{k}", opts, gap * k, k + 1, runtime=3000.0 if runtimes is None else float(runtimes[k]))
            for k, opts in enumerate(jobs)]
-    pol = make_policy("slurm", pool)
+    pol = make_policy("slurm", pool, {"record": record})
     engine = Engine(pool, wls, pol, until=until)
     engine.run()
     return engine, pol

@@ -29,7 +29,7 @@ def test_an_exclusive_job_over_its_group_limit_on_whole_nodes_is_still_planned(t
     pool = _pool(tmp_path)
     jobs = ["-A teamA -w gpu01 --gres=gpu:1 -t 20", "-A teamB -w gpu02 --gres=gpu:1 -t 20",
             "-A teamA --exclusive --gres=gpu:1 -t 10"]
-    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40, record=True)  # plans are read
     job = engine.jobs[3]
     assert (job.state, job.reason) == ("PENDING", "AssocGrpGRES")
     assert pol.planned.get(3) == 1203.0  # when gpu02's holder ends (gpu01's at 1200 is one batch)
@@ -48,7 +48,7 @@ def test_cpus_count_on_whole_nodes_before_a_reservation(tmp_path):
     pool = _pool_with(tmp_path, accounts=ACCOUNTS.replace("GrpTRES=gres/gpu=8", "GrpTRES=cpu=20"))
     jobs = ["-A teamB -w gpu01 -n16 -t 20", "-A teamA -w gpu02 -n8 -t 20", "-A teamA --exclusive -n1 -t 10",
             "-A teamB -w gpu02 -n4 -t 30"]
-    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40, record=True)  # plans are read
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpCpuLimit")
     assert pol.planned.get(3) is None
     assert engine.jobs[4].state == "RUNNING"
@@ -64,7 +64,7 @@ def test_no_job_is_preempted_for_an_exclusive_job_over_its_limit_on_whole_nodes(
     pool = _pool_with(tmp_path, conf, accounts)
     jobs = ["-A teamA --qos=high -w gpu01 --gres=gpu:1 -t 20", "-A teamB --requeue -w gpu02 --gres=gpu:1 -t 20",
             "-A teamA --qos=high --exclusive --gres=gpu:1 -t 10"]
-    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40, record=True)  # plans are read
     assert (engine.jobs[2].state, engine.jobs[2].start) == ("RUNNING", 3.0)
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpGRES")
     assert pol.planned.get(3) is None
@@ -77,7 +77,7 @@ def test_an_oversubscribed_partition_skips_an_exclusive_job_over_its_limit(tmp_p
     pool = _pool_with(tmp_path, CONF.replace("State=UP", "State=UP OverSubscribe=FORCE:2"))
     jobs = ["-A teamB -w gpu01 -n16 -t 20", "-A teamA -w gpu02 -N1 -n16 --gres=gpu:1 -t 30",
             "-A teamA --exclusive --gres=gpu:1 -t 10"]
-    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40, record=True)  # plans are read
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpGRES")
     assert pol.planned.get(3) is None
 
@@ -89,6 +89,6 @@ def test_memory_per_gpu_counts_for_the_gpus_asked_before_a_reservation(tmp_path)
     pool = _pool_with(tmp_path, accounts=ACCOUNTS.replace("GrpTRES=gres/gpu=8", "GrpTRES=mem=20000"))
     jobs = ["-A teamA -w gpu01 --gres=gpu:1 --mem=1000 -t 20", "-A teamB -w gpu02 --gres=gpu:1 -t 20",
             "-A teamA --exclusive --gres=gpu:1 --mem-per-gpu=4000 -t 10"]
-    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40)
+    engine, pol = run_spaced(pool, jobs, 3, 3 * len(jobs) + 40, record=True)  # plans are read
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpMemLimit")
     assert pol.planned.get(3) is not None

@@ -78,7 +78,7 @@ def test_a_licensed_job_gets_no_reservation(tmp_path: Path) -> None:
     wls = [workload("hold", "-L solo -c1", 0.0, 1, runtime=3000),
            workload("wide", "-L solo -N2 --exclusive", 1.0, 2, runtime=60),
            workload("late", "-N2 -c4 -t 60", 2.0, 3, runtime=600)]
-    pol = make_policy("slurm", pool)
+    pol = make_policy("slurm", pool, {"record": True})  # plans are read, as squeue --start does
     engine = Engine(pool, wls, pol, until=100.0)
     engine.run()
     wide, late = engine.jobs[2], engine.jobs[3]

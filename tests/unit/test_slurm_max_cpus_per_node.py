@@ -24,7 +24,7 @@ PartitionName=q Nodes=gpu[01-02] MaxTime=60 MaxCPUsPerNode={cap}
 
 
 def _run(tmp_path: Path, jobs: list[str], cap: str = "4", until: float = 100.0):
-    engine, pol = run_spaced(slurm_pool(tmp_path, CONF.format(cap=cap)), jobs, 2.0, until)
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF.format(cap=cap)), jobs, 2.0, until, record=True)
     rows = []
     for job in sorted(engine.jobs.values(), key=lambda j: j.id):
         nodes = sorted({p[0] for p in job.placement})

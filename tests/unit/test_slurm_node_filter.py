@@ -177,7 +177,7 @@ def _run(tmp_path: Path, plan, until: float, conf: str = SLURM_CONF):
     (tmp_path / "slurm.conf").write_text(conf)
     pool = load_pool(tmp_path)
     wls = [workload(job, opts, at, k) for k, (job, at, opts) in enumerate(plan, start=1)]
-    pol = make_policy("slurm", pool)
+    pol = make_policy("slurm", pool, {"record": True})  # plans are read, as squeue --start does
     out = Engine(pool, wls, pol, check=True, until=until).run()
     return pol, {job: j for (job, _a, _o), j in zip(plan, sorted(out.jobs, key=lambda j: j.id))}
 

@@ -498,6 +498,15 @@ def _same_state(state: tuple | None, cy) -> bool:
             and state[2] == nodes.up and state[3] == nodes.drain)
 
 
+def _shape_number(job, shape_of: dict[int, int], shapes: dict) -> int:
+    """The number of ``job``'s shape in this run (``_shapes``)."""
+    shape = shape_of.get(job.id)
+    if shape is None:
+        # a job's own node limits (--nodelist/--exclude/--constraint) are part of its shape
+        shape = shape_of[job.id] = shapes.setdefault((job.wl.pod_sets, job.wl.gang, limits_key(job.wl)), len(shapes))
+    return shape
+
+
 def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int], shape_of: dict[int, int],
                   shapes: dict) -> tuple:
     """What the cycle reads of a queue record that depends only on its job, its partition and
@@ -535,10 +544,7 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
         for n in info.node_set:
             pmask |= 1 << n
         part_mask[pname] = pmask
-    shape = shape_of.get(job.id)
-    if shape is None:
-        # a job's own node limits (--nodelist/--exclude/--constraint) are part of its shape
-        shape = shape_of[job.id] = shapes.setdefault((job.wl.pod_sets, job.wl.gang, limits_key(job.wl)), len(shapes))
+    shape = _shape_number(job, shape_of, shapes)
     ranged = job.wl.gang == GANG_MIN
     min_nodes = max(((ps.min_count if ranged and ps.min_count is not None else ps.count) if ps.one_per_node else 1)
                     for ps in job.wl.pod_sets)
@@ -685,7 +691,17 @@ def run(cy, records) -> None:
     assoc_stop = bool(s.assoc_limit_stop)
     start_limit = (lambda job, info: None) if assoc_stop else cy.start_limit
     license_limit = cy.license_limit if cy.licenses is not None else None
-    for rec in records:
+    # Without plans to record, only the cycle's starts and preemptions matter to what follows:
+    # once no later record can start now, the rest of the cycle would only add reservations
+    # and is skipped (``_Startable``).
+    prune = _Startable(pol, cy, records, share_parts, pre_states, shape_of, shapes) if not pol.record else None
+    for index, rec in enumerate(records):
+        if prune is not None:
+            state = (started, len(cy.preempting), len(cy.victims))
+            if state != prune.state:
+                prune.changed(state)
+            if not prune.any_from(index, space, now, len(space.resv), no_reserve_qos, part_mask):
+                break
         job = rec.job
         jid = job.id
         if jid in in_started or jid in in_skip or jid in in_preempting:
@@ -947,6 +963,151 @@ def run(cy, records) -> None:
             pol.bf_full_log[now] = True
         pol.plan_log[now] = dict(planned)
         pol.resv_log[now] = [(jid, sorted(nodes), b, e) for b, e, nodes, jid in space.resv]
+
+
+class _Startable:
+    """Which records of a backfill cycle might still start now, for a cycle that ends once none
+    can (without plans to record, nothing else it does matters to what follows).
+
+    A backfill start needs will-run's placement now, so every pod set of the job must fit now
+    on as many of its partition's up, undrained nodes as it spreads over (in the free state or,
+    for a job that may preempt, in the state without the jobs it may preempt, as will-run tests
+    it) and on nodes its first TRY_LATER window leaves free. Within a cycle reservations and
+    starts only take resources away, so a record failing that test cannot start later in the
+    cycle. A preemption may give resources back: then every record is asked again. A record of
+    a partition whose jobs share CPUs (a co-allocation row may take it) always might start.
+
+    The records are scanned from the end: ``last`` is the latest one that passes the test
+    without the map (each record is looked at once between two starts), and it is tested
+    against the map again after every reservation; the answer depends on the record's shape,
+    QOS and partition only (``rec.sk``), so a deep queue asks it a few times per cycle."""
+
+    __slots__ = ("checked", "cursor", "cy", "fits", "last", "pol", "pre_states", "records", "shape_of", "shapes",
+                 "share_parts", "state")
+
+    def __init__(self, pol, cy, records, share_parts, pre_states: dict, shape_of: dict, shapes: dict) -> None:
+        self.pol, self.cy, self.records, self.share_parts = pol, cy, records, share_parts
+        self.pre_states, self.shape_of, self.shapes = pre_states, shape_of, shapes
+        #: (starts, preemptors, victims) the answers hold for
+        self.state: tuple = (0, 0, 0)
+        #: start key -> ``_fit_masks`` where the record might start (None: always), False where not
+        self.fits: dict[tuple, list | bool | None] = {}
+        self.cursor = len(records) - 1  # records after it are known not to start
+        self.last = -1  # a record at or before ``cursor`` found to pass, or -1 (none found yet)
+        self.checked = -1  # reservations in the map when ``last`` was last tested against it
+
+    def changed(self, state: tuple) -> None:
+        """A start or a preemption: answers are asked again (all records after a preemption;
+        after a start only up to ``cursor``, since a start only takes resources)."""
+        if state[1:] != self.state[1:]:
+            self.cursor = len(self.records) - 1
+        elif self.last >= 0:
+            self.cursor = self.last
+        self.state = state
+        self.fits.clear()
+        self.last = -1
+        self.checked = -1
+
+    def any_from(self, index: int, space: NodeSpace, now: float, version: int, no_reserve_qos, part_mask) -> bool:
+        """Whether a record at ``index`` or later might still start now (``version``: the
+        map's reservation count)."""
+        records = self.records
+        while True:
+            if self.last < 0:
+                self.last = self._scan_back(index)
+                self.checked = -1
+                if self.last < 0:
+                    return False
+            if self.last < index:
+                return False
+            if self.checked == version:
+                return True
+            rec = records[self.last]
+            masks = self.fits[rec.sk]
+            if masks is None:
+                self.checked = version
+                return True
+            fixed = rec.bf
+            if fixed is None:
+                fixed = rec.bf = _record_fixed(self.pol, rec, no_reserve_qos, part_mask, self.shape_of, self.shapes)
+            avail, _later = space.window(now, now + fixed[2], fixed[6])
+            if fixed[12] is not None:  # --exclude/--constraint
+                avail &= fixed[12]
+            if _fits_within(masks, avail):
+                self.checked = version
+                return True
+            # its window's nodes are reserved: it cannot start in this cycle any more
+            self.cursor = self.last - 1
+            self.last = -1
+
+    def _scan_back(self, first: int) -> int:
+        """The latest record from ``first`` to ``cursor`` that might start now, the map aside
+        (-1: none); ``cursor`` moves down to it."""
+        records, fits = self.records, self.fits
+        k = self.cursor
+        while k >= first:
+            rec = records[k]
+            key = rec.sk
+            if key is None:
+                key = rec.sk = (_shape_number(rec.job, self.shape_of, self.shapes), self.pol.req(rec.job).qos,
+                                rec.part.name)
+            got = fits.get(key, _UNSET)
+            if got is _UNSET:
+                got = self._fits(rec, key)
+            if got is not False:
+                self.cursor = k
+                return k
+            k -= 1
+        self.cursor = k
+        return -1
+
+    def _fits(self, rec, key: tuple):
+        """``fits[key]``, found with ``rec`` (one record of that key)."""
+        info = rec.part
+        if info.name in self.share_parts:
+            got = None
+        else:
+            cy = self.cy
+            pre = None
+            if self.pol.s.preemption:
+                skey = key[1:]
+                pre = self.pre_states.get(skey, _UNSET)
+                if pre is _UNSET:  # the TRY_LATER loop's memo, filled the same way
+                    pre = self.pre_states[skey] = preempt.without_preemptable(cy, rec.job, info, cy.ends)
+            masks = _fit_masks(rec, cy.free if pre is None else pre[1])
+            got = masks if _fits_within(masks, _node_bits(info)) else False
+        self.fits[key] = got
+        return got
+
+
+def _node_bits(info) -> int:
+    """The bit set of partition ``info``'s nodes."""
+    bits = 0
+    for n in info.node_set:
+        bits |= 1 << n
+    return bits
+
+
+def _fit_masks(rec, free: Free) -> list[tuple[int, int]]:
+    """Per pod set of ``rec``'s job: the bit set of its partition's up, undrained nodes where
+    one pod fits in ``free``, and how many of them the pod set needs."""
+    nodes = free.nodes
+    up, drain = nodes.up, nodes.drain
+    out = []
+    for ps in rec.job.wl.pod_sets:
+        if ps.count <= 0:
+            continue
+        mask = 0
+        for n in rec.part.nodes:
+            if up[n] and not drain[n] and fits_now(free, n, ps):
+                mask |= 1 << n
+        out.append((mask, (ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1))
+    return out
+
+
+def _fits_within(masks: list[tuple[int, int]], nodes: int) -> bool:
+    """Whether every pod set finds as many nodes as it needs among ``nodes``."""
+    return all((mask & nodes).bit_count() >= need for mask, need in masks)
 
 
 def _usable(avail: int, pmask: int, usable_of: dict[int, frozenset]) -> frozenset | None:

@@ -504,6 +504,9 @@ class SlurmPolicy:
     def __init__(self, pool: Pool, options: dict) -> None:
         check_options("slurm", options, _OPTIONS)
         self.pool = pool
+        #: keep every cycle's plans and reservations (squeue --start, the conformance cases);
+        #: without it a backfill cycle ends once nothing more can start now, so ``planned``
+        #: holds only the plans made before that point (the schedule is the same either way)
         self.record = bool(options.get("record", False))
         self.cores: CoreBook | None = None  # set up with the nodes (``_setup``)
         #: Epoch seconds of the run's t=0. Slurm aligns its will-run time windows on epoch

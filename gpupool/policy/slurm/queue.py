@@ -20,9 +20,10 @@ from gpupool.policy.slurm.jobinfo import given_node_counts, raised_least
 class Record:
     """One (job, partition) entry of the queue. A job's records are handed out again at every
     build while it waits (see ``_Static.recs``), so what a pass derives from a record alone
-    may ride on it: ``bf`` is the backfill cycle's (``backfill._record_fixed``)."""
+    may ride on it: ``bf`` is the backfill cycle's (``backfill._record_fixed``), ``sk`` the
+    key its test "might it start now" is memoised by (``backfill._Startable``)."""
 
-    __slots__ = ("bf", "job", "key", "part", "prio")
+    __slots__ = ("bf", "job", "key", "part", "prio", "sk")
 
     def __init__(self, key, job, part, prio) -> None:
         self.key = key
@@ -30,6 +31,7 @@ class Record:
         self.part = part
         self.prio = prio
         self.bf: tuple | None = None
+        self.sk: tuple | None = None
 
 
 def dependency_time(job, jobs) -> float:
