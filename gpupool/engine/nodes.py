@@ -186,16 +186,21 @@ class NodeTable:
                                          f"by unshared jobs)")
 
     def release_shared(self, placement, group: str) -> None:
-        """Give back what ``allocate_shared`` took."""
+        """Give back what ``allocate_shared`` took. A node's CPUs are summed first: an
+        exclusive job's tasks after the first hold no CPUs of their own on the node, and the
+        group's count drops to zero (and leaves) only with the node's last CPU."""
         self.release_held(placement)
-        shared = self.shared_cpu
+        per_node: dict[int, int] = {}
         for node, _mask, cpu, _mem in placement:
+            per_node[node] = per_node.get(node, 0) + cpu
+        shared = self.shared_cpu
+        for node, cpu in per_node.items():
             sums = shared[node]
-            left = sums[group] - cpu
+            left = sums.get(group, 0) - cpu
             if left:
                 sums[group] = left
             else:
-                del sums[group]
+                sums.pop(group, None)
 
     def shared_floor(self, node: int) -> int:
         """The fewest CPUs (millicores) the sharing jobs on ``node`` can hold: per group, its

@@ -1,5 +1,5 @@
 """A backfill cycle that records no plans ends once no later record can start now
-(``backfill._startable``): every run must schedule exactly as the full cycle does.
+(``backfill._Startable``): every run must schedule exactly as the full cycle does.
 
 The full cycle runs whenever plans are recorded (``record``: squeue --start, the conformance
 cases), so each case and a few synthetic workloads are run both ways and their job tables
