@@ -109,7 +109,7 @@ def _exit_code(state: str) -> str:
     return {"FAILED": "1:0", "CANCELLED": "0:15", "TIMEOUT": "0:15", "PREEMPTED": "0:15"}.get(state, "0:0")
 
 
-class _Tres:
+class JobTres:
     """A simulated job's ReqTRES and AllocTRES, and its billing, as the Slurm policy counts
     them (``policy.slurm.tres``) for a job in a Slurm partition: the TRES its placement holds,
     typed GPUs counted where AccountingStorageTRES tracks their type and GPUs left out where it
@@ -295,7 +295,7 @@ def _rows(result, pool: Pool, origin: str, t0: float, version: str | None, polic
     names = list(pool.nodes)
     node_types = [pool.nodes[n].gpu_type or "" for n in names]
     frame = result.jobs.set_index("id")
-    tres = _Tres(pool, policy, str((options or {}).get("kubernetes", "auto")))
+    tres = JobTres(pool, policy, str((options or {}).get("kubernetes", "auto")))
     placements = None
     if getattr(result, "placements", None) is not None:
         placements = {}

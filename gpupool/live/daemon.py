@@ -33,6 +33,7 @@ from gpupool.engine.core import Engine
 from gpupool.engine.job import FINAL_STATES, PENDING, PLACING, RUNNING
 from gpupool.engine.nodes import mask_indices
 from gpupool.engine.policy_api import make_policy
+from gpupool.ledger.record import JobTres
 from gpupool.errors import GpupoolError
 from gpupool.formats.pool_dir import load_pool
 from gpupool.formats.sbatch import SbatchJob, parse_sbatch_text, sbatch_to_workload
@@ -114,6 +115,10 @@ class Daemon:
         self.spool.mkdir(parents=True, exist_ok=True)
         self.policy_name = policy
         self.policy = make_policy(policy, self.host.pool, options)
+        #: the account and QOS a job's records show: those slurmctld would give it (the user's
+        #: default account, the association's default QOS), as sacct shows them and as the
+        #: policy charges fair share, not the blanks of a job that named none
+        self._tres = JobTres(self.host.pool, policy, str((options or {}).get("kubernetes", "auto")))
         self._mono0 = time.monotonic()
         self.epoch = time.time()
         slurm = self.host.pool.slurm
@@ -381,10 +386,11 @@ class Daemon:
 
     def _pending_row(self, wl, wall_now: float) -> dict:
         limit = wl.time_limit
+        account, qos = self._tres.account_qos(wl)
         return {
             "origin": self.origin, "job_id": _sacct_id(wl), "job_id_raw": wl.id, "array_job_id": wl.array_job_id,
             "array_task_id": wl.array_task_id, "name": wl.name, "kind": "batch", "user": wl.user or "",
-            "account": wl.account or "", "qos": wl.qos or "", "partition": wl.partition or "",
+            "account": account, "qos": qos, "partition": wl.partition or "",
             "queue": wl.partition or "", "submit": wall_now, "eligible": wall_now, "state": PENDING,
             "timelimit": None if limit in (None, math.inf) else limit, "gpus": wl.total_gpus,
             "source": wl.source or "live",
@@ -433,7 +439,8 @@ class Daemon:
             gpus = [i for p in job.placement for i in mask_indices(p[1])]
             rows.append({
                 "job_id": _sacct_id(wl), "id": job.id, "partition": job.partition or wl.partition or self.default_partition,
-                "name": wl.name, "user": wl.user or "", "account": wl.account or "", "state": job.state, "st": st,
+                "name": wl.name, "user": wl.user or "", "account": self._tres.account_qos(wl)[0], "state": job.state,
+                "st": st,
                 "time": (now - job.start) if job.start is not None else 0.0,
                 "time_limit": job.time_limit, "nodes": 1, "nodelist": self.host.node_name if job.placement else "",
                 "reason": "" if job.state != PENDING else (job.reason or "None"), "gpus": gpus,
@@ -477,7 +484,7 @@ class Daemon:
             if job.state == RUNNING and job.start is not None:
                 used += (now - job.start) * job.held_gpus
             if used:
-                acc = job.wl.account or ""
+                acc = self._tres.account_qos(job.wl)[0]  # the account charged, as sacct shows it
                 usage[acc] = usage.get(acc, 0.0) + used
         states: dict[str, int] = {}
         for job in self.engine.jobs.values():
@@ -562,8 +569,9 @@ class Daemon:
 
     def _row(self, job, now: float, state: str, code: str = "0:0") -> dict:
         types = sorted({self.host.node.gpus[i].type or "" for p in job.placement for i in mask_indices(p[1])} - {""})
+        account, qos = self._tres.account_qos(job.wl)
         return ledger_job_row(self.origin, job, job.wl, wall=self.wall, now=now, node=self.host.node_name,
-                              gpu_type=",".join(types), state=state, exit_code=code)
+                              gpu_type=",".join(types), state=state, exit_code=code, account=account, qos=qos)
 
     # ------------------------------------------------------------------ restart
     def recover(self) -> None:

@@ -125,8 +125,11 @@ class LiveStore:
 
 
 def ledger_job_row(origin: str, job, wl, *, wall, now: float, node: str, gpu_type: str, state: str,
-                   exit_code: str = "0:0", source: str = "live") -> dict:
-    """The ``jobs`` row of a live job as sacct would show it now (times in epoch seconds)."""
+                   exit_code: str = "0:0", source: str = "live", account: str | None = None,
+                   qos: str | None = None) -> dict:
+    """The ``jobs`` row of a live job as sacct would show it now (times in epoch seconds);
+    ``account``/``qos``: what the job got where it named none (``ledger.record.JobTres``),
+    else the workload's."""
     cpus = sum(math.ceil(p[2] / 1000) for p in job.placement)
     mem = sum(p[3] for p in job.placement)
     gpus = sum(p[1].bit_count() for p in job.placement)
@@ -136,7 +139,8 @@ def ledger_job_row(origin: str, job, wl, *, wall, now: float, node: str, gpu_typ
     return {
         "origin": origin, "job_id": _sacct_id(wl), "job_id_raw": job.id, "array_job_id": wl.array_job_id,
         "array_task_id": wl.array_task_id, "name": wl.name or "", "kind": wl.kind or "batch",
-        "user": wl.user or "", "account": wl.account or "", "qos": wl.qos or "",
+        "user": wl.user or "", "account": (wl.account or "") if account is None else account,
+        "qos": (wl.qos or "") if qos is None else qos,
         "partition": job.partition or wl.partition or "", "queue": wl.queue or "",
         "submit": wall(job.submit), "eligible": wall(job.eligible), "start": start, "end": end,
         "elapsed": None if start is None else ((end if end is not None else wall(now)) - start),
