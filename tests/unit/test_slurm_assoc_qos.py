@@ -221,13 +221,13 @@ def test_the_ledger_records_the_account_and_qos_a_job_got(tmp_path):
     """sacct shows the QOS and account slurmctld gave a job, not a blank where it named none
     (dave: ml-platform's inherited DefaultQOS scavenger), and fair share charges that QOS's
     UsageFactor; a Kueue-only run records what was submitted."""
-    from gpupool.ledger.record import _Tres
+    from gpupool.ledger.record import JobTres
 
     pool = _pool(tmp_path)
-    tres = _Tres(pool, "slurm")
+    tres = JobTres(pool, "slurm")
     assert tres.account_qos(_wl("dave", "")) == ("ml-platform", "scavenger")
     assert tres.account_qos(_wl("carol", "-A ml-serving --qos=Serving")) == ("ml-serving", "serving")
-    assert _Tres(pool, "kueue").account_qos(_wl("dave", "")) == ("", "")
+    assert JobTres(pool, "kueue").account_qos(_wl("dave", "")) == ("", "")
 
 
 def test_qos_lists_of_partitions_are_ignored_where_no_qos_exists(tmp_path):
