@@ -197,6 +197,9 @@ class NodeTable:
         for node, cpu in per_node.items():
             sums = shared[node]
             left = sums.get(group, 0) - cpu
+            if self.check and left < 0:
+                raise InvariantViolation(f"node {self.names[node]}: {cpu}m CPU released from sharing group "
+                                         f"{group!r}, which holds {left + cpu}m")
             if left:
                 sums[group] = left
             else:

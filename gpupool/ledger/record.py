@@ -155,6 +155,7 @@ class JobTres:
         self._untyped_as: str | None = None
         self._acct = None
         self._qos_enforced = True
+        self._account_qos: dict[tuple, tuple[str, str]] = {}  # (user, account, QOS named) -> got
         if cfg is None:
             return
         self._acct = cfg.accounting
@@ -192,8 +193,14 @@ class JobTres:
         acct = self._acct
         if acct is None or self._sbatch is None or not self._sbatch(wl):
             return wl.account or "", wl.qos or ""
-        req = self._job_req(wl, self._default, acct, acct.qos, qos_enforced=self._qos_enforced)
-        return req.account, req.qos or ""
+        # they depend on the user and what the job named only (a live daemon asks for every
+        # job it has had at each metrics scrape)
+        key = (wl.user, wl.account, wl.qos)
+        got = self._account_qos.get(key)
+        if got is None:
+            req = self._job_req(wl, self._default, acct, acct.qos, qos_enforced=self._qos_enforced)
+            got = self._account_qos[key] = (req.account, req.qos or "")
+        return got
 
     def requested(self, job) -> tuple[dict[str, int], float | None]:
         """(ReqTRES counts, their billing at submit; None outside a Slurm partition)."""

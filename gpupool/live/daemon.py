@@ -115,19 +115,19 @@ class Daemon:
         self.spool.mkdir(parents=True, exist_ok=True)
         self.policy_name = policy
         self.policy = make_policy(policy, self.host.pool, options)
-        #: the account and QOS a job's records show: those slurmctld would give it (the user's
-        #: default account, the association's default QOS), as sacct shows them and as the
-        #: policy charges fair share, not the blanks of a job that named none
-        self._tres = JobTres(self.host.pool, policy, str((options or {}).get("kubernetes", "auto")))
         self._mono0 = time.monotonic()
         self.epoch = time.time()
         slurm = self.host.pool.slurm
         kill_wait = float(slurm.params.get("KillWait") or 30) if slurm is not None else 30.0
         otl = float(getattr(self.policy, "over_time_limit", 0.0) or 0.0)
+        #: the account and QOS a job's records and environment show: those slurmctld would give
+        #: it (the user's default account, the association's default QOS), as sacct shows them
+        #: and as the policy charges fair share, not the blanks of a job that named none
+        self._tres = JobTres(self.host.pool, policy, str((options or {}).get("kubernetes", "auto")))
         self.executor = LiveExecutor(
             self.host, self.spool, now=self.clock, wall=self.wall, kill_wait=kill_wait,
             over_time_limit=otl, check_interval=float(getattr(self.policy, "time_limit_check_interval", 0.0) or 0.0),
-            over_time_limit_of=getattr(self.policy, "over_time_limit_of", None))
+            over_time_limit_of=getattr(self.policy, "over_time_limit_of", None), account_qos=self._tres.account_qos)
         self.engine = Engine(self.host.pool, [], self.policy, executor=self.executor)
         self.operators = self.host.operators()
         part = slurm.default_partition() if slurm is not None else None

@@ -80,8 +80,12 @@ class LiveExecutor:
 
     def __init__(self, host: LiveHost, spool: Path, *, now: Callable[[], float], wall: Callable[[float], float],
                  kill_wait: float = 30.0, over_time_limit: float = 0.0, check_interval: float = 0.0,
-                 over_time_limit_of: Callable[[Job], float] | None = None) -> None:
+                 over_time_limit_of: Callable[[Job], float] | None = None,
+                 account_qos: Callable | None = None) -> None:
         self.host = host
+        #: the account and QOS a workload got (``ledger.record.JobTres.account_qos``), for
+        #: SLURM_JOB_ACCOUNT and SLURM_JOB_QOS; without it, what the job named
+        self.account_qos = account_qos
         self.spool = Path(spool)
         self.now = now
         self.wall = wall
@@ -198,12 +202,13 @@ class LiveExecutor:
         wl = job.wl
         sb = sub.sbatch
         ntasks = sb.ntasks or (sb.ntasks_per_node or 1)
+        account, qos = self.account_qos(wl) if self.account_qos is not None else (wl.account or "", wl.qos or "")
         return JobFacts(
             job_id=job.id, name=wl.name, user=sub.user, uid=sub.uid, gid=sub.gid, node=node.name,
             cluster=self.cluster, submit_dir=sub.cwd, submit_host=sub.submit_host, gpus=gpus,
             visible=[devices[g].visible for g in gpus], ntasks=ntasks, cpus_per_task=sb.cpus_per_task,
-            cpus=max(1, math.ceil(cpu_m / 1000)), memory_mib=mem, account=wl.account or "",
-            partition=job.partition or wl.partition or "", qos=wl.qos or "", array_job_id=wl.array_job_id,
+            cpus=max(1, math.ceil(cpu_m / 1000)), memory_mib=mem, account=account,
+            partition=job.partition or wl.partition or "", qos=qos, array_job_id=wl.array_job_id,
             array_task_id=wl.array_task_id, array_task_ids=sub.array_task_ids,
             time_limit=job.time_limit, start_time=self.wall(now), restart_count=job.requeues,
         )

@@ -188,19 +188,30 @@ def test_preemption_with_grace_sends_sigterm_then_requeues(tmp_path):
         d.stop()
 
 
-def test_records_show_the_account_and_qos_the_job_got(daemon, tmp_path):
+def test_records_show_the_account_and_qos_the_job_got(tmp_path):
     # a job naming no account or QOS is recorded with the user's default account and the
-    # association's default QOS, as sacct shows them (and fair share charges them), and its
-    # GPU-seconds count for that account; a QOS named in another case is recorded by its name
-    user = os.environ.get("USER") or __import__("pwd").getpwuid(os.getuid()).pw_name
-    assert user == "root", "the pool's dump gives root the default account root"
-    plain, named = tmp_path / "plain.sbatch", tmp_path / "named.sbatch"
-    plain.write_text(script("sleep 1", "--gres=gpu:1"))
-    named.write_text(script("true", "--gres=gpu:1", "--account=team", "--qos=High"))
-    ids = [int(daemon.cli("submit", "--parsable", str(p)).stdout.split()[0]) for p in (plain, named)]
-    wait_for(lambda: all(_state(daemon, i) == "COMPLETED" for i in ids))
-    acct = daemon.cli("acct", "--db", str(daemon.db), "-P", "-o", "JobID,Account,QOS", "-M", "live:pool").stdout
-    assert f"{ids[0]}|root|normal" in acct.splitlines()
-    assert f"{ids[1]}|team|high" in acct.splitlines()
-    with daemon.client() as c:  # and its GPU-seconds go to that account
-        assert 'gpupool_account_gpu_seconds_total{pool="pool",account="root"}' in c.metrics()
+    # association's default QOS, as sacct shows them (and fair share charges them), runs with
+    # them in SLURM_JOB_ACCOUNT and SLURM_JOB_QOS, and its GPU-seconds count for that account;
+    # a QOS named in another case is recorded by its name
+    d = DaemonProc(tmp_path)
+    me = __import__("pwd").getpwuid(os.getuid()).pw_name  # the socket's peer
+    default = "root" if me == "root" else "team"
+    if me != "root":
+        accounts = d.pool / "accounts.cfg"
+        accounts.write_text(accounts.read_text() + f"User - '{me}':DefaultAccount='team':Fairshare=1\n")
+    d.start()
+    try:
+        plain, named = tmp_path / "plain.sbatch", tmp_path / "named.sbatch"
+        plain.write_text(script('echo "acct=$SLURM_JOB_ACCOUNT qos=$SLURM_JOB_QOS"; sleep 1', "--gres=gpu:1"))
+        named.write_text(script("true", "--gres=gpu:1", "--account=team", "--qos=High"))
+        ids = [int(d.cli("submit", "--parsable", str(p)).stdout.split()[0]) for p in (plain, named)]
+        wait_for(lambda: all(_state(d, i) == "COMPLETED" for i in ids))
+        acct = d.cli("acct", "--db", str(d.db), "-P", "-o", "JobID,Account,QOS", "-M", "live:pool").stdout
+        assert f"{ids[0]}|{default}|normal" in acct.splitlines()
+        assert f"{ids[1]}|team|high" in acct.splitlines()
+        assert (d.root / f"slurm-{ids[0]}.out").read_text() == f"acct={default} qos=normal\n"
+        with d.client() as c:
+            assert f'gpupool_account_gpu_seconds_total{{pool="pool",account="{default}"}}' in c.metrics()
+    finally:
+        cancel_all(d)
+        d.stop()

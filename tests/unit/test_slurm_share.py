@@ -256,3 +256,16 @@ def test_an_exclusive_multi_task_job_in_a_force_partition_ends_cleanly(tmp_path)
     assert len({p[0] for p in jobs[1].placement}) == 1 and len(jobs[1].placement) == 5
     # the node is whole again: the next job runs at once
     assert (jobs[2].state, jobs[2].start) == ("COMPLETED", 40.0)
+
+
+def test_shared_cpus_released_twice_are_an_invariant_violation():
+    from gpupool.engine.nodes import NodeTable
+
+    nodes = NodeTable(make_pool(), check=True)
+    placement = ((0, 0b1, 8000, 1000), (0, 0, 0, 0))  # an exclusive job's second task holds no CPUs
+    nodes.allocate_shared(placement, "p", 3)
+    nodes.release_shared(placement, "p")
+    assert nodes.shared_cpu[0] == {} and nodes.shared_floor(0) == 0
+    nodes.allocate_held(((0, 0b1, 0, 1000),))  # (GPUs and memory back, so that only CPUs are wrong)
+    with pytest.raises(InvariantViolation, match="released from sharing group 'p'"):
+        nodes.release_shared(placement, "p")
