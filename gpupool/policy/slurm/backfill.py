@@ -30,6 +30,12 @@ VIA_BACKFILL = "SchedBackfill"
 MAX_TRIES = 1000
 
 
+def _spread_need(ps) -> int:
+    """How many nodes where one pod of ``ps`` fits a placement needs: its count (a range's
+    least) with one pod per node, else one."""
+    return (ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1
+
+
 def _first_enough(gpus: list[int], cpu: list[int], mem: list[int], g: int, cm: int, need_mem: int) -> int | None:
     """The first index from which a node's free GPUs, CPUs and memory all suffice, or None.
 
@@ -193,7 +199,7 @@ class NodeTimeline:
         for ps in pod_sets:
             if ps.count <= 0:
                 continue
-            need = (ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1
+            need = _spread_need(ps)
             for k, n in self.first_fits(ps):
                 if umask >> n & 1:
                     need -= 1
@@ -538,12 +544,7 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     if no_reserve:
         tl, short = 60.0, None
     pname = info.name
-    pmask = part_mask.get(pname)
-    if pmask is None:
-        pmask = 0
-        for n in info.node_set:
-            pmask |= 1 << n
-        part_mask[pname] = pmask
+    pmask = _part_bits(info, part_mask)
     shape = _shape_number(job, shape_of, shapes)
     ranged = job.wl.gang == GANG_MIN
     min_nodes = max(((ps.min_count if ranged and ps.min_count is not None else ps.count) if ps.one_per_node else 1)
@@ -694,13 +695,14 @@ def run(cy, records) -> None:
     # Without plans to record, only the cycle's starts and preemptions matter to what follows:
     # once no later record can start now, the rest of the cycle would only add reservations
     # and is skipped (``_Startable``).
-    prune = _Startable(pol, cy, records, share_parts, pre_states, shape_of, shapes) if not pol.record else None
+    prune = None if pol.record else _Startable(pol, cy, records, share_parts, pre_states, shape_of, shapes,
+                                               no_reserve_qos, part_mask)
     for index, rec in enumerate(records):
         if prune is not None:
             state = (started, len(cy.preempting), len(cy.victims))
             if state != prune.state:
                 prune.changed(state)
-            if not prune.any_from(index, space, now, len(space.resv), no_reserve_qos, part_mask):
+            if not prune.any_from(index, space, now, len(space.resv)):
                 break
         job = rec.job
         jid = job.id
@@ -794,9 +796,7 @@ def run(cy, records) -> None:
                 # a job that may preempt: will-run removes the jobs it may preempt first
                 # (spec §2.4.3); "fits once they are gone" reads as now, and backfill starts
                 # the preemption
-                pre = pre_states.get(skey, unset)
-                if pre is unset:
-                    pre = pre_states[skey] = preempt.without_preemptable(cy, job, info, ends)
+                pre = _preemptable_gone(pre_states, cy, job, info, skey)
                 if pre is not None:
                     pkey = (pre[0], shape, pname, avail)
                     phit = pre_memo.get(pkey)
@@ -982,12 +982,15 @@ class _Startable:
     against the map again after every reservation; the answer depends on the record's shape,
     QOS and partition only (``rec.sk``), so a deep queue asks it a few times per cycle."""
 
-    __slots__ = ("checked", "cursor", "cy", "fits", "last", "pol", "pre_states", "records", "shape_of", "shapes",
-                 "share_parts", "state")
+    __slots__ = ("checked", "cursor", "cy", "fits", "last", "no_reserve_qos", "part_mask", "pol", "pre_states",
+                 "records", "shape_of", "shapes", "share_parts", "state")
 
-    def __init__(self, pol, cy, records, share_parts, pre_states: dict, shape_of: dict, shapes: dict) -> None:
+    def __init__(self, pol, cy, records, share_parts, pre_states: dict, shape_of: dict, shapes: dict,
+                 no_reserve_qos: frozenset, part_mask: dict[str, int]) -> None:
         self.pol, self.cy, self.records, self.share_parts = pol, cy, records, share_parts
+        #: the cycle's memos, shared with its TRY_LATER loop (``_record_fixed``'s arguments too)
         self.pre_states, self.shape_of, self.shapes = pre_states, shape_of, shapes
+        self.no_reserve_qos, self.part_mask = no_reserve_qos, part_mask
         #: (starts, preemptors, victims) the answers hold for
         self.state: tuple = (0, 0, 0)
         #: start key -> ``_fit_masks`` where the record might start (None: always), False where not
@@ -1008,7 +1011,7 @@ class _Startable:
         self.last = -1
         self.checked = -1
 
-    def any_from(self, index: int, space: NodeSpace, now: float, version: int, no_reserve_qos, part_mask) -> bool:
+    def any_from(self, index: int, space: NodeSpace, now: float, version: int) -> bool:
         """Whether a record at ``index`` or later might still start now (``version``: the
         map's reservation count)."""
         records = self.records
@@ -1029,7 +1032,8 @@ class _Startable:
                 return True
             fixed = rec.bf
             if fixed is None:
-                fixed = rec.bf = _record_fixed(self.pol, rec, no_reserve_qos, part_mask, self.shape_of, self.shapes)
+                fixed = rec.bf = _record_fixed(self.pol, rec, self.no_reserve_qos, self.part_mask, self.shape_of,
+                                               self.shapes)
             avail, _later = space.window(now, now + fixed[2], fixed[6])
             if fixed[12] is not None:  # --exclude/--constraint
                 avail &= fixed[12]
@@ -1068,40 +1072,47 @@ class _Startable:
             got = None
         else:
             cy = self.cy
-            pre = None
-            if self.pol.s.preemption:
-                skey = key[1:]
-                pre = self.pre_states.get(skey, _UNSET)
-                if pre is _UNSET:  # the TRY_LATER loop's memo, filled the same way
-                    pre = self.pre_states[skey] = preempt.without_preemptable(cy, rec.job, info, cy.ends)
+            pre = _preemptable_gone(self.pre_states, cy, rec.job, info, key[1:]) if self.pol.s.preemption else None
             masks = _fit_masks(rec, cy.free if pre is None else pre[1])
-            got = masks if _fits_within(masks, _node_bits(info)) else False
+            got = masks if _fits_within(masks, _part_bits(info, self.part_mask)) else False
         self.fits[key] = got
         return got
 
 
-def _node_bits(info) -> int:
-    """The bit set of partition ``info``'s nodes."""
-    bits = 0
-    for n in info.node_set:
-        bits |= 1 << n
+def _preemptable_gone(pre_states: dict, cy, job, info, skey: tuple):
+    """``preempt.without_preemptable`` for a job of (QOS, partition) ``skey``, memoised per
+    cycle in ``pre_states`` until a start or a preemption clears it (it depends on the job
+    only through its QOS and partition)."""
+    pre = pre_states.get(skey, _UNSET)
+    if pre is _UNSET:
+        pre = pre_states[skey] = preempt.without_preemptable(cy, job, info, cy.ends)
+    return pre
+
+
+def _part_bits(info, part_mask: dict[str, int]) -> int:
+    """The bit set of partition ``info``'s nodes (memoised per cycle in ``part_mask``)."""
+    bits = part_mask.get(info.name)
+    if bits is None:
+        bits = 0
+        for n in info.node_set:
+            bits |= 1 << n
+        part_mask[info.name] = bits
     return bits
 
 
 def _fit_masks(rec, free: Free) -> list[tuple[int, int]]:
     """Per pod set of ``rec``'s job: the bit set of its partition's up, undrained nodes where
     one pod fits in ``free``, and how many of them the pod set needs."""
-    nodes = free.nodes
-    up, drain = nodes.up, nodes.drain
+    nodes = eligible_nodes(rec.part.nodes, free.nodes)
     out = []
     for ps in rec.job.wl.pod_sets:
         if ps.count <= 0:
             continue
         mask = 0
-        for n in rec.part.nodes:
-            if up[n] and not drain[n] and fits_now(free, n, ps):
+        for n in nodes:
+            if fits_now(free, n, ps):
                 mask |= 1 << n
-        out.append((mask, (ps.count if ps.min_count is None else ps.min_count) if ps.one_per_node else 1))
+        out.append((mask, _spread_need(ps)))
     return out
 
 
