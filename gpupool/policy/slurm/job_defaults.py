@@ -46,6 +46,7 @@ from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
 from gpupool.policy.slurm.jobinfo import requested_partitions
+from gpupool.policy.slurm.min_nodes import raise_node_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +382,9 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     """What slurmctld makes of a submission: ``wl`` filled in from its partition's defaults
     (``defaults_for``; unchanged when that partition does not exist), with the CPUs and memory
     its ReqTRES records where they differ (``Workload.req_cpu_mem``), and sbatch's
-    MaxMemPerNode refusal or None. ``node_memory``: RealMemory per node, in slurm.conf's order."""
+    MaxMemPerNode refusal or None. ``node_memory``: RealMemory per node, in slurm.conf's order.
+    A job that gave no node count first gets its partitions' MinNodes (``min_nodes``)."""
+    wl = raise_node_count(cfg, wl)
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None

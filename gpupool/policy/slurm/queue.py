@@ -90,8 +90,10 @@ def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     ``job_limits_check`` holds against each partition's MaxNodes and MinNodes
     (``_get_job_parts``): a job that gave ``--nodes`` keeps its range, its least count raised to
     the least MinNodes of its partitions where its largest reaches that; one that gave none has
-    no largest, and its count (``nodes``) is kept, so in a MinNodes partition it waits where
-    slurmctld raises the count and runs it (docs/policies/slurm.md, Known differences)."""
+    no largest, and its count (``nodes``) is kept. Where all its partitions set MinNodes the
+    job was given their least at submit (``min_nodes.raise_node_count``) and arrives here with
+    that node count; one asking GPUs for the whole job was not, and waits (docs/policies/
+    slurm.md, Known differences)."""
     most, least = given_node_counts(wl, nodes)
     if most is None:
         return None, nodes

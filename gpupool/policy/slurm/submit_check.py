@@ -25,6 +25,7 @@ from gpupool.policy.slurm.config import (
     partition_infos,
 )
 from gpupool.policy.slurm.jobinfo import JobReq, account_chain, association_qos, given_node_counts, job_req
+from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
 
@@ -124,6 +125,8 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     epl = s.enforce_part_limits
     if part_bad and (epl == "ALL" or (epl in ("YES", "ANY") and len(part_bad) == len(req.parts))):
         return part_bad[0] if epl == "ALL" else part_bad[-1]
+    if fewer_gpus_than_nodes(cfg, wl):
+        return MSG_GRES
     return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or _denied_on_limit(req, parts, acct, s)
             or _part_config_refusal(req, most, parts, acct, s))
 
