@@ -982,11 +982,17 @@ def _node_shape(job: SbatchJob, nodes_min: int, nodes_max: int) -> _Shape:
     elif gres is not None:
         gpus = gres
     elif job.gpus is not None:
-        if nodes_min != nodes_max or job.gpus.count % nodes_min:
+        if _spreads_gpus(job, nodes_min, nodes_max):
+            if job.gpus.count < nodes_min:
+                raise _error(job, f"--gpus={job.gpus.text()} asks fewer GPUs than the {nodes_min} nodes; Slurm "
+                             "refuses the job (Invalid generic resource (gres) specification)", "gpus", "nodes")
+            gpus = -(-job.gpus.count // nodes_min)  # the even share, rounded up (PodSet.spread_gpus)
+        elif nodes_min != nodes_max or job.gpus.count % nodes_min:
             raise _error(job, f"--gpus={job.gpus.text()} cannot be split evenly over "
                          f"{_nodes_text(job)} node(s); gpupool models identical pods: use "
                          "--gpus-per-node", "gpus", "nodes")
-        gpus = job.gpus.count // nodes_min
+        else:
+            gpus = job.gpus.count // nodes_min
     elif job.gpus_per_task is not None:
         gpus = job.gpus_per_task.count * tasks
     else:
@@ -994,6 +1000,26 @@ def _node_shape(job: SbatchJob, nodes_min: int, nodes_max: int) -> _Shape:
     cpus = _cpus_per_pod(job, tasks, gpus)
     min_count = nodes_min if nodes_min != nodes_max else None
     return _Shape(nodes_max, min_count, True, gpus, cpus, tasks)
+
+
+def _gpus_for_job_only(job: SbatchJob) -> bool:
+    """Whether the script asks its GPUs only for the whole job (``--gpus``, no per-node or
+    per-task GPU option)."""
+    return (job.gpus is not None and job.gpus_per_node is None and _gres_gpus(job) is None
+            and job.gpus_per_task is None)
+
+
+def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
+    """Whether select/cons_tres spreads the job's ``--gpus`` unevenly over its nodes
+    (``PodSet.spread_gpus``): a fixed count of two nodes or more, and none of the requests
+    that are modelled otherwise or were not probed (``--exclusive``, which takes whole nodes;
+    ``--cpus-per-gpu``; more tasks than nodes, the split form of ``_split_tasks``)."""
+    if not _gpus_for_job_only(job) or nodes_min != nodes_max or nodes_min < 2:
+        return False
+    if job.exclusive or job.cpus_per_gpu is not None:
+        return False
+    return not (job.nodes is not None and job.ntasks is not None and job.ntasks > nodes_min
+                and job.ntasks_per_node is None)
 
 
 def _nodes_text(job: SbatchJob) -> str:
@@ -1074,6 +1100,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         split_gpus=bool(split) and job.gpus_per_task is not None and job.gpus_per_task.count > 0
         and job.gpus_per_node is None and _gres_gpus(job) is None and job.gpus is None,  # GPUs from --gpus-per-task
         gpus_per_job=_gpus_per_job(job, shape),
+        spread_gpus=_spreads_gpus(job, shape.min_count or shape.count, shape.count) if shape.one_per_node
+        else _gpus_for_job_only(job),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -113,6 +113,18 @@ class PodSet:
     #: it counts there (``--mem-per-gpu``, else DefMemPerGPU, where memory is a consumable), once
     #: the policy filled it in; 0: no cap
     mem_per_gpu: int = 0
+    #: Slurm, ``--gpus=X`` over a fixed node count of two or more (``gpus_per_job`` = X): each
+    #: pod asks one GPU, the least a node takes, and select/cons_tres gives the nodes in index
+    #: order as many as they have free while every later node keeps one (a real 22.05.8 ran
+    #: ``-N2 --gpus=4`` as 3 + 1, ``-N3 --gpus=6`` as 4 + 1 + 1; ``policy/slurm/spread_gpus.py``).
+    #: Also set on a task pod set asking ``--gpus`` (not ``--gpus-per-task``), where it means
+    #: nothing until the Slurm policy gives the job a node count (``policy/slurm/min_nodes.py``).
+    spread_gpus: bool = False
+    #: Slurm, a pod set the policy gave a node count at submit (a job without ``--nodes`` in
+    #: partitions that all set MinNodes, ``policy/slurm/min_nodes.py``): slurmctld tested the
+    #: partitions' node limits at submit before it raised the count, so the submit checks
+    #: read it as having given none
+    nodes_raised: bool = False
 
     @property
     def split(self) -> bool:
@@ -144,6 +156,8 @@ class PodSet:
 
     @property
     def total_gpus(self) -> int:
+        if self.spread_gpus and self.one_per_node:
+            return self.gpus_per_job
         if self.split_gpus and self.split:
             return self.split_tasks * self.gpus
         return self.count * self.gpus

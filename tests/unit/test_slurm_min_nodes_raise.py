@@ -30,6 +30,9 @@ _P99 = {
     "-n1 --mem=1000": [(2, 0, 1000)] * 2,            # --mem is per node
     "-n1 --mem-per-cpu=1000": [(2, 0, 2000)] * 2,    # follows the core's two CPUs
     "-n1 --exclusive --mem=100": [(128, 8, 100)] * 2,
+    "-n4 --gpus-per-task=1 --mem=100": [(2, 2, 100)] * 2,  # GPUs follow the tasks
+    "-n1 --gpus=3 --mem=100": [(2, 2, 100), (2, 1, 100)],  # --gpus spread as -N2 spreads it
+    "-n1 --gpus=9 --mem=100": [(2, 8, 100), (2, 1, 100)],
 }
 
 
@@ -61,12 +64,12 @@ def test_memory_per_node_split_over_tasks_is_taken_back_as_their_sum(tmp_path):
     assert [p[3] for p in job[2].placement] == [100, 100]
 
 
-def test_jobs_asking_gpus_for_the_whole_job_are_not_raised_and_wait(tmp_path):
-    """The real system spread ``-n4 --gpus=4`` as 3 + 1 GPUs, ``-n1 --gpus=9`` as 8 + 1 and
-    ``-n4 --gpus-per-task=1`` as 2 + 2, and refused ``-n1 --gpus=1`` at submit ("Invalid generic
-    resource (gres) specification"): a pod set cannot hold that, so such a job keeps its own
-    count and waits (docs/policies/slurm.md, Known differences)."""
-    jobs = _jobs(_node_count_pool(tmp_path, "NO"), ["-n4 --gpus=4 --mem=100", "-n4 --gpus-per-task=1 --mem=100"])
+def test_gpus_for_the_job_beside_more_tasks_than_nodes_are_not_raised_and_wait(tmp_path):
+    """The real system ran ``-n4 --gpus=4`` as 3 + 1 GPUs beside 2 + 2 tasks (``-n3 --gpus=3``
+    2 + 1, ``-n4 --gpus=2`` 1 + 1): no pod set here spreads both, so such a job keeps its own
+    count and waits (docs/policies/slurm.md, Known differences; ``-n4 --gpus=2`` does not even
+    read: sbatch's reader wants the task pods' GPUs even)."""
+    jobs = _jobs(_node_count_pool(tmp_path, "NO"), ["-n4 --gpus=4 --mem=100", "-n3 --gpus=3 --mem=100"])
     assert [(j.first_start, j.reason) for j in jobs.values()] == [(None, "PartitionNodeLimit")] * 2
 
 
@@ -98,10 +101,18 @@ def test_per_node_pods_as_sbatch_gives_them_for_the_node_count(tmp_path):
     from gpupool.formats.sbatch import job_pod_set, parse_sbatch_text
 
     for opts in ("-n1", "-n4", "-n6 -c2", "-n3 --mem=300", "-n5 --mem-per-cpu=100", "-n1 --gres=gpu:2",
-                 "-n1 --gpus-per-node=2 --cpus-per-gpu=3", "-n2 --exclusive", "-n1 --gres=gpu:1 -c4 --mem-per-gpu=10"):
+                 "-n1 --gpus-per-node=2 --cpus-per-gpu=3", "-n2 --exclusive", "-n1 --gres=gpu:1 -c4 --mem-per-gpu=10",
+                 "-n1 --gpus=3", "-n2 --gpus=4 --mem-per-gpu=100", "-n1 --gpus=9 -c2", "-n4 --gpus-per-task=1",
+                 "-n1 --gpus-per-task=2 --mem-per-gpu=10", "-n4 --gpus=4 --cpus-per-gpu=2", "-n2 --gpus=4 --exclusive",
+                 "-n3 --gpus-per-task=1 --mem-per-cpu=100", "-n1 --gpus=2 --mem=0", "-n1 --gpus=a100:3"):
         alone, _ = job_pod_set(parse_sbatch_text(f"#!/bin/sh\n#SBATCH {opts}\n", "t.sh"))
         with_nodes, _ = job_pod_set(parse_sbatch_text(f"#!/bin/sh\n#SBATCH {opts} -N2\n", "t.sh"))
         assert per_node_pods(alone, 2) == with_nodes, opts
+    # not modelled, so not raised: --gpus spread beside split tasks, --gpus that neither spreads
+    # nor divides, fewer GPUs than nodes
+    for opts in ("-n4 --gpus=4", "-n1 --gpus=3 --exclusive", "-n1 --gpus=1"):
+        alone, _ = job_pod_set(parse_sbatch_text(f"#!/bin/sh\n#SBATCH {opts}\n", "t.sh"))
+        assert per_node_pods(alone, 2) is None, opts
 
 
 def test_pools_without_min_nodes_keep_every_job_as_submitted():
@@ -124,6 +135,92 @@ def test_fewer_gpus_for_the_job_than_min_nodes_are_refused_at_submit(tmp_path, e
     jobs = _jobs(pool, ["-n1 --gpus=1 --mem=100", "-n1 -c4 --gpus=1 --mem=100", "-n2 --gpus-per-task=1 --mem=100",
                         "-n1 --gpus=2 --mem=100"])
     assert [(jobs[k].state, jobs[k].reason) for k in (1, 2)] == [("REJECTED", MSG_GRES)] * 2
-    # as many GPUs for the job as the nodes, or more: not refused (they wait, not raised)
-    assert [(jobs[k].state, jobs[k].reason) for k in (3, 4)] == [("PENDING", "PartitionNodeLimit")] * 2
+    # as many GPUs for the job as the nodes: one on each
+    assert [[bin(p[1]).count("1") for p in jobs[k].placement] for k in (3, 4)] == [[1, 1]] * 2
     assert _jobs(pool, ["-n1 --gpus=1 --mem=100"], parts="mn,train")[1].first_start == 0.0
+
+
+def _pool_with(tmp_path, enforce: str, lines: str):
+    from tests.unit.test_slurm_req_tres import _seed_copy
+
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text(f"EnforcePartLimits={enforce}\n" + conf.read_text()
+                    + "PartitionName=mn Nodes=gpu[03-04] MinNodes=2 MaxTime=60 State=UP\n" + lines)
+    return load_pool(pool_dir)
+
+
+def test_the_partitions_node_limits_are_tested_at_submit_before_the_raise(tmp_path):
+    """``_part_access_check`` runs while the job has no node count, so under
+    EnforcePartLimits=ALL ``-p mn,mn3 -n1`` is not refused for mn3's MinNodes=3; it gets the least
+    MinNodes, 2, and runs in mn (a reviewer's reading of ``_valid_job_part``)."""
+    pool = _pool_with(tmp_path, "ALL", "PartitionName=mn3 Nodes=gpu[02-04] MinNodes=3 MaxTime=60 State=UP\n")
+    jobs = _jobs(pool, ["-n1 --mem=100"], parts="mn,mn3")
+    assert jobs[1].first_start == 0.0 and len(jobs[1].placement) == 2
+    assert {list(pool.nodes)[p[0]] for p in jobs[1].placement} == {"gpu03", "gpu04"}
+
+
+def test_a_time_min_refusal_comes_before_the_gres_one(tmp_path):
+    """``_valid_job_part`` tests ``--time-min`` before ``gres_job_state_validate`` (source)."""
+    from gpupool.policy.slurm import limits
+
+    jobs = _jobs(_node_count_pool(tmp_path, "NO"), ["-n1 --gpus=1 --time-min=10 --mem=100"])
+    assert (jobs[1].state, jobs[1].reason) == ("REJECTED", limits.MSG_TIME_MIN)
+
+
+def test_max_mem_per_node_is_held_against_the_memory_asked(tmp_path):
+    """``-n3 --mem=100`` asks 100 MB a node, under MaxMemPerNode=101, though its raised pods hold
+    the task pods' rounded-up sum (102 MB); ``--mem=120`` is over it."""
+    from tests.unit.test_slurm_req_tres import _seed_copy
+
+    pool_dir = _seed_copy(tmp_path / "max", [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text(conf.read_text() + "PartitionName=mn Nodes=gpu[03-04] MinNodes=2 MaxMemPerNode=101 State=UP\n")
+    jobs = _jobs(load_pool(pool_dir), ["-n3 --mem=100", "-n3 --mem=120"])
+    assert jobs[1].state != "REJECTED" and jobs[1].first_start == 0.0
+    assert jobs[2].state == "REJECTED"
+
+
+def test_req_tres_keeps_the_cpus_and_per_cpu_memory_asked(tmp_path):
+    """slurmctld's ``min_cpus`` is not changed by the raise: ReqTRES shows ``-n1`` as cpu=1 and
+    ``--mem-per-cpu=1000`` as 1000 MB, ``--mem=100`` as 100 MB on each of the 2 nodes (a
+    reviewer's reading of ``job_set_req_tres``)."""
+    pool = _node_count_pool(tmp_path, "NO")
+    pol = make_policy("slurm", pool)
+
+    def req(opts):
+        wl = pol.resolve_request(replace(workload("j", f"-A ml-research -t 5 -p mn {opts}", 0.0, 1), user="alice"))
+        return wl.req_cpu_mem or (sum(ps.cpus_total for ps in wl.pod_sets), sum(ps.memory_total for ps in wl.pod_sets))
+
+    assert req("-n1 --mem=100") == (1, 200)
+    assert req("-n1 --mem-per-cpu=1000") == (1, 1000)
+    assert req("-n1 -c4 --mem=100") == (4, 200)
+
+
+def test_jobs_without_ntasks_arrays_and_a_listed_node_are_raised(tmp_path):
+    """No ``-n`` at all, each task of an array, and ``-w gpu04`` (one node listed: sbatch sends
+    a least count of 1 with no largest, which slurmctld raises) all run on both nodes."""
+    from tests.unit.sbatch_plans import workloads
+
+    pool = _node_count_pool(tmp_path, "NO")
+    wls = [replace(w, user="alice") for w in
+           [workload("a", "-A ml-research -t 5 -p mn --gres=gpu:1 --mem=100", 0.0, 1, runtime=300.0),
+            workload("w", "-A ml-research -t 5 -p mn -w gpu04 --mem=100", 0.0, 2, runtime=300.0),
+            *workloads("r", "-A ml-research -t 5 -p mn --array=0-1 --mem=100", 0.0, 3, runtime=300.0)]]
+    jobs = Engine(pool, wls, make_policy("slurm", pool)).run().jobs
+    assert len(jobs) == 4
+    assert all(j.first_start is not None and len(j.placement) == 2 for j in jobs), [j.placement for j in jobs]
+
+
+def test_kubernetes_pods_keep_their_own_memory_when_raised(tmp_path):
+    """A workload of four pods of 1000 MiB (a Kubernetes Job under ``--policy slurm``) holds
+    2000 MiB on each of two nodes, two pods' worth, not sbatch's ``--mem`` per node read back
+    from the task pods."""
+    from gpupool.model.workload import PodSet, Workload
+    from gpupool.policy.slurm.min_nodes import raise_node_count
+
+    cfg = make_policy("slurm", _node_count_pool(tmp_path, "NO")).cfg
+    wl = Workload(id=1, name="k", pod_sets=(PodSet(count=4, cpu_m=1000, memory_mib=1000, gpus=1),), partition="mn",
+                  source="job.yaml (document 1)")
+    (ps,) = raise_node_count(cfg, wl).pod_sets
+    assert (ps.count, ps.one_per_node, ps.memory_mib, ps.gpus, ps.nodes_raised) == (2, True, 2000, 2, True)

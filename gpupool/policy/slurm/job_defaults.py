@@ -178,7 +178,7 @@ def needs_defaults(wl: Workload, d: Defaults) -> bool:
     per_cpu = d.max_mem_per_cpu is not None
     per_gpu = bool(d.mem_per_gpu)
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
-               or (ps.split_tasks and not ps.split)
+               or (ps.split_tasks and not ps.split) or (ps.spread_gpus and ps.one_per_node and ps.gpus > 1)
                or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) or (per_gpu and ps.gpus and ps.memory_per != "gpu")
                or (ps.gpus and not ps.mem_per_gpu and ps.memory_per == "gpu" and d.whole_node is not None)
                for ps in wl.pod_sets)
@@ -250,6 +250,8 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
         return ps
     filled = _fit_under_gpu_default(ps, _filled(ps, d), d)
     filled = _split_form(ps, filled, d) if ps.split_tasks else filled
+    if ps.spread_gpus and ps.one_per_node and ps.gpus > 1:
+        filled = _spread_form(ps, filled, d)
     per_gpu = _memory_per_gpu(ps, d)
     return replace(filled, mem_per_gpu=per_gpu) if per_gpu != filled.mem_per_gpu else filled
 
@@ -289,6 +291,22 @@ def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
         mem, per = mem // tasks, "task"
     gpus = ps.gpus // tasks if ps.split_gpus else ps.gpus
     return replace(ps, cpu_m=cpt * 1000, memory_mib=mem, memory_per=per, gpus=gpus)
+
+
+def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
+    """A pod set spreading its ``--gpus`` over its nodes (``PodSet.spread_gpus``; ``asked`` as
+    submitted, with the even share rounded up, ``ps`` filled in) as the Slurm policy holds it:
+    one GPU a pod, the least a node takes, and memory per GPU where it is asked per GPU
+    (``--mem-per-gpu``, DefMemPerGPU), so that it follows each node's GPUs (``memory_per``
+    "gpu"); ``spread_gpus.spread`` gives each node its GPUs. Where DefCpuPerGPU gave the CPUs
+    it stays even (not probed)."""
+    if ps.cpu_m != asked.cpu_m or ps.memory_unit is not None:
+        return replace(ps, spread_gpus=False)
+    mem, per = ps.memory_mib, ps.memory_per
+    if _memory(asked, asked.cpu_m, d)[1] == "gpu":
+        mem, per = mem // ps.gpus, "gpu"
+    fit = ps.memory_fit // ps.gpus if ps.memory_fit else 0  # DefMemPerGPU's free memory, for one GPU
+    return replace(ps, gpus=1, memory_mib=mem, memory_per=per, memory_fit=fit if fit > mem else 0)
 
 
 def _fit_under_gpu_default(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
@@ -383,7 +401,11 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     (``defaults_for``; unchanged when that partition does not exist), with the CPUs and memory
     its ReqTRES records where they differ (``Workload.req_cpu_mem``), and sbatch's
     MaxMemPerNode refusal or None. ``node_memory``: RealMemory per node, in slurm.conf's order.
-    A job that gave no node count first gets its partitions' MinNodes (``min_nodes``)."""
+    A job that gave no node count first gets its partitions' MinNodes (``min_nodes``); its
+    ReqTRES CPUs, its memory per CPU or GPU there and its MaxMemPerNode test stay those of the
+    request as given (slurmctld's ``min_cpus`` and per-node memory are not changed by the
+    raise; only a per-node amount counts on every node)."""
+    given = wl
     wl = raise_node_count(cfg, wl)
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
@@ -391,9 +413,22 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     filled = fill(wl, d)
     if wl.req_cpu_mem is None:
         asked = submitted_request(wl, d)
+        if wl is not given:
+            before = submitted_request(given, d)
+            asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
             filled = replace(filled, req_cpu_mem=asked)
-    return filled, memory_refusal(wl, d)
+    return filled, memory_refusal(given, d)
+
+
+def _memory_per_node(ps: PodSet, d: Defaults) -> bool:
+    """Whether ``submitted_request`` counts ``ps``'s memory per node (``--mem``, ``--mem=0``,
+    DefMemPerNode or the node's whole memory), not per CPU or GPU."""
+    if ps.memory_whole_node:
+        return True
+    if not ps.memory_unset:
+        return ps.memory_per == ""
+    return not d.mem_per_cpu
 
 
 def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:

@@ -158,8 +158,8 @@ def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
     """(largest, least) node counts a job gave with ``--nodes`` (``nodes``: its count as
     ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
-    per node."""
-    if not any(ps.one_per_node for ps in wl.pod_sets):
+    per node, not given by the policy (``PodSet.nodes_raised``)."""
+    if not any(ps.one_per_node and not ps.nodes_raised for ps in wl.pod_sets):
         return None, None
     return nodes, least_nodes(wl)
 

@@ -13,19 +13,21 @@ nodes (two threads per core) of a MinNodes=2 partition (probes p97 and p99, 2026
   (``split_tasks.py``);
 * ``-n1 --gres=gpu:8`` took 8 GPUs on each node (``--gres`` is per node), ``-n1 --mem=1000``
   1000 MB on each, ``-n1 --mem-per-cpu=1000`` 2000 MB on each (its core's two CPUs);
-* ``-n4 --gpus-per-task=1`` took 2 GPUs on each node, following its tasks.
+* ``-n4 --gpus-per-task=1`` took 2 GPUs on each node, following its tasks; ``-n1 --gpus=3``
+  2 + 1 and ``-n1 --gpus=9`` 8 + 1, as ``-N2 --gpus=X`` spreads them (``spread_gpus.py``);
+* ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` were refused at submit, "Invalid generic resource
+  (gres) specification": GPUs for the whole job fewer than its nodes (``fewer_gpus_than_nodes``).
 
 So the job is given the pod set ``--nodes=M`` would have given it (``sbatch.job_pod_set``):
 M pods of one node each holding ⌈T/M⌉ of its T tasks, or the split form (T > M) that spreads
 the tasks unevenly, as submitted; ``job_defaults`` then fills in its defaults as for any job.
 
-Not raised (kept as submitted, so it waits with PartitionNodeLimit as before; docs/policies/
-slurm.md, Known differences): GPUs asked for the whole job (``--gpus``, ``--gpus-per-task``),
-which the real system spreads unevenly over the nodes (``-n4 --gpus=4`` as 3 + 1 GPUs,
-``-n1 --gpus=9`` as 8 + 1) and refuses at submit where they are fewer than the nodes
-(``-n1 --gpus=1``: "Invalid generic resource (gres) specification", as here:
-``fewer_gpus_than_nodes``), a pod set gpupool cannot hold; jobs of several pod sets (Kubernetes shapes, not sbatch's). ``--mem`` over several tasks
-was split over the task pods, rounded up, and is taken back as their sum.
+Not raised (kept as submitted, so it waits with PartitionNodeLimit; docs/policies/slurm.md,
+Known differences): ``--gpus`` with more tasks than nodes (the real system spread
+``-n4 --gpus=4`` as 3 + 1 GPUs beside 2 + 2 tasks, which no pod set here holds: the split form
+spreads tasks, ``spread_gpus`` GPUs, not both), and jobs of several pod sets (Kubernetes
+shapes, not sbatch's). ``--mem`` over several tasks was split over the task pods, rounded up,
+and is taken back as their sum.
 """
 from __future__ import annotations
 
@@ -55,9 +57,9 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` in a MinNodes=2 partition with ``MSG_GRES``).
     With ``--nodes`` sbatch's reader already refuses GPUs that do not divide over the nodes."""
     ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
-    if ps is None or ps.one_per_node or not ps.gpus_per_job:
+    if ps is None or not ps.gpus_per_job:
         return False
-    return ps.gpus_per_job < partitions_min_nodes(cfg, wl)
+    return ps.gpus_per_job < (ps.count if ps.one_per_node else partitions_min_nodes(cfg, wl))
 
 
 def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
@@ -67,34 +69,56 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
-    if ps.one_per_node or ps.gpus_per_job or ps.split_tasks:
+    if ps.one_per_node or ps.split_tasks:
         return wl
     nodes = partitions_min_nodes(cfg, wl)
     if nodes < 2:
         return wl
-    return replace(wl, pod_sets=(per_node_pods(ps, nodes),))
+    raised = per_node_pods(ps, nodes, memory_per_pod="(document " in wl.source
+                           or (ps.cpus_per_task is None and not ps.gpus_per_job))
+    return wl if raised is None else replace(wl, pod_sets=(replace(raised, nodes_raised=True),))
 
 
-def per_node_pods(ps: PodSet, nodes: int) -> PodSet:
+def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSet | None:
     """Task pod set ``ps`` (``ps.count`` tasks of one task each, placed anywhere) as ``nodes``
-    pods of one node each, as sbatch's ``--nodes=nodes --ntasks=ps.count`` asks: each holds
-    ⌈T/nodes⌉ tasks (their CPUs, and memory per CPU or GPU following them; memory per node
-    whole), or, with more tasks than nodes, the split form as submitted (``PodSet.split_tasks``:
-    the even share, which the policy turns into one task a pod). GPUs asked per node (only
-    possible with one task) stay per node."""
+    pods of one node each, as sbatch's ``--nodes=nodes`` with the same options gives it
+    (``sbatch._node_shape``): each holds ⌈T/nodes⌉ of the T tasks, with their CPUs (or CPUs
+    per GPU), GPUs per task following them, GPUs per node as asked, ``--gpus`` spread
+    (``PodSet.spread_gpus``, the even share rounded up as submitted) or else even, and memory
+    per node whole, per CPU or per GPU following them; with more tasks than nodes, the split
+    form as submitted (``PodSet.split_tasks``). None where that is not modelled: ``--gpus``
+    that would spread beside split tasks, that does not divide over the nodes where it does
+    not spread, or that is fewer than the nodes (refused at submit). ``memory_per_pod``: the
+    pods' memory is each pod's own (Kubernetes pods, trace rows: a node holds it for each of its
+    tasks), not sbatch's ``--mem`` for a node shared out over the task pods."""
     tasks = ps.count
     per_node = -(-tasks // nodes)
-    cpt = ps.cpus_per_task
-    task_cpus = cpt if cpt is not None else max(1, -(-ps.cpu_m // 1000))
-    cpu_m = per_node * task_cpus * 1000 if cpt is not None else ps.cpu_m * per_node
-    if ps.memory_per == "":
-        memory = ps.memory_mib * tasks  # --mem is per node; the task pods shared it out
-    else:  # per CPU or GPU: follows the pod's CPUs or GPUs
-        memory = ps.memory_mib * per_node
-    gpus = ps.gpus * per_node
+    cpt = ps.cpus_per_task  # None: --cpus-per-gpu
     split = tasks if tasks > nodes and cpt is not None and not ps.exclusive else 0
+    per_job = ps.gpus_per_job if ps.spread_gpus else 0  # --gpus=X
+    spread = bool(per_job) and not ps.exclusive and cpt is not None
+    if per_job:
+        if per_job < nodes or (spread and split) or (not spread and per_job % nodes):
+            return None
+        gpus = -(-per_job // nodes) if spread else per_job // nodes
+    else:
+        gpus = ps.gpus * per_node  # per task (following the tasks), or per node with one task
+    if cpt is not None:
+        cpu_m = per_node * cpt * 1000
+    else:
+        cpu_m = ps.cpu_m // ps.gpus * gpus if ps.gpus else ps.cpu_m * per_node
+    if ps.memory_per == "" and memory_per_pod:
+        memory = ps.memory_mib * per_node
+    elif ps.memory_per == "":
+        memory = ps.memory_mib * tasks  # --mem is per node; the task pods shared it out
+    elif ps.memory_per == "gpu":
+        memory = ps.memory_mib // ps.gpus * gpus if ps.gpus else 0
+    else:  # per CPU: follows the node's CPUs
+        memory = ps.memory_mib * cpu_m // max(1000, -(-ps.cpu_m // 1000) * 1000)
+    per_task = bool(ps.gpus_per_job) and not ps.spread_gpus  # --gpus-per-task
     # GPUs per node come with one task (sbatch refuses --gres with several and no --nodes):
     # select/cons_tres steers its cores as for ``-N M -n1`` (``sbatch._slurm_tasks``)
-    slurm_tasks = (1, 1, cpt or 1) if gpus and not ps.exclusive else None
+    slurm_tasks = (1, 1, cpt or 1) if gpus and tasks == 1 and not ps.gpus_per_job and not ps.exclusive else None
     return replace(ps, count=nodes, one_per_node=True, min_count=None, cpu_m=cpu_m, memory_mib=memory, gpus=gpus,
-                   split_tasks=split, slurm_tasks=slurm_tasks)
+                   split_tasks=split, split_gpus=bool(split) and per_task, slurm_tasks=slurm_tasks,
+                   spread_gpus=spread)

@@ -20,6 +20,7 @@ from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import split_nodes, tasks_memory
+from gpupool.policy.slurm.spread_gpus import spread
 
 
 class Free:
@@ -296,6 +297,11 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             break
         if ps.memory_fit:  # chosen as holding their memory_fit (``pod_fits``); they hold their own
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
+        if ps.spread_gpus and ps.one_per_node and ps.gpus == 1:  # the job's GPUs dealt out (spread_gpus)
+            chosen = spread(ps, chosen, free, gpus_for)
+            if chosen is None:
+                ok = False
+                break
         placement.extend(chosen)
         if stepped:
             shapes.extend([ps] * len(chosen))

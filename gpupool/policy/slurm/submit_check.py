@@ -125,10 +125,10 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     epl = s.enforce_part_limits
     if part_bad and (epl == "ALL" or (epl in ("YES", "ANY") and len(part_bad) == len(req.parts))):
         return part_bad[0] if epl == "ALL" else part_bad[-1]
-    if fewer_gpus_than_nodes(cfg, wl):
-        return MSG_GRES
-    return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or _denied_on_limit(req, parts, acct, s)
-            or _part_config_refusal(req, most, parts, acct, s))
+    # ``gres_job_state_validate`` comes after ``_valid_job_part`` (its --time-min test) and
+    # before the accounting policy's (``acct_policy_validate``: DenyOnLimit)
+    return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
+            or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, most, parts, acct, s))
 
 
 _PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME,

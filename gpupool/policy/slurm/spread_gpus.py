@@ -1,0 +1,44 @@
+"""select/cons_tres's GPUs for ``--gpus=X`` over a fixed node count (``PodSet.spread_gpus``):
+the nodes, in index order, each take as many of the job's GPUs as they have free while every
+later node keeps one (22.05's ``_set_job_bits1``: at most X − taken − nodes still to come).
+
+Seen on a real 22.05.8 (probe p100, 2026-12-04: four idle 8-GPU nodes, 128 CPUs each, two
+threads per core; ``tests/unit/test_slurm_spread_gpus.py``): ``-N2 --gpus=4`` ran as 3 + 1 GPUs,
+``--gpus=8`` as 7 + 1, ``--gpus=6`` 5 + 1, ``--gpus=3`` 2 + 1, ``--gpus=9`` 8 + 1, ``--gpus=2``
+1 + 1, ``--gpus=16`` 8 + 8, ``-N3 --gpus=6`` 4 + 1 + 1, each node with one core (2 CPUs) and
+``--mem`` per node; a job raised to a partition's MinNodes the same (probe p99: ``-n1 --gpus=3``
+2 + 1 on a MinNodes=2 partition).
+
+The nodes are chosen as for any pod set of one GPU a pod (which also orders them by the GPUs
+they offer the job, ``near_gpus``); the GPUs are then dealt out here. Memory asked per GPU
+follows each node's GPUs, and a node takes no more GPUs than its free memory pays for at that
+rate. Not modelled: where the chosen nodes' free GPUs fall short of X, cons_tres keeps walking
+other nodes (``gres_sched_test``); here the placement fails and the job waits for GPUs to free.
+"""
+from __future__ import annotations
+
+from gpupool.engine.nodes import lowest_bits
+
+
+def spread(ps, chosen, free, gpus_for) -> list | None:
+    """The pods ``chosen`` for spread pod set ``ps`` (one per node, one GPU each) with the job's
+    ``ps.gpus_per_job`` GPUs dealt out in node index order, or None when their nodes' free GPUs
+    (and the memory those need) fall short. ``gpus_for(free, i, ps)``: the devices a pod may
+    take on node ``i``."""
+    total = ps.gpus_per_job
+    per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
+    pods = sorted(chosen)
+    out = []
+    taken = 0
+    later = len(pods)
+    for i, _mask, cpu, mem in pods:
+        later -= 1
+        avail = gpus_for(free, i, ps)
+        n = min(avail.bit_count(), total - taken - later)
+        if per_gpu:
+            n = min(n, free.mem[i] // per_gpu)
+        if n < 1:
+            return None
+        out.append((i, lowest_bits(avail, n), cpu, per_gpu * n if per_gpu else mem))
+        taken += n
+    return out if taken == total else None
