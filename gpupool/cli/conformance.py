@@ -135,7 +135,7 @@ def diff_slurm_command(
         "--scheduler-parameters", metavar="TEXT", help="SchedulerParameters for both sides (default: 1 s backfill and main passes).")] = None,
     max_limit: Annotated[int, typer.Option("--max-limit", min=1, help="Longest time limit drawn, in minutes.")] = 5,
     gap: Annotated[float, typer.Option("--gap", min=0.0, help="Mean seconds between arrivals.")] = 6.0,
-    mix: Annotated[str, typer.Option("--mix", help="Workload options: gpus (nodes and GPUs per node only) or rich (also CPUs, memory, tasks, --exclusive).")] = "gpus",
+    mix: Annotated[str, typer.Option("--mix", help="Workload options: gpus (nodes and GPUs per node only), rich (also CPUs, memory, tasks, --exclusive) or gpus-job (some multi-node jobs ask --gpus for the whole job).")] = "gpus",
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Keep the real cluster's files here (default: a temporary folder).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -144,6 +144,7 @@ def diff_slurm_command(
     Two replays are reported: the open one (gpupool on its own after the submissions) and the lockstep one (each of gpupool's decisions taken from the state real Slurm was in; "lockstep" in --json). See docs/differential.md.
     """
     from gpupool.conformance.diff_slurm import diff_slurm
+    from gpupool.conformance.diff_slurm_workload import MIXES
     from gpupool.conformance.real_slurm import (
         DEFAULT_SCHEDULER_PARAMETERS,
         RealSlurmUnavailable,
@@ -152,8 +153,8 @@ def diff_slurm_command(
     if accounting not in ("dbd", "none"):
         err.print("[bold red]error:[/] --accounting: expected dbd or none", highlight=False)
         raise typer.Exit(2)
-    if mix not in ("gpus", "rich"):
-        err.print(f"[bold red]error:[/] --mix: expected gpus or rich, got {escape(mix)!r}", highlight=False)
+    if mix not in MIXES:
+        err.print(f"[bold red]error:[/] --mix: expected {', '.join(MIXES)}, got {escape(mix)!r}", highlight=False)
         raise typer.Exit(2)
     try:
         report = diff_slurm(pool, jobs=jobs, seed=seed, accounting=accounting,

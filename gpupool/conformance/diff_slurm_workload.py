@@ -53,8 +53,11 @@ class DiffJob:
 
 
 #: the workload mixes ``generate`` draws: ``gpus`` asks only nodes and GPUs per node (CPUs and
-#: memory from the pool's defaults); ``rich`` adds the CPU, memory and task options below
-MIXES = ("gpus", "rich")
+#: memory from the pool's defaults); ``rich`` adds the CPU, memory and task options below;
+#: ``gpus-job`` asks some multi-node jobs' GPUs for the whole job instead (``--gpus=X``, X from
+#: the node count to the shape's GPUs), which select/cons_tres deals out unevenly
+#: (``policy/slurm/spread_gpus.py``)
+MIXES = ("gpus", "rich", "gpus-job")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -68,7 +71,9 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
 
     ``mix="rich"`` keeps every draw above (the same seed gives the same arrivals, shapes,
     limits and accounts as ``mix="gpus"``) and adds, from a second stream, the CPU, memory and
-    task options of :func:`rich_options`, so that CPUs and memory bind as well as GPUs.
+    task options of :func:`rich_options`, so that CPUs and memory bind as well as GPUs;
+    ``mix="gpus-job"`` likewise keeps them and, from a third stream, asks 60 % of the multi-node
+    jobs' GPUs as ``--gpus=X`` for the whole job.
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -76,6 +81,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
         raise ValueError(f"unknown workload mix {mix!r}: expected one of {', '.join(MIXES)}")
     rng = random.Random(seed)
     rich = random.Random(seed * 1_000_003 + 17) if mix == "rich" else None
+    per_job = random.Random(seed * 1_000_003 + 29) if mix == "gpus-job" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -96,6 +102,8 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
         gres = True
         if rich is not None:
             options, gres = rich_options(rich, n, g)
+        elif per_job is not None and n >= 2 and per_job.random() < 0.6:
+            options, gres = (f"--gpus={per_job.randint(n, n * g)}",), False
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out
 

@@ -946,6 +946,9 @@ class Engine:
                 if odd or not tasks or not tasks * cpt <= cpu < tasks * cpt + self.nodes.cpu_step[node]:
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs and {cpu // 1000} "
                                              f"CPUs for tasks of {ps.gpus} GPUs and {cpt // 1000} CPUs")
+            elif ps.spread_gpus and ps.one_per_node and ps.gpus == 1:  # --gpus dealt out: one at least
+                if not got:
+                    raise InvariantViolation(f"job {job.id}: pod {offset + k} got no GPU of the job's {ps.gpus_per_job}")
             elif not ps.exclusive and got != ps.gpus:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, asked {ps.gpus}")
             if ps.gpu_type and self.nodes.gpu_type[node] != ps.gpu_type:
@@ -964,6 +967,11 @@ class Engine:
                 if len(used) != len(set(used)):
                     raise InvariantViolation(
                         f"job {job.id}: two pods of one-pod-per-node pod set {ps.name!r} share a node")
+            if ps.spread_gpus and ps.one_per_node and ps.gpus == 1 and len(chunk) == ps.count:
+                dealt = sum(p[1].bit_count() for p in chunk)
+                if dealt != ps.gpus_per_job:
+                    raise InvariantViolation(f"job {job.id}: pod set {ps.name!r} got {dealt} GPUs, asked "
+                                             f"{ps.gpus_per_job} for the job")
 
     def _check_final(self) -> None:
         for job in self.jobs.values():

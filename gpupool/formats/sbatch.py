@@ -1070,7 +1070,13 @@ def _memory_per_pod(job: SbatchJob, shape: _Shape) -> int:
 def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     """The job's one pod set and its gang rule (documented in docs/formats/sbatch.md)."""
     if job.nodes is not None:
-        shape = _node_shape(job, job.min_nodes or 1, job.max_nodes or 1)
+        least, most = job.min_nodes or 1, job.max_nodes or 1
+        if job.ntasks is not None and job.ntasks < most:
+            # sbatch runs no more nodes than tasks ("can't run 1 processes on 2 nodes, setting
+            # nnodes to 1": 22.05's sbatch/opt.c lowers the largest count, then the least, to --ntasks)
+            most = max(1, job.ntasks)
+            least = min(least, most)
+        shape = _node_shape(job, least, most)
     elif job.ntasks_per_node is not None:
         nodes = math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node)
         shape = _node_shape(job, nodes, nodes)

@@ -117,8 +117,12 @@ class PodSet:
     #: pod asks one GPU, the least a node takes, and select/cons_tres gives the nodes in index
     #: order as many as they have free while every later node keeps one (a real 22.05.8 ran
     #: ``-N2 --gpus=4`` as 3 + 1, ``-N3 --gpus=6`` as 4 + 1 + 1; ``policy/slurm/spread_gpus.py``).
-    #: Also set on a task pod set asking ``--gpus`` (not ``--gpus-per-task``), where it means
-    #: nothing until the Slurm policy gives the job a node count (``policy/slurm/min_nodes.py``).
+    #: As submitted each pod holds ⌈X/N⌉ (what other policies place); the Slurm policy's form
+    #: holds one GPU a pod, with memory per GPU (``memory_per`` "gpu") and CPUs per GPU
+    #: (``cpus_per_task`` None) for one GPU, and counts them for the job's X (``total_gpus``,
+    #: ``memory_total``, ``cpus_total``). Also set on a task pod set asking ``--gpus`` (not
+    #: ``--gpus-per-task``), where it means nothing until the Slurm policy gives the job a node
+    #: count (``policy/slurm/min_nodes.py``).
     spread_gpus: bool = False
     #: Slurm, a pod set the policy gave a node count at submit (a job without ``--nodes`` in
     #: partitions that all set MinNodes, ``policy/slurm/min_nodes.py``): slurmctld tested the
@@ -138,6 +142,8 @@ class PodSet:
         × each pod's whole CPUs."""
         if self.split:
             return self.split_tasks * (self.cpus_per_task or 1)
+        if self.cpus_per_task is None and self.spread_gpus and self.one_per_node and self.gpus == 1:
+            return self.gpus_per_job * -(-self.cpu_m // 1000)  # CPUs per GPU, for the job's GPUs
         return self.count * -(-self.cpu_m // 1000)
 
     @property
@@ -146,6 +152,8 @@ class PodSet:
         tasks; memory per node is each node's)."""
         if self.split and self.memory_per == "task":
             return self.split_tasks * self.memory_mib
+        if self.memory_per == "gpu" and self.spread_gpus and self.one_per_node and self.gpus == 1:
+            return self.gpus_per_job * self.memory_mib  # memory per GPU, for the job's GPUs
         return self.count * self.memory_mib
 
     @property
@@ -156,7 +164,7 @@ class PodSet:
 
     @property
     def total_gpus(self) -> int:
-        if self.spread_gpus and self.one_per_node:
+        if self.spread_gpus and self.one_per_node and self.gpus == 1:  # the Slurm policy's form
             return self.gpus_per_job
         if self.split_gpus and self.split:
             return self.split_tasks * self.gpus

@@ -369,6 +369,17 @@ def test_ntasks_per_node_implies_nodes() -> None:
     assert (ps.count, ps.gpus, ps.one_per_node) == (2, 8, True)
 
 
+def test_no_more_nodes_than_tasks() -> None:
+    """sbatch lowers the node count to ``--ntasks`` ("can't run 1 processes on 2 nodes, setting
+    nnodes to 1", 22.05's sbatch/opt.c), a range's largest count first."""
+    (ps,) = one(job_of("--nodes=2", "--ntasks=1", "--gpus-per-task=1")).pod_sets
+    assert (ps.count, ps.min_count, ps.one_per_node, ps.gpus) == (1, None, True, 1)
+    wl = one(job_of("--nodes=1-3", "--ntasks=2"))
+    assert (wl.pod_sets[0].count, wl.pod_sets[0].min_count, wl.gang) == (2, 1, GANG_MIN)
+    (ps,) = one(job_of("--nodes=3", "--ntasks=2", "--gres=gpu:2")).pod_sets
+    assert (ps.count, ps.gpus) == (2, 2)
+
+
 def test_node_range_is_a_min_gang() -> None:
     wl = one(job_of("--nodes=2-4", "--gpus-per-node=8"))
     (ps,) = wl.pod_sets

@@ -225,6 +225,30 @@ def test_rich_mix_adds_options_to_the_same_draws(seed, n):
             assert wl.pod_sets[0].exclusive
 
 
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_job_mix_asks_some_multi_node_jobs_gpus_for_the_whole_job(seed, n):
+    """``mix="gpus-job"`` keeps the plain draw and turns some multi-node jobs' ``--gres`` into
+    ``--gpus=X`` with X from the node count to the shape's GPUs, which reads back as a spread
+    pod set (``PodSet.spread_gpus``) of X GPUs."""
+    accounts = ["ml-research", "ml-serving"]
+    plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
+    mixed = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="gpus-job")
+    assert mixed == generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="gpus-job")
+    assert [(j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in mixed] == [
+        (j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in plain]
+    for j in mixed:
+        wl = sbatch_to_workload(parse_sbatch_text(sbatch_script(j, "/x/%j.out"), "t.sbatch"), id=1,
+                                submit_time=0.0, runtime=float(j.runtime_s))[0]
+        (ps,) = wl.pod_sets
+        if j.gres:
+            assert not j.options and wl.total_gpus == j.gpus
+        else:
+            (opt,) = j.options
+            x = int(opt.removeprefix("--gpus="))
+            assert j.nodes >= 2 and j.nodes <= x <= j.gpus
+            assert ps.spread_gpus and ps.gpus_per_job == x and ps.gpus == -(-x // j.nodes)
+
+
 def test_rich_mix_draws_every_kind_and_reads_back_from_scripts(tmp_path):
     from gpupool.conformance.diff_slurm import jobs_from_scripts
 

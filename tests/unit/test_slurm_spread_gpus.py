@@ -37,7 +37,7 @@ def pool():
 def _run(pool, specs, policy="slurm"):
     wls = [replace(workload(f"j{k}", f"-A ml-research -t 5 {opts}", at, k, runtime=300.0), user="alice")
            for k, (opts, at) in enumerate(specs, 1)]
-    out = Engine(pool, wls, make_policy(policy, pool), record_events=True).run()
+    out = Engine(pool, wls, make_policy(policy, pool), record_events=True, check=True).run()
     return {j.id: j for j in out.jobs}
 
 
@@ -106,3 +106,63 @@ def test_other_policies_place_the_even_share_rounded_up(pool):
     place (``PodSet.spread_gpus``)."""
     job = _run(pool, [("-N2 --gpus=3 --mem=100", 0.0)], policy="fifo")[1]
     assert _gpus(job) == [2, 2]
+
+
+def _resolved(pool, opts):
+    pol = make_policy("slurm", pool)
+    return pol.resolve_request(replace(workload("j", f"-A ml-research -t 5 {opts}", 0.0, 1), user="alice"))
+
+
+def test_memory_per_gpu_counts_for_the_jobs_gpus_in_limits_and_req_tres(pool):
+    """ReqTRES and every limit count ``--mem-per-gpu`` × X (a real 22.05.8 recorded ``--gpus=3
+    --mem-per-gpu=5000`` as mem=15000M, ``job_defaults.submitted_request``), not × the nodes or
+    × their even share."""
+    wl = _resolved(pool, "-N2 --gpus=5 --mem-per-gpu=1000")
+    (ps,) = wl.pod_sets
+    assert (ps.memory_total, ps.total_gpus) == (5000, 5)
+    assert (wl.req_cpu_mem or (ps.cpus_total, ps.memory_total))[1] == 5000
+
+
+def test_a_node_range_is_refused_only_below_its_least_count(pool):
+    """``gres_job_state_validate`` refuses GPUs per job below the least node count and lowers
+    the largest to them: ``-N1-2 -n1 --gpus-per-task=1`` runs (source, read by a reviewer)."""
+    jobs = _run(pool, [("-N1-2 -n1 --gpus-per-task=1 --mem=100", 0.0)])
+    assert jobs[1].state != "REJECTED" and jobs[1].first_start == 0.0
+
+
+def test_cpus_from_def_cpu_per_gpu_follow_each_nodes_gpus(tmp_path):
+    """DefCpuPerGPU=4: ``-N2 --gpus=3`` holds 2 GPUs and 8 CPUs on one node, 1 and 4 on the
+    other, and counts 12 CPUs and 3 GPUs (gpupool's reading, not probed)."""
+    from tests.unit.test_slurm_req_tres import _seed_copy
+
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text("DefCpuPerGPU=4\n" + conf.read_text())
+    p = load_pool(pool_dir)
+    job = _run(p, [("-N2 --gpus=3 --mem=100", 0.0)])[1]
+    assert [(bin(q[1]).count("1"), q[2]) for q in sorted(job.placement)] == [(2, 8000), (1, 4000)]
+    (ps,) = _resolved(p, "-N2 --gpus=3 --mem=100").pod_sets
+    assert (ps.cpus_total, ps.total_gpus) == (12, 3)
+
+
+def test_as_submitted_the_pods_count_their_even_share(pool):
+    """Policies other than Slurm's hold and count ⌈X/N⌉ a node."""
+    from tests.unit.sbatch_plans import workload as wl_of
+
+    (ps,) = wl_of("j", "-N2 --gpus=3 --mem=100", 0.0, 1).pod_sets
+    assert (ps.gpus, ps.total_gpus) == (2, 4)
+
+
+def test_max_mem_per_node_holds_the_most_a_node_may_take(tmp_path):
+    """Under MaxMemPerNode=500000 ``-N2 --gpus=6 --mem-per-gpu=100000`` may put 5 GPUs, 500000 MB,
+    on one node and is taken; ``--gpus=7`` may put 600000 and is refused (gpupool's reading:
+    the per-GPU memory a node can come to)."""
+    from gpupool.policy.slurm.job_defaults import MSG_MEMORY
+    from tests.unit.test_slurm_req_tres import _seed_copy
+
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text("MaxMemPerNode=500000\n" + conf.read_text())
+    jobs = _run(load_pool(pool_dir), [("-N2 --gpus=6 --mem-per-gpu=100000", 0.0), ("-N2 --gpus=7 --mem-per-gpu=100000", 0.0)])
+    assert jobs[1].state != "REJECTED"
+    assert (jobs[2].state, jobs[2].reason) == ("REJECTED", MSG_MEMORY)

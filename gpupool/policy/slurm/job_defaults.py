@@ -298,15 +298,19 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     submitted, with the even share rounded up, ``ps`` filled in) as the Slurm policy holds it:
     one GPU a pod, the least a node takes, and memory per GPU where it is asked per GPU
     (``--mem-per-gpu``, DefMemPerGPU), so that it follows each node's GPUs (``memory_per``
-    "gpu"); ``spread_gpus.spread`` gives each node its GPUs. Where DefCpuPerGPU gave the CPUs
-    it stays even (not probed)."""
-    if ps.cpu_m != asked.cpu_m or ps.memory_unit is not None:
+    "gpu"); ``spread_gpus.spread`` gives each node its GPUs. CPUs from DefCpuPerGPU follow
+    each node's GPUs too (``cpus_per_task`` None: CPUs per GPU, as ``--cpus-per-gpu`` leaves it;
+    not probed)."""
+    if ps.memory_unit is not None:
         return replace(ps, spread_gpus=False)
     mem, per = ps.memory_mib, ps.memory_per
     if _memory(asked, asked.cpu_m, d)[1] == "gpu":
         mem, per = mem // ps.gpus, "gpu"
     fit = ps.memory_fit // ps.gpus if ps.memory_fit else 0  # DefMemPerGPU's free memory, for one GPU
-    return replace(ps, gpus=1, memory_mib=mem, memory_per=per, memory_fit=fit if fit > mem else 0)
+    out = replace(ps, gpus=1, memory_mib=mem, memory_per=per, memory_fit=fit if fit > mem else 0)
+    if _default_cpus(asked, d) is not None:
+        out = replace(out, cpu_m=d.cpu_per_gpu * 1000, cpus_per_task=None)
+    return out
 
 
 def _fit_under_gpu_default(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
@@ -386,6 +390,9 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
         mem, source = _memory(ps, _cpu_m(ps, d), d)
         if source in ("whole", "whole-default"):
             mem = d.whole_node or 0  # the node's memory, not one task's share of it
+        elif source == "gpu" and ps.spread_gpus and ps.one_per_node and ps.gpus:
+            # dealt out: a node may take all the job's GPUs but one for each other node
+            mem = mem // ps.gpus * (ps.gpus_per_job - ps.count + 1)
         elif source == "node" and not ps.one_per_node and ps.count > 1:
             # a per-node amount split over task pods: checked whole (a real 22.05.8 refused
             # -n4 --mem=40000 under MaxMemPerNode=30000 but ran -n4 --mem-per-cpu=9000, 36000 MB);
@@ -452,6 +459,8 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
         cpus += ps_cpus
         if ps.memory_whole_node:
             mem += d.first_node_memory * ps_nodes
+        elif not ps.memory_unset and ps.memory_per == "gpu" and ps.spread_gpus and ps.one_per_node:
+            mem += ps.memory_mib // max(1, ps.gpus) * ps.gpus_per_job  # per GPU, for the job's GPUs
         elif not ps.memory_unset:
             mem += ps.memory_total  # per node, CPU or GPU as asked
         elif d.mem_per_cpu:

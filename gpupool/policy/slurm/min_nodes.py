@@ -59,7 +59,8 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
     if ps is None or not ps.gpus_per_job:
         return False
-    return ps.gpus_per_job < (ps.count if ps.one_per_node else partitions_min_nodes(cfg, wl))
+    least = (ps.min_count if ps.min_count is not None else ps.count) if ps.one_per_node else partitions_min_nodes(cfg, wl)
+    return ps.gpus_per_job < least  # a range's largest count is lowered to the GPUs instead
 
 
 def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
@@ -88,7 +89,8 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     per node whole, per CPU or per GPU following them; with more tasks than nodes, the split
     form as submitted (``PodSet.split_tasks``). None where that is not modelled: ``--gpus``
     that would spread beside split tasks, that does not divide over the nodes where it does
-    not spread, or that is fewer than the nodes (refused at submit). ``memory_per_pod``: the
+    not spread, or that is fewer than the nodes (refused at submit), and GPUs per task with
+    fewer tasks than nodes (not probed). ``memory_per_pod``: the
     pods' memory is each pod's own (Kubernetes pods, trace rows: a node holds it for each of its
     tasks), not sbatch's ``--mem`` for a node shared out over the task pods."""
     tasks = ps.count
@@ -101,6 +103,8 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
         if per_job < nodes or (spread and split) or (not spread and per_job % nodes):
             return None
         gpus = -(-per_job // nodes) if spread else per_job // nodes
+    elif ps.gpus_per_job and tasks < nodes:
+        return None  # GPUs per task on nodes without a task: not probed
     else:
         gpus = ps.gpus * per_node  # per task (following the tasks), or per node with one task
     if cpt is not None:

@@ -12,8 +12,13 @@ threads per core; ``tests/unit/test_slurm_spread_gpus.py``): ``-N2 --gpus=4`` ra
 The nodes are chosen as for any pod set of one GPU a pod (which also orders them by the GPUs
 they offer the job, ``near_gpus``); the GPUs are then dealt out here. Memory asked per GPU
 follows each node's GPUs, and a node takes no more GPUs than its free memory pays for at that
-rate. Not modelled: where the chosen nodes' free GPUs fall short of X, cons_tres keeps walking
-other nodes (``gres_sched_test``); here the placement fails and the job waits for GPUs to free.
+rate (gpupool's reading: ``_set_job_bits1`` has no memory cap of its own; the node filter caps
+the GPUs a node offers by its free memory), and CPUs per GPU from DefCpuPerGPU follow them
+likewise (not probed). Not modelled: where the chosen nodes' free GPUs fall short of X,
+cons_tres keeps walking other nodes (``gres_sched_test``), here the placement fails and the job
+waits for GPUs to free; on nodes with gres.conf ``Cores=``, cons_tres first takes only GPUs
+near the job's cores (``_set_job_bits1``'s first pass) and fills up from the others after
+(``_set_job_bits2``), here the lowest free indices are taken.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
     take on node ``i``."""
     total = ps.gpus_per_job
     per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
+    cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0  # DefCpuPerGPU: CPUs follow the GPUs
     pods = sorted(chosen)
     out = []
     taken = 0
@@ -37,6 +43,9 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
         n = min(avail.bit_count(), total - taken - later)
         if per_gpu:
             n = min(n, free.mem[i] // per_gpu)
+        if cpu_per_gpu:
+            n = min(n, free.cpu[i] // cpu_per_gpu)
+            cpu = cpu_per_gpu * n
         if n < 1:
             return None
         out.append((i, lowest_bits(avail, n), cpu, per_gpu * n if per_gpu else mem))
