@@ -946,7 +946,7 @@ class Engine:
                 if odd or not tasks or not tasks * cpt <= cpu < tasks * cpt + self.nodes.cpu_step[node]:
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs and {cpu // 1000} "
                                              f"CPUs for tasks of {ps.gpus} GPUs and {cpt // 1000} CPUs")
-            elif ps.spread_gpus and ps.one_per_node and ps.gpus == 1:  # --gpus dealt out: one at least
+            elif ps.spread:  # --gpus dealt out: one at least
                 if not got:
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got no GPU of the job's {ps.gpus_per_job}")
             elif not ps.exclusive and got != ps.gpus:
@@ -967,7 +967,7 @@ class Engine:
                 if len(used) != len(set(used)):
                     raise InvariantViolation(
                         f"job {job.id}: two pods of one-pod-per-node pod set {ps.name!r} share a node")
-            if ps.spread_gpus and ps.one_per_node and ps.gpus == 1 and len(chunk) == ps.count:
+            if ps.spread and len(chunk) == ps.count:
                 dealt = sum(p[1].bit_count() for p in chunk)
                 if dealt != ps.gpus_per_job:
                     raise InvariantViolation(f"job {job.id}: pod set {ps.name!r} got {dealt} GPUs, asked "

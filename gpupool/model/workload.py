@@ -137,12 +137,19 @@ class PodSet:
         return bool(self.split_tasks) and self.cpu_m == (self.cpus_per_task or 0) * 1000
 
     @property
+    def spread(self) -> bool:
+        """Whether the pods are in the Slurm policy's form of ``spread_gpus``: one GPU a pod, the
+        job's ``gpus_per_job`` dealt out when placed (as submitted each holds ⌈X/N⌉; with X = N
+        the two forms are the same)."""
+        return self.spread_gpus and self.one_per_node and self.gpus == 1
+
+    @property
     def cpus_total(self) -> int:
         """The CPUs of all pods together: tasks × CPUs per task in the split form, else count
         × each pod's whole CPUs."""
         if self.split:
             return self.split_tasks * (self.cpus_per_task or 1)
-        if self.cpus_per_task is None and self.spread_gpus and self.one_per_node and self.gpus == 1:
+        if self.cpus_per_task is None and self.spread:
             return self.gpus_per_job * -(-self.cpu_m // 1000)  # CPUs per GPU, for the job's GPUs
         return self.count * -(-self.cpu_m // 1000)
 
@@ -152,7 +159,7 @@ class PodSet:
         tasks; memory per node is each node's)."""
         if self.split and self.memory_per == "task":
             return self.split_tasks * self.memory_mib
-        if self.memory_per == "gpu" and self.spread_gpus and self.one_per_node and self.gpus == 1:
+        if self.memory_per == "gpu" and self.spread:
             return self.gpus_per_job * self.memory_mib  # memory per GPU, for the job's GPUs
         return self.count * self.memory_mib
 
@@ -164,7 +171,7 @@ class PodSet:
 
     @property
     def total_gpus(self) -> int:
-        if self.spread_gpus and self.one_per_node and self.gpus == 1:  # the Slurm policy's form
+        if self.spread:  # the Slurm policy's form
             return self.gpus_per_job
         if self.split_gpus and self.split:
             return self.split_tasks * self.gpus

@@ -206,19 +206,24 @@ def test_script_reads_back_through_gpupools_sbatch_parser():
     assert wl.pod_sets[0].count == job.nodes and wl.pod_sets[0].gpus == job.gpus_per_node
 
 
+def _mix_read_back(seed: int, n: int, mix: str) -> list:
+    """(job, its script read back as a workload) of ``mix``'s draw, after checking that the draw
+    repeats and keeps the plain draw's arrivals, shapes, limits and accounts."""
+    accounts = ["ml-research", "ml-serving"]
+    plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
+    mixed = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix=mix)
+    assert mixed == generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix=mix)
+    assert [(j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in mixed] == [
+        (j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in plain]
+    return [(j, sbatch_to_workload(parse_sbatch_text(sbatch_script(j, "/x/%j.out"), "t.sbatch"), id=1,
+                                   submit_time=0.0, runtime=float(j.runtime_s))[0]) for j in mixed]
+
+
 @given(st.integers(0, 10_000), st.integers(1, 60))
 def test_rich_mix_adds_options_to_the_same_draws(seed, n):
     """``mix="rich"`` keeps arrivals, shapes, limits and accounts of the plain draw, and every
     script reads back through gpupool's sbatch parser with the job's GPUs and nodes."""
-    accounts = ["ml-research", "ml-serving"]
-    plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
-    rich = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="rich")
-    assert rich == generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="rich")
-    assert [(j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in rich] == [
-        (j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in plain]
-    for j in rich:
-        wl = sbatch_to_workload(parse_sbatch_text(sbatch_script(j, "/x/%j.out"), "t.sbatch"), id=1,
-                                submit_time=0.0, runtime=float(j.runtime_s))[0]
+    for j, wl in _mix_read_back(seed, n, "rich"):
         assert wl.total_gpus == j.gpus
         assert j.gres == ("--gpus-per-task=1" not in j.options)
         if "--exclusive" in j.options:
@@ -230,15 +235,7 @@ def test_gpus_job_mix_asks_some_multi_node_jobs_gpus_for_the_whole_job(seed, n):
     """``mix="gpus-job"`` keeps the plain draw and turns some multi-node jobs' ``--gres`` into
     ``--gpus=X`` with X from the node count to the shape's GPUs, which reads back as a spread
     pod set (``PodSet.spread_gpus``) of X GPUs."""
-    accounts = ["ml-research", "ml-serving"]
-    plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
-    mixed = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="gpus-job")
-    assert mixed == generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix="gpus-job")
-    assert [(j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in mixed] == [
-        (j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in plain]
-    for j in mixed:
-        wl = sbatch_to_workload(parse_sbatch_text(sbatch_script(j, "/x/%j.out"), "t.sbatch"), id=1,
-                                submit_time=0.0, runtime=float(j.runtime_s))[0]
+    for j, wl in _mix_read_back(seed, n, "gpus-job"):
         (ps,) = wl.pod_sets
         if j.gres:
             assert not j.options and wl.total_gpus == j.gpus

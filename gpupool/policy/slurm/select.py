@@ -297,7 +297,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             break
         if ps.memory_fit:  # chosen as holding their memory_fit (``pod_fits``); they hold their own
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
-        if ps.spread_gpus and ps.one_per_node and ps.gpus == 1:  # the job's GPUs dealt out (spread_gpus)
+        if ps.spread:  # the job's GPUs dealt out (spread_gpus)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
                 ok = False
