@@ -219,8 +219,10 @@ class LockstepPolicy:
             if ps.split and ps.split_gpus and ps.gpus:  # GPUs per task: the node's tasks from its GPUs
                 tasks = mask.bit_count() // ps.gpus
                 pods = [(mask, tasks * ps.cpu_m, tasks * ps.memory_mib if per_task_mem else ps.memory_mib)]
-            elif ps.spread_gpus and ps.one_per_node and ps.memory_per == "gpu":  # memory follows the GPUs
-                pods = [(mask, ps.cpu_m, ps.memory_mib * max(1, mask.bit_count()))]
+            elif ps.spread:  # memory and CPUs per GPU follow the GPUs
+                n = max(1, mask.bit_count())
+                pods = [(mask, ps.cpu_m * n if ps.cpus_per_task is None else ps.cpu_m,
+                         ps.memory_mib * n if ps.memory_per == "gpu" else ps.memory_mib)]
             elif ps.one_per_node or ps.split or ps.count == 1 or not ps.gpus:
                 pods = [(mask, ps.cpu_m, ps.memory_mib)]
             else:  # task pods sharing the node: one per ps.gpus of its GPUs

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from gpupool.errors import InputError
-from gpupool.formats.hostlist import expand_hostlist
+from gpupool.formats.hostlist import compress_hostlist, expand_hostlist
 from gpupool.formats.quantity import QuantityError, slurm_memory_mib
 from gpupool.formats.slurm_features import check_sbatch_limits
 from gpupool.formats.slurm_time import (
@@ -1086,8 +1086,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         shape = _node_shape(job, _listed_nodes(job), _listed_nodes(job))
     else:
         shape = _task_shape(job)
-    check_sbatch_limits(job.source, job.lines, job.nodelist, job.exclude, job.constraint, job.nodes is not None,
-                        job.max_nodes if job.nodes is not None else shape.count, shape.one_per_node, shape.count)
+    check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint, job.nodes is not None,
+                        shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
     pod_set = PodSet(
@@ -1137,6 +1137,20 @@ def _split_tasks(job: SbatchJob, shape: _Shape) -> int:
     return job.ntasks
 
 
+def sbatch_nodelist(job: SbatchJob) -> str | None:
+    """``--nodelist`` as sbatch sends it: where it lowers ``--nodes`` to fewer ``--ntasks`` it
+    also drops the list's last hosts, sorted and without repeats, down to that count (22.05's
+    sbatch/opt.c: ``hostlist_uniq``, then ``hostlist_pop``)."""
+    if (job.nodelist is None or job.nodes is None or job.ntasks is None
+            or not 0 < job.ntasks < (job.min_nodes or 1)):
+        return job.nodelist
+    try:
+        hosts = sorted(set(expand_hostlist(job.nodelist)))
+    except ValueError:
+        return job.nodelist  # the checks after the shape report it, naming the line
+    return compress_hostlist(hosts[:job.ntasks]) if len(hosts) > job.ntasks else job.nodelist
+
+
 def _listed_nodes(job: SbatchJob) -> int:
     """How many nodes ``--nodelist`` names (0 without one or when it does not parse: the
     checks after the shape report that, naming the line)."""
@@ -1153,7 +1167,7 @@ def _slurm_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:
     maximum) and the CPUs per task, for a per-node GPU request with a node count, or any GPU
     request on one node (the requests whose cores and GPUs follow gres.conf ``Cores=``,
     policy/slurm/affinity.py); else None."""
-    max_nodes = job.max_nodes if job.nodes is not None else shape.count
+    max_nodes = shape.count  # (as sbatch sends it: no more nodes than tasks)
     # on one node --gpus and --gpus-per-task are picked as a per-node count is (a real 22.05.8
     # gave them the same cores and GPUs as --gres; tests/differential/test_real_slurm_gpu_affinity.py)
     per_node = (job.gpus_per_node is not None or _gres_gpus(job) is not None
@@ -1165,7 +1179,7 @@ def _slurm_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:
         return (job.ntasks_per_node, job.ntasks_per_node, cpt)
     if max_nodes == 1:
         return (job.ntasks, job.ntasks, cpt) if job.ntasks else (1, 0, cpt)
-    if job.ntasks == 1 or (job.ntasks is not None and job.ntasks == (job.min_nodes or 1) == max_nodes):
+    if job.ntasks == 1 or (job.ntasks is not None and job.ntasks == (shape.min_count or shape.count) == max_nodes):
         return (1, 1, cpt)
     return (1, 0, cpt)
 
@@ -1209,7 +1223,8 @@ def sbatch_to_workload(
         begin_time=job.begin_offset(epoch, submit_time),
         requeue=True if job.requeue is None else job.requeue, oversubscribe=job.oversubscribe,
         signal=job.signal.text() if job.signal else None, output=job.output,
-        time_min=None if job.time_min is None else float(job.time_min), constraint=job.constraint, nodelist=job.nodelist,
+        time_min=None if job.time_min is None else float(job.time_min), constraint=job.constraint,
+        nodelist=sbatch_nodelist(job),
         exclude=job.exclude, licenses=job.licenses, source=job.source,
     )
     if job.array is None:

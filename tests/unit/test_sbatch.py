@@ -378,6 +378,12 @@ def test_no_more_nodes_than_tasks() -> None:
     assert (wl.pod_sets[0].count, wl.pod_sets[0].min_count, wl.gang) == (2, 1, GANG_MIN)
     (ps,) = one(job_of("--nodes=3", "--ntasks=2", "--gres=gpu:2")).pod_sets
     assert (ps.count, ps.gpus) == (2, 2)
+    # cores are steered as for the job sbatch sends, -N2 -n2
+    assert ps.slurm_tasks == one(job_of("--nodes=2", "--ntasks=2", "--gres=gpu:2")).pod_sets[0].slurm_tasks
+    # and the node list loses its last hosts, sorted, down to that count
+    wl = one(job_of("--nodes=2", "--ntasks=1", "--nodelist=gpu02,gpu01"))
+    assert (wl.pod_sets[0].count, wl.nodelist) == (1, "gpu01")
+    assert one(job_of("--nodes=1-3", "--ntasks=2", "--nodelist=gpu[01-02]")).nodelist == "gpu[01-02]"
 
 
 def test_node_range_is_a_min_gang() -> None:

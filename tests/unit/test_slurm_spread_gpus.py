@@ -153,16 +153,42 @@ def test_as_submitted_the_pods_count_their_even_share(pool):
     assert (ps.gpus, ps.total_gpus) == (2, 4)
 
 
-def test_max_mem_per_node_holds_the_most_a_node_may_take(tmp_path):
-    """Under MaxMemPerNode=500000 ``-N2 --gpus=6 --mem-per-gpu=100000`` may put 5 GPUs, 500000 MB,
-    on one node and is taken; ``--gpus=7`` may put 600000 and is refused (gpupool's reading:
-    the per-GPU memory a node can come to)."""
+def test_max_mem_per_node_holds_the_even_share(tmp_path):
+    """Under MaxMemPerNode=500000 ``-N2 --gpus=10 --mem-per-gpu=100000`` asks 5 GPUs' worth a node
+    as submitted and is taken; ``--gpus=11`` asks 6 and is refused (gpupool's reading, not
+    probed: slurmctld's ``_valid_pn_min_mem`` reads the memory per node alone)."""
     from gpupool.policy.slurm.job_defaults import MSG_MEMORY
     from tests.unit.test_slurm_req_tres import _seed_copy
 
     pool_dir = _seed_copy(tmp_path, [])
     conf = pool_dir / "slurm.conf"
     conf.write_text("MaxMemPerNode=500000\n" + conf.read_text())
-    jobs = _run(load_pool(pool_dir), [("-N2 --gpus=6 --mem-per-gpu=100000", 0.0), ("-N2 --gpus=7 --mem-per-gpu=100000", 0.0)])
+    jobs = _run(load_pool(pool_dir), [("-N2 --gpus=10 --mem-per-gpu=100000", 0.0),
+                                      ("-N2 --gpus=11 --mem-per-gpu=100000", 0.0)])
     assert jobs[1].state != "REJECTED"
     assert (jobs[2].state, jobs[2].reason) == ("REJECTED", MSG_MEMORY)
+
+
+def test_max_cpus_per_node_caps_cpus_that_follow_the_gpus(tmp_path):
+    """DefCpuPerGPU=4 in a partition of MaxCPUsPerNode=8: a node takes no more GPUs than 8 CPUs
+    pay for, so ``-N2 --gpus=4`` runs as 2 + 2 (a reviewer's case)."""
+    from tests.unit.test_slurm_req_tres import _seed_copy
+
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    text = conf.read_text().replace("PartitionName=train ", "PartitionName=train MaxCPUsPerNode=8 ")
+    conf.write_text("DefCpuPerGPU=4\n" + text)
+    job = _run(load_pool(pool_dir), [("-N2 --gpus=4 --mem=100", 0.0)])[1]
+    assert [(bin(q[1]).count("1"), q[2]) for q in sorted(job.placement)] == [(2, 8000), (2, 8000)]
+
+
+def test_per_cpu_memory_under_def_cpu_per_gpu_stays_even(tmp_path):
+    """DefCpuPerGPU with memory per CPU: no per-node amount here follows both, so the pods keep
+    the even share (⌈X/N⌉ GPUs a node; not probed)."""
+    from tests.unit.test_slurm_req_tres import _seed_copy
+
+    pool_dir = _seed_copy(tmp_path, [])
+    conf = pool_dir / "slurm.conf"
+    conf.write_text("DefCpuPerGPU=4\n" + conf.read_text())
+    job = _run(load_pool(pool_dir), [("-N2 --gpus=4 --mem-per-cpu=1000", 0.0)])[1]
+    assert [(bin(q[1]).count("1"), q[2], q[3]) for q in sorted(job.placement)] == [(2, 8000, 8000)] * 2

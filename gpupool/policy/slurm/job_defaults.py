@@ -300,15 +300,19 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     (``--mem-per-gpu``, DefMemPerGPU), so that it follows each node's GPUs (``memory_per``
     "gpu"); ``spread_gpus.spread`` gives each node its GPUs. CPUs from DefCpuPerGPU follow
     each node's GPUs too (``cpus_per_task`` None: CPUs per GPU, as ``--cpus-per-gpu`` leaves it;
-    not probed)."""
+    not probed). It stays even (⌈X/N⌉ a node) where DefCpuPerGPU's CPUs carry memory per CPU
+    or MaxMemPerCPU raised them: no per-node amount here follows both (not probed either)."""
     if ps.memory_unit is not None:
+        return replace(ps, spread_gpus=False)
+    default_cpus = _default_cpus(asked, d)
+    if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or ps.memory_per_cpu or ps.memory_per == "cpu"):
         return replace(ps, spread_gpus=False)
     mem, per = ps.memory_mib, ps.memory_per
     if _memory(asked, asked.cpu_m, d)[1] == "gpu":
         mem, per = mem // ps.gpus, "gpu"
     fit = ps.memory_fit // ps.gpus if ps.memory_fit else 0  # DefMemPerGPU's free memory, for one GPU
     out = replace(ps, gpus=1, memory_mib=mem, memory_per=per, memory_fit=fit if fit > mem else 0)
-    if _default_cpus(asked, d) is not None:
+    if default_cpus is not None:
         out = replace(out, cpu_m=d.cpu_per_gpu * 1000, cpus_per_task=None)
     return out
 
@@ -390,9 +394,6 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
         mem, source = _memory(ps, _cpu_m(ps, d), d)
         if source in ("whole", "whole-default"):
             mem = d.whole_node or 0  # the node's memory, not one task's share of it
-        elif source == "gpu" and ps.spread_gpus and ps.one_per_node and ps.gpus:
-            # dealt out: a node may take all the job's GPUs but one for each other node
-            mem = mem // ps.gpus * (ps.gpus_per_job - ps.count + 1)
         elif source == "node" and not ps.one_per_node and ps.count > 1:
             # a per-node amount split over task pods: checked whole (a real 22.05.8 refused
             # -n4 --mem=40000 under MaxMemPerNode=30000 but ran -n4 --mem-per-cpu=9000, 36000 MB);

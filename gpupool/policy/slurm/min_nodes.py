@@ -25,7 +25,9 @@ the tasks unevenly, as submitted; ``job_defaults`` then fills in its defaults as
 Not raised (kept as submitted, so it waits with PartitionNodeLimit; docs/policies/slurm.md,
 Known differences): ``--gpus`` with more tasks than nodes (the real system spread
 ``-n4 --gpus=4`` as 3 + 1 GPUs beside 2 + 2 tasks, which no pod set here holds: the split form
-spreads tasks, ``spread_gpus`` GPUs, not both), and jobs of several pod sets (Kubernetes
+spreads tasks, ``spread_gpus`` GPUs, not both), ``--gpus`` that neither spreads (with
+``--exclusive`` or ``--cpus-per-gpu``) nor divides over the nodes, ``--gpus-per-task`` with
+fewer tasks than nodes (not probed), and jobs of several pod sets (Kubernetes
 shapes, not sbatch's). ``--mem`` over several tasks was split over the task pods, rounded up,
 and is taken back as their sum.
 """

@@ -43,8 +43,8 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
         n = min(avail.bit_count(), total - taken - later)
         if per_gpu:
             n = min(n, free.mem[i] // per_gpu)
-        if cpu_per_gpu:
-            n = min(n, free.cpu[i] // cpu_per_gpu)
+        if cpu_per_gpu:  # within MaxCPUsPerNode too (``Free.cap``)
+            n = min(n, (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // cpu_per_gpu)
             cpu = cpu_per_gpu * n
         if n < 1:
             return None
