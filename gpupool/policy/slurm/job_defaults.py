@@ -301,11 +301,12 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     "gpu"); ``spread_gpus.spread`` gives each node its GPUs. CPUs from DefCpuPerGPU follow
     each node's GPUs too (``cpus_per_task`` None: CPUs per GPU, as ``--cpus-per-gpu`` leaves it;
     not probed). It stays even (⌈X/N⌉ a node) where DefCpuPerGPU's CPUs carry memory per CPU
-    or MaxMemPerCPU raised them: no per-node amount here follows both (not probed either)."""
+    or MaxMemPerCPU may raise them: no per-node amount here follows both (not probed either)."""
     if ps.memory_unit is not None:
         return replace(ps, spread_gpus=False)
     default_cpus = _default_cpus(asked, d)
-    if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or ps.memory_per_cpu or ps.memory_per == "cpu"):
+    if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or ps.memory_per_cpu or ps.memory_per == "cpu"
+                                     or d.max_mem_per_cpu):
         return replace(ps, spread_gpus=False)
     mem, per = ps.memory_mib, ps.memory_per
     if _memory(asked, asked.cpu_m, d)[1] == "gpu":
