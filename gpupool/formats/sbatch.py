@@ -1013,13 +1013,10 @@ def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
     """Whether select/cons_tres spreads the job's ``--gpus`` unevenly over its nodes
     (``PodSet.spread_gpus``): a fixed count of two nodes or more, and none of the requests
     that are modelled otherwise or were not probed (``--exclusive``, which takes whole nodes;
-    ``--cpus-per-gpu``; more tasks than nodes, the split form of ``_split_tasks``)."""
+    ``--cpus-per-gpu``; more tasks than nodes, the split form of ``_splits``)."""
     if not _gpus_for_job_only(job) or nodes_min != nodes_max or nodes_min < 2:
         return False
-    if job.exclusive or job.cpus_per_gpu is not None:
-        return False
-    return not (job.nodes is not None and job.ntasks is not None and job.ntasks > nodes_min
-                and job.ntasks_per_node is None)
+    return not (job.exclusive or job.cpus_per_gpu is not None or _splits(job, nodes_min))
 
 
 def _nodes_text(job: SbatchJob) -> str:
@@ -1127,12 +1124,17 @@ def _gpus_per_job(job: SbatchJob, shape: _Shape) -> int:
 
 def _split_tasks(job: SbatchJob, shape: _Shape) -> int:
     """``--ntasks`` where select/cons_tres spreads the tasks unevenly over a fixed node count
-    (``PodSet.split_tasks``), else 0: ``--nodes=N --ntasks=T`` with T > N ≥ 2 and no
-    ``--ntasks-per-node`` (with ``--gpus-per-task`` the GPUs follow the tasks). Left even (not
-    probed): exclusive jobs, which take whole nodes, and ``--cpus-per-gpu``."""
-    if (job.nodes is None or not shape.one_per_node or shape.count < 2 or shape.min_count is not None or job.ntasks is None
-            or job.ntasks <= shape.count or job.ntasks_per_node is not None or job.exclusive
-            or job.cpus_per_gpu is not None):
+    (``PodSet.split_tasks``), else 0 (``_splits``)."""
+    return _splits(job, shape.count) if shape.one_per_node and shape.min_count is None else 0
+
+
+def _splits(job: SbatchJob, nodes: int) -> int:
+    """``--ntasks`` where it is split unevenly over a fixed count of ``nodes``, else 0:
+    ``--nodes=N --ntasks=T`` with T > N ≥ 2 and no ``--ntasks-per-node`` (with
+    ``--gpus-per-task`` the GPUs follow the tasks). Left even (not probed): exclusive jobs,
+    which take whole nodes, and ``--cpus-per-gpu``."""
+    if (job.nodes is None or nodes < 2 or job.ntasks is None or job.ntasks <= nodes or job.ntasks_per_node is not None
+            or job.exclusive or job.cpus_per_gpu is not None):
         return 0
     return job.ntasks
 

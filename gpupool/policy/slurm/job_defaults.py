@@ -172,13 +172,19 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
     return got
 
 
+def _spread_as_submitted(ps: PodSet) -> bool:
+    """Whether ``ps`` spreads its ``--gpus`` and still holds the even share as submitted
+    (``PodSet.spread_gpus``; ``_spread_form`` gives it the Slurm policy's form)."""
+    return ps.spread_gpus and ps.one_per_node and ps.gpus > 1
+
+
 def needs_defaults(wl: Workload, d: Defaults) -> bool:
     """Whether any pod set of ``wl`` left CPUs or memory to the cluster (or, under ``d``'s
     MaxMemPerCPU, asks memory per CPU or per node that may raise its CPUs)."""
     per_cpu = d.max_mem_per_cpu is not None
     per_gpu = bool(d.mem_per_gpu)
     return any(ps.cpu_unset or ps.memory_unset or ps.memory_whole_node or (per_cpu and ps.memory_per != "gpu")
-               or (ps.split_tasks and not ps.split) or (ps.spread_gpus and ps.one_per_node and ps.gpus > 1)
+               or (ps.split_tasks and not ps.split) or _spread_as_submitted(ps)
                or (ps.exclusive and ps.memory_per in ("cpu", "gpu")) or (per_gpu and ps.gpus and ps.memory_per != "gpu")
                or (ps.gpus and not ps.mem_per_gpu and ps.memory_per == "gpu" and d.whole_node is not None)
                for ps in wl.pod_sets)
@@ -250,7 +256,7 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
         return ps
     filled = _fit_under_gpu_default(ps, _filled(ps, d), d)
     filled = _split_form(ps, filled, d) if ps.split_tasks else filled
-    if ps.spread_gpus and ps.one_per_node and ps.gpus > 1:
+    if _spread_as_submitted(ps):
         filled = _spread_form(ps, filled, d)
     per_gpu = _memory_per_gpu(ps, d)
     return replace(filled, mem_per_gpu=per_gpu) if per_gpu != filled.mem_per_gpu else filled

@@ -57,12 +57,13 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     the node count its partitions' MinNodes give it: slurmctld refuses it at submit
     (``gres_job_state_validate`` after ``_valid_job_part``: "--gpus < -N"; probe p99 refused
     ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` in a MinNodes=2 partition with ``MSG_GRES``).
-    With ``--nodes`` sbatch's reader already refuses GPUs that do not divide over the nodes."""
+    A job with a node count is held against its least count (a range's largest is lowered to
+    the GPUs instead); sbatch's reader already refuses ``--gpus`` below it."""
     ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
     if ps is None or not ps.gpus_per_job:
         return False
     least = (ps.min_count if ps.min_count is not None else ps.count) if ps.one_per_node else partitions_min_nodes(cfg, wl)
-    return ps.gpus_per_job < least  # a range's largest count is lowered to the GPUs instead
+    return ps.gpus_per_job < least
 
 
 def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
@@ -100,12 +101,13 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     cpt = ps.cpus_per_task  # None: --cpus-per-gpu
     split = tasks if tasks > nodes and cpt is not None and not ps.exclusive else 0
     per_job = ps.gpus_per_job if ps.spread_gpus else 0  # --gpus=X
+    per_task = bool(ps.gpus_per_job) and not per_job  # --gpus-per-task
     spread = bool(per_job) and not ps.exclusive and cpt is not None
     if per_job:
         if per_job < nodes or (spread and split) or (not spread and per_job % nodes):
             return None
         gpus = -(-per_job // nodes) if spread else per_job // nodes
-    elif ps.gpus_per_job and tasks < nodes:
+    elif per_task and tasks < nodes:
         return None  # GPUs per task on nodes without a task: not probed
     else:
         gpus = ps.gpus * per_node  # per task (following the tasks), or per node with one task
@@ -121,7 +123,6 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
         memory = ps.memory_mib // ps.gpus * gpus if ps.gpus else 0
     else:  # per CPU: follows the node's CPUs
         memory = ps.memory_mib * cpu_m // max(1000, -(-ps.cpu_m // 1000) * 1000)
-    per_task = bool(ps.gpus_per_job) and not ps.spread_gpus  # --gpus-per-task
     # GPUs per node come with one task (sbatch refuses --gres with several and no --nodes):
     # select/cons_tres steers its cores as for ``-N M -n1`` (``sbatch._slurm_tasks``)
     slurm_tasks = (1, 1, cpt or 1) if gpus and tasks == 1 and not ps.gpus_per_job and not ps.exclusive else None

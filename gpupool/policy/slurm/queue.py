@@ -92,8 +92,8 @@ def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     the least MinNodes of its partitions where its largest reaches that; one that gave none has
     no largest, and its count (``nodes``) is kept. Where all its partitions set MinNodes the
     job was given their least at submit (``min_nodes.raise_node_count``) and arrives here with
-    that node count; one asking GPUs for the whole job was not, and waits (docs/policies/
-    slurm.md, Known differences)."""
+    that node count; one it does not raise (``min_nodes``' docstring lists which) waits
+    (docs/policies/slurm.md, Known differences)."""
     most, least = given_node_counts(wl, nodes)
     if most is None:
         return None, nodes
