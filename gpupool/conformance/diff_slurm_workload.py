@@ -36,6 +36,9 @@ class DiffJob:
     #: whether the script asks ``--gres=gpu:N`` per node (False: its GPUs come from
     #: ``--gpus-per-task`` in ``options``)
     gres: bool = True
+    #: whether the script gives ``--nodes`` (False, ``mix="gpus-walk"``: the job asks only
+    #: ``--gpus=X`` in ``options`` and slurmctld picks its node count)
+    nodes_given: bool = True
 
     @property
     def gpus(self) -> int:
@@ -56,8 +59,10 @@ class DiffJob:
 #: memory from the pool's defaults); ``rich`` adds the CPU, memory and task options below;
 #: ``gpus-job`` asks some multi-node jobs' GPUs for the whole job instead (``--gpus=X``, X from
 #: the node count to the shape's GPUs), which select/cons_tres deals out unevenly
-#: (``policy/slurm/spread_gpus.py``)
-MIXES = ("gpus", "rich", "gpus-job")
+#: (``policy/slurm/spread_gpus.py``); ``gpus-walk`` asks some jobs' GPUs as ``--gpus=X`` with no
+#: ``--nodes`` at all, so that slurmctld takes nodes until their free GPUs reach X
+#: (``policy/slurm/gpu_walk.py``)
+MIXES = ("gpus", "rich", "gpus-job", "gpus-walk")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -73,7 +78,9 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     limits and accounts as ``mix="gpus"``) and adds, from a second stream, the CPU, memory and
     task options of :func:`rich_options`, so that CPUs and memory bind as well as GPUs;
     ``mix="gpus-job"`` likewise keeps them and, from a third stream, asks 60 % of the multi-node
-    jobs' GPUs as ``--gpus=X`` for the whole job.
+    jobs' GPUs as ``--gpus=X`` for the whole job; ``mix="gpus-walk"``, from a fourth, asks 60 %
+    of the jobs of two GPUs or more ``--gpus=X`` (X from 2 to the shape's GPUs) with no
+    ``--nodes`` (shown as one node of X GPUs).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -82,6 +89,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     rng = random.Random(seed)
     rich = random.Random(seed * 1_000_003 + 17) if mix == "rich" else None
     per_job = random.Random(seed * 1_000_003 + 29) if mix == "gpus-job" else None
+    walked = random.Random(seed * 1_000_003 + 41) if mix == "gpus-walk" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -104,6 +112,10 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             options, gres = rich_options(rich, n, g)
         elif per_job is not None and n >= 2 and per_job.random() < 0.6:
             options, gres = (f"--gpus={per_job.randint(n, n * g)}",), False
+        elif walked is not None and n * g >= 2 and walked.random() < 0.6:
+            x = walked.randint(2, n * g)
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--gpus={x}",), False, False))
+            continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out
 
@@ -174,7 +186,7 @@ def sbatch_script(job: DiffJob, output: str) -> str:
         "#!/bin/bash",
         f"#SBATCH --job-name={job.name}",
         f"#SBATCH --account={job.account}",
-        f"#SBATCH --nodes={job.nodes}",
+        *([f"#SBATCH --nodes={job.nodes}"] if job.nodes_given else []),
         *([f"#SBATCH --gres=gpu:{job.gpus_per_node}"] if job.gres else []),
         *(f"#SBATCH {opt}" for opt in job.options),
         f"#SBATCH --time={job.limit_min}",

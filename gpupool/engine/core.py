@@ -967,7 +967,7 @@ class Engine:
                 if len(used) != len(set(used)):
                     raise InvariantViolation(
                         f"job {job.id}: two pods of one-pod-per-node pod set {ps.name!r} share a node")
-            if ps.spread and len(chunk) == ps.count:
+            if ps.spread and (len(chunk) == ps.count or (ps.walked and chunk)):
                 dealt = sum(p[1].bit_count() for p in chunk)
                 if dealt != ps.gpus_per_job:
                     raise InvariantViolation(f"job {job.id}: pod set {ps.name!r} got {dealt} GPUs, asked "

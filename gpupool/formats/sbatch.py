@@ -1019,6 +1019,17 @@ def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
     return not (job.exclusive or job.cpus_per_gpu is not None or _splits(job, nodes_min))
 
 
+def _walks_gpus(job: SbatchJob) -> bool:
+    """Whether slurmctld may give the job as many nodes as its ``--gpus`` need
+    (``PodSet.walk_gpus``): two GPUs or more for the whole job and no node or task count (no
+    ``--nodes``, ``--ntasks``, ``--ntasks-per-node``, ``--nodelist``), and none of the requests
+    not probed with it (``--exclusive``, ``--cpus-per-gpu``). ``-n1 --gpus=16`` is held to one
+    node (a real 22.05.8 refused it on 8-GPU nodes), so ``--ntasks`` keeps the task shape."""
+    return (_gpus_for_job_only(job) and job.gpus.count >= 2 and job.nodes is None and job.ntasks is None
+            and job.ntasks_per_node is None and not job.nodelist and not job.exclusive
+            and job.cpus_per_gpu is None)
+
+
 def _nodes_text(job: SbatchJob) -> str:
     n = job.nodes
     return f"{n[0]}-{n[1]}" if isinstance(n, tuple) else str(n)
@@ -1105,6 +1116,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         gpus_per_job=_gpus_per_job(job, shape),
         spread_gpus=_spreads_gpus(job, shape.min_count or shape.count, shape.count) if shape.one_per_node
         else _gpus_for_job_only(job),
+        walk_gpus=_walks_gpus(job),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -129,6 +129,14 @@ class PodSet:
     #: partitions' node limits at submit before it raised the count, so the submit checks
     #: read it as having given none
     nodes_raised: bool = False
+    #: Slurm, ``--gpus=X`` (X ≥ 2) with no node or task count (no ``--nodes``, ``--ntasks``,
+    #: ``--ntasks-per-node``, ``--nodelist``): slurmctld gives the job as many nodes as its GPUs
+    #: need, walking nodes until their free GPUs reach X, one task on each (a real 22.05.8 ran
+    #: ``--gpus=16`` on two idle 8-GPU nodes, ``--gpus=12`` as 8 + 4; ``policy/slurm/gpu_walk.py``).
+    #: As submitted the pod set is one pod of X GPUs (what other policies place); the Slurm
+    #: policy's form is the ``spread_gpus`` form over a node range of 1 to X nodes
+    #: (``min_count`` 1), whose node count the walk decides when the job is placed.
+    walk_gpus: bool = False
 
     @property
     def split(self) -> bool:
@@ -144,6 +152,18 @@ class PodSet:
         return self.spread_gpus and self.one_per_node and self.gpus == 1
 
     @property
+    def walked(self) -> bool:
+        """Whether the pods are in the Slurm policy's form of ``walk_gpus``: a node range whose
+        count the GPU walk decides when the job is placed (as submitted: one pod of X GPUs)."""
+        return self.walk_gpus and self.one_per_node
+
+    @property
+    def _counted_pods(self) -> int:
+        """The pods the totals count: in the walked form the one node asked until the walk
+        gives the job its nodes (slurmctld's request: ``node=1``, one node's CPUs and memory)."""
+        return 1 if self.walked else self.count
+
+    @property
     def cpus_total(self) -> int:
         """The CPUs of all pods together: tasks × CPUs per task in the split form, else count
         × each pod's whole CPUs."""
@@ -151,7 +171,7 @@ class PodSet:
             return self.split_tasks * (self.cpus_per_task or 1)
         if self.cpus_per_task is None and self.spread:
             return self.gpus_per_job * -(-self.cpu_m // 1000)  # CPUs per GPU, for the job's GPUs
-        return self.count * -(-self.cpu_m // 1000)
+        return self._counted_pods * -(-self.cpu_m // 1000)
 
     @property
     def memory_total(self) -> int:
@@ -161,7 +181,7 @@ class PodSet:
             return self.split_tasks * self.memory_mib
         if self.memory_per == "gpu" and self.spread:
             return self.gpus_per_job * self.memory_mib  # memory per GPU, for the job's GPUs
-        return self.count * self.memory_mib
+        return self._counted_pods * self.memory_mib
 
     @property
     def memory_to_fit(self) -> int:

@@ -46,6 +46,7 @@ from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
 from gpupool.policy.slurm.jobinfo import requested_partitions
+from gpupool.policy.slurm.gpu_walk import walk_form
 from gpupool.policy.slurm.min_nodes import raise_node_count
 
 
@@ -422,13 +423,16 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     raise; only a per-node amount counts on every node)."""
     given = wl
     wl = raise_node_count(cfg, wl)
+    walked = wl is given and (wl := walk_form(wl)) is not given
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None
     filled = fill(wl, d)
     if wl.req_cpu_mem is None:
         asked = submitted_request(wl, d)
-        if wl is not given:
+        if walked:  # one node's worth until the walk gives the job its nodes
+            asked = submitted_request(given, d)
+        elif wl is not given:
             before = submitted_request(given, d)
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):

@@ -133,7 +133,7 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     cpus = gpus = mem = 0
     typed: dict[str, int] = {}
     for ps in wl.pod_sets:
-        nodes += ps.count if ps.one_per_node else 1
+        nodes += (1 if ps.walked else ps.count) if ps.one_per_node else 1  # walked: node=1 until placed
         cpus += ps.cpus_total
         gpus += ps.total_gpus
         mem += ps.memory_total
@@ -158,8 +158,8 @@ def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
     """(largest, least) node counts a job gave with ``--nodes`` (``nodes``: its count as
     ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
-    per node, not given by the policy (``PodSet.nodes_raised``)."""
-    if not any(ps.one_per_node and not ps.nodes_raised for ps in wl.pod_sets):
+    per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``)."""
+    if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
         return None, None
     return nodes, least_nodes(wl)
 

@@ -20,6 +20,7 @@ from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import split_nodes, tasks_memory
+from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import spread
 
 
@@ -275,7 +276,9 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, pool, free, base_weight, gpus_for)
-        if ps.split_tasks and ps.split:
+        if ps.walked:
+            chosen = _walk_gpus(ps, pool, free, weight, busy, least_loaded)
+        elif ps.split_tasks and ps.split:
             chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
         elif required:
             chosen = _with_required(ps, pool, free, weight, required, busy, least_loaded)
@@ -396,6 +399,34 @@ def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
                     ps = replace(ps, min_count=min_nodes)
         out.append(ps)
     return tuple(out)
+
+
+def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_loaded: bool) -> list | None:
+    """One pod of walked pod set ``ps`` (``PodSet.walk_gpus``) on each node cons_tres takes for
+    the job's GPUs (``gpu_walk``), before ``spread_gpus.spread`` deals them out: each fitting
+    node offers its free GPUs, as many as its free memory and CPUs pay for where those are per
+    GPU, and counts its free CPUs."""
+    fitting = sorted(fitting_nodes(ps, pool, free))
+    per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
+    cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0
+    offer: dict[int, int] = {}
+    cpus: dict[int, int] = {}
+    for i in fitting:
+        cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+        n = gpus_for(free, i, ps).bit_count()
+        if per_gpu:
+            n = min(n, free.mem[i] // per_gpu)
+        if cpu_per_gpu:
+            n = min(n, cpu // cpu_per_gpu)
+        offer[i] = n
+        cpus[i] = cpu // 1000
+    if busy is not None:
+        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer)
+    elif least_loaded:
+        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, None, free.cpu)), offer)
+    else:
+        nodes = walk(ps, fitting, offer, cpus, weight)
+    return None if nodes is None else [pod_fits(free, i, ps) for i in nodes]
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:

@@ -9,16 +9,20 @@ threads per core; ``tests/unit/test_slurm_spread_gpus.py``): ``-N2 --gpus=4`` ra
 ``--mem`` per node; a job raised to a partition's MinNodes the same (probe p99: ``-n1 --gpus=3``
 2 + 1 on a MinNodes=2 partition).
 
-The nodes are chosen as for any pod set of one GPU a pod (which also orders them by the GPUs
-they offer the job, ``near_gpus``); the GPUs are then dealt out here. Memory asked per GPU
-follows each node's GPUs, and a node takes no more GPUs than its free memory pays for at that
-rate (gpupool's reading: ``_set_job_bits1`` has no memory cap of its own; the node filter caps
-the GPUs a node offers by its free memory), and CPUs per GPU from DefCpuPerGPU follow them
-likewise (not probed). Not modelled: where the chosen nodes' free GPUs fall short of X,
-cons_tres keeps walking other nodes (``gres_sched_test``), here the placement fails and the job
-waits for GPUs to free; on nodes with gres.conf ``Cores=``, cons_tres first takes only GPUs
-near the job's cores (``_set_job_bits1``'s first pass) and fills up from the others after
-(``_set_job_bits2``), here the lowest free indices are taken.
+A job asking ``--gpus`` with no node count gets its nodes from ``gpu_walk`` and its GPUs dealt
+out here the same way. The nodes of a fixed count are chosen as for any pod set of one GPU a
+pod (which also orders them by the GPUs they offer the job, ``near_gpus``); the GPUs are then
+dealt out here. Memory asked per GPU follows each node's GPUs, and a node takes no more GPUs
+than its free memory pays for at that rate (gpupool's reading: ``_set_job_bits1`` has no
+memory cap of its own; the node filter caps the GPUs a node offers by its free memory), and
+CPUs per GPU from DefCpuPerGPU follow them likewise (not probed).
+
+Not modelled: cons_tres's choice of a run of nodes also asks whether the run's free GPUs hold
+X (``gres_sched_sufficient``; ``gpu_walk`` models it where the node count is open), here a
+fixed count's nodes are chosen by their CPUs, and where their free GPUs fall short of X the
+placement fails and the job waits for GPUs to free; on nodes with gres.conf ``Cores=``,
+cons_tres first takes only GPUs near the job's cores (``_set_job_bits1``'s first pass) and
+fills up from the others after (``_set_job_bits2``), here the lowest free indices are taken.
 """
 from __future__ import annotations
 

@@ -1,0 +1,126 @@
+"""select/cons_tres's node count for ``--gpus=X`` given without a node or task count
+(``PodSet.walk_gpus``): the job takes nodes until their free GPUs reach X, one task on each.
+
+Seen on a real 22.05.8 (probes p101 and p102, 2026-12-04: four 8-GPU nodes of 128 CPUs, two
+threads per core; ``tests/unit/test_slurm_gpu_walk.py``):
+
+- idle nodes: ``--gpus=16`` ran on gpu01-02 with 8 + 8 GPUs, ``--gpus=12`` 8 + 4, ``--gpus=9``
+  8 + 1, each node with one task (a core: 2 CPUs, ``-c4`` 4) and ``--mem`` per node
+  (``--mem-per-gpu`` per GPU of each node); ``--gpus=40`` (more than the partition's 32) and
+  ``-n1 --gpus=16`` were refused ("Requested node configuration is not available");
+- two free GPUs on every node: ``--gpus=4`` ran as 2 + 2 on gpu01-02, ``--gpus=5`` as
+  2 + 2 + 1; ``-n1 --gpus=4`` waited (Resources);
+- gpu01 with 2 free, gpu03 with 3, gpu02 and gpu04 idle: ``--gpus=12`` ran as 8 + 4 on gpu02
+  and gpu04 (not gpu02-03), ``--gpus=20`` as 2 + 8 + 3 + 7 on all four;
+- a node with fewer free CPUs among those holding all the GPUs wins: ``--gpus=4`` on gpu02
+  (64 CPUs free) before the idle ones.
+
+The rule, read from 22.05's ``_eval_nodes`` with a job-wide GPU count: the nodes where one
+task with one GPU fits form runs of consecutive indices of one weight, where a GPU job's
+weight already favours nodes offering it more GPUs (``near_gpus``: at most X counted). The
+best run is the first of the lowest weight, then at equal weight one whose GPUs hold what is
+still needed beats one that does not, between two that do the one with fewer free CPUs, and
+between two that do not the one with more. In it, while one node is still to be taken, the
+node holding all the GPUs still needed with the fewest free CPUs is taken alone if there is
+one; else its nodes go in index order until the GPUs are enough. A run used up without
+enough leaves the nodes it gave and the choice is made again. The job's GPUs are then dealt
+out over the nodes in index order as for a fixed node count (``spread_gpus``).
+
+Not modelled: bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
+``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
+adding each until the GPUs are enough, without the single-node best fit (read from the
+source, not probed); ``--nodelist``, ``--exclusive``, ``--cpus-per-gpu`` and ``--ntasks`` keep
+the job's shape as submitted (``sbatch._walks_gpus``); a job given a node count at submit by
+MinNodes (``min_nodes``) keeps that count.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpupool.model.workload import GANG_MIN, Workload
+from gpupool.policy.slurm.min_nodes import per_node_pods
+
+
+def walk_form(wl: Workload) -> Workload:
+    """``wl`` in the Slurm policy's form where it asks ``--gpus`` without a node or task count
+    (``PodSet.walk_gpus``): its one pod as ``--nodes=1-X`` of one GPU a node would give it
+    (``min_nodes.per_node_pods``), started on as many nodes as the walk takes; else ``wl``."""
+    if len(wl.pod_sets) != 1:
+        return wl
+    ps = wl.pod_sets[0]
+    if not ps.walk_gpus or ps.one_per_node or ps.count != 1 or ps.gpus_per_job < 2:
+        return wl
+    nodes = per_node_pods(ps, ps.gpus_per_job)
+    if nodes is None or not nodes.spread:
+        return wl
+    return replace(wl, pod_sets=(replace(nodes, min_count=1),), gang=GANG_MIN)
+
+
+def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], weight) -> list[int] | None:
+    """The nodes (in index order) cons_tres gives walked pod set ``ps`` from the ``fitting``
+    ones (where one pod fits, in index order), each offering ``offer[i]`` GPUs with
+    ``cpus[i]`` CPUs free, at most ``ps.count`` of them; None when their GPUs fall short of
+    ``ps.gpus_per_job``."""
+    need = ps.gpus_per_job
+    most = ps.count
+    runs = _runs(fitting, weight)
+    taken: list[int] = []
+    nodes_left = ps.min_count or 1
+    while runs and most > 0 and need > 0:
+        best = None
+        best_key = None
+        for k, run in enumerate(runs):
+            w = weight[run[0]]
+            gpus = sum(offer[i] for i in run)
+            size = sum(cpus[i] for i in run)
+            ok = gpus >= need and len(run) >= nodes_left
+            if best is None or w < best_key[0]:
+                better = True
+            elif w == best_key[0]:
+                _w, best_ok, best_size = best_key
+                better = (ok and not best_ok) or (ok and size < best_size) or (not ok and size > best_size)
+            else:
+                better = False
+            if better:
+                best, best_key = k, (w, ok, size)
+        run = runs.pop(best)
+        if nodes_left <= 1:
+            alone = [i for i in run if offer[i] >= need]
+            if alone:
+                run = [min(alone, key=lambda i: (cpus[i], i))]
+        for i in run:
+            if most == 0 or (nodes_left <= 0 and need <= 0):
+                break
+            taken.append(i)
+            need -= offer[i]
+            nodes_left -= 1
+            most -= 1
+    if need > 0 or nodes_left > 0:
+        return None
+    return sorted(taken)
+
+
+def walk_ordered(ps, order: list[int], offer: dict[int, int]) -> list[int] | None:
+    """The nodes (in index order) a walk taking the fitting nodes in ``order`` (bf_busy_nodes'
+    or a least-loaded partition's) gives ``ps``: each in turn until their GPUs are enough."""
+    need = ps.gpus_per_job
+    taken = []
+    for i in order:
+        if need <= 0 or len(taken) == ps.count:
+            break
+        taken.append(i)
+        need -= offer[i]
+    return sorted(taken) if need <= 0 and len(taken) >= (ps.min_count or 1) else None
+
+
+def _runs(fitting: list[int], weight) -> list[list[int]]:
+    """The runs of consecutive indices of one weight among ``fitting`` (sorted), in order."""
+    out: list[list[int]] = []
+    prev = -2
+    for i in fitting:
+        if out and i == prev + 1 and weight[i] == weight[prev]:
+            out[-1].append(i)
+        else:
+            out.append([i])
+        prev = i
+    return out

@@ -1,0 +1,140 @@
+"""``--gpus=X`` with no node or task count: slurmctld takes nodes until their free GPUs reach X
+(policy/slurm/gpu_walk.py).
+
+Probes p101 and p102 (2026-12-04, a real 22.05.8): the seed pool's four nodes (128 CPUs, two
+threads per core, 8 GPUs, DefMemPerGPU=120000), partition train, ``--mem=100`` unless the case
+gives memory, blockers pinned with ``-w`` started first, then the job.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.pool_dir import load_pool
+from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.gpu_walk import walk
+from gpupool.model.workload import PodSet
+from tests.unit.sbatch_plans import workload
+
+#: the blockers of p102 (each ``-n1 --mem=100``): GPUs held per node
+_FRAG2 = {"gpu01": 6, "gpu02": 6, "gpu03": 6, "gpu04": 6}
+_RUNS = {"gpu01": 6, "gpu03": 5}
+_CPU = {"gpu02": "--gres=gpu:4 -c64", "gpu03": "--gres=gpu:4"}
+
+#: (blockers, options) -> {node: GPUs} as ``scontrol -d show job`` gave them
+_CASES = [
+    ({}, "--gpus=16", {"gpu01": 8, "gpu02": 8}),
+    ({}, "--gpus=12", {"gpu01": 8, "gpu02": 4}),
+    ({}, "--gpus=9", {"gpu01": 8, "gpu02": 1}),
+    ({"gpu01": 6}, "--gpus=12", {"gpu02": 8, "gpu03": 4}),
+    ({"gpu01": 6}, "--gpus=4", {"gpu02": 4}),
+    (_FRAG2, "--gpus=4", {"gpu01": 2, "gpu02": 2}),
+    (_FRAG2, "--gpus=5", {"gpu01": 2, "gpu02": 2, "gpu03": 1}),
+    (_FRAG2, "-n2 --gpus=4", {"gpu01": 2, "gpu02": 2}),
+    (_RUNS, "--gpus=12", {"gpu02": 8, "gpu04": 4}),
+    (_RUNS, "--gpus=20", {"gpu01": 2, "gpu02": 8, "gpu03": 3, "gpu04": 7}),
+    (_CPU, "--gpus=4", {"gpu02": 4}),
+    (_CPU, "--gpus=12", {"gpu01": 8, "gpu04": 4}),
+]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool("examples/seed-pool")
+
+
+def _blocker(node: str, held) -> str:
+    opts = held if isinstance(held, str) else f"--gres=gpu:{held}"
+    return f"-w {node} -n1 --mem=100 {opts}"
+
+
+def _run(pool, blockers: dict, opts: str):
+    specs = [(_blocker(n, h), 0.0) for n, h in blockers.items()] + [(opts, 1.0)]
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 5 {o}", at, k, runtime=300.0), user="dave")
+           for k, (o, at) in enumerate(specs, 1)]
+    out = Engine(pool, wls, make_policy("slurm", pool), record_events=True, check=True).run()
+    return max(out.jobs, key=lambda j: j.id)
+
+
+def _per_node(pool, job) -> dict[str, int]:
+    names = list(pool.nodes)
+    return {names[p[0]]: p[1].bit_count() for p in sorted(job.placement)}
+
+
+@pytest.mark.parametrize("blockers,opts,want", _CASES, ids=[f"{len(b)}blk {o}" for b, o, _ in _CASES])
+def test_the_job_takes_the_nodes_and_gpus_the_real_system_gave_it(pool, blockers, opts, want):
+    mem = "" if "--mem" in opts else " --mem=100"
+    job = _run(pool, blockers, opts + mem)
+    assert job.first_start == 1.0
+    assert _per_node(pool, job) == want
+
+
+def test_each_node_holds_one_task_and_the_memory_asked_per_node_or_per_gpu(pool):
+    """``--gpus=16 -c4``: 4 CPUs a node; ``--mem=2000``: 2000 MB on each; ``--mem-per-gpu=1000``
+    with 8 + 4 GPUs: 8000 and 4000 MB (p101)."""
+    job = _run(pool, {}, "--gpus=16 -c4 --mem=100")
+    assert [(p[2], p[3]) for p in sorted(job.placement)] == [(4000, 100)] * 2
+    job = _run(pool, {}, "--gpus=16 --mem=2000")
+    assert [(p[2], p[3]) for p in sorted(job.placement)] == [(2000, 2000)] * 2
+    job = _run(pool, {}, "--gpus=12 --mem-per-gpu=1000")
+    assert [(p[2], p[3]) for p in sorted(job.placement)] == [(2000, 8000), (2000, 4000)]
+    job = _run(pool, _FRAG2, "--gpus=4 -c4 --mem=100")
+    assert [(p[2], p[3]) for p in sorted(job.placement)] == [(4000, 100)] * 2
+
+
+def test_a_task_count_holds_the_job_to_its_shape(pool):
+    """``-n1 --gpus=4`` waits where no node has 4 GPUs free (p102: Resources), until the
+    blockers end."""
+    job = _run(pool, _FRAG2, "-n1 --gpus=4 --mem=100")
+    assert job.first_start == 300.0 and len(job.placement) == 1
+
+
+def test_more_gpus_than_the_partition_has_is_refused_at_submit(pool):
+    """``--gpus=40`` on the 32 GPUs of partition train and ``-n1 --gpus=16`` (one node) were
+    refused, "Requested node configuration is not available"; ``--gpus=32`` was taken."""
+    for opts, refused in (("--gpus=40", True), ("-n1 --gpus=16", True), ("--gpus=32", False)):
+        job = _run(pool, {}, f"{opts} --mem=100")
+        if refused:
+            assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODES), opts
+        else:
+            assert job.state != "REJECTED" and job.first_start == 1.0, opts
+            assert sum(_per_node(pool, job).values()) == 32
+
+
+def test_the_request_counts_one_node_until_the_job_starts(pool):
+    """A pending ``--gpus=20`` recorded ``cpu=1,mem=100M,node=1,gres/gpu=20`` (p101)."""
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 --gpus=20 --mem=100", 0.0, 1), user="dave"))
+    (ps,) = wl.pod_sets
+    assert (ps.walked, ps.count, ps.min_count, ps.gpus, ps.total_gpus) == (True, 20, 1, 1, 20)
+    assert (ps.cpus_total, ps.memory_total, wl.req_cpu_mem) == (1, 100, None)
+
+
+def test_other_policies_place_the_pod_as_submitted(pool):
+    wl = workload("j", "-A ml-platform -t 5 --gpus=4 --mem=100", 0.0, 1)
+    (ps,) = wl.pod_sets
+    assert (ps.count, ps.gpus, ps.one_per_node, ps.walk_gpus) == (1, 4, False, True)
+    out = Engine(pool, [wl], make_policy("fifo", pool), check=True).run()
+    assert [p[1].bit_count() for p in out.jobs[0].placement] == [4]
+
+
+def test_the_walk_rule_on_counts():
+    """Runs of one weight; the lowest first; at equal weight one holding what is left, then
+    the fewest CPUs; a lone node holding the rest is taken alone."""
+    ps = PodSet(name="m", count=12, gpus=1, one_per_node=True, min_count=1, gpus_per_job=12,
+                spread_gpus=True, walk_gpus=True)
+    fitting = [0, 1, 2, 3]
+    cpus = dict.fromkeys(fitting, 128)
+    # equal weights, no node holds 12: index order until enough
+    assert walk(ps, fitting, {0: 8, 1: 8, 2: 8, 3: 8}, cpus, [1] * 4) == [0, 1]
+    # node 2's lower weight first, then the lightest run left: node 3 holds the rest alone
+    assert walk(ps, fitting, {0: 8, 1: 2, 2: 8, 3: 4}, cpus, [3, 3, 0, 2]) == [2, 3]
+    # two lightest runs, neither holding all 12: both taken (the second alone holds the rest)
+    assert walk(ps, fitting, {0: 8, 1: 2, 2: 2, 3: 8}, {0: 100, 1: 128, 2: 128, 3: 120}, [1, 2, 2, 1]) == [0, 3]
+    # too few GPUs in all
+    assert walk(ps, fitting, {0: 2, 1: 2, 2: 2, 3: 2}, cpus, [1] * 4) is None
+    # at most ps.count nodes
+    assert walk(replace(ps, count=2), fitting, {0: 4, 1: 4, 2: 4, 3: 4}, cpus, [1] * 4) is None
