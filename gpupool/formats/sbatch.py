@@ -1023,11 +1023,18 @@ def _walks_gpus(job: SbatchJob) -> bool:
     """Whether slurmctld may give the job as many nodes as its ``--gpus`` need
     (``PodSet.walk_gpus``): two GPUs or more for the whole job and no node or task count (no
     ``--nodes``, ``--ntasks``, ``--ntasks-per-node``, ``--nodelist``), and none of the requests
-    not probed with it (``--exclusive``, ``--cpus-per-gpu``). ``-n1 --gpus=16`` is held to one
-    node (a real 22.05.8 refused it on 8-GPU nodes), so ``--ntasks`` keeps the task shape."""
+    not probed with it (``--exclusive``, ``--cpus-per-gpu``, the options of ``_OTHER_WALKS``).
+    ``-n1 --gpus=16`` is held to one node (a real 22.05.8 refused it on 8-GPU nodes), so
+    ``--ntasks`` keeps the task shape."""
     return (_gpus_for_job_only(job) and job.gpus.count >= 2 and job.nodes is None and job.ntasks is None
             and job.ntasks_per_node is None and not job.nodelist and not job.exclusive
-            and job.cpus_per_gpu is None)
+            and job.cpus_per_gpu is None and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+
+
+#: options (read, not modelled) that make cons_tres choose nodes another way, or that the walk's
+#: probes did not have: ``_walks_gpus`` leaves a job giving one of them as submitted
+_OTHER_WALKS = frozenset({"spread-job", "contiguous", "ntasks-per-gpu", "gpus-per-socket", "sockets-per-node",
+                          "cores-per-socket", "ntasks-per-socket", "ntasks-per-core", "use-min-nodes", "switches"})
 
 
 def _nodes_text(job: SbatchJob) -> str:

@@ -232,11 +232,11 @@ def requested_counts(wl) -> dict[str, int]:
     the CPUs and memory slurmctld recorded at submit where the Slurm policy kept them
     (``Workload.req_cpu_mem``): the ReqTRES of a job outside any Slurm partition, and of the
     live daemon's jobs."""
-    cpus = sum(ps.cpus_total if ps.split else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
+    cpus = sum(ps.cpus_total if ps.split or ps.walked else math.ceil(ps.cpu_m * ps.count / 1000) for ps in wl.pod_sets)
     mem = sum(ps.memory_total for ps in wl.pod_sets)
     if wl.req_cpu_mem is not None:
         cpus, mem = wl.req_cpu_mem
-    nodes = sum(ps.count for ps in wl.pod_sets if ps.one_per_node) or 1
+    nodes = sum(1 if ps.walked else ps.count for ps in wl.pod_sets if ps.one_per_node) or 1  # walked: one until placed
     return {"cpu": cpus, "mem": mem, "gres/gpu": wl.total_gpus, "node": nodes}
 
 

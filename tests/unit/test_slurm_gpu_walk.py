@@ -17,7 +17,7 @@ from gpupool.formats.pool_dir import load_pool
 from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.gpu_walk import walk
 from gpupool.model.workload import PodSet
-from tests.unit.sbatch_plans import workload
+from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool, workload
 
 #: the blockers of p102 (each ``-n1 --mem=100``): GPUs held per node
 _FRAG2 = {"gpu01": 6, "gpu02": 6, "gpu03": 6, "gpu04": 6}
@@ -138,3 +138,64 @@ def test_the_walk_rule_on_counts():
     assert walk(ps, fitting, {0: 2, 1: 2, 2: 2, 3: 2}, cpus, [1] * 4) is None
     # at most ps.count nodes
     assert walk(replace(ps, count=2), fitting, {0: 4, 1: 4, 2: 4, 3: 4}, cpus, [1] * 4) is None
+
+
+def test_memory_and_cpus_per_gpu_from_the_defaults_follow_each_nodes_gpus(pool, tmp_path):
+    """DefMemPerGPU (the seed pool's 120000) is per GPU: 3 GPUs hold 360000 MB, 8 + 4 hold
+    960000 and 480000; DefCpuPerGPU=4 gives 32 and 16 CPUs (cons_tres sets a job's memory and
+    CPUs from the GPUs each node got)."""
+    job = _run(pool, {}, "--gpus=3")
+    assert [(p[1].bit_count(), p[3]) for p in job.placement] == [(3, 360000)]
+    job = _run(pool, {}, "--gpus=12")
+    assert [(p[1].bit_count(), p[3]) for p in sorted(job.placement)] == [(8, 960000), (4, 480000)]
+    conf = GPU_NODES_CONF.format(last=4).replace("DefMemPerGPU=120000\n", "DefMemPerGPU=120000\nDefCpuPerGPU=4\n")
+    small = slurm_pool(tmp_path, conf)
+    out = Engine(small, [workload("j", "-t 5 --gpus=12 --mem=100", 0.0, 1)], make_policy("slurm", small),
+                 check=True).run()
+    assert [(p[1].bit_count(), p[2], p[3]) for p in sorted(out.jobs[0].placement)] == [(8, 32000, 100), (4, 16000, 100)]
+
+
+def test_a_node_offers_no_more_gpus_than_its_free_memory_pays_for_at_the_default(pool):
+    """With 300000 MB free on every node and DefMemPerGPU=120000, each node offers 2 GPUs even
+    to a job giving ``--mem``: ``--gpus=6`` walks three nodes (cons_tres's GRES filter caps a
+    node's GPUs by its free memory over the memory per GPU, DefMemPerGPU where none is asked;
+    read from the source, not probed)."""
+    blockers = {f"gpu0{i}": "--mem=700000" for i in range(1, 5)}
+    specs = [(f"-w {n} -n1 {o}", 0.0) for n, o in blockers.items()] + [("--gpus=6 --mem=100", 1.0)]
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 5 {o}", at, k, runtime=300.0), user="dave")
+           for k, (o, at) in enumerate(specs, 1)]
+    out = Engine(pool, wls, make_policy("slurm", pool), check=True).run()
+    job = max(out.jobs, key=lambda j: j.id)
+    assert job.first_start == 1.0 and len(job.placement) == 3
+    assert sum(p[1].bit_count() for p in job.placement) == 6
+
+
+def test_options_choosing_nodes_another_way_keep_the_shape_as_submitted():
+    for opts in ("--spread-job", "--contiguous", "--ntasks-per-gpu=1", "--gpus-per-socket=2"):
+        (ps,) = workload("j", f"-t 5 --gpus=16 {opts}", 0.0, 1).pod_sets
+        assert not ps.walk_gpus, opts
+    (ps,) = workload("j", "-t 5 --gpus=16", 0.0, 1).pod_sets
+    assert ps.walk_gpus
+
+
+def test_node_limits_cap_the_nodes_walked(tmp_path):
+    """Probe p103 (a real 22.05.8, QOS normal with MaxTRESPerJob=node=1): ``--gpus=16`` refused
+    at submit ("Requested node configuration is not available"), ``--gpus=8`` ran on one node,
+    ``--gpus=4`` with two GPUs free on every node waited (Resources), ``-N2 --gres=gpu:1``
+    waited with QOSMaxNodePerJobLimit."""
+    import shutil
+
+    shutil.copytree("examples/seed-pool", tmp_path / "pool")
+    cfg = tmp_path / "pool" / "accounts.cfg"
+    text = cfg.read_text()
+    old = "QOS - 'normal':Description='Default QOS':Priority=0:UsageFactor=1.0"
+    assert old in text
+    cfg.write_text(text.replace(old, old + ":MaxTRESPerJob=node=1"))
+    capped = load_pool(tmp_path / "pool")
+    job = _run(capped, {}, "--gpus=16 --mem=100")
+    assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODES)
+    assert _per_node(capped, _run(capped, {}, "--gpus=8 --mem=100")) == {"gpu01": 8}
+    job = _run(capped, _FRAG2, "--gpus=4 --mem=100")
+    assert job.first_start == 300.0 and len(job.placement) == 1  # once a blocker ends
+    job = _run(capped, {}, "-N2 --gres=gpu:1 --mem=100")
+    assert job.first_start is None and job.reason == "QOSMaxNodePerJobLimit"

@@ -26,7 +26,14 @@ one; else its nodes go in index order until the GPUs are enough. A run used up w
 enough leaves the nodes it gave and the choice is made again. The job's GPUs are then dealt
 out over the nodes in index order as for a fixed node count (``spread_gpus``).
 
-Not modelled: bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
+The node limits of the job's QOS and associations (MaxTRESPerJob, MaxTRESPerUser,
+MaxTRESPerAccount and GrpTRES ``node=``, their values, not what is left of them) cap the nodes
+the walk may take (``acct_policy_get_max_nodes``; ``SlurmPolicy._walk_node_cap``, read against
+the job's first partition's QOS).
+
+Not modelled: the TRES limits tested again on the nodes selected (``..._post_select``: a
+walked job over a per-job memory or CPU limit on its several nodes still starts here);
+bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
 source, not probed); ``--nodelist``, ``--exclusive``, ``--cpus-per-gpu`` and ``--ntasks`` keep

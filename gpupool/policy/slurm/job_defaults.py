@@ -175,8 +175,10 @@ def defaults_for(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, ca
 
 def _spread_as_submitted(ps: PodSet) -> bool:
     """Whether ``ps`` spreads its ``--gpus`` and still holds the even share as submitted
-    (``PodSet.spread_gpus``; ``_spread_form`` gives it the Slurm policy's form)."""
-    return ps.spread_gpus and ps.one_per_node and ps.gpus > 1
+    (``PodSet.spread_gpus``; ``_spread_form`` gives it the Slurm policy's form), or is walked
+    (``PodSet.walk_gpus``: one GPU a pod already, its memory and CPUs per GPU still to follow
+    each node's GPUs)."""
+    return ps.spread_gpus and ps.one_per_node and (ps.gpus > 1 or ps.walk_gpus)
 
 
 def needs_defaults(wl: Workload, d: Defaults) -> bool:

@@ -199,6 +199,26 @@ def account_not_allowed(part, account: str | None) -> str | None:
     return "AccountNotAllowed" if account and account in part.deny_accounts else None
 
 
+def max_nodes(qoses: tuple, assoc_limits: list) -> int | None:
+    """The most nodes slurmctld lets a job select under its QOS pair and associations
+    (``acct_policy_get_max_nodes``): the least of the node limits' values — per job, per
+    user, per account and the group limit of the QOS (each read from the second QOS where the
+    first sets none), then the association's per-job limit and every group limit up the tree
+    — or None where none is set."""
+    caps = []
+    for key in ("max_tres_per_job", "max_tres_per_user", "max_tres_per_account", "grp_tres"):
+        for qos in qoses:
+            if qos is not None and "node" in getattr(qos, key):
+                caps.append(getattr(qos, key)["node"])
+                break
+    for kind, assoc in assoc_limits:
+        if kind == "a" and "node" in assoc.max_tres_per_job:
+            caps.append(assoc.max_tres_per_job["node"])
+        if "node" in assoc.grp_tres:
+            caps.append(assoc.grp_tres["node"])
+    return min(caps) if caps else None
+
+
 def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage: dict) -> str | None:
     """The first limit that keeps the job from starting now, as Slurm's reason, or None.
 

@@ -1045,7 +1045,28 @@ class SlurmPolicy:
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
             self._memory_refusal[wl.id] = why  # MaxMemPerNode: refused at submit (submit_verdict)
+        if self.s.limits_enforced and any(ps.walked for ps in filled.pod_sets):
+            filled = self._walk_node_cap(filled)
         return filled
+
+    def _walk_node_cap(self, wl):
+        """A walked job (``gpu_walk``) takes no more nodes than the node limits of its QOS and
+        associations allow: slurmctld caps the nodes it selects by their values, not by what
+        is left of them (``acct_policy_get_max_nodes``, 22.05 source; read against the job's
+        first partition's QOS)."""
+        s = self.s
+        default = self.cfg.default_partition()  # (called at submit, maybe before the run's set-up)
+        req = job_req(wl, default.name if default is not None else None, self.acct, self.qos, s.typed_gpu_tres,
+                      s.gpu_tracked, s.untyped_gpu_as, s.qos_enforced)
+        part = self.cfg.partitions.get(req.parts[0]) if req.parts else None
+        pair = limits.qos_order(self.qos.get(req.qos or ""), self.qos.get(part.qos or "") if part is not None else None)
+        assocs = limits.association_limits(self.acct, req.user, req.account, account_chain(self.acct, req.account))
+        cap = limits.max_nodes(pair, assocs)
+        if cap is None:
+            return wl
+        cap = max(1, cap)
+        return replace(wl, pod_sets=tuple(replace(ps, count=cap) if ps.walked and ps.count > cap else ps
+                                          for ps in wl.pod_sets))
 
     def submit_verdict(self, job, snap=None) -> str | None:
         """Slurm's message if ``job`` is refused at submit, else None; decided once, from the

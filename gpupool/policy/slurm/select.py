@@ -405,9 +405,10 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     """One pod of walked pod set ``ps`` (``PodSet.walk_gpus``) on each node cons_tres takes for
     the job's GPUs (``gpu_walk``), before ``spread_gpus.spread`` deals them out: each fitting
     node offers its free GPUs, as many as its free memory and CPUs pay for where those are per
-    GPU, and counts its free CPUs."""
+    GPU (memory per GPU asked, else DefMemPerGPU even beside ``--mem``, as cons_tres's GRES
+    filter caps them: ``PodSet.mem_per_gpu``), and counts its free CPUs."""
     fitting = sorted(fitting_nodes(ps, pool, free))
-    per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
+    per_gpu = max(ps.memory_mib if ps.memory_per == "gpu" else 0, ps.mem_per_gpu)
     cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0
     offer: dict[int, int] = {}
     cpus: dict[int, int] = {}
