@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
@@ -199,3 +201,28 @@ def test_node_limits_cap_the_nodes_walked(tmp_path):
     assert job.first_start == 300.0 and len(job.placement) == 1  # once a blocker ends
     job = _run(capped, {}, "-N2 --gres=gpu:1 --mem=100")
     assert job.first_start is None and job.reason == "QOSMaxNodePerJobLimit"
+
+
+@given(st.lists(st.tuples(st.integers(1, 8), st.integers(2, 128), st.integers(0, 2)), min_size=1, max_size=12),
+       st.integers(2, 64), st.integers(1, 12), st.randoms(use_true_random=False))
+def test_the_walk_takes_enough_gpus_on_few_enough_nodes(nodes, need, most, rnd):
+    """Whatever the offers, weights and CPUs: a walk's nodes are fitting nodes, distinct, at
+    most ``count`` of them, holding the GPUs asked; it fails only where all fitting nodes
+    together hold too few or it may take fewer nodes than fit; and the node taken last was
+    needed (the others fall short)."""
+    fitting = sorted(rnd.sample(range(40), len(nodes)))
+    offer = {i: g for i, (g, _c, _w) in zip(fitting, nodes)}
+    cpus = {i: c for i, (_g, c, _w) in zip(fitting, nodes)}
+    weight = [0] * 40
+    for i, (_g, _c, w) in zip(fitting, nodes):
+        weight[i] = w
+    ps = PodSet(name="m", count=most, gpus=1, one_per_node=True, min_count=1, gpus_per_job=need,
+                spread_gpus=True, walk_gpus=True)
+    got = walk(ps, fitting, offer, cpus, weight)
+    if got is None:  # too few GPUs in all, or the walk ran out of nodes it may take
+        assert sum(offer.values()) < need or most < len(fitting)
+        return
+    assert got == sorted(set(got)) and set(got) <= set(fitting) and len(got) <= most
+    total = sum(offer[i] for i in got)
+    assert total >= need
+    assert min(total - offer[i] for i in got) < need or len(got) == 1
