@@ -410,8 +410,10 @@ class Engine:
         job.requeues = requeues
         self.jobs[wl.id] = job
         self.pending[wl.id] = job
-        self._start(Start(wl.id, placement, time_limit=time_limit, partition=partition, via="adopted",
-                          cpu_share=cpu_share), self.now)
+        # (a node range, a walked --gpus job among them, may run on fewer pods than its most)
+        partial = job.pods_needed <= len(placement) < job.pods_total
+        self._start(Start(wl.id, placement, partial=partial, time_limit=time_limit, partition=partition,
+                          via="adopted", cpu_share=cpu_share), self.now)
         # The process began before this engine existed: its run segment starts then.
         job.start = job.first_start = job.admitted_at = started
         return job

@@ -32,7 +32,8 @@ def job_shape(job: Job) -> str:
     """The job-shape class used to break down waits and slowdowns."""
     wl = job.wl
     gpus = job.total_gpus
-    multi_node = any(ps.one_per_node and ps.count > 1 for ps in wl.pod_sets) or gpus > 8
+    multi_node = any(ps.one_per_node and ps.count > 1 and not ps.walked for ps in wl.pod_sets) or gpus > 8 \
+        or len({p[0] for p in job.placement}) > 1 and any(ps.walked for ps in wl.pod_sets)
     if multi_node:
         return "multi-node"
     if gpus == 0:
@@ -42,6 +43,14 @@ def job_shape(job: Job) -> str:
     if gpus < 8:
         return "2-7 GPUs"
     return "8 GPUs"
+
+
+def _pods(job: Job) -> int:
+    """The job's pods: a walked ``--gpus`` job's (``PodSet.walk_gpus``: as many as the nodes it
+    got, one before it starts), else every pod it asks."""
+    if any(ps.walked for ps in job.wl.pod_sets):
+        return len(job.placement) or job.pods_needed
+    return job.pods_total
 
 
 def _gpu_text(job: Job, names: list[str]) -> tuple[str, str]:
@@ -70,7 +79,7 @@ def jobs_frame(out: RunOutput) -> pd.DataFrame:
         rows.append((
             job.id, wl.name, wl.kind, wl.user, wl.account, wl.qos, job.partition or wl.partition, wl.namespace,
             wl.queue, wl.submit_time, job.eligible, start, job.end, job.state, job.reason, job.via,
-            job_shape(job), job.pods_total, job.total_gpus, nodes, gpus, wl.time_limit, wl.runtime,
+            job_shape(job), _pods(job), job.total_gpus, nodes, gpus, wl.time_limit, wl.runtime,
             None if start is None else start - wl.submit_time, job.requeues, job.preemptions,
             round(job.gpu_s_used, 6), round(job.gpu_s_lost, 6), round(job.gpu_s_idle_held, 6),
             wl.array_job_id, wl.array_task_id,

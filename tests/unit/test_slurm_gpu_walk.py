@@ -226,3 +226,45 @@ def test_the_walk_takes_enough_gpus_on_few_enough_nodes(nodes, need, most, rnd):
     total = sum(offer[i] for i in got)
     assert total >= need
     assert min(total - offer[i] for i in got) < need or len(got) == 1
+
+
+def test_the_node_cap_follows_slurms_override_rules():
+    """``acct_policy_get_max_nodes`` (22.05 source): the QOS pair first; an association's group
+    limit only where no QOS sets one, its per-job limit only where no QOS sets a per-job,
+    per-user or per-account one; up the tree until a group limit lowered the cap."""
+    from gpupool.model.slurm import Association, Qos
+
+    def assoc(grp=None, per_job=None, user=None):
+        return Association(account="a", user=user, grp_tres={"node": grp} if grp else {},
+                           max_tres_per_job={"node": per_job} if per_job else {})
+
+    qos_pj4 = Qos("q", max_tres_per_job={"node": 4})
+    assert limits.max_nodes((qos_pj4, None), [("a", assoc(per_job=2, user="u"))]) == 4
+    assert limits.max_nodes((Qos("q", grp_tres={"node": 4}), None), [("a", assoc(user="u")), ("acc", assoc(grp=2))]) == 4
+    assert limits.max_nodes((Qos("q"), None), [("a", assoc(per_job=2, user="u"))]) == 2
+    assert limits.max_nodes((Qos("q"), None), [("a", assoc(grp=3, user="u")), ("acc", assoc(grp=2))]) == 3
+    assert limits.max_nodes((Qos("q"), None), [("a", assoc(user="u")), ("acc", assoc(grp=2))]) == 2
+    assert limits.max_nodes((Qos("q"), Qos("p", max_tres_per_user={"node": 3})), [("a", assoc(per_job=1, user="u"))]) == 3
+    assert limits.max_nodes((Qos("q"), None), [("a", assoc(user="u"))]) is None
+
+
+def test_reports_count_the_nodes_a_walked_job_got(pool):
+    """The job table's shape and pods read a walked job's placement (one node, or two)."""
+    from gpupool.report.metrics import jobs_frame
+
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 5 --mem=100 {o}", 0.0, k, runtime=300.0), user="dave")
+           for k, o in ((1, "--gpus=4"), (2, "--gpus=16"))]
+    out = Engine(pool, wls, make_policy("slurm", pool), check=True).run()
+    frame = jobs_frame(out).set_index("id")
+    assert (frame.loc[1, "shape"], frame.loc[1, "pods"]) == ("2-7 GPUs", 1)
+    assert (frame.loc[2, "shape"], frame.loc[2, "pods"]) == ("multi-node", 2)
+
+
+def test_a_restarted_engine_adopts_a_walked_job_on_the_nodes_it_runs_on(pool):
+    """The live daemon re-registers running jobs after a restart (``Engine.adopt``): a walked
+    job runs on fewer pods than its most."""
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 --mem=100 --gpus=16", 0.0, 1), user="dave"))
+    eng = Engine(pool, [], make_policy("slurm", pool), check=True)
+    job = eng.adopt(wl, ((0, 0xFF, 2000, 100), (1, 0xFF, 2000, 100)), started=0.0, submitted=0.0, partition="train")
+    assert job.state == "RUNNING" and len(job.placement) == 2

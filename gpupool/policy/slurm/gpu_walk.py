@@ -28,11 +28,14 @@ out over the nodes in index order as for a fixed node count (``spread_gpus``).
 
 The node limits of the job's QOS and associations (MaxTRESPerJob, MaxTRESPerUser,
 MaxTRESPerAccount and GrpTRES ``node=``, their values, not what is left of them) cap the nodes
-the walk may take (``acct_policy_get_max_nodes``; ``SlurmPolicy._walk_node_cap``, read against
-the job's first partition's QOS).
+the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
+``SlurmPolicy._walk_node_cap``; probe p103 with MaxTRESPerJob=node=1 refused ``--gpus=16`` at
+submit and kept ``--gpus=4`` waiting where no node had four free).
 
 Not modelled: the TRES limits tested again on the nodes selected (``..._post_select``: a
-walked job over a per-job memory or CPU limit on its several nodes still starts here);
+walked job over a per-job memory or CPU limit on its several nodes still starts here); a job
+listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
+for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
 bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the

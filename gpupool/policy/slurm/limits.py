@@ -201,22 +201,35 @@ def account_not_allowed(part, account: str | None) -> str | None:
 
 def max_nodes(qoses: tuple, assoc_limits: list) -> int | None:
     """The most nodes slurmctld lets a job select under its QOS pair and associations
-    (``acct_policy_get_max_nodes``): the least of the node limits' values — per job, per
-    user, per account and the group limit of the QOS (each read from the second QOS where the
-    first sets none), then the association's per-job limit and every group limit up the tree
-    — or None where none is set."""
-    caps = []
-    for key in ("max_tres_per_job", "max_tres_per_user", "max_tres_per_account", "grp_tres"):
+    (``acct_policy_get_max_nodes``), or None where no node limit applies. Limits' values, not
+    what is left of them: the QOS pair's per-account, per-job and per-user node limits (each
+    read from the second QOS where the first sets none) and its group limit; then, from the
+    user's association up the tree, an association's group limit where the QOS pair sets no
+    group limit, and the user association's per-job limit where the QOS pair sets no per-job,
+    per-user or per-account one, stopping at the first association whose group limit lowered
+    the cap. (A QOS LimitFactor, which scales them, is not modelled.)"""
+    per: int | None = None
+    for key in ("max_tres_per_account", "max_tres_per_job", "max_tres_per_user"):
         for qos in qoses:
             if qos is not None and "node" in getattr(qos, key):
-                caps.append(getattr(qos, key)["node"])
+                v = getattr(qos, key)["node"]
+                per = v if per is None else min(per, v)
                 break
-    for kind, assoc in assoc_limits:
-        if kind == "a" and "node" in assoc.max_tres_per_job:
-            caps.append(assoc.max_tres_per_job["node"])
-        if "node" in assoc.grp_tres:
-            caps.append(assoc.grp_tres["node"])
-    return min(caps) if caps else None
+    grp = next((q.grp_tres["node"] for q in qoses if q is not None and "node" in q.grp_tres), None)
+    caps = [c for c in (per, grp) if c is not None]
+    cap = min(caps) if caps else None
+    has_qos = any(q is not None for q in qoses)
+    for kind, assoc in assoc_limits:  # the user's association ("a"), then each account upwards
+        lowered = False
+        v = assoc.grp_tres.get("node")
+        if (not has_qos or grp is None) and v is not None and (cap is None or v < cap):
+            cap, lowered = v, True
+        v = assoc.max_tres_per_job.get("node") if kind == "a" else None
+        if per is None and v is not None and (cap is None or v < cap):
+            cap = v
+        if lowered:
+            break
+    return cap
 
 
 def check(req: JobReq, tl: float | None, qoses: tuple, assoc_limits: list, usage: dict) -> str | None:

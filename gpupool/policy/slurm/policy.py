@@ -1052,19 +1052,27 @@ class SlurmPolicy:
     def _walk_node_cap(self, wl):
         """A walked job (``gpu_walk``) takes no more nodes than the node limits of its QOS and
         associations allow: slurmctld caps the nodes it selects by their values, not by what
-        is left of them (``acct_policy_get_max_nodes``, 22.05 source; read against the job's
-        first partition's QOS)."""
+        is left of them (``acct_policy_get_max_nodes``, 22.05 source; ``limits.max_nodes``).
+        The cap is read per partition the job lists (each with its own QOS) and the largest
+        kept: a job listing several partitions is accepted where one of them takes it (the
+        cap then holds in every partition, where slurmctld applies each partition's own). A
+        cap below one node leaves the job as it is: the limits test holds it
+        (QOSMaxNodePerJobLimit and kin) rather than refusing it."""
         s = self.s
         default = self.cfg.default_partition()  # (called at submit, maybe before the run's set-up)
         req = job_req(wl, default.name if default is not None else None, self.acct, self.qos, s.typed_gpu_tres,
                       s.gpu_tracked, s.untyped_gpu_as, s.qos_enforced)
-        part = self.cfg.partitions.get(req.parts[0]) if req.parts else None
-        pair = limits.qos_order(self.qos.get(req.qos or ""), self.qos.get(part.qos or "") if part is not None else None)
         assocs = limits.association_limits(self.acct, req.user, req.account, account_chain(self.acct, req.account))
-        cap = limits.max_nodes(pair, assocs)
-        if cap is None:
+        caps = []
+        for name in req.parts or (None,):
+            part = self.cfg.partitions.get(name) if name is not None else None
+            pair = limits.qos_order(self.qos.get(req.qos or ""), self.qos.get(part.qos or "") if part is not None else None)
+            caps.append(limits.max_nodes(pair, assocs))
+        if any(c is None for c in caps):
             return wl
-        cap = max(1, cap)
+        cap = max(caps)
+        if cap < 1:
+            return wl
         return replace(wl, pod_sets=tuple(replace(ps, count=cap) if ps.walked and ps.count > cap else ps
                                           for ps in wl.pod_sets))
 
