@@ -156,6 +156,12 @@ def _ours(conf, jobs: list[str]):
             continue
         cpus = sum(ps.count * ps.cpu_m // 1000 for ps in job.wl.pod_sets)
         mem = sum(ps.count * ps.memory_mib for ps in job.wl.pod_sets)
+        if any(ps.walked for ps in job.wl.pod_sets):  # ``--gpus`` with no node count: its nodes'
+            if job.placement:  # (AllocTRES: what the nodes it got hold)
+                cpus, mem = sum(p[2] for p in job.placement) // 1000, sum(p[3] for p in job.placement)
+            else:  # (ReqTRES: one node's worth, the GPUs' memory)
+                cpus = sum(ps.cpus_total for ps in job.wl.pod_sets)
+                mem = sum(ps.memory_total for ps in job.wl.pod_sets)
         where = sorted({p[0] for p in job.placement}) if job.state == "RUNNING" else None
         rows.append((cpus, mem, where, job.state))
     return rows

@@ -268,3 +268,17 @@ def test_a_restarted_engine_adopts_a_walked_job_on_the_nodes_it_runs_on(pool):
     eng = Engine(pool, [], make_policy("slurm", pool), check=True)
     job = eng.adopt(wl, ((0, 0xFF, 2000, 100), (1, 0xFF, 2000, 100)), started=0.0, submitted=0.0, partition="train")
     assert job.state == "RUNNING" and len(job.placement) == 2
+
+
+def test_defaults_that_keep_the_gpus_even_keep_the_job_on_one_node(tmp_path):
+    """Where DefCpuPerGPU's CPUs carry memory per CPU, the Slurm form keeps a spread job's GPUs
+    even (not probed): a ``--gpus`` job without a node count then stays one pod of its GPUs,
+    rather than walking nodes it could not deal them over."""
+    conf = GPU_NODES_CONF.format(last=2).replace("DefMemPerGPU=120000\n", "DefCpuPerGPU=4\nDefMemPerCPU=1000\n")
+    small = slurm_pool(tmp_path, conf)
+    pol = make_policy("slurm", small)
+    wl = pol.resolve_request(workload("j", "-t 5 --gpus=3", 0.0, 1))
+    (ps,) = wl.pod_sets
+    assert (ps.count, ps.gpus, ps.one_per_node, ps.cpu_m, ps.memory_mib) == (1, 3, False, 12000, 12000)
+    out = Engine(small, [workload("j", "-t 5 --gpus=3", 0.0, 1)], make_policy("slurm", small), check=True).run()
+    assert [p[1].bit_count() for p in out.jobs[0].placement] == [3]

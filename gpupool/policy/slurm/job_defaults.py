@@ -430,6 +430,11 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     if d is None:
         return wl, None
     filled = fill(wl, d)
+    if walked and not all(ps.spread for ps in filled.pod_sets if ps.walked):
+        # the defaults keep the GPUs even (``_spread_form``: DefCpuPerGPU's CPUs carrying memory
+        # per CPU, MaxMemPerCPU; not probed with the walk): the job keeps one node, as submitted
+        wl, walked = given, False
+        filled = fill(wl, d)
     if wl.req_cpu_mem is None:
         asked = submitted_request(wl, d)
         if walked:  # one node's worth until the walk gives the job its nodes
