@@ -236,7 +236,7 @@ def requested_counts(wl) -> dict[str, int]:
     mem = sum(ps.memory_total for ps in wl.pod_sets)
     if wl.req_cpu_mem is not None:
         cpus, mem = wl.req_cpu_mem
-    nodes = sum(1 if ps.walked else ps.count for ps in wl.pod_sets if ps.one_per_node) or 1  # walked: one until placed
+    nodes = sum(ps.counted_pods for ps in wl.pod_sets if ps.one_per_node) or 1  # walked: one until placed
     return {"cpu": cpus, "mem": mem, "gres/gpu": wl.total_gpus, "node": nodes}
 
 

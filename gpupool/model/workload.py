@@ -158,7 +158,7 @@ class PodSet:
         return self.walk_gpus and self.one_per_node
 
     @property
-    def _counted_pods(self) -> int:
+    def counted_pods(self) -> int:
         """The pods the totals count: in the walked form the one node asked until the walk
         gives the job its nodes (slurmctld's request: ``node=1``, one node's CPUs and memory)."""
         return 1 if self.walked else self.count
@@ -171,7 +171,7 @@ class PodSet:
             return self.split_tasks * (self.cpus_per_task or 1)
         if self.cpus_per_task is None and self.spread:
             return self.gpus_per_job * -(-self.cpu_m // 1000)  # CPUs per GPU, for the job's GPUs
-        return self._counted_pods * -(-self.cpu_m // 1000)
+        return self.counted_pods * -(-self.cpu_m // 1000)
 
     @property
     def memory_total(self) -> int:
@@ -181,7 +181,7 @@ class PodSet:
             return self.split_tasks * self.memory_mib
         if self.memory_per == "gpu" and self.spread:
             return self.gpus_per_job * self.memory_mib  # memory per GPU, for the job's GPUs
-        return self._counted_pods * self.memory_mib
+        return self.counted_pods * self.memory_mib
 
     @property
     def memory_to_fit(self) -> int:

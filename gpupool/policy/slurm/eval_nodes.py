@@ -52,6 +52,15 @@ class _Shares:
         return self.left_nodes <= 0 and (not self.spill or self.left <= 0)
 
 
+def beats(w, ok: bool, size: int, best_w, best_ok: bool, best_size: int) -> bool:
+    """Whether a run of weight ``w`` that holds what is left (``ok``) with ``size`` free
+    resources replaces the best run so far in ``_eval_nodes``: a lower weight, or at equal
+    weight one that holds what is left over one that does not, the smaller of two that do, and
+    the larger of two that do not (even over one that does, as the source reads)."""
+    return w < best_w or (w == best_w and ((ok and not best_ok) or (ok and size < best_size)
+                                           or (not ok and size > best_size)))
+
+
 def node_order(weight, busy: int | None, cpu: list[int] | None):
     """The sort key cons_tres's other walks take nodes in, or None for the walk over runs:
     bf_busy_nodes' later starts (``_eval_nodes_busy``: within each weight the nodes busy now
@@ -106,9 +115,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
         best_ok = best_anchored = False
         for k, (run, size, free_nodes, w, anchor) in enumerate(runs):
             ok = size >= left and free_nodes >= left_nodes
-            if (best_k < 0 or (anchor is not None and not best_anchored) or w < best_w
-                    or (w == best_w and ((ok and not best_ok) or (ok and size < best_size)
-                                         or (not ok and size > best_size)))):
+            if best_k < 0 or (anchor is not None and not best_anchored) or beats(w, ok, size, best_w, best_ok, best_size):
                 best_k, best_size, best_w, best_ok, best_anchored = k, size, w, ok, anchor is not None
         run, _size, _free, _w, anchor = runs.pop(best_k)
         if anchor is not None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpupool.model.workload import GANG_MIN, Workload
+from gpupool.policy.slurm.eval_nodes import beats
 from gpupool.policy.slurm.min_nodes import per_node_pods
 
 
@@ -78,21 +79,12 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
     nodes_left = ps.min_count or 1
     while runs and most > 0 and need > 0:
         best = None
-        best_key = None
+        best_key: tuple = ()
         for k, run in enumerate(runs):
-            w = weight[run[0]]
-            gpus = sum(offer[i] for i in run)
-            size = sum(cpus[i] for i in run)
-            ok = gpus >= need and len(run) >= nodes_left
-            if best is None or w < best_key[0]:
-                better = True
-            elif w == best_key[0]:
-                _w, best_ok, best_size = best_key
-                better = (ok and not best_ok) or (ok and size < best_size) or (not ok and size > best_size)
-            else:
-                better = False
-            if better:
-                best, best_key = k, (w, ok, size)
+            key = (weight[run[0]], sum(offer[i] for i in run) >= need and len(run) >= nodes_left,
+                   sum(cpus[i] for i in run))
+            if best is None or beats(*key, *best_key):
+                best, best_key = k, key
         run = runs.pop(best)
         if nodes_left <= 1:
             alone = [i for i in run if offer[i] >= need]

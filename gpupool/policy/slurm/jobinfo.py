@@ -133,7 +133,7 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     cpus = gpus = mem = 0
     typed: dict[str, int] = {}
     for ps in wl.pod_sets:
-        nodes += (1 if ps.walked else ps.count) if ps.one_per_node else 1  # walked: node=1 until placed
+        nodes += ps.counted_pods if ps.one_per_node else 1  # walked: node=1 until placed
         cpus += ps.cpus_total
         gpus += ps.total_gpus
         mem += ps.memory_total

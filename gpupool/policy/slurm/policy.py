@@ -551,6 +551,8 @@ class SlurmPolicy:
         self.time_limit_check_interval = 30.0
         self.acct = cfg.accounting
         self.qos = dict(self.acct.qos) if self.acct is not None else {}
+        default = cfg.default_partition()
+        self.default_part = default.name if default is not None else None
         periods = [self.s.sched_interval]
         if self.s.backfill:
             periods.append(self.s.bf_interval)
@@ -604,8 +606,6 @@ class SlurmPolicy:
         self._typed_keys = tracked_gpu_keys(nodes, s.typed_gpu_tres, s.untyped_gpu_as) if s.typed_gpu_tres else []
         #: partitions with MaxCPUsPerNode (``Cycle._cap_partitions``)
         self.capped_parts = tuple(name for name, info in self.parts.items() if info.max_cpus_per_node is not None)
-        default = self.cfg.default_partition()
-        self.default_part = default.name if default is not None else None
         self.nodes_total = len(nodes)
         self.cpus_total = sum(c // 1000 for c in nodes.cpu_total)
         self.max_part_factor = max((p.job_factor for p in self.parts.values()), default=1)
@@ -713,13 +713,18 @@ class SlurmPolicy:
     def req(self, job):
         r = self._req.get(job.id)
         if r is None:
-            s = self.s
-            r = job_req(job.wl, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
-                        s.untyped_gpu_as, s.qos_enforced)
-            if "billing" in s.tres_weights:
+            r = self.request_of(job.wl)
+            if "billing" in self.s.tres_weights:
                 r.submit_tres = {**r.req_tres, "billing": self.req_billing(r)}
             self._req[job.id] = r
         return r
+
+    def request_of(self, wl):
+        """``job_req`` of ``wl`` under this cluster's accounting and TRES settings (``req`` keeps
+        one per job; submit checks and the walk's node cap ask for workloads without a job)."""
+        s = self.s
+        return job_req(wl, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
+                       s.untyped_gpu_as, s.qos_enforced)
 
     def req_billing(self, req) -> int:
         """The billing slurmctld records in a job's ReqTRES at submit: its request weighted by
@@ -1058,10 +1063,7 @@ class SlurmPolicy:
         cap then holds in every partition, where slurmctld applies each partition's own). A
         cap below one node leaves the job as it is: the limits test holds it
         (QOSMaxNodePerJobLimit and kin) rather than refusing it."""
-        s = self.s
-        default = self.cfg.default_partition()  # (called at submit, maybe before the run's set-up)
-        req = job_req(wl, default.name if default is not None else None, self.acct, self.qos, s.typed_gpu_tres,
-                      s.gpu_tracked, s.untyped_gpu_as, s.qos_enforced)
+        req = self.request_of(wl)
         assocs = limits.association_limits(self.acct, req.user, req.account, account_chain(self.acct, req.account))
         caps = []
         for name in req.parts or (None,):
@@ -1156,13 +1158,8 @@ class SlurmPolicy:
         which all count."""
         why = submit_check.submit_rejection(self.pool, wl, user)
         if why is None and self._submit_limited and self.s.limits_enforced:
-            s = self.s
-
-            def req_of(w):
-                return job_req(w, self.default_part, self.acct, self.qos, s.typed_gpu_tres, s.gpu_tracked,
-                               s.untyped_gpu_as, s.qos_enforced)
-            req = req_of(wl if user is None else replace(wl, user=user))
-            if self._over_submit_limit(req, [req_of(w) for w in current], tasks):
+            req = self.request_of(wl if user is None else replace(wl, user=user))
+            if self._over_submit_limit(req, [self.request_of(w) for w in current], tasks):
                 why = limits.MSG_SUBMIT_LIMIT
         return why
 

@@ -21,7 +21,7 @@ from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import split_nodes, tasks_memory
 from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
-from gpupool.policy.slurm.spread_gpus import spread
+from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
 
 class Free:
@@ -276,7 +276,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, pool, free, base_weight, gpus_for)
-        if ps.walked:
+        if ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
             chosen = _walk_gpus(ps, pool, free, weight, busy, least_loaded)
         elif ps.split_tasks and ps.split:
             chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
@@ -409,18 +409,9 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     filter caps them: ``PodSet.mem_per_gpu``), and counts its free CPUs."""
     fitting = sorted(fitting_nodes(ps, pool, free))
     per_gpu = max(ps.memory_mib if ps.memory_per == "gpu" else 0, ps.mem_per_gpu)
-    cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0
-    offer: dict[int, int] = {}
-    cpus: dict[int, int] = {}
-    for i in fitting:
-        cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
-        n = gpus_for(free, i, ps).bit_count()
-        if per_gpu:
-            n = min(n, free.mem[i] // per_gpu)
-        if cpu_per_gpu:
-            n = min(n, cpu // cpu_per_gpu)
-        offer[i] = n
-        cpus[i] = cpu // 1000
+    offer = {i: gpus_paid(ps, free, i, gpus_for(free, i, ps).bit_count(), per_gpu) for i in fitting}
+    cap = free.cap
+    cpus = {i: (free.cpu[i] if cap is None else min(free.cpu[i], cap[i])) // 1000 for i in fitting}
     if busy is not None:
         nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer)
     elif least_loaded:

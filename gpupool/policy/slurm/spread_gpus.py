@@ -29,6 +29,17 @@ from __future__ import annotations
 from gpupool.engine.nodes import lowest_bits
 
 
+def gpus_paid(ps, free, i: int, n: int, per_gpu: int) -> int:
+    """At most ``n`` GPUs: as many as node ``i``'s free memory pays for at ``per_gpu`` MB each
+    (0: no cap) and, where CPUs follow the GPUs (DefCpuPerGPU: ``cpus_per_task`` None), its
+    free CPUs within MaxCPUsPerNode (``Free.cap``)."""
+    if per_gpu:
+        n = min(n, free.mem[i] // per_gpu)
+    if ps.cpus_per_task is None and ps.cpu_m:
+        n = min(n, (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // ps.cpu_m)
+    return n
+
+
 def spread(ps, chosen, free, gpus_for) -> list | None:
     """The pods ``chosen`` for spread pod set ``ps`` (one per node, one GPU each) with the job's
     ``ps.gpus_per_job`` GPUs dealt out in node index order, or None when their nodes' free GPUs
@@ -44,11 +55,8 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
     for i, _mask, cpu, mem in pods:
         later -= 1
         avail = gpus_for(free, i, ps)
-        n = min(avail.bit_count(), total - taken - later)
-        if per_gpu:
-            n = min(n, free.mem[i] // per_gpu)
-        if cpu_per_gpu:  # within MaxCPUsPerNode too (``Free.cap``)
-            n = min(n, (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // cpu_per_gpu)
+        n = gpus_paid(ps, free, i, min(avail.bit_count(), total - taken - later), per_gpu)
+        if cpu_per_gpu:
             cpu = cpu_per_gpu * n
         if n < 1:
             return None
