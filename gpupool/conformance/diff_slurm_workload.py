@@ -61,8 +61,9 @@ class DiffJob:
 #: the node count to the shape's GPUs), which select/cons_tres deals out unevenly
 #: (``policy/slurm/spread_gpus.py``); ``gpus-walk`` asks some jobs' GPUs as ``--gpus=X`` with no
 #: ``--nodes`` at all, so that slurmctld takes nodes until their free GPUs reach X
-#: (``policy/slurm/gpu_walk.py``)
-MIXES = ("gpus", "rich", "gpus-job", "gpus-walk")
+#: (``policy/slurm/gpu_walk.py``); ``gpus-tasks`` asks some jobs' GPUs as ``--gpus=X`` beside
+#: ``--ntasks=T`` and no ``--nodes`` (the MPI script's ``-n 8 --gpus=8``)
+MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -80,7 +81,9 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     ``mix="gpus-job"`` likewise keeps them and, from a third stream, asks 60 % of the multi-node
     jobs' GPUs as ``--gpus=X`` for the whole job; ``mix="gpus-walk"``, from a fourth, asks 60 %
     of the jobs of two GPUs or more ``--gpus=X`` (X from 2 to the shape's GPUs) with no
-    ``--nodes`` (shown as one node of X GPUs).
+    ``--nodes`` (shown as one node of X GPUs); ``mix="gpus-tasks"``, from a fifth, asks 60 % of
+    them ``--ntasks=T --gpus=X`` with no ``--nodes``: X from 2 to the shape's GPUs, T = X (one
+    GPU a task) half of the time, else a divisor of X whose share X/T fits one node.
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -90,6 +93,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     rich = random.Random(seed * 1_000_003 + 17) if mix == "rich" else None
     per_job = random.Random(seed * 1_000_003 + 29) if mix == "gpus-job" else None
     walked = random.Random(seed * 1_000_003 + 41) if mix == "gpus-walk" else None
+    tasked = random.Random(seed * 1_000_003 + 53) if mix == "gpus-tasks" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -115,6 +119,13 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
         elif walked is not None and n * g >= 2 and walked.random() < 0.6:
             x = walked.randint(2, n * g)
             out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--gpus={x}",), False, False))
+            continue
+        elif tasked is not None and n * g >= 2 and tasked.random() < 0.6:
+            x = tasked.randint(2, n * g)
+            tasks = x if tasked.random() < 0.5 else tasked.choice(
+                [d for d in range(1, x + 1) if x % d == 0 and x // d <= gpus_per_node])
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--ntasks={tasks}", f"--gpus={x}"),
+                               False, False))
             continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out

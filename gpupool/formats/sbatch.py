@@ -1021,12 +1021,14 @@ def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
 
 def _walks_gpus(job: SbatchJob) -> bool:
     """Whether slurmctld may give the job as many nodes as its ``--gpus`` need
-    (``PodSet.walk_gpus``): two GPUs or more for the whole job and no node or task count (no
-    ``--nodes``, ``--ntasks``, ``--ntasks-per-node``, ``--nodelist``), and none of the requests
-    not probed with it (``--exclusive``, ``--cpus-per-gpu``, the options of ``_OTHER_WALKS``).
-    ``-n1 --gpus=16`` is held to one node (a real 22.05.8 refused it on 8-GPU nodes), so
-    ``--ntasks`` keeps the task shape."""
-    return (_gpus_for_job_only(job) and job.gpus.count >= 2 and job.nodes is None and job.ntasks is None
+    (``PodSet.walk_gpus``): two GPUs or more for the whole job and no node count (no
+    ``--nodes``, ``--ntasks-per-node``, ``--nodelist``), no ``--ntasks`` or two tasks or more
+    (each node takes one at least, so the tasks cap the nodes), and none of the requests not
+    probed with it (``--exclusive``, ``--cpus-per-gpu``, the options of ``_OTHER_WALKS``).
+    ``-n1 --gpus=16`` is held to one node (a real 22.05.8 refused it on 8-GPU nodes), so one
+    task keeps the task shape."""
+    return (_gpus_for_job_only(job) and job.gpus.count >= 2 and job.nodes is None
+            and (job.ntasks is None or job.ntasks >= 2)
             and job.ntasks_per_node is None and not job.nodelist and not job.exclusive
             and job.cpus_per_gpu is None and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
 
@@ -1193,9 +1195,16 @@ def _slurm_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:
     # gave them the same cores and GPUs as --gres; tests/differential/test_real_slurm_gpu_affinity.py)
     per_node = (job.gpus_per_node is not None or _gres_gpus(job) is not None
                 or (max_nodes == 1 and (job.gpus is not None or job.gpus_per_task is not None)))
+    cpt = job.cpus_per_task or 1
+    if not shape.one_per_node and shape.count == 1 and job.ntasks == 1 and shape.gpus and not job.exclusive:
+        # ``-n1`` without ``--nodes``: slurmctld holds the job to one node (max_nodes 1, so
+        # ``-n1 --gpus=16`` is refused on 8-GPU nodes), and with one task a node counts one
+        # task's CPUs; nodes tie on CPUs and the first in index order wins (``diff-slurm --mix
+        # gpus-tasks`` seed 1: a real 22.05.8 planned ``-n1 --gpus=4`` on gpu02, 126 CPUs free,
+        # before gpu04 with 124)
+        return (1, 1, cpt)
     if not shape.one_per_node or not shape.gpus or not per_node or job.exclusive:
         return None
-    cpt = job.cpus_per_task or 1
     if job.ntasks_per_node:
         return (job.ntasks_per_node, job.ntasks_per_node, cpt)
     if max_nodes == 1:

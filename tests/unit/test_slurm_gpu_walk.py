@@ -134,8 +134,9 @@ def test_the_walk_rule_on_counts():
     assert walk(ps, fitting, {0: 8, 1: 8, 2: 8, 3: 8}, cpus, [1] * 4) == [0, 1]
     # node 2's lower weight first, then the lightest run left: node 3 holds the rest alone
     assert walk(ps, fitting, {0: 8, 1: 2, 2: 8, 3: 4}, cpus, [3, 3, 0, 2]) == [2, 3]
-    # two lightest runs, neither holding all 12: both taken (the second alone holds the rest)
-    assert walk(ps, fitting, {0: 8, 1: 2, 2: 2, 3: 8}, {0: 100, 1: 128, 2: 128, 3: 120}, [1, 2, 2, 1]) == [0, 3]
+    # two lightest runs, neither holding all 12: both taken, the one with more CPUs first (the
+    # nodes come back in the order taken: a job's tasks are dealt out in that order)
+    assert walk(ps, fitting, {0: 8, 1: 2, 2: 2, 3: 8}, {0: 100, 1: 128, 2: 128, 3: 120}, [1, 2, 2, 1]) == [3, 0]
     # too few GPUs in all
     assert walk(ps, fitting, {0: 2, 1: 2, 2: 2, 3: 2}, cpus, [1] * 4) is None
     # at most ps.count nodes
@@ -222,7 +223,7 @@ def test_the_walk_takes_enough_gpus_on_few_enough_nodes(nodes, need, most, rnd):
     if got is None:  # too few GPUs in all, or the walk ran out of nodes it may take
         assert sum(offer.values()) < need or most < len(fitting)
         return
-    assert got == sorted(set(got)) and set(got) <= set(fitting) and len(got) <= most
+    assert len(got) == len(set(got)) and set(got) <= set(fitting) and len(got) <= most
     total = sum(offer[i] for i in got)
     assert total >= need
     assert min(total - offer[i] for i in got) < need or len(got) == 1

@@ -206,15 +206,20 @@ def test_script_reads_back_through_gpupools_sbatch_parser():
     assert wl.pod_sets[0].count == job.nodes and wl.pod_sets[0].gpus == job.gpus_per_node
 
 
-def _mix_read_back(seed: int, n: int, mix: str) -> list:
+def _mix_read_back(seed: int, n: int, mix: str, same_shapes: bool = True) -> list:
     """(job, its script read back as a workload) of ``mix``'s draw, after checking that the draw
-    repeats and keeps the plain draw's arrivals, shapes, limits and accounts."""
+    repeats and keeps the plain draw's arrivals, limits and accounts, and (``same_shapes``) its
+    shapes."""
     accounts = ["ml-research", "ml-serving"]
     plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
     mixed = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix=mix)
     assert mixed == generate(seed, n, accounts, max_nodes=4, gpus_per_node=8, mix=mix)
-    assert [(j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in mixed] == [
-        (j.arrival, j.nodes, j.gpus_per_node, j.limit_min, j.runtime_s, j.account) for j in plain]
+    assert [(j.arrival, j.limit_min, j.runtime_s, j.account) for j in mixed] == [
+        (j.arrival, j.limit_min, j.runtime_s, j.account) for j in plain]
+    if same_shapes:
+        assert [(j.nodes, j.gpus_per_node) for j in mixed] == [(j.nodes, j.gpus_per_node) for j in plain]
+    else:  # a job without --nodes shows its GPUs as one node's, at most the plain shape's
+        assert all(m.gpus <= p.gpus and (m.nodes_given or m.nodes == 1) for m, p in zip(mixed, plain))
     return [(j, sbatch_to_workload(parse_sbatch_text(sbatch_script(j, "/x/%j.out"), "t.sbatch"), id=1,
                                    submit_time=0.0, runtime=float(j.runtime_s))[0]) for j in mixed]
 
@@ -244,6 +249,39 @@ def test_gpus_job_mix_asks_some_multi_node_jobs_gpus_for_the_whole_job(seed, n):
             x = int(opt.removeprefix("--gpus="))
             assert j.nodes >= 2 and j.nodes <= x <= j.gpus
             assert ps.spread_gpus and ps.gpus_per_job == x and ps.gpus == -(-x // j.nodes)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_tasks_mix_asks_tasks_and_gpus_without_nodes(seed, n):
+    """``mix="gpus-tasks"`` keeps the plain draw and turns some jobs of two GPUs or more into
+    ``--ntasks=T --gpus=X`` with no ``--nodes`` (X up to the shape's GPUs, T dividing X with
+    X/T on one node), which reads back as T task pods of X/T GPUs (walked from two tasks)."""
+    for j, wl in _mix_read_back(seed, n, "gpus-tasks", same_shapes=False):
+        (ps,) = wl.pod_sets
+        if j.nodes_given:
+            assert not j.options and j.gres and wl.total_gpus == j.gpus
+            continue
+        tasks, gpus = j.options
+        t, x = int(tasks.removeprefix("--ntasks=")), int(gpus.removeprefix("--gpus="))
+        assert not j.gres and j.nodes == 1 and j.gpus_per_node == x >= 2
+        assert x % t == 0 and x // t <= 8
+        # two tasks or more walk nodes under the Slurm policy (``PodSet.walk_gpus``), one stays on one
+        assert ps.count == t and ps.gpus == x // t and not ps.one_per_node and ps.walk_gpus == (t >= 2)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_walk_mix_asks_gpus_without_nodes(seed, n):
+    """``mix="gpus-walk"`` turns some jobs of two GPUs or more into ``--gpus=X`` alone, which
+    reads back as one walked pod of X GPUs (``PodSet.walk_gpus``)."""
+    for j, wl in _mix_read_back(seed, n, "gpus-walk", same_shapes=False):
+        (ps,) = wl.pod_sets
+        if j.nodes_given:
+            assert not j.options and j.gres and wl.total_gpus == j.gpus
+            continue
+        (opt,) = j.options
+        x = int(opt.removeprefix("--gpus="))
+        assert not j.gres and j.nodes == 1 and j.gpus_per_node == x >= 2
+        assert ps.count == 1 and ps.gpus == x and ps.walk_gpus
 
 
 def test_rich_mix_draws_every_kind_and_reads_back_from_scripts(tmp_path):

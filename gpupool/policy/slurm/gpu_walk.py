@@ -53,66 +53,92 @@ from gpupool.policy.slurm.min_nodes import per_node_pods
 
 
 def walk_form(wl: Workload) -> Workload:
-    """``wl`` in the Slurm policy's form where it asks ``--gpus`` without a node or task count
-    (``PodSet.walk_gpus``): its one pod as ``--nodes=1-X`` of one GPU a node would give it
-    (``min_nodes.per_node_pods``), started on as many nodes as the walk takes; else ``wl``."""
+    """``wl`` in the Slurm policy's form where it asks ``--gpus`` without a node count
+    (``PodSet.walk_gpus``), else ``wl``: one pod of X GPUs as ``--nodes=1-X`` of one GPU a node
+    would give it (``min_nodes.per_node_pods``); T task pods (``-n T``) as a node range of 1 to
+    T nodes (no more than X: each takes a GPU) of one task and one GPU each, the T tasks to be
+    dealt out over the nodes the walk takes (``PodSet.split_tasks``; ``job_defaults`` fills
+    in the pods' defaults before it marks them split)."""
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
-    if not ps.walk_gpus or ps.one_per_node or ps.count != 1 or ps.gpus_per_job < 2:
+    if not ps.walk_gpus or ps.one_per_node or ps.gpus_per_job < 2:
         return wl
-    nodes = per_node_pods(ps, ps.gpus_per_job)
-    if nodes is None or not nodes.spread:
+    if ps.count == 1:
+        nodes = per_node_pods(ps, ps.gpus_per_job)
+        if nodes is None or not nodes.spread:
+            return wl
+        return replace(wl, pod_sets=(replace(nodes, min_count=1),), gang=GANG_MIN)
+    cpt = ps.cpus_per_task
+    if cpt is None or ps.exclusive or ps.gpus_per_job % ps.count:
         return wl
-    return replace(wl, pod_sets=(replace(nodes, min_count=1),), gang=GANG_MIN)
+    if ps.memory_per == "gpu":
+        memory = ps.memory_mib // ps.gpus  # per GPU: for the pod's one GPU
+    elif ps.memory_per == "":
+        memory = ps.memory_mib * ps.count  # --mem is per node; the task pods shared it out
+    else:
+        memory = ps.memory_mib  # per CPU: one task's, as each pod is
+    form = replace(ps, count=min(ps.count, ps.gpus_per_job), min_count=1, one_per_node=True, gpus=1,
+                   cpu_m=cpt * 1000, memory_mib=memory, split_tasks=ps.count, split_gpus=False, slurm_tasks=None)
+    return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 
 
-def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], weight) -> list[int] | None:
-    """The nodes (in index order) cons_tres gives walked pod set ``ps`` from the ``fitting``
-    ones (where one pod fits, in index order), each offering ``offer[i]`` GPUs with
+def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], weight,
+         need_cpus: int = 0) -> list[int] | None:
+    """The nodes cons_tres gives walked pod set ``ps``, in the order it takes them, from the
+    ``fitting`` ones (where one pod fits, in index order), each offering ``offer[i]`` GPUs with
     ``cpus[i]`` CPUs free, at most ``ps.count`` of them; None when their GPUs fall short of
-    ``ps.gpus_per_job``."""
+    ``ps.gpus_per_job`` or their CPUs of ``need_cpus`` (the job's tasks' CPUs: ``_eval_nodes``'
+    ``rem_cpus``, which a node alone, a run that suffices and the last node allowed must hold
+    too)."""
     need = ps.gpus_per_job
     most = ps.count
     runs = _runs(fitting, weight)
     taken: list[int] = []
     nodes_left = ps.min_count or 1
-    while runs and most > 0 and need > 0:
+    while runs and most > 0 and (need > 0 or need_cpus > 0):
         best = None
         best_key: tuple = ()
         for k, run in enumerate(runs):
-            key = (weight[run[0]], sum(offer[i] for i in run) >= need and len(run) >= nodes_left,
-                   sum(cpus[i] for i in run))
+            run_cpus = sum(cpus[i] for i in run)
+            key = (weight[run[0]], sum(offer[i] for i in run) >= need and len(run) >= nodes_left
+                   and run_cpus >= need_cpus, run_cpus)
             if best is None or beats(*key, *best_key):
                 best, best_key = k, key
         run = runs.pop(best)
         if nodes_left <= 1:
-            alone = [i for i in run if offer[i] >= need]
+            alone = [i for i in run if offer[i] >= need and cpus[i] >= need_cpus]
             if alone:
                 run = [min(alone, key=lambda i: (cpus[i], i))]
         for i in run:
-            if most == 0 or (nodes_left <= 0 and need <= 0):
+            if most == 0 or (nodes_left <= 0 and need <= 0 and need_cpus <= 0):
                 break
+            if most == 1 and cpus[i] < need_cpus:
+                continue  # the last node the job may take must hold the CPUs still needed
             taken.append(i)
             need -= offer[i]
+            need_cpus -= cpus[i]
             nodes_left -= 1
             most -= 1
-    if need > 0 or nodes_left > 0:
+    if need > 0 or need_cpus > 0 or nodes_left > 0:
         return None
-    return sorted(taken)
+    return taken
 
 
-def walk_ordered(ps, order: list[int], offer: dict[int, int]) -> list[int] | None:
-    """The nodes (in index order) a walk taking the fitting nodes in ``order`` (bf_busy_nodes'
-    or a least-loaded partition's) gives ``ps``: each in turn until their GPUs are enough."""
+def walk_ordered(ps, order: list[int], offer: dict[int, int], cpus: dict[int, int],
+                 need_cpus: int = 0) -> list[int] | None:
+    """The nodes a walk taking the fitting nodes in ``order`` (bf_busy_nodes' or a
+    least-loaded partition's) gives ``ps``, in that order: each in turn until their GPUs (and
+    CPUs) are enough."""
     need = ps.gpus_per_job
     taken = []
     for i in order:
-        if need <= 0 or len(taken) == ps.count:
+        if (need <= 0 and need_cpus <= 0) or len(taken) == ps.count:
             break
         taken.append(i)
         need -= offer[i]
-    return sorted(taken) if need <= 0 and len(taken) >= (ps.min_count or 1) else None
+        need_cpus -= cpus[i]
+    return taken if need <= 0 and need_cpus <= 0 and len(taken) >= (ps.min_count or 1) else None
 
 
 def _runs(fitting: list[int], weight) -> list[list[int]]:

@@ -47,7 +47,7 @@ from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
 from gpupool.policy.slurm.jobinfo import requested_partitions
 from gpupool.policy.slurm.gpu_walk import walk_form
-from gpupool.policy.slurm.min_nodes import raise_node_count
+from gpupool.policy.slurm.min_nodes import partitions_min_nodes, raise_node_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +255,8 @@ def fill_pod_set(ps: PodSet, d: Defaults) -> PodSet:
     exclusive pod's ``memory_unit`` set where its memory is per CPU or per GPU, and
     ``memory_fit`` where DefMemPerGPU asks more free memory than the pod holds). A pod that
     carries either was filled already and is returned as it is."""
-    if ps.memory_unit is not None or ps.memory_fit or ps.split:
-        return ps
+    if ps.memory_unit is not None or ps.memory_fit or (ps.split and not ps.walk_gpus):
+        return ps  # (a walked split form is one task a pod from the start: ``gpu_walk.walk_form``)
     filled = _fit_under_gpu_default(ps, _filled(ps, d), d)
     filled = _split_form(ps, filled, d) if ps.split_tasks else filled
     if _spread_as_submitted(ps):
@@ -292,7 +292,9 @@ def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     # a node's memory under MaxMemPerCPU may need more CPUs than one task has
     per_node_cap = (d.max_mem_per_cpu and source in ("node", "whole", "whole-default")
                     and math.ceil(ps.memory_mib / d.max_mem_per_cpu) > (cpt or 0))
-    if not cpt or ps.cpu_m != asked.cpu_m or ps.memory_fit or ps.memory_unit is not None or per_node_cap:
+    # (a walked job's free memory for DefMemPerGPU is one GPU's, which ``_spread_form`` keeps)
+    fit = ps.memory_fit and not asked.walk_gpus
+    if not cpt or ps.cpu_m != asked.cpu_m or fit or ps.memory_unit is not None or per_node_cap:
         return replace(ps, split_tasks=0, split_gpus=False)
     tasks = asked.cpu_m // (cpt * 1000)  # the even share's tasks per pod
     mem, per = ps.memory_mib, ps.memory_per
@@ -425,14 +427,17 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     raise; only a per-node amount counts on every node)."""
     given = wl
     wl = raise_node_count(cfg, wl)
-    walked = wl is given and (wl := walk_form(wl)) is not given
+    # (a job of several tasks that MinNodes could not raise keeps its shape: not probed)
+    walked = wl is given and partitions_min_nodes(cfg, wl) < 2 and (wl := walk_form(wl)) is not given
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None
     filled = fill(wl, d)
-    if walked and not all(ps.spread for ps in filled.pod_sets if ps.walked):
+    if walked and not all(ps.spread and ps.split_tasks == form.split_tasks for ps, form in zip(filled.pod_sets, wl.pod_sets)
+                          if ps.walked):
         # the defaults keep the GPUs even (``_spread_form``: DefCpuPerGPU's CPUs carrying memory
-        # per CPU, MaxMemPerCPU; not probed with the walk): the job keeps one node, as submitted
+        # per CPU, MaxMemPerCPU) or the tasks (``_split_form``: DefCpuPerGPU's CPUs): not probed
+        # with the walk, the job keeps its shape as submitted
         wl, walked = given, False
         filled = fill(wl, d)
     if wl.req_cpu_mem is None:

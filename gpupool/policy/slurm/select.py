@@ -19,7 +19,7 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import split_nodes, tasks_memory
+from gpupool.policy.slurm.split_tasks import deal_tasks, split_nodes, tasks_memory
 from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
@@ -406,19 +406,26 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     the job's GPUs (``gpu_walk``), before ``spread_gpus.spread`` deals them out: each fitting
     node offers its free GPUs, as many as its free memory and CPUs pay for where those are per
     GPU (memory per GPU asked, else DefMemPerGPU even beside ``--mem``, as cons_tres's GRES
-    filter caps them: ``PodSet.mem_per_gpu``), and counts its free CPUs."""
+    filter caps them: ``PodSet.mem_per_gpu``), and counts its free CPUs. A job of several
+    tasks (``-n T``: the split form) needs their CPUs too, and each node then gets its tasks
+    (``split_tasks.deal_tasks``)."""
     fitting = sorted(fitting_nodes(ps, pool, free))
     per_gpu = max(ps.memory_mib if ps.memory_per == "gpu" else 0, ps.mem_per_gpu)
     offer = {i: gpus_paid(ps, free, i, gpus_for(free, i, ps).bit_count(), per_gpu) for i in fitting}
     cap = free.cap
     cpus = {i: (free.cpu[i] if cap is None else min(free.cpu[i], cap[i])) // 1000 for i in fitting}
+    need_cpus = ps.split_tasks * (ps.cpus_per_task or 1) if ps.split_tasks else 0
     if busy is not None:
-        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer)
+        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer, cpus, need_cpus)
     elif least_loaded:
-        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, None, free.cpu)), offer)
+        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, None, free.cpu)), offer, cpus, need_cpus)
     else:
-        nodes = walk(ps, fitting, offer, cpus, weight)
-    return None if nodes is None else [pod_fits(free, i, ps) for i in nodes]
+        nodes = walk(ps, fitting, offer, cpus, weight, need_cpus)
+    if nodes is None:
+        return None
+    if ps.split_tasks:
+        return deal_tasks(ps, nodes, free)
+    return [pod_fits(free, i, ps) for i in sorted(nodes)]
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:

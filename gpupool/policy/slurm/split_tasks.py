@@ -77,6 +77,30 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     return out
 
 
+def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
+    """The pods of split pod set ``ps`` on ``nodes``, chosen already by the GPU walk
+    (``gpu_walk``) and in the order it took them, each with its tasks' CPUs and memory; None
+    when the tasks do not all fit. Each node in that order takes as many of the tasks as it
+    holds while every later node keeps one (``_eval_nodes`` gives the first node taken the
+    job's CPUs, ``_cpus_to_use``, and each later one a task's). A real 22.05.8 on idle 8-GPU
+    nodes of 128 CPUs, two threads per core (probe p104): ``-n16 --gpus=16`` ran as 15 + 1
+    tasks (16 + 2 CPUs), ``-n3 --gpus=16`` 2 + 1, ``-n4 --gpus=12 -c8`` 3 + 1 (24 + 8 CPUs);
+    with two GPUs free on each node ``-n4 --gpus=6`` as 2 + 1 + 1 on three nodes; under load
+    (``diff-slurm --mix gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which
+    offered 6 GPUs, before gpu01 and gpu04 with 2 each and ran with 2 + 8 + 2 CPUs."""
+    left = ps.split_tasks
+    per_task = ps.memory_per == "task"
+    out = []
+    for k, i in enumerate(nodes):
+        n = min(_tasks_fit(free, i, ps), left - (len(nodes) - k - 1))
+        if n < 1:
+            return None
+        mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
+        out.append((i, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
+        left -= n
+    return out if left == 0 else None
+
+
 def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
     """Per node of ``nodes`` whose core is more than one task of ``ps``, the tasks it leaves
     for each later node: a core's worth (⌈CPUs per core / CPUs per task⌉); None when every
