@@ -203,7 +203,13 @@ class LockstepPolicy:
         alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
         nodes = snap.nodes
-        if ps.split and not (ps.split_gpus and ps.gpus) and not alloc:
+        walk_tasks: dict[int, int] = {}  # a walked job's tasks per node (``split_tasks.deal_tasks``)
+        if ps.split and ps.walked and not alloc:
+            # real Slurm's CPUs per node unknown: as its nodes dealt them when idle, in index
+            # order, all the tasks but one for each later node on the first
+            walk_tasks = {node: (ps.split_tasks - len(gpus) + 1 if k == 0 else 1)
+                          for k, (node, _mask) in enumerate(sorted(gpus))}
+        elif ps.split and not (ps.split_gpus and ps.gpus) and not alloc:
             ps = even(ps)  # real Slurm's CPUs per node unknown: the even share
         per_task_mem = ps.split and ps.memory_per == "task"
         # CPUs that jobs sharing them hold (OverSubscribe) are not in the free count but the
@@ -219,10 +225,12 @@ class LockstepPolicy:
             if ps.split and ps.split_gpus and ps.gpus:  # GPUs per task: the node's tasks from its GPUs
                 tasks = mask.bit_count() // ps.gpus
                 pods = [(mask, tasks * ps.cpu_m, tasks * ps.memory_mib if per_task_mem else ps.memory_mib)]
-            elif ps.spread:  # memory and CPUs per GPU follow the GPUs
+            elif ps.spread:  # memory and CPUs per GPU follow the GPUs (a walked job's, its tasks)
                 n = max(1, mask.bit_count())
-                pods = [(mask, ps.cpu_m * n if ps.cpus_per_task is None else ps.cpu_m,
-                         ps.memory_mib * n if ps.memory_per == "gpu" else ps.memory_mib)]
+                k = walk_tasks.get(node, 1)
+                pods = [(mask, ps.cpu_m * n if ps.cpus_per_task is None else ps.cpu_m * k,
+                         ps.memory_mib * n if ps.memory_per == "gpu" else ps.memory_mib * k if per_task_mem
+                         else ps.memory_mib)]
             elif ps.one_per_node or ps.split or ps.count == 1 or not ps.gpus:
                 pods = [(mask, ps.cpu_m, ps.memory_mib)]
             else:  # task pods sharing the node: one per ps.gpus of its GPUs

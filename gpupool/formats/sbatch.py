@@ -1126,6 +1126,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         spread_gpus=_spreads_gpus(job, shape.min_count or shape.count, shape.count) if shape.one_per_node
         else _gpus_for_job_only(job),
         walk_gpus=_walks_gpus(job),
+        node_memory_mib=job.mem if job.mem and not shape.one_per_node and shape.count > 1 and _walks_gpus(job) else 0,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -129,14 +129,21 @@ class PodSet:
     #: partitions' node limits at submit before it raised the count, so the submit checks
     #: read it as having given none
     nodes_raised: bool = False
-    #: Slurm, ``--gpus=X`` (X ≥ 2) with no node or task count (no ``--nodes``, ``--ntasks``,
-    #: ``--ntasks-per-node``, ``--nodelist``): slurmctld gives the job as many nodes as its GPUs
+    #: Slurm, ``--gpus=X`` (X ≥ 2) with no node count (no ``--nodes``, ``--ntasks-per-node``,
+    #: ``--nodelist``) and no ``--ntasks`` (or two or more): slurmctld gives the job as many nodes as its GPUs
     #: need, walking nodes until their free GPUs reach X, one task on each (a real 22.05.8 ran
     #: ``--gpus=16`` on two idle 8-GPU nodes, ``--gpus=12`` as 8 + 4; ``policy/slurm/gpu_walk.py``).
     #: As submitted the pod set is one pod of X GPUs (what other policies place); the Slurm
     #: policy's form is the ``spread_gpus`` form over a node range of 1 to X nodes
-    #: (``min_count`` 1), whose node count the walk decides when the job is placed.
+    #: (``min_count`` 1), whose node count the walk decides when the job is placed. Also set
+    #: with ``--ntasks=T`` (T >= 2, X a multiple of T): as submitted T task pods of X/T GPUs, in
+    #: the Slurm policy's form a node range of 1 to T nodes in both the spread and the split form
+    #: (one task and one GPU a pod), the tasks and GPUs dealt out once the walk took the nodes.
     walk_gpus: bool = False
+    #: Slurm, ``--mem`` exactly as asked for each node where the pods are task pods that share
+    #: it out (⌈mem/T⌉ each) and may be walked (``walk_gpus`` with ``--ntasks``): the walk's
+    #: form holds it on each of its nodes; 0 otherwise
+    node_memory_mib: int = 0
 
     @property
     def split(self) -> bool:

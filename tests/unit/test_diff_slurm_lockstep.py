@@ -262,6 +262,12 @@ def test_job_alloc_is_read_per_node_from_scontrol_text():
     # a pod per node: real's CPUs per node (a split job's tasks)
     ("-N2 -n8 --gres=gpu:2", ((2, 0b11000000), (3, 0b110)), {2: (6, 240000), 3: (2, 240000)},
      [(2, 0b11000000, 6000, 240000), (3, 0b110, 2000, 240000)]),
+    # a walked -n T --gpus=X job: real's amounts per node; without its output, the first node
+    # all the tasks but one per later node (as on idle nodes), memory per GPU following the GPUs
+    ("-n10 --gpus=10", ((0, 0b11), (1, 0b111111), (3, 0b11)), {0: (2, 240000), 1: (8, 720000), 3: (2, 240000)},
+     [(0, 0b11, 2000, 240000), (1, 0b111111, 8000, 720000), (3, 0b11, 2000, 240000)]),
+    ("-n10 --gpus=10", ((0, 0b11), (1, 0b111111), (3, 0b11)), {},
+     [(0, 0b11, 8000, 240000), (1, 0b111111, 2000, 720000), (3, 0b11, 2000, 240000)]),
 ])
 def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
     from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy

@@ -66,12 +66,17 @@ def _per_node(pool, job) -> dict[str, int]:
     return {names[p[0]]: p[1].bit_count() for p in sorted(job.placement)}
 
 
+def _started_at_once(pool, blockers: dict, opts: str):
+    """The job of ``opts`` (``--mem=100`` unless it asks memory) run after ``blockers``,
+    checked to start as soon as it was submitted."""
+    job = _run(pool, blockers, opts if "--mem" in opts else opts + " --mem=100")
+    assert job.first_start == 1.0
+    return job
+
+
 @pytest.mark.parametrize("blockers,opts,want", _CASES, ids=[f"{len(b)}blk {o}" for b, o, _ in _CASES])
 def test_the_job_takes_the_nodes_and_gpus_the_real_system_gave_it(pool, blockers, opts, want):
-    mem = "" if "--mem" in opts else " --mem=100"
-    job = _run(pool, blockers, opts + mem)
-    assert job.first_start == 1.0
-    assert _per_node(pool, job) == want
+    assert _per_node(pool, _started_at_once(pool, blockers, opts)) == want
 
 
 def test_each_node_holds_one_task_and_the_memory_asked_per_node_or_per_gpu(pool):

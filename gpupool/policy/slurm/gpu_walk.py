@@ -26,6 +26,19 @@ one; else its nodes go in index order until the GPUs are enough. A run used up w
 enough leaves the nodes it gave and the choice is made again. The job's GPUs are then dealt
 out over the nodes in index order as for a fixed node count (``spread_gpus``).
 
+With ``-n T`` (T >= 2, still no ``--nodes``; probe p104, 2026-12-05, the same nodes;
+``tests/unit/test_slurm_gpu_walk_tasks.py``) the walk is the same, but ``_eval_nodes``' CPUs
+still needed are the tasks' (``rem_cpus``: a node taken alone, a run found sufficient and the
+last node allowed must hold them too), it takes at most T nodes (slurmctld's max_nodes), and
+the tasks are dealt out in the order the nodes were taken, each node as many as it holds
+while every later one keeps one (``split_tasks.deal_tasks``): on idle nodes ``-n2 --gpus=4``
+ran on gpu01 alone, ``-n2 --gpus=12`` as 8 + 4 GPUs with a task on each, ``-n16 --gpus=16`` as
+8 + 8 GPUs with 16 + 2 CPUs, ``-n4 --gpus=12 -c8`` with 24 + 8 CPUs; with two GPUs free on each
+node ``-n8 --gpus=8`` took all four nodes (6 + 2 + 2 + 2 CPUs) and ``-n2 --gpus=6`` waited;
+``-n2 --gpus=24`` was refused at submit; under load (``diff-slurm --mix gpus-tasks`` seed 1)
+``-n10 --gpus=10`` took gpu02, offering 6 GPUs, first and ran with 2 + 8 + 2 CPUs on gpu01,
+gpu02 and gpu04. ``-n1`` holds the job to one node (not walked).
+
 The node limits of the job's QOS and associations (MaxTRESPerJob, MaxTRESPerUser,
 MaxTRESPerAccount and GrpTRES ``node=``, their values, not what is left of them) cap the nodes
 the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
@@ -39,9 +52,12 @@ for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
 bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
-source, not probed); ``--nodelist``, ``--exclusive``, ``--cpus-per-gpu`` and ``--ntasks`` keep
-the job's shape as submitted (``sbatch._walks_gpus``); a job given a node count at submit by
-MinNodes (``min_nodes``) keeps that count.
+source, not probed); ``--nodelist``, ``--exclusive``, ``--cpus-per-gpu`` and ``-n1`` keep
+the job's shape as submitted (``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults
+change their CPUs (DefCpuPerGPU) or that sit in MinNodes partitions (not probed); a job given
+a node count at submit by MinNodes (``min_nodes``) keeps that count; ``-n T --gpus=X`` with X
+not a multiple of T is still refused by the sbatch reader (its task pods are identical), where
+a real 22.05.8 ran ``-n3 --gpus=16`` as 8 + 8 and ``-n8 --gpus=9`` as 8 + 1 (p104).
 """
 from __future__ import annotations
 
@@ -75,7 +91,8 @@ def walk_form(wl: Workload) -> Workload:
     if ps.memory_per == "gpu":
         memory = ps.memory_mib // ps.gpus  # per GPU: for the pod's one GPU
     elif ps.memory_per == "":
-        memory = ps.memory_mib * ps.count  # --mem is per node; the task pods shared it out
+        # --mem is per node; the task pods shared it out (rounded up), the reader kept it whole
+        memory = ps.node_memory_mib or ps.memory_mib * ps.count
     else:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
     form = replace(ps, count=min(ps.count, ps.gpus_per_job), min_count=1, one_per_node=True, gpus=1,

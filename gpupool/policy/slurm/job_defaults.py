@@ -475,7 +475,8 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
     --mem-per-gpu=5000`` mem=15000M; a partition ``Nodes=gpu04,gpu03`` counted gpu03's memory
     (its first in slurm.conf), and sprio's cpu and mem factors read these numbers.
     Not exact: ``--mem`` split over task pods that may share a node (``-n3 --mem=1000``) is
-    counted as the pods hold it, rounded up per pod."""
+    counted as the pods hold it, rounded up per pod, except where the reader kept it whole
+    (``PodSet.node_memory_mib``, a walked job's)."""
     cpus = mem = 0
     for ps in wl.pod_sets:
         ps_cpus = ps.cpus_total
@@ -485,6 +486,8 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
             mem += d.first_node_memory * ps_nodes
         elif not ps.memory_unset and ps.memory_per == "gpu" and ps.spread_gpus and ps.one_per_node:
             mem += ps.memory_mib // max(1, ps.gpus) * ps.gpus_per_job  # per GPU, for the job's GPUs
+        elif not ps.memory_unset and ps.node_memory_mib:
+            mem += ps.node_memory_mib  # a walked job's --mem, one node's until it starts
         elif not ps.memory_unset:
             mem += ps.memory_total  # per node, CPU or GPU as asked
         elif d.mem_per_cpu:

@@ -19,7 +19,7 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import deal_tasks, split_nodes, tasks_memory
+from gpupool.policy.slurm.split_tasks import deal_tasks, split_nodes, tasks_fit, tasks_memory
 from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
@@ -298,7 +298,9 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if chosen is None:
             ok = False
             break
-        if ps.memory_fit:  # chosen as holding their memory_fit (``pod_fits``); they hold their own
+        if ps.memory_fit and not (ps.split_tasks and ps.split):
+            # chosen as holding their memory_fit (``pod_fits``); they hold their own (a walked
+            # split form's nodes hold their tasks' already: ``split_tasks.deal_tasks``)
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         if ps.spread:  # the job's GPUs dealt out (spread_gpus)
             chosen = spread(ps, chosen, free, gpus_for)
@@ -412,9 +414,16 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     fitting = sorted(fitting_nodes(ps, pool, free))
     per_gpu = max(ps.memory_mib if ps.memory_per == "gpu" else 0, ps.mem_per_gpu)
     offer = {i: gpus_paid(ps, free, i, gpus_for(free, i, ps).bit_count(), per_gpu) for i in fitting}
-    cap = free.cap
-    cpus = {i: (free.cpu[i] if cap is None else min(free.cpu[i], cap[i])) // 1000 for i in fitting}
-    need_cpus = ps.split_tasks * (ps.cpus_per_task or 1) if ps.split_tasks else 0
+    need_cpus = 0
+    if ps.split_tasks:
+        # a node gives the tasks' CPUs in whole tasks, within its free memory where memory
+        # follows them (cons_tres's ``avail_cpus`` from ``_allocate_sc`` and the memory cap)
+        cpt = ps.cpus_per_task or 1
+        cpus = {i: tasks_fit(free, i, ps) * cpt for i in fitting}
+        need_cpus = ps.split_tasks * cpt
+    else:
+        cap = free.cap
+        cpus = {i: (free.cpu[i] if cap is None else min(free.cpu[i], cap[i])) // 1000 for i in fitting}
     if busy is not None:
         nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer, cpus, need_cpus)
     elif least_loaded:

@@ -59,7 +59,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     for other jobs (``eval_nodes.node_order``): within each weight the busy nodes
     first, or the nodes with the most free CPUs first (a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
-    tasks = {i: n for i in pool if (n := _tasks_fit(free, i, ps))}
+    tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
     order = node_order(weight, busy, free.cpu if least_loaded else None)
@@ -92,7 +92,7 @@ def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
     per_task = ps.memory_per == "task"
     out = []
     for k, i in enumerate(nodes):
-        n = min(_tasks_fit(free, i, ps), left - (len(nodes) - k - 1))
+        n = min(tasks_fit(free, i, ps), left - (len(nodes) - k - 1))
         if n < 1:
             return None
         mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
@@ -183,7 +183,7 @@ def _gpus(free, i: int, ps: PodSet) -> int:
     return 0 if typed is None else free.mask[i] & typed
 
 
-def _tasks_fit(free, i: int, ps: PodSet) -> int:
+def tasks_fit(free, i: int, ps: PodSet) -> int:
     """How many tasks of ``ps`` node ``i`` can take now (0: not one): its free CPUs (and its
     partition's MaxCPUsPerNode allowance) in whole tasks, capped by free memory where memory
     follows the tasks and by free GPUs where GPUs do; the node needs one pod's GPUs free

@@ -1,0 +1,147 @@
+"""``-n T --gpus=X`` with no ``--nodes`` (T >= 2): slurmctld walks nodes for the GPUs as for
+``--gpus=X`` alone, needs the tasks' CPUs too, takes at most T nodes, and deals the tasks out
+in the order it took the nodes (policy/slurm/gpu_walk.py, split_tasks.deal_tasks).
+
+Probe p104 (2026-12-05, a real 22.05.8): the seed pool's four nodes (128 CPUs, two threads per
+core, 8 GPUs, DefMemPerGPU=120000), partition train, ``--mem=100`` unless the case gives
+memory, blockers pinned with ``-w`` started first, then the job; GPUs and CPUs per node from
+``scontrol -d show job``. The last case is job 21 of ``diff-slurm --mix gpus-tasks`` seed 1.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.formats.pool_dir import load_pool
+from gpupool.policy.slurm import limits
+from tests.unit.sbatch_plans import workload
+from tests.unit.test_slurm_gpu_walk import _FRAG2, _run, _started_at_once
+
+_CPU = {"gpu02": "--gres=gpu:4 -c64", "gpu03": "--gres=gpu:4"}
+_UNEVEN = {"gpu01": 5, "gpu02": 7}
+
+#: (blockers, options) -> {node: (GPUs, CPUs)} as the real system gave them
+_CASES = [
+    ({}, "-n2 --gpus=4", {"gpu01": (4, 2)}),
+    ({}, "-n2 --gpus=12", {"gpu01": (8, 2), "gpu02": (4, 2)}),
+    ({}, "-n4 --gpus=12", {"gpu01": (8, 4), "gpu02": (4, 2)}),
+    ({}, "-n16 --gpus=16", {"gpu01": (8, 16), "gpu02": (8, 2)}),
+    ({}, "-n4 --gpus=12 -c8", {"gpu01": (8, 24), "gpu02": (4, 8)}),
+    (_FRAG2, "-n2 --gpus=4", {"gpu01": (2, 2), "gpu02": (2, 2)}),
+    (_FRAG2, "-n8 --gpus=8", {"gpu01": (2, 6), "gpu02": (2, 2), "gpu03": (2, 2), "gpu04": (2, 2)}),
+    (_CPU, "-n4 --gpus=4", {"gpu02": (4, 4)}),
+    (_UNEVEN, "-n4 --gpus=8", {"gpu03": (8, 4)}),
+    (_UNEVEN, "-n6 --gpus=6", {"gpu03": (6, 6)}),
+    # gpu02 offers the most GPUs, so it is taken first and gets all tasks but one per later node
+    ({"gpu01": 6, "gpu02": 2, "gpu03": 8, "gpu04": 6}, "-n10 --gpus=10",
+     {"gpu01": (2, 2), "gpu02": (6, 8), "gpu04": (2, 2)}),
+]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool("examples/seed-pool")
+
+
+def _per_node(pool, job) -> dict[str, tuple[int, int]]:
+    names = list(pool.nodes)
+    return {names[p[0]]: (p[1].bit_count(), p[2] // 1000) for p in sorted(job.placement)}
+
+
+@pytest.mark.parametrize("blockers,opts,want", _CASES, ids=[f"{len(b)}blk {o}" for b, o, _ in _CASES])
+def test_the_job_takes_the_nodes_gpus_and_cpus_the_real_system_gave_it(pool, blockers, opts, want):
+    assert _per_node(pool, _started_at_once(pool, blockers, opts)) == want
+
+
+def test_memory_follows_each_nodes_gpus_or_stays_per_node(pool):
+    """``-n4 --gpus=12 --mem-per-gpu=1000`` held 8000 + 4000 MB (p104); ``--mem`` is per node."""
+    job = _run(pool, {}, "-n4 --gpus=12 --mem-per-gpu=1000")
+    assert [p[3] for p in sorted(job.placement)] == [8000, 4000]
+    job = _run(pool, {}, "-n2 --gpus=12 --mem=100")
+    assert [p[3] for p in sorted(job.placement)] == [100, 100]
+
+
+def test_no_more_nodes_than_tasks(pool):
+    """``-n2 --gpus=6`` with two GPUs free on each node waited (Resources) until the blockers
+    ended; ``-n2 --gpus=24`` was refused at submit, "Requested node configuration is not
+    available" (p104)."""
+    job = _run(pool, _FRAG2, "-n2 --gpus=6 --mem=100")
+    assert job.first_start == 300.0 and len(job.placement) == 1
+    job = _run(pool, {}, "-n2 --gpus=24 --mem=100")
+    assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODES)
+
+
+def test_the_request_counts_the_tasks_cpus_and_one_node_until_the_job_starts(pool):
+    """A pending ``-n2 --gpus=6`` recorded ``cpu=2,mem=100M,node=1,gres/gpu=6`` (p104)."""
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 -n2 --gpus=6 --mem=100", 0.0, 1), user="dave"))
+    (ps,) = wl.pod_sets
+    assert (ps.walked, ps.split, ps.spread, ps.count, ps.min_count, ps.split_tasks) == (True, True, True, 2, 1, 2)
+    assert (ps.cpus_total, ps.memory_total, ps.total_gpus, ps.counted_pods) == (2, 100, 6, 1)
+
+
+def test_one_task_without_nodes_counts_one_tasks_cpus_on_every_node(pool):
+    """``-n1 --gpus=4`` (held to one node) counts one task's CPUs, so nodes tie and the first in
+    index order wins (``diff-slurm --mix gpus-tasks`` seed 1: a real 22.05.8 planned it on gpu02
+    with 126 CPUs free before gpu04 with 124); ``-N1 --gres=gpu:4`` goes on counting the free
+    CPUs (finding 51)."""
+    blockers = {"gpu01": 8, "gpu03": 8, "gpu02": "--gres=gpu:4", "gpu04": "--gres=gpu:3 -c4"}
+    assert list(_per_node(pool, _run(pool, blockers, "-n1 --gpus=4 --mem=100"))) == ["gpu02"]
+    assert list(_per_node(pool, _run(pool, blockers, "-N1 --gres=gpu:4 --mem=100"))) == ["gpu04"]
+
+
+def test_other_policies_place_the_task_pods_as_submitted(pool):
+    """Outside the Slurm policy ``-n4 --gpus=8`` is four task pods of two GPUs each."""
+    wl = replace(workload("j", "-A ml-platform -t 5 -n4 --gpus=8 --mem=100", 0.0, 1, runtime=60.0), user="dave")
+    (ps,) = wl.pod_sets
+    assert (ps.count, ps.gpus, ps.one_per_node, ps.walk_gpus) == (4, 2, False, True)
+    out = Engine(pool, [wl], make_policy("fifo", pool), check=True).run()
+    assert sorted(p[1].bit_count() for p in out.jobs[0].placement) == [2, 2, 2, 2]
+
+
+def test_defaults_that_change_the_cpus_keep_the_job_as_submitted(tmp_path):
+    """Under DefCpuPerGPU the tasks' CPUs come from the GPUs, which the walk's split form does
+    not hold (not probed): the job keeps its task pods."""
+    from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool
+
+    pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4).replace("PartitionName=p ", "PartitionName=p DefCpuPerGPU=2 "))
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-t 5 -n2 --gpus=4", 0.0, 1), user="dave"))
+    (ps,) = wl.pod_sets
+    assert not ps.walked and ps.count == 2
+
+
+def test_a_node_gives_the_walk_whole_tasks_within_its_memory(pool):
+    """The walk counts a node's CPUs in whole tasks (and, memory per CPU, as many as its free
+    memory pays for), as ``_eval_nodes`` counts ``avail_cpus``: with 12 CPUs free on each node
+    ``-n4 --gpus=4 -c8`` takes a task on each of the four nodes rather than waiting for one with
+    32; ``-n4 --gpus=4 --mem-per-cpu=300000`` (a 1 TB node pays for one core, two tasks on its
+    two threads) spans two nodes rather than being refused (source, not probed)."""
+    blockers = {n: "-c116" for n in ("gpu01", "gpu02", "gpu03", "gpu04")}
+    job = _run(pool, blockers, "-n4 --gpus=4 -c8 --mem=100")
+    assert job.first_start == 1.0
+    assert _per_node(pool, job) == {n: (1, 8) for n in ("gpu01", "gpu02", "gpu03", "gpu04")}
+    job = _run(pool, {}, "-n4 --gpus=4 --mem-per-cpu=300000")
+    assert job.first_start == 1.0
+    assert [(p[2] // 1000, p[3]) for p in sorted(job.placement)] == [(2, 600000), (2, 600000)]
+
+
+def test_memory_per_cpu_follows_each_nodes_tasks(pool):
+    """``--mem-per-cpu`` beside DefMemPerGPU: each node holds its tasks' CPUs' memory."""
+    job = _run(pool, {}, "-n16 --gpus=16 --mem-per-cpu=1000")
+    assert [(p[2] // 1000, p[3]) for p in sorted(job.placement)] == [(16, 16000), (2, 2000)]
+
+
+def test_mem_is_held_per_node_as_asked(pool):
+    """``--mem`` is per node: the walked job holds it whole on each node, not the task pods'
+    rounded-up shares (``-n3 --mem=1000000`` fits a 1 TB node; ReqTRES mem=100 for
+    ``-n3 --gpus=6 --mem=100``)."""
+    job = _run(pool, {}, "-n3 --gpus=3 --mem=1000000")
+    assert job.first_start == 1.0 and [p[3] for p in job.placement] == [1000000]
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 -n3 --gpus=6 --mem=100", 0.0, 1), user="dave"))
+    (ps,) = wl.pod_sets
+    assert (ps.memory_mib, ps.memory_total, ps.cpus_total, wl.req_cpu_mem) == (100, 100, 3, None)
