@@ -62,8 +62,9 @@ class DiffJob:
 #: (``policy/slurm/spread_gpus.py``); ``gpus-walk`` asks some jobs' GPUs as ``--gpus=X`` with no
 #: ``--nodes`` at all, so that slurmctld takes nodes until their free GPUs reach X
 #: (``policy/slurm/gpu_walk.py``); ``gpus-tasks`` asks some jobs' GPUs as ``--gpus=X`` beside
-#: ``--ntasks=T`` and no ``--nodes`` (the MPI script's ``-n 8 --gpus=8``)
-MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks")
+#: ``--ntasks=T`` and no ``--nodes`` (the MPI script's ``-n 8 --gpus=8``); ``gpus-per-task``
+#: asks some as ``--ntasks=T --gpus-per-task=G`` with no ``--nodes`` (``-n 8 --gpus-per-task=1``)
+MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -83,7 +84,9 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     of the jobs of two GPUs or more ``--gpus=X`` (X from 2 to the shape's GPUs) with no
     ``--nodes`` (shown as one node of X GPUs); ``mix="gpus-tasks"``, from a fifth, asks 60 % of
     them ``--ntasks=T --gpus=X`` with no ``--nodes``: X from 2 to the shape's GPUs, T = X (one
-    GPU a task) half of the time, else a divisor of X whose share X/T fits one node.
+    GPU a task) half of the time, else a divisor of X whose share X/T fits one node;
+    ``mix="gpus-per-task"``, from a sixth, asks 60 % of them ``--ntasks=T --gpus-per-task=G``
+    with no ``--nodes`` (G = 1 half of the time, else a divisor of X up to a node's GPUs; T = X/G).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -94,6 +97,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     per_job = random.Random(seed * 1_000_003 + 29) if mix == "gpus-job" else None
     walked = random.Random(seed * 1_000_003 + 41) if mix == "gpus-walk" else None
     tasked = random.Random(seed * 1_000_003 + 53) if mix == "gpus-tasks" else None
+    per_task = random.Random(seed * 1_000_003 + 67) if mix == "gpus-per-task" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -126,6 +130,13 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
                 [d for d in range(1, x + 1) if x % d == 0 and x // d <= gpus_per_node])
             out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--ntasks={tasks}", f"--gpus={x}"),
                                False, False))
+            continue
+        elif per_task is not None and n * g >= 2 and per_task.random() < 0.6:
+            x = per_task.randint(2, n * g)
+            each = 1 if per_task.random() < 0.5 else per_task.choice(
+                [d for d in range(1, min(x, gpus_per_node) + 1) if x % d == 0])
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account,
+                               (f"--ntasks={x // each}", f"--gpus-per-task={each}"), False, False))
             continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out

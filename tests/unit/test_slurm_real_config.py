@@ -251,36 +251,48 @@ def test_gpus_job_mix_asks_some_multi_node_jobs_gpus_for_the_whole_job(seed, n):
             assert ps.spread_gpus and ps.gpus_per_job == x and ps.gpus == -(-x // j.nodes)
 
 
+def _without_nodes(seed: int, n: int, mix: str) -> list:
+    """(job, its one pod set read back, its options' values) for each job of ``mix``'s draw
+    that gives no ``--nodes``, after checking that the others keep the plain draw (no options,
+    ``--gres``, the shape's GPUs) and that these ask one node's worth of GPUs from two up and no
+    ``--gres``."""
+    out = []
+    for j, wl in _mix_read_back(seed, n, mix, same_shapes=False):
+        if j.nodes_given:
+            assert not j.options and j.gres and wl.total_gpus == j.gpus
+            continue
+        assert not j.gres and j.nodes == 1 and j.gpus_per_node >= 2
+        out.append((j, wl.pod_sets[0], [int(o.split("=", 1)[1]) for o in j.options]))
+    return out
+
+
 @given(st.integers(0, 10_000), st.integers(1, 60))
 def test_gpus_tasks_mix_asks_tasks_and_gpus_without_nodes(seed, n):
     """``mix="gpus-tasks"`` keeps the plain draw and turns some jobs of two GPUs or more into
     ``--ntasks=T --gpus=X`` with no ``--nodes`` (X up to the shape's GPUs, T dividing X with
     X/T on one node), which reads back as T task pods of X/T GPUs (walked from two tasks)."""
-    for j, wl in _mix_read_back(seed, n, "gpus-tasks", same_shapes=False):
-        (ps,) = wl.pod_sets
-        if j.nodes_given:
-            assert not j.options and j.gres and wl.total_gpus == j.gpus
-            continue
-        tasks, gpus = j.options
-        t, x = int(tasks.removeprefix("--ntasks=")), int(gpus.removeprefix("--gpus="))
-        assert not j.gres and j.nodes == 1 and j.gpus_per_node == x >= 2
-        assert x % t == 0 and x // t <= 8
+    for j, ps, (t, x) in _without_nodes(seed, n, "gpus-tasks"):
+        assert j.gpus_per_node == x and x % t == 0 and x // t <= 8
         # two tasks or more walk nodes under the Slurm policy (``PodSet.walk_gpus``), one stays on one
         assert ps.count == t and ps.gpus == x // t and not ps.one_per_node and ps.walk_gpus == (t >= 2)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_per_task_mix_asks_tasks_and_their_gpus_without_nodes(seed, n):
+    """``mix="gpus-per-task"`` turns some jobs of two GPUs or more into ``--ntasks=T
+    --gpus-per-task=G`` with no ``--nodes`` (T·G up to the shape's GPUs, G on one node), which
+    reads back as T task pods of G GPUs."""
+    for j, ps, (t, g) in _without_nodes(seed, n, "gpus-per-task"):
+        assert j.gpus_per_node == t * g and g <= 8
+        assert ps.count == t and ps.gpus == g and not ps.one_per_node and not ps.walk_gpus
 
 
 @given(st.integers(0, 10_000), st.integers(1, 60))
 def test_gpus_walk_mix_asks_gpus_without_nodes(seed, n):
     """``mix="gpus-walk"`` turns some jobs of two GPUs or more into ``--gpus=X`` alone, which
     reads back as one walked pod of X GPUs (``PodSet.walk_gpus``)."""
-    for j, wl in _mix_read_back(seed, n, "gpus-walk", same_shapes=False):
-        (ps,) = wl.pod_sets
-        if j.nodes_given:
-            assert not j.options and j.gres and wl.total_gpus == j.gpus
-            continue
-        (opt,) = j.options
-        x = int(opt.removeprefix("--gpus="))
-        assert not j.gres and j.nodes == 1 and j.gpus_per_node == x >= 2
+    for j, ps, (x,) in _without_nodes(seed, n, "gpus-walk"):
+        assert j.gpus_per_node == x
         assert ps.count == 1 and ps.gpus == x and ps.walk_gpus
 
 
