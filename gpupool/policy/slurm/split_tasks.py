@@ -83,11 +83,14 @@ def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
     when the tasks do not all fit. Each node in that order takes as many of the tasks as it
     holds while every later node keeps one (``_eval_nodes`` gives the first node taken the
     job's CPUs, ``_cpus_to_use``, and each later one a task's). A real 22.05.8 on idle 8-GPU
-    nodes of 128 CPUs, two threads per core (probe p104): ``-n16 --gpus=16`` ran as 15 + 1
-    tasks (16 + 2 CPUs), ``-n3 --gpus=16`` 2 + 1, ``-n4 --gpus=12 -c8`` 3 + 1 (24 + 8 CPUs);
-    with two GPUs free on each node ``-n4 --gpus=6`` as 2 + 1 + 1 on three nodes; under load
-    (``diff-slurm --mix gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which
-    offered 6 GPUs, before gpu01 and gpu04 with 2 each and ran with 2 + 8 + 2 CPUs."""
+    nodes of 128 CPUs, two threads per core (probe p104), CPUs per node: ``-n16 --gpus=16``
+    16 + 2, ``-n4 --gpus=12`` 4 + 2, ``-n3 --gpus=16`` 2 + 2, ``-n4 --gpus=12 -c8`` 24 + 8;
+    with two GPUs free on each node ``-n8 --gpus=8`` 6 + 2 + 2 + 2; under load (``diff-slurm
+    --mix gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which offered 6 GPUs,
+    before gpu01 and gpu04 with 2 each and ran with 2 + 8 + 2 CPUs. The tasks counted here are
+    those CPUs' (whole cores); the job's environment laid its tasks out over them its own way
+    (SLURM_TASKS_PER_NODE 14,2 for ``-n16``, 2,2 for ``-n4 --gpus=12``, 3,1 with ``-c8``),
+    which no allocation here reads."""
     left = ps.split_tasks
     per_task = ps.memory_per == "task"
     out = []
