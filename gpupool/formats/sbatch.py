@@ -1107,6 +1107,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
                         shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
+    walks = _walks_gpus(job)
     pod_set = PodSet(
         name="main", count=shape.count, cpu_m=shape.cpus * 1000,
         memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
@@ -1125,8 +1126,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         gpus_per_job=_gpus_per_job(job, shape),
         spread_gpus=_spreads_gpus(job, shape.min_count or shape.count, shape.count) if shape.one_per_node
         else _gpus_for_job_only(job),
-        walk_gpus=_walks_gpus(job),
-        node_memory_mib=job.mem if job.mem and not shape.one_per_node and shape.count > 1 and _walks_gpus(job) else 0,
+        walk_gpus=walks,
+        node_memory_mib=job.mem if walks and job.mem and not shape.one_per_node and shape.count > 1 else 0,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
