@@ -231,6 +231,9 @@ class LockstepPolicy:
                 pods = [(mask, ps.cpu_m * n if ps.cpus_per_task is None else ps.cpu_m * k,
                          ps.memory_mib * n if ps.memory_per == "gpu" else ps.memory_mib * k if per_task_mem
                          else ps.memory_mib)]
+            elif walk_tasks:  # a walked job's tasks beside its GPUs per node
+                k = walk_tasks.get(node, 1)
+                pods = [(mask, ps.cpu_m * k, ps.memory_mib * k if per_task_mem else ps.memory_mib)]
             elif ps.one_per_node or ps.split or ps.count == 1 or not ps.gpus:
                 pods = [(mask, ps.cpu_m, ps.memory_mib)]
             else:  # task pods sharing the node: one per ps.gpus of its GPUs

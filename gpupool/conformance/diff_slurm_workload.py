@@ -63,8 +63,10 @@ class DiffJob:
 #: ``--nodes`` at all, so that slurmctld takes nodes until their free GPUs reach X
 #: (``policy/slurm/gpu_walk.py``); ``gpus-tasks`` asks some jobs' GPUs as ``--gpus=X`` beside
 #: ``--ntasks=T`` and no ``--nodes`` (the MPI script's ``-n 8 --gpus=8``); ``gpus-per-task``
-#: asks some as ``--ntasks=T --gpus-per-task=G`` with no ``--nodes`` (``-n 8 --gpus-per-task=1``)
-MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task")
+#: asks some as ``--ntasks=T --gpus-per-task=G`` with no ``--nodes`` (``-n 8 --gpus-per-task=1``);
+#: ``gres-tasks`` asks some ``--ntasks=T`` beside ``--gres=gpu:G`` and no ``--nodes`` (a script
+#: that forgot ``--nodes``), so that slurmctld takes nodes until their CPUs hold the tasks
+MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -86,7 +88,11 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     them ``--ntasks=T --gpus=X`` with no ``--nodes``: X from 2 to the shape's GPUs, T = X (one
     GPU a task) half of the time, else a divisor of X whose share X/T fits one node;
     ``mix="gpus-per-task"``, from a sixth, asks 60 % of them ``--ntasks=T --gpus-per-task=G``
-    with no ``--nodes`` (G = 1 half of the time, else a divisor of X up to a node's GPUs; T = X/G).
+    with no ``--nodes`` (G = 1 half of the time, else a divisor of X up to a node's GPUs; T = X/G);
+    ``mix="gres-tasks"``, from a seventh, keeps the shape's ``--gres=gpu:G`` per node and drops
+    ``--nodes`` from 60 % of the jobs, asking ``--ntasks=T`` instead: for one node 2 to 8 tasks
+    of one CPU, for N nodes N tasks of 96 CPUs or 2N - 1 of 64, so that idle nodes hold the
+    tasks on N nodes (shown as one node of G GPUs: the walk decides the node count).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -98,6 +104,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     walked = random.Random(seed * 1_000_003 + 41) if mix == "gpus-walk" else None
     tasked = random.Random(seed * 1_000_003 + 53) if mix == "gpus-tasks" else None
     per_task = random.Random(seed * 1_000_003 + 67) if mix == "gpus-per-task" else None
+    gres_tasks = random.Random(seed * 1_000_003 + 79) if mix == "gres-tasks" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -138,8 +145,21 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account,
                                (f"--ntasks={x // each}", f"--gpus-per-task={each}"), False, False))
             continue
+        elif gres_tasks is not None and gres_tasks.random() < 0.6:
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, g, limit, run, account, _gres_tasks(gres_tasks, n), True, False))
+            continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out
+
+
+def _gres_tasks(rng: random.Random, nodes: int) -> tuple[str, ...]:
+    """``--ntasks`` (and CPUs per task) for a job of ``nodes`` nodes asking GPUs per node with
+    no ``--nodes`` (``mix="gres-tasks"``): on idle 128-CPU nodes the tasks need ``nodes`` nodes."""
+    if nodes == 1:
+        return (f"--ntasks={rng.randint(2, 8)}",)
+    if rng.random() < 0.5:
+        return (f"--ntasks={nodes}", "--cpus-per-task=96")
+    return (f"--ntasks={2 * nodes - 1}", "--cpus-per-task=64")
 
 
 #: the smallest node the rich options always fit on alone (CPUs, MB): the seed pool's

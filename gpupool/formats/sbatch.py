@@ -1020,16 +1020,34 @@ def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
 
 
 def _walks_gpus(job: SbatchJob) -> bool:
-    """Whether slurmctld may give the job as many nodes as its ``--gpus`` need
-    (``PodSet.walk_gpus``): two GPUs or more for the whole job and no node count (no
-    ``--nodes``, ``--ntasks-per-node``, ``--nodelist``), no ``--ntasks`` or two tasks or more
-    (each node takes one at least, so the tasks cap the nodes), and none of the requests not
-    probed with it (``--exclusive``, ``--cpus-per-gpu``, the options of ``_OTHER_WALKS``).
-    ``-n1 --gpus=16`` is held to one node (a real 22.05.8 refused it on 8-GPU nodes), so one
-    task keeps the task shape."""
-    return (_gpus_for_job_only(job) and job.gpus.count >= 2 and job.nodes is None
-            and (job.ntasks is None or job.ntasks >= 2)
-            and job.ntasks_per_node is None and not job.nodelist and not job.exclusive
+    """Whether slurmctld may give the job as many nodes as its ``--gpus`` need, or as its
+    tasks need beside GPUs per node (``PodSet.walk_gpus``): no node count and none of the
+    requests not probed with the walk (``_may_walk``), and either two GPUs or more for the
+    whole job with no ``--ntasks`` or two tasks or more (each node takes one at least, so the
+    tasks cap the nodes), or ``_walks_tasks``. ``-n1 --gpus=16`` is held to one node (a real
+    22.05.8 refused it on 8-GPU nodes), so one task keeps the task shape."""
+    if _walks_tasks(job):
+        return True
+    return (_gpus_for_job_only(job) and job.gpus.count >= 2 and (job.ntasks is None or job.ntasks >= 2)
+            and _may_walk(job))
+
+
+def _walks_tasks(job: SbatchJob) -> bool:
+    """Whether the job is ``--ntasks=T`` (T >= 2) with GPUs per node (``--gres=gpu:G`` or
+    ``--gpus-per-node=G``, G >= 1, and no ``--gpus`` or ``--gpus-per-task``) and no node count:
+    slurmctld takes nodes holding G free GPUs until their CPUs hold the tasks, G GPUs on each
+    (a real 22.05.8 ran ``-n4 --gres=gpu:2`` on one idle node, and on two nodes with two CPUs
+    free each, 2 + 2 GPUs; probe p105, ``policy/slurm/gpu_walk.py``)."""
+    per_node = job.gpus_per_node.count if job.gpus_per_node is not None else _gres_gpus(job)
+    return (job.ntasks is not None and job.ntasks >= 2 and bool(per_node) and job.gpus is None
+            and job.gpus_per_task is None and _may_walk(job))
+
+
+def _may_walk(job: SbatchJob) -> bool:
+    """No node count (``--nodes``, ``--ntasks-per-node``, ``--nodelist``) and none of the
+    requests the walk's probes did not have (``--exclusive``, ``--cpus-per-gpu``, the options
+    of ``_OTHER_WALKS``)."""
+    return (job.nodes is None and job.ntasks_per_node is None and not job.nodelist and not job.exclusive
             and job.cpus_per_gpu is None and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
 
 
@@ -1047,9 +1065,16 @@ def _nodes_text(job: SbatchJob) -> str:
 def _task_shape(job: SbatchJob) -> _Shape:
     """No node count: ``--ntasks=N`` pods of one task each, placed anywhere."""
     count = job.ntasks or 1
+    if _walks_tasks(job):
+        # one node holding the T tasks and the GPUs per node (what other policies place, and
+        # what slurmctld gives where one node holds the tasks); the Slurm policy walks nodes
+        gpus = job.gpus_per_node.count if job.gpus_per_node is not None else _gres_gpus(job) or 0
+        return _Shape(1, None, False, gpus, _cpus_per_pod(job, count, gpus), count)
     if count > 1 and (job.gpus_per_node is not None or job.gres):
         raise _error(job, "--gres/--gpus-per-node are per node, but this script gives --ntasks "
-                     "without --nodes, so the node count is unknown; add --nodes",
+                     "without --nodes, so the node count is unknown here (gpupool walks nodes for "
+                     "GPUs per node only without --nodelist, --exclusive, --cpus-per-gpu, --gpus "
+                     "or --gpus-per-task); add --nodes",
                      "gres", "gpus_per_node", "ntasks")
     if job.gpus_per_task is not None:
         gpus = job.gpus_per_task.count

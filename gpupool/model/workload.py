@@ -139,6 +139,10 @@ class PodSet:
     #: with ``--ntasks=T`` (T >= 2, X a multiple of T): as submitted T task pods of X/T GPUs, in
     #: the Slurm policy's form a node range of 1 to T nodes in both the spread and the split form
     #: (one task and one GPU a pod), the tasks and GPUs dealt out once the walk took the nodes.
+    #: Also set with ``--ntasks=T`` (T >= 2) beside GPUs per node (``--gres=gpu:G``,
+    #: ``gpus_per_job`` 0): as submitted one pod of the T tasks and G GPUs, in the Slurm policy's
+    #: form a node range of 1 to T nodes in the split form (one task and G GPUs a pod), which
+    #: nodes holding G free GPUs join until their CPUs hold the tasks.
     walk_gpus: bool = False
     #: Slurm, ``--mem`` exactly as asked for each node where the pods are task pods that share
     #: it out (⌈mem/T⌉ each) and may be walked (``walk_gpus`` with ``--ntasks``): the walk's
@@ -202,7 +206,7 @@ class PodSet:
             return self.gpus_per_job
         if self.split_gpus and self.split:
             return self.split_tasks * self.gpus
-        return self.count * self.gpus
+        return self.counted_pods * self.gpus  # (walked: one node's until the walk gives it nodes)
 
     def requests(self) -> dict[str, int]:
         """Per-pod requests as a resource map (Kubernetes names)."""

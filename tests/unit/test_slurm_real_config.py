@@ -516,3 +516,24 @@ def test_rich_mix_refuses_nodes_its_options_cannot_fit(tmp_path):
         "PartitionName=p Nodes=n[1-2] Default=YES State=UP\nGresTypes=gpu\n")
     with pytest.raises(InputError, match="at least 128 CPUs and 1000000 MB.*n1, n2"):
         rich_fits(load_pool(tmp_path))
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gres_tasks_mix_asks_tasks_beside_gpus_per_node_without_nodes(seed, n):
+    """``mix="gres-tasks"`` keeps the plain draw's ``--gres=gpu:G`` and drops ``--nodes`` from
+    some jobs, asking ``--ntasks=T`` instead (2-8 tasks for one node; N tasks of 96 CPUs or
+    2N - 1 of 64 for N nodes), which reads back as one walked pod of the T tasks and G GPUs."""
+    accounts = ["ml-research", "ml-serving"]
+    plain = generate(seed, n, accounts, max_nodes=4, gpus_per_node=8)
+    for (j, wl), p in zip(_mix_read_back(seed, n, "gres-tasks", same_shapes=False), plain):
+        (ps,) = wl.pod_sets
+        assert j.gres and j.gpus_per_node == p.gpus_per_node
+        if j.nodes_given:
+            assert not j.options and (j.nodes, wl.total_gpus) == (p.nodes, p.gpus)
+            continue
+        opts = dict(o.split("=", 1) for o in j.options)
+        tasks, cpt = int(opts["--ntasks"]), int(opts.get("--cpus-per-task", 1))
+        assert j.nodes == 1 and tasks >= 2
+        assert -(-tasks // (128 // cpt)) == p.nodes  # idle 128-CPU nodes hold the tasks on the shape's nodes
+        assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, p.gpus_per_node, tasks * cpt * 1000,
+                                                                                False, True)

@@ -691,6 +691,7 @@ def run(cy, records) -> None:
     # assoc_limit_stop, where they count before will-run too (as before that finding)
     assoc_stop = bool(s.assoc_limit_stop)
     start_limit = (lambda job, info: None) if assoc_stop else cy.start_limit
+    walked_limit = cy.walked_limit
     license_limit = cy.license_limit if cy.licenses is not None else None
     # Without plans to record, only the cycle's starts and preemptions matter to what follows:
     # once no later record can start now, the rest of the cycle would only add reservations
@@ -900,6 +901,11 @@ def run(cy, records) -> None:
                             reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                         break
                     pl = again
+                whole = walked_limit(job, info, pl)
+                if whole is not None:  # the walk's nodes break a limit: skipped, no reservation
+                    cy.reason(job, whole)
+                    limited = True
+                    break
                 cy.start(job, pl, info, VIA_BACKFILL, limit=short)
                 forget_answers()
                 started += 1
@@ -936,6 +942,11 @@ def run(cy, records) -> None:
                     read = space.reach
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
+            if not assoc_stop and walked_limit(job, info, pl, True) is not None:
+                # the limits on the walk's nodes (backfill's test before a reservation): no
+                # plan, no reservation
+                limited = True
+                break
             plan(jid, est)
             kept = est
             if not no_reserve:

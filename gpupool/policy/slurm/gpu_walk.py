@@ -39,15 +39,29 @@ node ``-n8 --gpus=8`` took all four nodes (6 + 2 + 2 + 2 CPUs) and ``-n2 --gpus=
 ``-n10 --gpus=10`` took gpu02, offering 6 GPUs, first and ran with 2 + 8 + 2 CPUs on gpu01,
 gpu02 and gpu04. ``-n1`` holds the job to one node (not walked).
 
+With GPUs per node instead (``-n T --gres=gpu:G`` or ``--gpus-per-node=G``, T >= 2, no
+``--nodes``; probe p105, 2026-12-05, the same nodes; ``tests/unit/test_slurm_gpu_walk_per_node.py``)
+there is no job-wide GPU count: ``_eval_nodes`` walks the nodes where G GPUs and a task fit
+(its GRES filter drops the others) for the tasks' CPUs alone, at most T nodes, and each node
+taken holds G GPUs and its dealt tasks (``_tasks_form``). On idle nodes ``-n8 --gres=gpu:8`` and
+``-n4 --gres=gpu:2`` ran on gpu01 alone; with two CPUs free on every node ``-n4 --gres=gpu:2``
+took gpu01-02 (2 + 2 GPUs), ``-n8 --gres=gpu:1`` all four nodes, ``-n3 --gres=gpu:2 -c2``
+gpu01-03, and ``-n10 --gres=gpu:1`` waited (Resources); with four CPUs free on gpu01 and two on
+gpu02, ``-n4 --gres=gpu:2`` took gpu01 alone (the fewest free CPUs that hold the tasks) and
+``-n6 --gres=gpu:2`` gpu03; ``-n2 --gres=gpu:8`` skipped gpu01 with four GPUs held;
+``-n2 --gres=gpu:16`` was refused at submit. ``--mem=1000`` held 1000 MB on each node,
+``--mem-per-gpu=1000`` 2000 MB for a node's two GPUs, ``--mem-per-cpu=500`` 1000 MB for its
+two CPUs; a pending job's request was ``cpu=T,node=1,gres/gpu=G``.
+
 The node limits of the job's QOS and associations (MaxTRESPerJob, MaxTRESPerUser,
 MaxTRESPerAccount and GrpTRES ``node=``, their values, not what is left of them) cap the nodes
 the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
 ``SlurmPolicy._walk_node_cap``; probe p103 with MaxTRESPerJob=node=1 refused ``--gpus=16`` at
 submit and kept ``--gpus=4`` waiting where no node had four free).
 
-Not modelled: the TRES limits tested again on the nodes selected (``..._post_select``: a
-walked job over a per-job memory or CPU limit on its several nodes still starts here); a job
-listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
+A walked job's TRES limits are tested again on the nodes the walk gave it
+(``..._post_select``: ``Cycle.walked_limit``, docs/differential.md finding 65). Not modelled:
+that test at a preemption; a job listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
 for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
 bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
@@ -78,6 +92,8 @@ def walk_form(wl: Workload) -> Workload:
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
+    if ps.walk_gpus and not ps.one_per_node and ps.count == 1 and not ps.gpus_per_job:
+        return _tasks_form(wl, ps)
     if not ps.walk_gpus or ps.one_per_node or ps.gpus_per_job < 2:
         return wl
     if ps.count == 1:
@@ -97,6 +113,22 @@ def walk_form(wl: Workload) -> Workload:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
     form = replace(ps, count=min(ps.count, ps.gpus_per_job), min_count=1, one_per_node=True, gpus=1,
                    cpu_m=cpt * 1000, memory_mib=memory, split_tasks=ps.count, split_gpus=False, slurm_tasks=None)
+    return replace(wl, pod_sets=(form,), gang=GANG_MIN)
+
+
+def _tasks_form(wl: Workload, ps) -> Workload:
+    """``-n T`` with GPUs per node (``sbatch._walks_tasks``: as submitted one pod of the T tasks
+    and the G GPUs) in the Slurm policy's form: a node range of 1 to T nodes of one task and G
+    GPUs each, the tasks dealt out over the nodes the walk takes (``PodSet.split_tasks``), with
+    memory per node as asked (``--mem``, ``--mem-per-gpu`` for the node's G GPUs) or one task's
+    (``--mem-per-cpu``)."""
+    cpt = ps.cpus_per_task
+    if not cpt or ps.cpu_m % (cpt * 1000):
+        return wl
+    tasks = ps.cpu_m // (cpt * 1000)
+    memory = ps.memory_mib // tasks if ps.memory_per == "cpu" else ps.memory_mib
+    form = replace(ps, count=tasks, min_count=1, one_per_node=True, cpu_m=cpt * 1000, memory_mib=memory,
+                   split_tasks=tasks, split_gpus=False, slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 
 

@@ -433,8 +433,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     if d is None:
         return wl, None
     filled = fill(wl, d)
-    if walked and not all(ps.spread and ps.split_tasks == form.split_tasks for ps, form in zip(filled.pod_sets, wl.pod_sets)
-                          if ps.walked):
+    if walked and not all((ps.spread or not form.gpus_per_job) and ps.split_tasks == form.split_tasks
+                          for ps, form in zip(filled.pod_sets, wl.pod_sets) if ps.walked):
         # the defaults keep the GPUs even (``_spread_form``: DefCpuPerGPU's CPUs carrying memory
         # per CPU, MaxMemPerCPU) or the tasks (``_split_form``: DefCpuPerGPU's CPUs): not probed
         # with the walk, the job keeps its shape as submitted

@@ -79,6 +79,14 @@ def run(cy, records, full: bool) -> None:
             continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
+            over = cy.walked_limit(job, info, placement)
+            if over is not None:  # ESLURM_ACCOUNTING_POLICY on the walk's nodes
+                cy.reason(job, over, first=True)
+                if s.assoc_limit_stop:
+                    failed.add(info.name)
+                    withheld |= info.node_set
+                    usable_of.clear()
+                continue
             cy.start(job, placement, info, VIA_MAIN)
             continue
         if cy.try_coallocate(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE/YES co-allocation

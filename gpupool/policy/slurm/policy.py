@@ -389,6 +389,35 @@ class Cycle:
             return None
         return self.limit_reason(job, info)
 
+    def walked_limit(self, job, info, placement, planned: bool = False) -> str | None:
+        """The limit ``job``, a walked job (``PodSet.walk_gpus`` in the Slurm form), breaks on
+        ``placement``, the nodes the walk gave it (its reason), else None; None for any other
+        job, whose request already counts what it holds. slurmctld tests the TRES limits again
+        on the selection (``acct_policy_job_runnable_post_select``): at a start with what the
+        job is given (``select_nodes``), and before backfill reserves the nodes of a later
+        start (``planned``) with the selection's node count, its GPUs (per node: G a node) and
+        memory per node for each node, CPUs as asked. Failing either, the job neither starts
+        nor holds a reservation. Seen on a real 22.05.8 (``diff-slurm --mix gres-tasks`` seed
+        1): ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and one GPU in use
+        needed two nodes, 16 GPUs, and got no reservation ("adding reservation for JobId=21
+        blocked by acct_policy_job_runnable_post_select"), so a lower job ran on its nodes."""
+        pol = self.pol
+        if not pol.s.limits_enforced or not any(ps.walked for ps in job.wl.pod_sets):
+            return None
+        req = pol.req(job)
+        applies = pol.limits_applying(req, info)
+        if applies is None:
+            return None
+        held = pol.alloc_tres(placement)
+        if planned:
+            # CPUs as asked; memory per CPU or task as asked, per node for each node
+            per_node_memory = any(ps.memory_per not in ("cpu", "task") for ps in job.wl.pod_sets)
+            held = {**held, "cpu": req.tres.get("cpu", held["cpu"])}
+            if not per_node_memory and "mem" in req.tres:
+                held["mem"] = req.tres["mem"]
+        tres = {k: held.get(k, v) for k, v in req.tres.items()}
+        return limits.check(replace(req, tres=tres), pol.held_limit(job, info), applies[0], applies[1], self.usage)
+
     def array_limit(self, job) -> str | None:
         wl = job.wl
         if (wl.array_job_id is not None and wl.array_max_running

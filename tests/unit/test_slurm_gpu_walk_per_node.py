@@ -1,0 +1,170 @@
+"""``-n T`` (T >= 2) with GPUs per node (``--gres=gpu:G``, ``--gpus-per-node=G``) and no
+``--nodes``: slurmctld takes nodes holding G free GPUs until their CPUs hold the tasks, at most
+T of them, G GPUs on each, and deals the tasks out in the order it took the nodes
+(``sbatch._walks_tasks``, ``gpu_walk._tasks_form``, ``split_tasks.deal_tasks``).
+
+Probe p105 (2026-12-05, a real 22.05.8): the seed pool's four nodes (128 CPUs, two threads per
+core, 8 GPUs), partition train, ``--mem=100`` unless the case gives memory, blockers pinned
+with ``-w`` started first, then the job; GPUs, CPUs and memory per node from ``scontrol -d show
+job``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.errors import InputError
+from gpupool.formats.pool_dir import load_pool
+from gpupool.formats.sbatch import job_pod_set, parse_sbatch_text
+from gpupool.policy.slurm import limits
+from tests.unit.sbatch_plans import workload
+from tests.unit.test_slurm_gpu_walk import _run, _started_at_once
+
+#: two CPUs (one core) free on every node, all GPUs free
+_ALL2 = {f"gpu0{i}": "-c126" for i in range(1, 5)}
+#: four CPUs free on gpu01, two on gpu02, gpu03-04 idle
+_UNEVEN = {"gpu01": "-c124", "gpu02": "-c126"}
+#: two CPUs free everywhere; two GPUs free on gpu01 (6 and 7), one on the others (7)
+_ONE_GPU = {"gpu01": "--gres=gpu:6 -c126", **{f"gpu0{i}": "--gres=gpu:7 -c126" for i in range(2, 5)}}
+
+#: (blockers, options) -> {node: (GPU indices, CPUs)} as the real system gave them
+_CASES = [
+    ({}, "-n8 --gres=gpu:8", {"gpu01": ((0, 1, 2, 3, 4, 5, 6, 7), 8)}),
+    ({}, "-n4 --gres=gpu:2", {"gpu01": ((0, 1), 4)}),
+    ({}, "-n4 --gpus-per-node=2", {"gpu01": ((0, 1), 4)}),
+    (_ALL2, "-n4 --gres=gpu:2", {"gpu01": ((0, 1), 2), "gpu02": ((0, 1), 2)}),
+    (_ALL2, "-n8 --gres=gpu:1", {f"gpu0{i}": ((0,), 2) for i in range(1, 5)}),
+    (_ALL2, "-n3 --gres=gpu:2 -c2", {f"gpu0{i}": ((0, 1), 2) for i in range(1, 4)}),
+    # the node holding the tasks with the fewest CPUs free is taken alone
+    (_UNEVEN, "-n4 --gres=gpu:2", {"gpu01": ((0, 1), 4)}),
+    (_UNEVEN, "-n6 --gres=gpu:2", {"gpu03": ((0, 1), 6)}),
+    # a node without G free GPUs is not a candidate
+    ({"gpu01": "--gres=gpu:4"}, "-n2 --gres=gpu:8", {"gpu02": ((0, 1, 2, 3, 4, 5, 6, 7), 2)}),
+    (_ONE_GPU, "-n4 --gres=gpu:1", {"gpu01": ((6,), 2), "gpu02": ((7,), 2)}),
+]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool("examples/seed-pool")
+
+
+def _per_node(pool, job) -> dict[str, tuple[tuple[int, ...], int]]:
+    names = list(pool.nodes)
+    return {names[p[0]]: (tuple(b for b in range(8) if p[1] >> b & 1), p[2] // 1000) for p in sorted(job.placement)}
+
+
+@pytest.mark.parametrize("blockers,opts,want", _CASES, ids=[f"{len(b)}blk {o}" for b, o, _ in _CASES])
+def test_the_job_takes_the_nodes_gpus_and_cpus_the_real_system_gave_it(pool, blockers, opts, want):
+    assert _per_node(pool, _started_at_once(pool, blockers, opts)) == want
+
+
+def test_memory_is_per_node_per_gpu_of_the_node_or_per_cpu(pool):
+    """``--mem=1000`` held 1000 MB on each of two nodes, ``--mem-per-gpu=1000`` 2000 MB for a
+    node's two GPUs, ``--mem-per-cpu=500`` 1000 MB for a node's two CPUs (p105)."""
+    job = _run(pool, _ALL2, "-n4 --gres=gpu:2 --mem=1000")
+    assert [(p[0], p[3]) for p in sorted(job.placement)] == [(0, 1000), (1, 1000)]
+    job = _run(pool, {}, "-n4 --gres=gpu:2 --mem-per-gpu=1000")
+    assert [(p[0], p[2], p[3]) for p in job.placement] == [(0, 4000, 2000)]
+    job = _run(pool, _ALL2, "-n4 --gres=gpu:2 --mem-per-cpu=500")
+    assert [(p[0], p[2], p[3]) for p in sorted(job.placement)] == [(0, 2000, 1000), (1, 2000, 1000)]
+
+
+def test_the_job_waits_when_the_nodes_with_its_gpus_cannot_hold_its_tasks(pool):
+    """``-n10 --gres=gpu:1`` with two CPUs free on each node (8 in all) and ``-n4 --gres=gpu:2``
+    where only gpu01 has two GPUs free (two CPUs) both waited with Resources (p105): they start
+    once the blockers end."""
+    for blockers, opts in ((_ALL2, "-n10 --gres=gpu:1 --mem=100"), (_ONE_GPU, "-n4 --gres=gpu:2 --mem=100")):
+        job = _run(pool, blockers, opts)
+        assert job.first_start == 300.0, opts
+
+
+def test_more_gpus_per_node_than_a_node_has_is_refused_at_submit(pool):
+    """``-n2 --gres=gpu:16`` on 8-GPU nodes: "Requested node configuration is not available"."""
+    job = _run(pool, {}, "-n2 --gres=gpu:16 --mem=100")
+    assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODES)
+
+
+def test_the_request_counts_the_tasks_cpus_one_node_and_its_gpus_until_the_job_starts(pool):
+    """A pending ``-n4 --gres=gpu:2 --mem=100`` recorded ``cpu=4,mem=100M,node=1,gres/gpu=2``
+    (p105)."""
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 -n4 --gres=gpu:2 --mem=100", 0.0, 1),
+                                     user="dave"))
+    (ps,) = wl.pod_sets
+    assert (ps.walked, ps.split, ps.spread, ps.count, ps.min_count, ps.split_tasks) == (True, True, False, 4, 1, 4)
+    assert (ps.cpus_total, ps.memory_total, ps.total_gpus, ps.counted_pods) == (4, 100, 2, 1)
+
+
+def test_other_policies_place_one_pod_of_the_tasks_and_gpus(pool):
+    """Outside the Slurm policy ``-n4 --gres=gpu:2`` is one pod of four CPUs and two GPUs: what
+    slurmctld gives it where one node holds the tasks."""
+    wl = replace(workload("j", "-A ml-platform -t 5 -n4 --gres=gpu:2 --mem=100", 0.0, 1, runtime=60.0), user="dave")
+    (ps,) = wl.pod_sets
+    assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, 2, 4000, False, True)
+    out = Engine(pool, [wl], make_policy("fifo", pool), check=True).run()
+    assert [(p[1].bit_count(), p[2]) for p in out.jobs[0].placement] == [(2, 4000)]
+
+
+@pytest.mark.parametrize("extra", ["-w gpu01,gpu02", "--exclusive", "--cpus-per-gpu=2", "--gpus-per-task=1",
+                                   "--contiguous"])
+def test_requests_the_walk_was_not_probed_with_are_still_refused_naming_the_lines(extra):
+    """Without a node count these keep the reader's refusal: the node count is unknown."""
+    text = f"#!/bin/bash\n#SBATCH -n4\n#SBATCH --gres=gpu:2\n#SBATCH {extra}\n"
+    with pytest.raises(InputError, match="node count is unknown"):
+        job_pod_set(parse_sbatch_text(text, "job.sbatch"))
+
+
+def test_mixed_non_gpu_gres_stays_per_node(pool):
+    """Non-GPU GRES ride along per node: ``-n4 --gres=gpu:2,nvme:1`` keeps ``gres/nvme`` on the
+    one pod as submitted."""
+    ps, _ = job_pod_set(parse_sbatch_text("#!/bin/bash\n#SBATCH -n4 --gres=gpu:2,nvme:1\n", "job.sbatch"))
+    assert (ps.count, ps.gpus, dict(ps.extra), ps.walk_gpus) == (1, 2, {"gres/nvme": 1}, True)
+
+
+def _run_recorded(pool, specs: list[tuple[str, float, float]], until: float | None = None):
+    """``specs``: (options, submit time, runtime), each job of its account's user; the Slurm
+    policy records its plans. ``until``: stop there (the engine is returned too)."""
+    users = {"ml-serving": "carol", "ml-platform": "dave"}
+    wls = [replace(workload(f"j{k}", f"-t 5 {o}", at, k, runtime=run), user=users[o.split()[1]])
+           for k, (o, at, run) in enumerate(specs, 1)]
+    pol = make_policy("slurm", pool, {"record": True})
+    eng = Engine(pool, wls, pol, record_events=True, check=True)
+    if until is not None:
+        eng.run_until(until)
+        return pol, eng
+    return pol, {j.id: j for j in eng.run().jobs}
+
+
+def test_the_walks_gpus_count_for_the_accounts_limit_when_it_would_start(pool):
+    """ml-serving's GrpTRES=gres/gpu=16 with one GPU in use: ``-n2 -c96 --gres=gpu:8`` needs two
+    nodes, 16 GPUs, so it waits with AssocGrpGRES (slurmctld's post-selection test) until that
+    GPU is free, although its request counts 8."""
+    specs = [("-A ml-serving -w gpu01 --gres=gpu:1 --mem=100", 0.0, 120.0),
+             ("-A ml-serving -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0)]
+    _pol, eng = _run_recorded(pool, specs, until=60.0)
+    assert 2 in eng.pending and eng.pending[2].reason == "AssocGrpGRES"
+    _pol, jobs = _run_recorded(pool, specs)
+    assert jobs[2].first_start == 120.0
+    assert sorted({p[0] for p in jobs[2].placement}) == [0, 1]
+
+
+def test_the_walks_gpus_count_before_backfill_reserves_its_nodes(pool):
+    """``diff-slurm --mix gres-tasks`` seed 1: backfill tests the limits on the walk's nodes before
+    it adds a reservation; ml-serving's ``-n2 -c96 --gres=gpu:8``, over GrpTRES there, gets no
+    planned start ("adding reservation for JobId=21 blocked by
+    acct_policy_job_runnable_post_select"), while the same job of ml-platform gets one."""
+    blockers = [("-A ml-serving -w gpu01 --gres=gpu:1 --mem=100", 0.0, 300.0)] + [
+        (f"-A ml-platform -w gpu0{i} --gres=gpu:8 --mem=100", 0.0, 200.0) for i in range(2, 5)]
+    pol, jobs = _run_recorded(pool, blockers + [
+        ("-A ml-serving -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0),
+        ("-A ml-platform -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0),
+    ])
+    limited, free = 5, 6
+    cycles = [plan for t, plan in sorted(pol.plan_log.items()) if 1.0 <= t < 200.0]
+    assert cycles and all(limited not in plan and free in plan for plan in cycles)
+    assert jobs[free].first_start == 200.0
+    assert jobs[limited].first_start == 300.0  # once ml-serving's GPU is free
