@@ -206,9 +206,12 @@ class LockstepPolicy:
         walk_tasks: dict[int, int] = {}  # a walked job's tasks per node (``split_tasks.deal_tasks``)
         if ps.split and ps.walked and not alloc:
             # real Slurm's CPUs per node unknown: as its nodes dealt them when idle, in index
-            # order, all the tasks but one for each later node on the first
-            walk_tasks = {node: (ps.split_tasks - len(gpus) + 1 if k == 0 else 1)
-                          for k, (node, _mask) in enumerate(sorted(gpus))}
+            # order, each as many as it holds while every later node keeps one
+            left = ps.split_tasks
+            order = sorted(gpus)
+            for k, (node, _mask) in enumerate(order):
+                walk_tasks[node] = max(1, min(nodes.cpu_total[node] // max(1, ps.cpu_m), left - (len(order) - k - 1)))
+                left -= walk_tasks[node]
         elif ps.split and not (ps.split_gpus and ps.gpus) and not alloc:
             ps = even(ps)  # real Slurm's CPUs per node unknown: the even share
         per_task_mem = ps.split and ps.memory_per == "task"

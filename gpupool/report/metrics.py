@@ -28,10 +28,18 @@ JOB_COLUMNS = [
 ]
 
 
+def job_gpus(job: Job) -> int:
+    """The job's GPUs: a walked job's (``PodSet.walk_gpus``) as its placement holds them once it
+    has one (``-n T --gres=gpu:G`` holds G on each node the walk took), else as asked."""
+    if job.placement and any(ps.walked for ps in job.wl.pod_sets):
+        return sum(p[1].bit_count() for p in job.placement)
+    return job.total_gpus
+
+
 def job_shape(job: Job) -> str:
     """The job-shape class used to break down waits and slowdowns."""
     wl = job.wl
-    gpus = job.total_gpus
+    gpus = job_gpus(job)
     multi_node = any(ps.one_per_node and ps.count > 1 and not ps.walked for ps in wl.pod_sets) or gpus > 8 \
         or len({p[0] for p in job.placement}) > 1 and any(ps.walked for ps in wl.pod_sets)
     if multi_node:
@@ -79,7 +87,7 @@ def jobs_frame(out: RunOutput) -> pd.DataFrame:
         rows.append((
             job.id, wl.name, wl.kind, wl.user, wl.account, wl.qos, job.partition or wl.partition, wl.namespace,
             wl.queue, wl.submit_time, job.eligible, start, job.end, job.state, job.reason, job.via,
-            job_shape(job), _pods(job), job.total_gpus, nodes, gpus, wl.time_limit, wl.runtime,
+            job_shape(job), _pods(job), job_gpus(job), nodes, gpus, wl.time_limit, wl.runtime,
             None if start is None else start - wl.submit_time, job.requeues, job.preemptions,
             round(job.gpu_s_used, 6), round(job.gpu_s_lost, 6), round(job.gpu_s_idle_held, 6),
             wl.array_job_id, wl.array_task_id,

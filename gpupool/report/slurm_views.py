@@ -42,6 +42,7 @@ from gpupool.formats.slurm_time import (
 )
 from gpupool.ledger.query import parse_format, render_acct
 from gpupool.ledger.sacct_fields import field_value
+from gpupool.report.metrics import job_gpus
 
 DEFAULT_EPOCH = datetime(2026, 1, 5, tzinfo=timezone.utc)
 
@@ -344,7 +345,7 @@ def sacct_records(inst: Instant, *, epoch: datetime = DEFAULT_EPOCH, duplicates:
                 "ncpus": info["ncpus"] if start is not None else 0,
                 "nnodes": info["nnodes"] if start is not None else 0,
                 "node_list": node_list if start is not None else "",
-                "gpus": job.total_gpus, "gpu_type": "", "gpu_indices": gpus_text if start is not None else "",
+                "gpus": job_gpus(job), "gpu_type": "", "gpu_indices": gpus_text if start is not None else "",
                 "gpu_seconds": round(job.gpu_s_used, 6), "gpu_seconds_lost": round(job.gpu_s_lost, 6),
                 "requeues": job.requeues, "preemptions": job.preemptions, "queue": wl.queue or "",
                 "namespace": wl.namespace or "", "kind": wl.kind, "extra": {},

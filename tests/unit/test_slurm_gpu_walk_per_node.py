@@ -128,7 +128,7 @@ def test_mixed_non_gpu_gres_stays_per_node(pool):
 def _run_recorded(pool, specs: list[tuple[str, float, float]], until: float | None = None):
     """``specs``: (options, submit time, runtime), each job of its account's user; the Slurm
     policy records its plans. ``until``: stop there (the engine is returned too)."""
-    users = {"ml-serving": "carol", "ml-platform": "dave"}
+    users = {"ml-serving": "carol", "ml-platform": "dave", "ml-research": "alice"}
     wls = [replace(workload(f"j{k}", f"-t 5 {o}", at, k, runtime=run), user=users[o.split()[1]])
            for k, (o, at, run) in enumerate(specs, 1)]
     pol = make_policy("slurm", pool, {"record": True})
@@ -156,7 +156,9 @@ def test_the_walks_gpus_count_before_backfill_reserves_its_nodes(pool):
     """``diff-slurm --mix gres-tasks`` seed 1: backfill tests the limits on the walk's nodes before
     it adds a reservation; ml-serving's ``-n2 -c96 --gres=gpu:8``, over GrpTRES there, gets no
     planned start ("adding reservation for JobId=21 blocked by
-    acct_policy_job_runnable_post_select"), while the same job of ml-platform gets one."""
+    acct_policy_job_runnable_post_select"), while the same job of ml-platform gets one; the
+    limited job keeps will-run's start time (``job_ptr->start_time``, what ``squeue --start``
+    shows) without reserving its nodes."""
     blockers = [("-A ml-serving -w gpu01 --gres=gpu:1 --mem=100", 0.0, 300.0)] + [
         (f"-A ml-platform -w gpu0{i} --gres=gpu:8 --mem=100", 0.0, 200.0) for i in range(2, 5)]
     pol, jobs = _run_recorded(pool, blockers + [
@@ -164,7 +166,52 @@ def test_the_walks_gpus_count_before_backfill_reserves_its_nodes(pool):
         ("-A ml-platform -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0),
     ])
     limited, free = 5, 6
-    cycles = [plan for t, plan in sorted(pol.plan_log.items()) if 1.0 <= t < 200.0]
-    assert cycles and all(limited not in plan and free in plan for plan in cycles)
+    cycles = [t for t in sorted(pol.plan_log) if 1.0 <= t < 200.0]
+    assert cycles and all(limited in pol.plan_log[t] and free in pol.plan_log[t] for t in cycles)
+    reserved = [{jid for jid, *_ in pol.resv_log[t]} for t in cycles]
+    assert all(limited not in r and free in r for r in reserved)
     assert jobs[free].first_start == 200.0
     assert jobs[limited].first_start == 300.0  # once ml-serving's GPU is free
+
+
+def _limited_pool(tmp_path, limit: str):
+    """The seed pool with ``limit`` on account ml-platform."""
+    import shutil
+
+    d = tmp_path / "pool"
+    shutil.copytree("examples/seed-pool", d)
+    accounts = (d / "accounts.cfg").read_text()
+    (d / "accounts.cfg").write_text(accounts.replace("Fairshare=20:MaxJobs=20:", f"Fairshare=20:MaxJobs=20:{limit}:"))
+    return load_pool(d)
+
+
+def test_before_a_reservation_the_walk_counts_the_whole_cores_will_run_gave(tmp_path):
+    """``-n3 --gres=gpu:1`` asks 3 CPUs, but a node gives its tasks whole cores (4 CPUs: two
+    threads per core); under GrpTRES=cpu=3 backfill's test on will-run's selection (its
+    ``total_cpus``) fails, so the job gets no reservation (22.05.8 source, backfill.c; a reviewer's
+    example); at its start it waits with the limit's reason for ever."""
+    pool = _limited_pool(tmp_path, "GrpTRES=cpu=3")
+    blockers = [(f"-A ml-research -w gpu0{i} --gres=gpu:8 --mem=100", 0.0, 200.0) for i in range(1, 4)]
+    blockers.append(("-A ml-serving -w gpu04 --gres=gpu:8 --mem=100", 0.0, 200.0))
+    pol, jobs = _run_recorded(pool, blockers + [("-A ml-platform -n3 --gres=gpu:1 --mem=100", 1.0, 60.0)])
+    cycles = [t for t in sorted(pol.plan_log) if 1.0 <= t < 200.0]
+    assert cycles and all(5 not in {jid for jid, *_ in pol.resv_log[t]} for t in cycles)
+    assert all(jobs[k].first_start == 0.0 for k in range(1, 5))
+    assert all(5 in pol.plan_log[t] for t in cycles)  # will-run's start time stays
+    assert jobs[5].first_start is None and jobs[5].reason == "AssocGrpCpuLimit"
+    pool = _limited_pool(tmp_path / "four", "GrpTRES=cpu=4")
+    pol, jobs = _run_recorded(pool, blockers + [("-A ml-platform -n3 --gres=gpu:1 --mem=100", 1.0, 60.0)])
+    assert all(5 in {jid for jid, *_ in pol.resv_log[t]} for t in cycles) and jobs[5].first_start == 200.0
+
+
+def test_reports_count_the_gpus_the_walk_gave(pool):
+    """``-n8 --gres=gpu:1`` on four nodes with two CPUs free each holds 4 GPUs, one a node: the
+    jobs frame counts those (its request counted one node's), as the ledger does."""
+    from gpupool.report.metrics import jobs_frame
+
+    specs = [(f"-w {n} -n1 --mem=100 {o}", 0.0) for n, o in _ALL2.items()] + [("-n8 --gres=gpu:1 --mem=100", 1.0)]
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 5 {o}", at, k, runtime=300.0), user="dave")
+           for k, (o, at) in enumerate(specs, 1)]
+    out = Engine(pool, wls, make_policy("slurm", pool), record_events=True, check=True).run()
+    row = jobs_frame(out).set_index("id").loc[5]
+    assert (row["gpus"], row["shape"], row["pods"]) == (4, "multi-node", 4)

@@ -897,7 +897,9 @@ def run(cy, records) -> None:
                         # (not seen: a job will-run places off the COMPLETING nodes fits there)
                         plan(jid, now)
                         kept = now
-                        if not no_reserve:
+                        if not assoc_stop and walked_limit(job, info, pl, True) is not None:
+                            limited = True  # (the test before a reservation, as below)
+                        elif not no_reserve:
                             reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                         break
                     pl = again
@@ -943,8 +945,10 @@ def run(cy, records) -> None:
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
             if not assoc_stop and walked_limit(job, info, pl, True) is not None:
-                # the limits on the walk's nodes (backfill's test before a reservation): no
-                # plan, no reservation
+                # the limits on the walk's nodes (backfill's test before a reservation): the
+                # job keeps will-run's start time, but no reservation
+                plan(jid, est)
+                kept = est
                 limited = True
                 break
             plan(jid, est)

@@ -61,7 +61,9 @@ submit and kept ``--gpus=4`` waiting where no node had four free).
 
 A walked job's TRES limits are tested again on the nodes the walk gave it
 (``..._post_select``: ``Cycle.walked_limit``, docs/differential.md finding 65). Not modelled:
-that test at a preemption; a job listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
+that test at a preemption, and under assoc_limit_stop (slurmctld plans such a job at the next
+job end); ``-n T`` with GPUs per node in MinNodes partitions (not raised: one node, waiting);
+a job listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
 for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
 bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
