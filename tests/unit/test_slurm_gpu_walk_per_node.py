@@ -215,3 +215,17 @@ def test_reports_count_the_gpus_the_walk_gave(pool):
     out = Engine(pool, wls, make_policy("slurm", pool), record_events=True, check=True).run()
     row = jobs_frame(out).set_index("id").loc[5]
     assert (row["gpus"], row["shape"], row["pods"]) == (4, "multi-node", 4)
+
+
+@pytest.mark.parametrize("opts", ["-N1 -n3 --gres=gpu:1 --mem=100", "-n3 --mem=100", "-c3 --mem-per-cpu=100"])
+def test_any_jobs_cpus_rounded_up_to_whole_cores_count_for_a_cpu_limit(tmp_path, opts):
+    """slurmctld's test on the selection counts ``total_cpus``: three CPUs asked on nodes of two
+    threads per core hold four, so under GrpTRES=cpu=3 the job waits for ever with
+    AssocGrpCpuLimit (22.05.8 source, node_scheduler.c ``select_nodes``), the same with or
+    without ``--nodes``; under cpu=4 it runs at once."""
+    pool = _limited_pool(tmp_path, "GrpTRES=cpu=3")
+    _pol, eng = _run_recorded(pool, [(f"-A ml-platform {opts}", 0.0, 60.0)], until=120.0)
+    assert 1 in eng.pending and eng.pending[1].reason == "AssocGrpCpuLimit"
+    pool = _limited_pool(tmp_path / "four", "GrpTRES=cpu=4")
+    _pol, jobs = _run_recorded(pool, [(f"-A ml-platform {opts}", 0.0, 60.0)])
+    assert jobs[1].first_start == 0.0 and sum(p[2] for p in jobs[1].placement) == 4000

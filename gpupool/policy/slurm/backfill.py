@@ -691,7 +691,7 @@ def run(cy, records) -> None:
     # assoc_limit_stop, where they count before will-run too (as before that finding)
     assoc_stop = bool(s.assoc_limit_stop)
     start_limit = (lambda job, info: None) if assoc_stop else cy.start_limit
-    walked_limit = cy.walked_limit
+    placed_limit = cy.placed_limit
     license_limit = cy.license_limit if cy.licenses is not None else None
     # Without plans to record, only the cycle's starts and preemptions matter to what follows:
     # once no later record can start now, the rest of the cycle would only add reservations
@@ -897,14 +897,14 @@ def run(cy, records) -> None:
                         # (not seen: a job will-run places off the COMPLETING nodes fits there)
                         plan(jid, now)
                         kept = now
-                        if not assoc_stop and walked_limit(job, info, pl, True) is not None:
+                        if not assoc_stop and placed_limit(job, info, pl, True) is not None:
                             limited = True  # (the test before a reservation, as below)
                         elif not no_reserve:
                             reserve(down(now), down(now + tl), frozenset(p[0] for p in pl), job.id, arr)
                         break
                     pl = again
-                whole = walked_limit(job, info, pl)
-                if whole is not None:  # the walk's nodes break a limit: skipped, no reservation
+                whole = placed_limit(job, info, pl)
+                if whole is not None:  # the selection breaks a limit: skipped, no reservation
                     cy.reason(job, whole)
                     limited = True
                     break
@@ -944,9 +944,9 @@ def run(cy, records) -> None:
                     read = space.reach
                 later_start = est  # its nodes are planned for another job meanwhile
                 continue
-            if not assoc_stop and walked_limit(job, info, pl, True) is not None:
-                # the limits on the walk's nodes (backfill's test before a reservation): the
-                # job keeps will-run's start time, but no reservation
+            if not assoc_stop and placed_limit(job, info, pl, True) is not None:
+                # the limits on will-run's selection (backfill's test before a reservation):
+                # the job keeps will-run's start time, but no reservation
                 plan(jid, est)
                 kept = est
                 limited = True

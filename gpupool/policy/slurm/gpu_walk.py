@@ -60,7 +60,7 @@ the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
 submit and kept ``--gpus=4`` waiting where no node had four free).
 
 A walked job's TRES limits are tested again on the nodes the walk gave it
-(``..._post_select``: ``Cycle.walked_limit``, docs/differential.md finding 65). Not modelled:
+(``..._post_select``: ``Cycle.placed_limit``, docs/differential.md finding 65). Not modelled:
 that test at a preemption, and under assoc_limit_stop (slurmctld plans such a job at the next
 job end); ``-n T`` with GPUs per node in MinNodes partitions (not raised: one node, waiting);
 a job listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES

@@ -79,8 +79,8 @@ def run(cy, records, full: bool) -> None:
             continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
-            over = cy.walked_limit(job, info, placement)
-            if over is not None:  # ESLURM_ACCOUNTING_POLICY on the walk's nodes
+            over = cy.placed_limit(job, info, placement)
+            if over is not None:  # ESLURM_ACCOUNTING_POLICY on the selection (whole cores, a walk's nodes)
                 cy.reason(job, over, first=True)
                 if s.assoc_limit_stop:
                     failed.add(info.name)

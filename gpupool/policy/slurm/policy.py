@@ -389,32 +389,49 @@ class Cycle:
             return None
         return self.limit_reason(job, info)
 
-    def walked_limit(self, job, info, placement, planned: bool = False) -> str | None:
-        """The limit ``job``, a walked job (``PodSet.walk_gpus`` in the Slurm form), breaks on
-        ``placement``, the nodes the walk gave it (its reason), else None; None for any other
-        job, whose request already counts what it holds. slurmctld tests the TRES limits again
-        on the selection (``acct_policy_job_runnable_post_select``): at a start with what the
-        job is given (``select_nodes``), and before backfill reserves the nodes of a later
-        start (``planned``) with will-run's selection: its node count, CPUs (``total_cpus``) and
-        GPUs (per node: G a node), and memory as ``job_get_tres_mem`` counts it without an
-        allocation (``_planned_memory``). Failing at a start, the job does not start; before a
-        reservation, it keeps its planned start but reserves nothing. Seen on a real 22.05.8 (``diff-slurm --mix gres-tasks`` seed
-        1): ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and one GPU in use
-        needed two nodes, 16 GPUs, and got no reservation ("adding reservation for JobId=21
-        blocked by acct_policy_job_runnable_post_select"), so a lower job ran on its nodes.
-        Jobs that are not walked are not tested again (not modelled: CPUs rounded up to whole
-        cores over a CPU limit, which slurmctld's test on the selection also counts)."""
+    def placed_limit(self, job, info, placement, planned: bool = False) -> str | None:
+        """The limit ``job`` breaks on ``placement``, the nodes selected for it (its reason),
+        else None. slurmctld tests the TRES limits again on the selection
+        (``acct_policy_job_runnable_post_select``): at a start with what the job is given
+        (``select_nodes``: ``total_cpus``, the memory of its resources, the node count and the
+        GPUs per node times the nodes), and before backfill reserves the nodes of a later start
+        (``planned``) with will-run's selection, memory as ``job_get_tres_mem`` counts it
+        without an allocation (``_planned_memory``). Failing at a start, the job does not
+        start; before a reservation, it keeps its planned start but reserves nothing.
+
+        What differs from the request already tested (``limit_reason``): a walked job's node
+        count, GPUs per node and memory per node (``PodSet.walk_gpus``; seen on a real 22.05.8,
+        ``diff-slurm --mix gres-tasks`` seed 1: ``-n2 -c96 --gres=gpu:8`` of an account with
+        GrpTRES=gres/gpu=16 and one GPU in use needed two nodes, 16 GPUs, and got no
+        reservation, "adding reservation for JobId=21 blocked by
+        acct_policy_job_runnable_post_select", so a lower job ran on its nodes), and any job's
+        CPUs rounded up to whole cores, with memory per CPU following them (``-n3`` holds 4
+        CPUs on two threads per core: over GrpTRES=cpu=3 it waits for ever; 22.05.8 source).
+        An exclusive job's whole nodes are counted before the selection already
+        (``SlurmPolicy.limit_req``)."""
         pol = self.pol
-        if not pol.s.limits_enforced or not any(ps.walked for ps in job.wl.pod_sets):
+        if not pol.s.limits_enforced:
+            return None
+        pods = job.wl.pod_sets
+        walked = any(ps.walked for ps in pods)
+        if not walked and any(ps.exclusive for ps in pods):
             return None
         req = pol.req(job)
         applies = pol.limits_applying(req, info)
         if applies is None:
             return None
         held = pol.alloc_tres(placement)
-        if planned and "mem" in req.tres:
-            held = {**held, "mem": _planned_memory(job.wl.pod_sets[0], req.tres, held)}
-        tres = {k: held.get(k, v) for k, v in req.tres.items()}
+        asked = req.tres
+        if walked:
+            if planned and "mem" in asked:
+                held["mem"] = _planned_memory(pods[0], asked, held)
+            tres = {k: held.get(k, v) for k, v in asked.items()}
+        else:
+            if held["cpu"] <= asked.get("cpu", 0):
+                return None  # (most jobs: no more than asked, tested already)
+            tres = {**asked, "cpu": held["cpu"]}
+            if "mem" in asked and any(ps.memory_per in ("cpu", "task") or ps.memory_per_cpu for ps in pods):
+                tres["mem"] = max(asked["mem"], held["mem"])
         return limits.check(replace(req, tres=tres), pol.held_limit(job, info), applies[0], applies[1], self.usage)
 
     def array_limit(self, job) -> str | None:
