@@ -217,15 +217,25 @@ def test_reports_count_the_gpus_the_walk_gave(pool):
     assert (row["gpus"], row["shape"], row["pods"]) == (4, "multi-node", 4)
 
 
-@pytest.mark.parametrize("opts", ["-N1 -n3 --gres=gpu:1 --mem=100", "-n3 --mem=100", "-c3 --mem-per-cpu=100"])
+@pytest.mark.parametrize("opts", ["-N1 -n3 --gres=gpu:1 --mem=100", "-n3 --gres=gpu:1 --mem=100", "-n3 --mem=100",
+                                  "-c3 --mem=100", "-c3 --mem-per-cpu=100"])
 def test_any_jobs_cpus_rounded_up_to_whole_cores_count_for_a_cpu_limit(tmp_path, opts):
-    """slurmctld's test on the selection counts ``total_cpus``: three CPUs asked on nodes of two
-    threads per core hold four, so under GrpTRES=cpu=3 the job waits for ever with
-    AssocGrpCpuLimit (22.05.8 source, node_scheduler.c ``select_nodes``), the same with or
-    without ``--nodes``; under cpu=4 it runs at once."""
+    """slurmctld's test on the selection counts ``total_cpus`` (node_scheduler.c
+    ``select_nodes``): three CPUs asked on nodes of two threads per core hold four, so under
+    GrpTRES=cpu=3 the job waits with AssocGrpCpuLimit on idle nodes, with or without
+    ``--nodes`` (probe p106, a real 22.05.8: ``-n3 --gres=gpu:1``, ``-N1 -n3 --gres=gpu:1``,
+    ``-n3`` and ``-c3`` pending so, ``-n2`` and ``-c2`` running); under cpu=4 it runs at once."""
     pool = _limited_pool(tmp_path, "GrpTRES=cpu=3")
     _pol, eng = _run_recorded(pool, [(f"-A ml-platform {opts}", 0.0, 60.0)], until=120.0)
     assert 1 in eng.pending and eng.pending[1].reason == "AssocGrpCpuLimit"
     pool = _limited_pool(tmp_path / "four", "GrpTRES=cpu=4")
     _pol, jobs = _run_recorded(pool, [(f"-A ml-platform {opts}", 0.0, 60.0)])
     assert jobs[1].first_start == 0.0 and sum(p[2] for p in jobs[1].placement) == 4000
+
+
+@pytest.mark.parametrize("opts", ["-n2 --mem=100", "-c2 --mem=100"])
+def test_a_whole_core_within_the_cpu_limit_runs(tmp_path, opts):
+    """``-n2`` and ``-c2`` (one core) ran under GrpTRES=cpu=3 (p106)."""
+    pool = _limited_pool(tmp_path, "GrpTRES=cpu=3")
+    _pol, jobs = _run_recorded(pool, [(f"-A ml-platform {opts}", 0.0, 60.0)])
+    assert jobs[1].first_start == 0.0

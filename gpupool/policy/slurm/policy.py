@@ -406,7 +406,8 @@ class Cycle:
         reservation, "adding reservation for JobId=21 blocked by
         acct_policy_job_runnable_post_select", so a lower job ran on its nodes), and any job's
         CPUs rounded up to whole cores, with memory per CPU following them (``-n3`` holds 4
-        CPUs on two threads per core: over GrpTRES=cpu=3 it waits for ever; 22.05.8 source).
+        CPUs on two threads per core: under GrpTRES=cpu=3 it waits, AssocGrpCpuLimit, as
+        ``-c3`` and ``-N1 -n3 --gres=gpu:1`` did on a real 22.05.8, probe p106).
         An exclusive job's whole nodes are counted before the selection already
         (``SlurmPolicy.limit_req``)."""
         pol = self.pol
