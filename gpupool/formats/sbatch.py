@@ -1079,6 +1079,10 @@ def _task_shape(job: SbatchJob) -> _Shape:
     if job.gpus_per_task is not None:
         gpus = job.gpus_per_task.count
     elif job.gpus is not None:
+        if job.gpus.count % count and _walks_gpus(job) and count < job.gpus.count:
+            # one pod of the T tasks and the X GPUs (what other policies place); the Slurm
+            # policy walks nodes for them (a real 22.05.8 ran -n3 --gpus=16 as 8 + 8, probe p104)
+            return _Shape(1, None, False, job.gpus.count, _cpus_per_pod(job, count, job.gpus.count), count)
         if job.gpus.count % count:
             raise _error(job, f"--gpus={job.gpus.text()} cannot be split evenly over --ntasks={count}; "
                          "gpupool models identical pods: use --gpus-per-task", "gpus", "ntasks")

@@ -136,9 +136,10 @@ class PodSet:
     #: As submitted the pod set is one pod of X GPUs (what other policies place); the Slurm
     #: policy's form is the ``spread_gpus`` form over a node range of 1 to X nodes
     #: (``min_count`` 1), whose node count the walk decides when the job is placed. Also set
-    #: with ``--ntasks=T`` (T >= 2, X a multiple of T): as submitted T task pods of X/T GPUs, in
-    #: the Slurm policy's form a node range of 1 to T nodes in both the spread and the split form
-    #: (one task and one GPU a pod), the tasks and GPUs dealt out once the walk took the nodes.
+    #: with ``--ntasks=T`` (T >= 2): as submitted T task pods of X/T GPUs (X a multiple of T;
+    #: else, T < X, one pod of the T tasks and the X GPUs), in the Slurm policy's form a node
+    #: range of 1 to T nodes in both the spread and the split form (one task and one GPU a pod),
+    #: the tasks and GPUs dealt out once the walk took the nodes.
     #: Also set with ``--ntasks=T`` (T >= 2) beside GPUs per node (``--gres=gpu:G``,
     #: ``gpus_per_job`` 0): as submitted one pod of the T tasks and G GPUs, in the Slurm policy's
     #: form a node range of 1 to T nodes in the split form (one task and G GPUs a pod), which

@@ -397,7 +397,7 @@ def test_node_range_is_a_min_gang() -> None:
                              "models identical pods: use --gpus-per-node"),
     (("-N 3", "--gpus=2"), "job.sbatch:3: --gpus=2 asks fewer GPUs than the 3 nodes; Slurm refuses the job "
                            "(Invalid generic resource (gres) specification)"),
-    (("--ntasks=3", "--gpus=8"), "job.sbatch:3: --gpus=8 cannot be split evenly over --ntasks=3; "
+    (("--ntasks=3", "--gpus=8", "--exclusive"), "job.sbatch:3: --gpus=8 cannot be split evenly over --ntasks=3; "
                                  "gpupool models identical pods: use --gpus-per-task"),
     (("--ntasks=4", "--gres=gpu:2", "--exclusive"), "job.sbatch:3: --gres/--gpus-per-node are per node, but "
      "this script gives --ntasks without --nodes, so the node count is unknown here (gpupool walks nodes for "

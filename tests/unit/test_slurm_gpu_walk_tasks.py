@@ -30,6 +30,16 @@ _CASES = [
     ({}, "-n4 --gpus=12", {"gpu01": (8, 4), "gpu02": (4, 2)}),
     ({}, "-n16 --gpus=16", {"gpu01": (8, 16), "gpu02": (8, 2)}),
     ({}, "-n4 --gpus=12 -c8", {"gpu01": (8, 24), "gpu02": (4, 8)}),
+    # X not a multiple of T: one pod of the T tasks as submitted, walked the same way
+    ({}, "-n3 --gpus=16", {"gpu01": (8, 2), "gpu02": (8, 2)}),
+    ({}, "-n8 --gpus=9", {"gpu01": (8, 8), "gpu02": (1, 2)}),
+    # probe p107 (2026-12-05, the same nodes): more X not a multiple of T
+    ({}, "-n2 --gpus=3", {"gpu01": (3, 2)}),
+    ({}, "-n5 --gpus=12", {"gpu01": (8, 4), "gpu02": (4, 2)}),
+    (_FRAG2, "-n3 --gpus=5", {"gpu01": (2, 2), "gpu02": (2, 2), "gpu03": (1, 2)}),
+    (_FRAG2, "-n5 --gpus=7", {"gpu01": (2, 2), "gpu02": (2, 2), "gpu03": (2, 2), "gpu04": (1, 2)}),
+    (_UNEVEN, "-n3 --gpus=7", {"gpu03": (7, 4)}),
+    (_CPU, "-n3 --gpus=4", {"gpu02": (4, 4)}),
     (_FRAG2, "-n2 --gpus=4", {"gpu01": (2, 2), "gpu02": (2, 2)}),
     (_FRAG2, "-n8 --gpus=8", {"gpu01": (2, 6), "gpu02": (2, 2), "gpu03": (2, 2), "gpu04": (2, 2)}),
     (_CPU, "-n4 --gpus=4", {"gpu02": (4, 4)}),
@@ -69,6 +79,8 @@ def test_no_more_nodes_than_tasks(pool):
     ended; ``-n2 --gpus=24`` was refused at submit, "Requested node configuration is not
     available" (p104)."""
     job = _run(pool, _FRAG2, "-n2 --gpus=6 --mem=100")
+    assert job.first_start == 300.0 and len(job.placement) == 1
+    job = _run(pool, _FRAG2, "-n3 --gpus=8 --mem=100")  # three nodes give 6 (p107)
     assert job.first_start == 300.0 and len(job.placement) == 1
     job = _run(pool, {}, "-n2 --gpus=24 --mem=100")
     assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODES)
@@ -145,3 +157,34 @@ def test_mem_is_held_per_node_as_asked(pool):
     wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 -n3 --gpus=6 --mem=100", 0.0, 1), user="dave"))
     (ps,) = wl.pod_sets
     assert (ps.memory_mib, ps.memory_total, ps.cpus_total, wl.req_cpu_mem) == (100, 100, 3, None)
+
+
+def test_x_not_a_multiple_of_t_is_one_pod_of_the_tasks_for_other_policies(pool):
+    """``-n3 --gpus=16``: its task pods could not be identical, so as submitted it is one pod of
+    three tasks' CPUs and 16 GPUs (marked walked), which fits no 8-GPU node outside the Slurm
+    policy; the Slurm policy's request counts 3 CPUs, one node and 16 GPUs until it starts.
+    ``-n8 --gpus=3`` (more tasks than GPUs, not probed) is still refused by the reader."""
+    from gpupool.errors import InputError
+    from gpupool.formats.sbatch import job_pod_set, parse_sbatch_text
+
+    wl = replace(workload("j", "-A ml-platform -t 5 -n3 --gpus=16 --mem=100", 0.0, 1), user="dave")
+    (ps,) = wl.pod_sets
+    assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus, ps.gpus_per_job) == (1, 16, 3000, False, True, 16)
+    (form,) = make_policy("slurm", pool).resolve_request(wl).pod_sets
+    assert (form.walked, form.split_tasks, form.count, form.cpus_total, form.total_gpus, form.memory_total) == (
+        True, 3, 3, 3, 16, 100)
+    with pytest.raises(InputError, match="cannot be split evenly over --ntasks=8"):
+        job_pod_set(parse_sbatch_text("#!/bin/bash\n#SBATCH -n8 --gpus=3\n", "job.sbatch"))
+
+
+
+def test_x_not_a_multiple_of_t_keeps_memory_per_gpu_per_node_or_per_cpu(pool):
+    """The one pod's memory follows the walk as the task pods' does: ``--mem-per-gpu`` per GPU of
+    each node (a real 22.05.8 gave ``-n3 --gpus=10 --mem-per-gpu=1000`` 8000 + 2000 MB, p107),
+    ``--mem`` per node, ``--mem-per-cpu`` per CPU of each node's tasks."""
+    job = _run(pool, {}, "-n3 --gpus=10 --mem-per-gpu=1000")  # p107: 8000 + 2000 MB
+    assert [(p[1].bit_count(), p[3]) for p in sorted(job.placement)] == [(8, 8000), (2, 2000)]
+    job = _run(pool, {}, "-n3 --gpus=16 --mem=2000")
+    assert [p[3] for p in sorted(job.placement)] == [2000, 2000]
+    job = _run(pool, {}, "-n3 --gpus=16 --mem-per-cpu=500")
+    assert [(p[2], p[3]) for p in sorted(job.placement)] == [(2000, 1000), (2000, 1000)]

@@ -72,8 +72,11 @@ source, not probed); ``--nodelist``, ``--exclusive``, ``--cpus-per-gpu`` and ``-
 the job's shape as submitted (``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults
 change their CPUs (DefCpuPerGPU) or that sit in MinNodes partitions (not probed); a job given
 a node count at submit by MinNodes (``min_nodes``) keeps that count; ``-n T --gpus=X`` with X
-not a multiple of T is still refused by the sbatch reader (its task pods are identical), where
-a real 22.05.8 ran ``-n3 --gpus=16`` as 8 + 8 and ``-n8 --gpus=9`` as 8 + 1 (p104).
+not a multiple of T (T < X) is one pod of the T tasks and X GPUs as submitted (the reader's task
+pods would not be identical) and walked the same way: a real 22.05.8 ran ``-n3 --gpus=16`` as
+8 + 8 GPUs with 2 + 2 CPUs and ``-n8 --gpus=9`` as 8 + 1 with 8 + 2 (p104), and p107 six more
+(``-n3 --gpus=5`` as 2 + 2 + 1 with two GPUs free on each node, ``-n3 --gpus=8`` waiting there); T > X is still
+refused by the reader (not probed).
 """
 from __future__ import annotations
 
@@ -90,7 +93,9 @@ def walk_form(wl: Workload) -> Workload:
     would give it (``min_nodes.per_node_pods``); T task pods (``-n T``) as a node range of 1 to
     T nodes (no more than X: each takes a GPU) of one task and one GPU each, the T tasks to be
     dealt out over the nodes the walk takes (``PodSet.split_tasks``; ``job_defaults`` fills
-    in the pods' defaults before it marks them split)."""
+    in the pods' defaults before it marks them split), and so one pod of T tasks and X GPUs
+    (``-n T --gpus=X`` with X not a multiple of T, T < X); one pod of T tasks and G GPUs per
+    node (``-n T --gres=gpu:G``) as ``_tasks_form`` gives it."""
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
@@ -98,12 +103,23 @@ def walk_form(wl: Workload) -> Workload:
         return _tasks_form(wl, ps)
     if not ps.walk_gpus or ps.one_per_node or ps.gpus_per_job < 2:
         return wl
+    cpt = ps.cpus_per_task
     if ps.count == 1:
+        tasks = ps.cpu_m // (cpt * 1000) if cpt and not ps.cpu_m % (cpt * 1000) else 1
+        if tasks > 1:  # ``-n T --gpus=X``, X not a multiple of T: one pod of the T tasks as submitted
+            if ps.exclusive or tasks >= ps.gpus_per_job:
+                return wl
+            if ps.memory_per == "gpu":
+                memory = ps.memory_mib // ps.gpus  # per GPU: for the pod's one GPU
+            elif ps.memory_per == "":
+                memory = ps.memory_mib  # --mem, per node
+            else:
+                memory = ps.memory_mib // tasks  # per CPU: one task's
+            return _split_walk_form(wl, ps, tasks, cpt, memory)
         nodes = per_node_pods(ps, ps.gpus_per_job)
         if nodes is None or not nodes.spread:
             return wl
         return replace(wl, pod_sets=(replace(nodes, min_count=1),), gang=GANG_MIN)
-    cpt = ps.cpus_per_task
     if cpt is None or ps.exclusive or ps.gpus_per_job % ps.count:
         return wl
     if ps.memory_per == "gpu":
@@ -113,8 +129,15 @@ def walk_form(wl: Workload) -> Workload:
         memory = ps.node_memory_mib or ps.memory_mib * ps.count
     else:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
-    form = replace(ps, count=min(ps.count, ps.gpus_per_job), min_count=1, one_per_node=True, gpus=1,
-                   cpu_m=cpt * 1000, memory_mib=memory, split_tasks=ps.count, split_gpus=False, slurm_tasks=None)
+    return _split_walk_form(wl, ps, ps.count, cpt, memory)
+
+
+def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Workload:
+    """The walk's form of ``-n T --gpus=X``: a node range of 1 to T nodes (no more than X: each
+    takes a GPU) of one task of ``cpt`` CPUs and one GPU each (``memory`` a pod), the T tasks
+    dealt out over the nodes the walk takes (``PodSet.split_tasks``)."""
+    form = replace(ps, count=min(tasks, ps.gpus_per_job), min_count=1, one_per_node=True, gpus=1,
+                   cpu_m=cpt * 1000, memory_mib=memory, split_tasks=tasks, split_gpus=False, slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 
 
