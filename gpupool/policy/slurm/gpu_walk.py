@@ -75,8 +75,8 @@ a node count at submit by MinNodes (``min_nodes``) keeps that count; ``-n T --gp
 not a multiple of T (T < X) is one pod of the T tasks and X GPUs as submitted (the reader's task
 pods would not be identical) and walked the same way: a real 22.05.8 ran ``-n3 --gpus=16`` as
 8 + 8 GPUs with 2 + 2 CPUs and ``-n8 --gpus=9`` as 8 + 1 with 8 + 2 (p104), and p107 six more
-(``-n3 --gpus=5`` as 2 + 2 + 1 with two GPUs free on each node, ``-n3 --gpus=8`` waiting there); T > X is still
-refused by the reader (not probed).
+(``-n3 --gpus=5`` as 2 + 2 + 1 with two GPUs free on each node, ``-n3 --gpus=8`` waiting
+there); T > X is still refused by the reader (not probed).
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def walk_form(wl: Workload) -> Workload:
         return wl
     cpt = ps.cpus_per_task
     if ps.count == 1:
-        tasks = ps.cpu_m // (cpt * 1000) if cpt and not ps.cpu_m % (cpt * 1000) else 1
+        tasks = _pod_tasks(ps)
         if tasks > 1:  # ``-n T --gpus=X``, X not a multiple of T: one pod of the T tasks as submitted
             if ps.exclusive or tasks >= ps.gpus_per_job:
                 return wl
@@ -147,14 +147,20 @@ def _tasks_form(wl: Workload, ps) -> Workload:
     GPUs each, the tasks dealt out over the nodes the walk takes (``PodSet.split_tasks``), with
     memory per node as asked (``--mem``, ``--mem-per-gpu`` for the node's G GPUs) or one task's
     (``--mem-per-cpu``)."""
-    cpt = ps.cpus_per_task
-    if not cpt or ps.cpu_m % (cpt * 1000):
+    tasks = _pod_tasks(ps)
+    if tasks < 2:
         return wl
-    tasks = ps.cpu_m // (cpt * 1000)
     memory = ps.memory_mib // tasks if ps.memory_per == "cpu" else ps.memory_mib
-    form = replace(ps, count=tasks, min_count=1, one_per_node=True, cpu_m=cpt * 1000, memory_mib=memory,
+    form = replace(ps, count=tasks, min_count=1, one_per_node=True, cpu_m=ps.cpus_per_task * 1000, memory_mib=memory,
                    split_tasks=tasks, split_gpus=False, slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
+
+
+def _pod_tasks(ps) -> int:
+    """The tasks one pod of ``ps`` holds (its CPUs in whole tasks of ``cpus_per_task``; 1 where
+    they are not whole tasks or per GPU): the sbatch reader's one pod of ``-n T``."""
+    cpt = ps.cpus_per_task
+    return ps.cpu_m // (cpt * 1000) if cpt and not ps.cpu_m % (cpt * 1000) else 1
 
 
 def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], weight,

@@ -42,11 +42,7 @@ def run(cy, records, full: bool) -> None:
             continue
         lim = cy.limit_reason(job, info)
         if lim is not None:
-            cy.reason(job, lim, first=True)
-            if s.assoc_limit_stop:
-                failed.add(info.name)
-                withheld |= info.node_set
-                usable_of.clear()
+            _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
             continue
         arr = cy.array_limit(job) or cy.license_limit(job)
         if arr is not None:  # neither holds the partition back
@@ -81,11 +77,7 @@ def run(cy, records, full: bool) -> None:
         if placement is not None:
             over = cy.placed_limit(job, info, placement)
             if over is not None:  # ESLURM_ACCOUNTING_POLICY on the selection (whole cores, a walk's nodes)
-                cy.reason(job, over, first=True)
-                if s.assoc_limit_stop:
-                    failed.add(info.name)
-                    withheld |= info.node_set
-                    usable_of.clear()
+                _held_by_limit(cy, job, info, over, failed, withheld, usable_of)
                 continue
             cy.start(job, placement, info, VIA_MAIN)
             continue
@@ -111,6 +103,16 @@ def run(cy, records, full: bool) -> None:
             continue  # ESLURM_ACCOUNTING_POLICY: the partition is not held back
         if not cy.may_block(job, rec.prio):
             continue
+        failed.add(info.name)
+        withheld |= info.node_set
+        usable_of.clear()
+
+
+def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usable_of: dict) -> None:
+    """``job`` held by a QOS or association limit (``reason``): under assoc_limit_stop its
+    partition is held back for the rest of the pass, else the pass goes on with it."""
+    cy.reason(job, reason, first=True)
+    if cy.pol.s.assoc_limit_stop:
         failed.add(info.name)
         withheld |= info.node_set
         usable_of.clear()
