@@ -239,3 +239,39 @@ def test_a_whole_core_within_the_cpu_limit_runs(tmp_path, opts):
     pool = _limited_pool(tmp_path, "GrpTRES=cpu=3")
     _pol, jobs = _run_recorded(pool, [(f"-A ml-platform {opts}", 0.0, 60.0)])
     assert jobs[1].first_start == 0.0
+
+
+def test_a_preemptor_over_its_cpu_limit_on_whole_cores_preempts_nobody(tmp_path):
+    """slurmctld tests the limits on the selection before it preempts (``select_nodes``): with
+    GrpTRES=cpu=3 on ml-research, ``--qos=high -n3`` (4 CPUs on whole cores) leaves the
+    ml-platform job it could preempt running and waits with AssocGrpCpuLimit; ``-n2`` preempts
+    it and runs (22.05.8 source; a reviewer's example)."""
+    import shutil
+
+    d = tmp_path / "pool"
+    shutil.copytree("examples/seed-pool", d)
+    accounts = (d / "accounts.cfg").read_text()
+    (d / "accounts.cfg").write_text(accounts.replace("GrpTRES=gres/gpu=24", "GrpTRES=gres/gpu=24,cpu=3"))
+    pool = load_pool(d)
+    blockers = [(f"-A ml-platform -w gpu0{i} -c128 --mem=100", 0.0, 300.0) for i in range(1, 5)]
+    for tasks, preempts in ((3, False), (2, True)):
+        pol, jobs = _run_recorded(pool, blockers + [(f"-A ml-research --qos=high -n{tasks} --mem=100", 1.0, 60.0)])
+        assert (jobs[1].preemptions > 0) == preempts, tasks
+        assert (jobs[5].first_start == 1.0) == preempts, tasks
+        if not preempts:
+            assert jobs[5].first_start is None and jobs[5].reason == "AssocGrpCpuLimit"
+
+
+def test_uneven_tasks_and_gpus_kept_off_the_walk_are_refused_in_gpupools_words(tmp_path):
+    """``-n3 --gpus=16`` under DefCpuPerGPU is not walked (not probed) and its one pod of 16 GPUs
+    stands for nothing slurmctld gives it: it is refused with gpupool's message, not Slurm's
+    "Requested node configuration is not available"; ``-n4 --gpus=16`` keeps its task pods."""
+    from gpupool.policy.slurm.job_defaults import MSG_UNWALKED
+    from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool
+
+    pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4).replace("PartitionName=p ", "PartitionName=p DefCpuPerGPU=2 "))
+    wls = [replace(workload(f"j{k}", f"-t 5 {o}", 0.0, k, runtime=60.0), user="dave")
+           for k, o in enumerate(["-n3 --gpus=16 --mem=100", "-n4 --gpus=16 --mem=100"], 1)]
+    jobs = {j.id: j for j in Engine(pool, wls, make_policy("slurm", pool), check=True).run().jobs}
+    assert (jobs[1].state, jobs[1].reason) == ("REJECTED", MSG_UNWALKED)
+    assert jobs[2].state == "COMPLETED"

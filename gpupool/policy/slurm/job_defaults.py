@@ -449,7 +449,26 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
             filled = replace(filled, req_cpu_mem=asked)
-    return filled, memory_refusal(given, d)
+    return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked)
+
+
+#: the refusal of a job kept off the walk whose as-submitted shape stands for nothing Slurm does
+MSG_UNWALKED = ("gpupool does not model --ntasks=T --gpus=X with X not a multiple of T where the "
+                "partition's defaults (DefCpuPerGPU, MaxMemPerCPU) or MinNodes keep the job from "
+                "walking nodes for its GPUs; ask X as a multiple of T, --gpus-per-task or --nodes")
+
+
+def _unwalked_refusal(given: Workload, walked: bool) -> str | None:
+    """``MSG_UNWALKED`` for ``-n T --gpus=X`` with X not a multiple of T (one pod of the T tasks
+    and X GPUs as submitted, ``sbatch._task_shape``) that is not walked: that pod stands for no
+    shape slurmctld gives it (it would be refused as fitting no node, where slurmctld runs it on
+    several). Else None."""
+    if walked or len(given.pod_sets) != 1:
+        return None
+    ps = given.pod_sets[0]
+    uneven = (ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job
+              and ps.cpus_per_task and ps.cpu_m > ps.cpus_per_task * 1000)
+    return MSG_UNWALKED if uneven else None
 
 
 def _memory_per_node(ps: PodSet, d: Defaults) -> bool:

@@ -73,8 +73,8 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
-    if ps.one_per_node or ps.split_tasks or (ps.walk_gpus and not ps.gpus_per_job):
-        return wl  # (the last: one pod of several tasks with GPUs per node, ``sbatch._walks_tasks``)
+    if ps.one_per_node or ps.split_tasks or (ps.walk_gpus and ps.cpus_per_task and ps.cpu_m > ps.cpus_per_task * 1000):
+        return wl  # (the last: one pod of several tasks, ``sbatch._walks_tasks`` and ``-n T --gpus=X``)
     nodes = partitions_min_nodes(cfg, wl)
     if nodes < 2:
         return wl

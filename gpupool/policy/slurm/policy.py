@@ -399,23 +399,18 @@ class Cycle:
         without an allocation (``_planned_memory``). Failing at a start, the job does not
         start; before a reservation, it keeps its planned start but reserves nothing.
 
-        What differs from the request already tested (``limit_reason``): a walked job's node
-        count, GPUs per node and memory per node (``PodSet.walk_gpus``; seen on a real 22.05.8,
-        ``diff-slurm --mix gres-tasks`` seed 1: ``-n2 -c96 --gres=gpu:8`` of an account with
-        GrpTRES=gres/gpu=16 and one GPU in use needed two nodes, 16 GPUs, and got no
-        reservation, "adding reservation for JobId=21 blocked by
-        acct_policy_job_runnable_post_select", so a lower job ran on its nodes), and any job's
-        CPUs rounded up to whole cores, with memory per CPU following them (``-n3`` holds 4
-        CPUs on two threads per core: under GrpTRES=cpu=3 it waits, AssocGrpCpuLimit, as
-        ``-c3`` and ``-N1 -n3 --gres=gpu:1`` did on a real 22.05.8, probe p106).
-        An exclusive job's whole nodes are counted before the selection already
-        (``SlurmPolicy.limit_req``)."""
+        Only a walked job's selection differs from what the limits read before it
+        (``limit_reason``: for other jobs ``SlurmPolicy.limit_req`` already counts whole cores
+        and an exclusive job's whole nodes): its node count, GPUs per node and memory per node
+        (``PodSet.walk_gpus``; seen on a real 22.05.8, ``diff-slurm --mix gres-tasks`` seed 1:
+        ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and one GPU in use
+        needed two nodes, 16 GPUs, and got no reservation, "adding reservation for JobId=21
+        blocked by acct_policy_job_runnable_post_select", so a lower job ran on its nodes)."""
         pol = self.pol
         if not pol.s.limits_enforced:
             return None
         pods = job.wl.pod_sets
-        walked = any(ps.walked for ps in pods)
-        if not walked and any(ps.exclusive for ps in pods):
+        if not any(ps.walked for ps in pods):
             return None
         req = pol.req(job)
         applies = pol.limits_applying(req, info)
@@ -423,16 +418,9 @@ class Cycle:
             return None
         held = pol.alloc_tres(placement)
         asked = req.tres
-        if walked:
-            if planned and "mem" in asked:
-                held["mem"] = _planned_memory(pods[0], asked, held)
-            tres = {k: held.get(k, v) for k, v in asked.items()}
-        else:
-            if held["cpu"] <= asked.get("cpu", 0):
-                return None  # (most jobs: no more than asked, tested already)
-            tres = {**asked, "cpu": held["cpu"]}
-            if "mem" in asked and any(ps.memory_per in ("cpu", "task") or ps.memory_per_cpu for ps in pods):
-                tres["mem"] = max(asked["mem"], held["mem"])
+        if planned and "mem" in asked:
+            held["mem"] = _planned_memory(pods[0], asked, held)
+        tres = {k: held.get(k, v) for k, v in asked.items()}
         return limits.check(replace(req, tres=tres), pol.held_limit(job, info), applies[0], applies[1], self.usage)
 
     def array_limit(self, job) -> str | None:
@@ -603,7 +591,7 @@ class SlurmPolicy:
         self.s = load_settings(cfg)
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
-        self._memory_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message
+        self._memory_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message (or MSG_UNWALKED)
         #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)
         self.license_total: dict[str, int] = dict(cfg.params.get("Licenses") or {})  # type: ignore[call-overload]
         self.over_time_limit = self.s.over_time_limit
@@ -698,6 +686,7 @@ class SlurmPolicy:
             or any(a.max_submit_jobs is not None or a.grp_submit_jobs is not None
                    for a in (*acct.accounts.values(), *acct.user_associations)))
         self._idle_place: dict[tuple, object] = {}  # (job id, partition, node states) -> ``idle_placement``
+        self._cpu_limits: dict[tuple, bool] = {}  # see ``_cpu_limited``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
@@ -835,7 +824,7 @@ class SlurmPolicy:
         asked, as backfill counts them before a reservation (finding 53). Not modelled: in a
         partition of nodes of several sizes, the nodes the job then gets may differ from those."""
         if not any(ps.exclusive for ps in job.wl.pod_sets):
-            return req
+            return self._whole_cores_req(job, info, req)
         if gpus_as_asked:
             whole = self.limit_req(job, info, req)
             if whole is req:
@@ -856,6 +845,51 @@ class SlurmPolicy:
         if pl is None:
             return req  # no placement now: the job cannot start, whatever its limits
         return replace(req, tres={**req.tres, **self.alloc_tres(pl)})
+
+    def _whole_cores_req(self, job, info, req):
+        """``req`` with the CPUs its selection holds where they are more: whole cores on nodes
+        of several threads per core (``select.whole_cores``), as placed on the partition's empty
+        nodes, with memory per CPU following them. slurmctld tests the TRES limits on the
+        selection's ``total_cpus`` (``select_nodes``, and backfill before a reservation with
+        will-run's), so the rounding counts wherever the job would start: a real 22.05.8
+        (probe p106, GrpTRES=cpu=3, two threads per core) kept ``-n3``, ``-c3``, ``-n3
+        --gres=gpu:1`` and ``-N1 -n3 --gres=gpu:1`` pending with AssocGrpCpuLimit on idle nodes
+        and ran ``-n2`` and ``-c2``, while their ReqTRES showed the CPUs asked. Only where a limit
+        that applies reads CPUs (or memory, for memory per CPU); a walked job's selection is
+        tested when it is made (``Cycle.placed_limit``)."""
+        nodes = self._nodes
+        if nodes is None or not nodes.stepped or not self._cpu_limited(req, info):
+            return req
+        pods = job.wl.pod_sets
+        if any(ps.walked for ps in pods):
+            return req
+        pl = self.idle_placement(job, info)
+        if pl is None:
+            return req
+        held = self.alloc_tres(pl)
+        if held["cpu"] <= req.tres.get("cpu", 0):
+            return req
+        tres = {**req.tres, "cpu": held["cpu"]}
+        if "mem" in tres and any(ps.memory_per in ("cpu", "task") or ps.memory_per_cpu for ps in pods):
+            tres["mem"] = max(tres["mem"], held["mem"])
+        return replace(req, tres=tres)
+
+    def _cpu_limited(self, req, info) -> bool:
+        """Whether a QOS or association limit that applies to ``req`` in partition ``info``
+        reads CPUs or memory (memoised with ``limits_applying``)."""
+        key = (req.qos, info.part.qos, req.user, req.account)
+        got = self._cpu_limits.get(key)
+        if got is None:
+            applies = self.limits_applying(req, info)
+            got = False
+            if applies is not None:
+                tables = [t for qos in applies[0] if qos is not None
+                          for t in (qos.max_tres_per_job, qos.max_tres_per_user, qos.grp_tres,
+                                    qos.max_tres_per_account, qos.min_tres_per_job)]
+                tables += [t for _kind, assoc in applies[1] for t in (assoc.grp_tres, assoc.max_tres_per_job)]
+                got = any(k in ("cpu", "mem") for t in tables for k in t)
+            self._cpu_limits[key] = got
+        return got
 
     def idle_placement(self, job, info):
         """``job``'s placement on partition ``info``'s nodes with nothing running (those up and
@@ -1110,7 +1144,7 @@ class SlurmPolicy:
         default partition (``job_defaults``). The engine calls this once per submission."""
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
-            self._memory_refusal[wl.id] = why  # MaxMemPerNode: refused at submit (submit_verdict)
+            self._memory_refusal[wl.id] = why  # refused at submit (submit_verdict)
         if self.s.limits_enforced and any(ps.walked for ps in filled.pod_sets):
             filled = self._walk_node_cap(filled)
         return filled
@@ -1225,9 +1259,12 @@ class SlurmPolicy:
         return why
 
     def _verdict_of(self, job) -> str | None:
+        refused = self._memory_refusal.get(job.id)
+        if refused == job_defaults.MSG_UNWALKED:
+            return refused  # gpupool's: slurmctld's checks would read a shape it does not give
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
                                      self._fit_empty)
-        return why if why is not None else self._memory_refusal.get(job.id)
+        return why if why is not None else refused
 
     # ------------------------------------------------------------ priority
     def priority(self, job, info, accrue: float, now: float) -> int:
