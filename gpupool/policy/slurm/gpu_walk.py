@@ -84,7 +84,7 @@ from dataclasses import replace
 
 from gpupool.model.workload import GANG_MIN, Workload
 from gpupool.policy.slurm.eval_nodes import beats
-from gpupool.policy.slurm.min_nodes import per_node_pods
+from gpupool.policy.slurm.min_nodes import per_node_pods, pod_tasks
 
 
 def walk_form(wl: Workload) -> Workload:
@@ -105,7 +105,7 @@ def walk_form(wl: Workload) -> Workload:
         return wl
     cpt = ps.cpus_per_task
     if ps.count == 1:
-        tasks = _pod_tasks(ps)
+        tasks = pod_tasks(ps)
         if tasks > 1:  # ``-n T --gpus=X``, X not a multiple of T: one pod of the T tasks as submitted
             if ps.exclusive or tasks >= ps.gpus_per_job:
                 return wl
@@ -147,20 +147,13 @@ def _tasks_form(wl: Workload, ps) -> Workload:
     GPUs each, the tasks dealt out over the nodes the walk takes (``PodSet.split_tasks``), with
     memory per node as asked (``--mem``, ``--mem-per-gpu`` for the node's G GPUs) or one task's
     (``--mem-per-cpu``)."""
-    tasks = _pod_tasks(ps)
+    tasks = pod_tasks(ps)
     if tasks < 2:
         return wl
     memory = ps.memory_mib // tasks if ps.memory_per == "cpu" else ps.memory_mib
     form = replace(ps, count=tasks, min_count=1, one_per_node=True, cpu_m=ps.cpus_per_task * 1000, memory_mib=memory,
                    split_tasks=tasks, split_gpus=False, slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
-
-
-def _pod_tasks(ps) -> int:
-    """The tasks one pod of ``ps`` holds (its CPUs in whole tasks of ``cpus_per_task``; 1 where
-    they are not whole tasks or per GPU): the sbatch reader's one pod of ``-n T``."""
-    cpt = ps.cpus_per_task
-    return ps.cpu_m // (cpt * 1000) if cpt and not ps.cpu_m % (cpt * 1000) else 1
 
 
 def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], weight,

@@ -47,7 +47,7 @@ from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
 from gpupool.policy.slurm.jobinfo import requested_partitions
 from gpupool.policy.slurm.gpu_walk import walk_form
-from gpupool.policy.slurm.min_nodes import partitions_min_nodes, raise_node_count
+from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,8 +466,7 @@ def _unwalked_refusal(given: Workload, walked: bool) -> str | None:
     if walked or len(given.pod_sets) != 1:
         return None
     ps = given.pod_sets[0]
-    uneven = (ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job
-              and ps.cpus_per_task and ps.cpu_m > ps.cpus_per_task * 1000)
+    uneven = ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job and pod_tasks(ps) > 1
     return MSG_UNWALKED if uneven else None
 
 

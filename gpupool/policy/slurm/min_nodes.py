@@ -27,8 +27,9 @@ Known differences): ``--gpus`` with more tasks than nodes (the real system sprea
 ``-n4 --gpus=4`` as 3 + 1 GPUs beside 2 + 2 tasks, which no pod set here holds: the split form
 spreads tasks, ``spread_gpus`` GPUs, not both), ``--gpus`` that neither spreads (with
 ``--exclusive`` or ``--cpus-per-gpu``) nor divides over the nodes, ``--gpus-per-task`` with
-fewer tasks than nodes (not probed), and jobs of several pod sets (Kubernetes
-shapes, not sbatch's). ``--mem`` over several tasks was split over the task pods, rounded up,
+fewer tasks than nodes (not probed), the reader's one pod of several tasks (``-n T`` with GPUs
+per node, which keeps its one node; ``-n T --gpus=X`` with X not a multiple of T, refused with
+``job_defaults.MSG_UNWALKED``), and jobs of several pod sets (Kubernetes shapes, not sbatch's). ``--mem`` over several tasks was split over the task pods, rounded up,
 and is taken back as their sum.
 """
 from __future__ import annotations
@@ -73,7 +74,7 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
-    if ps.one_per_node or ps.split_tasks or (ps.walk_gpus and ps.cpus_per_task and ps.cpu_m > ps.cpus_per_task * 1000):
+    if ps.one_per_node or ps.split_tasks or (ps.walk_gpus and pod_tasks(ps) > 1):
         return wl  # (the last: one pod of several tasks, ``sbatch._walks_tasks`` and ``-n T --gpus=X``)
     nodes = partitions_min_nodes(cfg, wl)
     if nodes < 2:
@@ -129,3 +130,11 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     return replace(ps, count=nodes, one_per_node=True, min_count=None, cpu_m=cpu_m, memory_mib=memory, gpus=gpus,
                    split_tasks=split, split_gpus=bool(split) and per_task, slurm_tasks=slurm_tasks,
                    spread_gpus=spread)
+
+
+def pod_tasks(ps: PodSet) -> int:
+    """The tasks one pod of ``ps`` holds (its CPUs in whole tasks of ``cpus_per_task``; 1 where
+    they are not whole tasks or per GPU): more than one in the sbatch reader's one pod of
+    ``-n T`` (``sbatch._walks_tasks``, ``-n T --gpus=X`` with X not a multiple of T)."""
+    cpt = ps.cpus_per_task
+    return ps.cpu_m // (cpt * 1000) if cpt and not ps.cpu_m % (cpt * 1000) else 1
