@@ -135,7 +135,7 @@ def diff_slurm_command(
         "--scheduler-parameters", metavar="TEXT", help="SchedulerParameters for both sides (default: 1 s backfill and main passes).")] = None,
     max_limit: Annotated[int, typer.Option("--max-limit", min=1, help="Longest time limit drawn, in minutes.")] = 5,
     gap: Annotated[float, typer.Option("--gap", min=0.0, help="Mean seconds between arrivals.")] = 6.0,
-    mix: Annotated[str, typer.Option("--mix", help="Workload options: gpus (nodes and GPUs per node only), rich (also CPUs, memory, tasks, --exclusive), gpus-job (some multi-node jobs ask --gpus for the whole job), gpus-walk (some jobs ask --gpus with no --nodes), gpus-tasks (some jobs ask --ntasks and --gpus with no --nodes), gpus-per-task (some jobs ask --ntasks and --gpus-per-task with no --nodes) or gres-tasks (some jobs ask --ntasks and --gres=gpu:G with no --nodes).")] = "gpus",
+    mix: Annotated[str, typer.Option("--mix", help="Workload options: gpus (nodes and GPUs per node only), rich (also CPUs, memory, tasks, --exclusive), gpus-job (some multi-node jobs ask --gpus for the whole job), gpus-walk (some jobs ask --gpus with no --nodes), gpus-tasks (some jobs ask --ntasks and --gpus with no --nodes), gpus-per-task (some jobs ask --ntasks and --gpus-per-task with no --nodes), gres-tasks (some jobs ask --ntasks and --gres=gpu:G with no --nodes) or gpus-uneven (some jobs ask --ntasks=T and --gpus=X, X not a multiple of T, with no --nodes).")] = "gpus",
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Keep the real cluster's files here (default: a temporary folder).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:

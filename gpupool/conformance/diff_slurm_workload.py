@@ -65,8 +65,9 @@ class DiffJob:
 #: ``--ntasks=T`` and no ``--nodes`` (the MPI script's ``-n 8 --gpus=8``); ``gpus-per-task``
 #: asks some as ``--ntasks=T --gpus-per-task=G`` with no ``--nodes`` (``-n 8 --gpus-per-task=1``);
 #: ``gres-tasks`` asks some ``--ntasks=T`` beside ``--gres=gpu:G`` and no ``--nodes`` (a script
-#: that forgot ``--nodes``), so that slurmctld takes nodes until their CPUs hold the tasks
-MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks")
+#: that forgot ``--nodes``), so that slurmctld takes nodes until their CPUs hold the tasks;
+#: ``gpus-uneven`` asks some ``--ntasks=T --gpus=X`` with X not a multiple of T
+MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -92,7 +93,10 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     ``mix="gres-tasks"``, from a seventh, keeps the shape's ``--gres=gpu:G`` per node and drops
     ``--nodes`` from 60 % of the jobs, asking ``--ntasks=T`` instead: for one node 2 to 8 tasks
     of one CPU, for N nodes N tasks of 96 CPUs or 2N - 1 of 64, so that idle nodes hold the
-    tasks on N nodes (shown as one node of G GPUs: the walk decides the node count).
+    tasks on N nodes (shown as one node of G GPUs: the walk decides the node count);
+    ``mix="gpus-uneven"``, from an eighth, asks 60 % of the jobs of three GPUs or more
+    ``--ntasks=T --gpus=X`` with no ``--nodes``: X from 3 to the shape's GPUs, T from 2 to X - 1
+    and no divisor of X (shown as one node of X GPUs).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -105,6 +109,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     tasked = random.Random(seed * 1_000_003 + 53) if mix == "gpus-tasks" else None
     per_task = random.Random(seed * 1_000_003 + 67) if mix == "gpus-per-task" else None
     gres_tasks = random.Random(seed * 1_000_003 + 79) if mix == "gres-tasks" else None
+    uneven = random.Random(seed * 1_000_003 + 97) if mix == "gpus-uneven" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -147,6 +152,12 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             continue
         elif gres_tasks is not None and gres_tasks.random() < 0.6:
             out.append(DiffJob(i, f"d{i:03d}", t, 1, g, limit, run, account, _gres_tasks(gres_tasks, n), True, False))
+            continue
+        elif uneven is not None and n * g >= 3 and uneven.random() < 0.6:
+            x = uneven.randint(3, n * g)
+            tasks = uneven.choice([d for d in range(2, x) if x % d])
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--ntasks={tasks}", f"--gpus={x}"),
+                               False, False))
             continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out

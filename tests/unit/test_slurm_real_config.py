@@ -537,3 +537,13 @@ def test_gres_tasks_mix_asks_tasks_beside_gpus_per_node_without_nodes(seed, n):
         assert -(-tasks // (128 // cpt)) == p.nodes  # idle 128-CPU nodes hold the tasks on the shape's nodes
         assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, p.gpus_per_node, tasks * cpt * 1000,
                                                                                 False, True)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_uneven_mix_asks_tasks_and_gpus_not_a_multiple_without_nodes(seed, n):
+    """``mix="gpus-uneven"`` turns some jobs of three GPUs or more into ``--ntasks=T --gpus=X``
+    with no ``--nodes`` and X not a multiple of T (2 <= T < X), which reads back as one walked pod
+    of the T tasks and the X GPUs."""
+    for j, ps, (t, x) in _without_nodes(seed, n, "gpus-uneven"):
+        assert j.gpus_per_node == x and 2 <= t < x and x % t
+        assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, x, t * 1000, False, True)
