@@ -420,7 +420,7 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     """What slurmctld makes of a submission: ``wl`` filled in from its partition's defaults
     (``defaults_for``; unchanged when that partition does not exist), with the CPUs and memory
     its ReqTRES records where they differ (``Workload.req_cpu_mem``), and sbatch's
-    MaxMemPerNode refusal or None. ``node_memory``: RealMemory per node, in slurm.conf's order.
+    MaxMemPerNode refusal, gpupool's ``MSG_UNWALKED``, or None. ``node_memory``: RealMemory per node, in slurm.conf's order.
     A job that gave no node count first gets its partitions' MinNodes (``min_nodes``); its
     ReqTRES CPUs, its memory per CPU or GPU there and its MaxMemPerNode test stay those of the
     request as given (slurmctld's ``min_cpus`` and per-node memory are not changed by the

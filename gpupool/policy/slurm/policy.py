@@ -519,6 +519,12 @@ class Cycle:
         self.out.append(Preempt(victim.id, mode, reason="Preempted", by_job=by, requeue_delay=delay, grace=grace))
 
 
+def _memory_follows_cpus(ps) -> bool:
+    """Whether ``ps``'s memory is per CPU or per task, so that CPUs a selection adds (whole
+    cores, will-run's) bring theirs too."""
+    return ps.memory_per in ("cpu", "task") or bool(ps.memory_per_cpu)
+
+
 def _planned_memory(ps, asked: dict, held: dict) -> int:
     """The memory backfill's limits test counts for walked pod set ``ps`` before it reserves the
     nodes of ``held`` (``alloc_tres`` of will-run's placement; ``asked``: the request's TRES,
@@ -527,7 +533,7 @@ def _planned_memory(ps, asked: dict, held: dict) -> int:
     GPU for the job's X GPUs as asked (``--gpus``). Not modelled: a job whose memory came from
     DefMemPerGPU alone, where slurmctld counts a node's RealMemory for each node."""
     mem = asked["mem"]
-    if ps.memory_per in ("cpu", "task") or ps.memory_per_cpu:
+    if _memory_follows_cpus(ps):
         return mem * held["cpu"] // max(1, asked["cpu"])
     if ps.memory_per == "gpu" and ps.spread:
         return mem
@@ -591,7 +597,7 @@ class SlurmPolicy:
         self.s = load_settings(cfg)
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
-        self._memory_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message (or MSG_UNWALKED)
+        self._submit_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message, or MSG_UNWALKED
         #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)
         self.license_total: dict[str, int] = dict(cfg.params.get("Licenses") or {})  # type: ignore[call-overload]
         self.over_time_limit = self.s.over_time_limit
@@ -870,7 +876,7 @@ class SlurmPolicy:
         if held["cpu"] <= req.tres.get("cpu", 0):
             return req
         tres = {**req.tres, "cpu": held["cpu"]}
-        if "mem" in tres and any(ps.memory_per in ("cpu", "task") or ps.memory_per_cpu for ps in pods):
+        if "mem" in tres and any(_memory_follows_cpus(ps) for ps in pods):
             tres["mem"] = max(tres["mem"], held["mem"])
         return replace(req, tres=tres)
 
@@ -1144,7 +1150,7 @@ class SlurmPolicy:
         default partition (``job_defaults``). The engine calls this once per submission."""
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
-            self._memory_refusal[wl.id] = why  # refused at submit (submit_verdict)
+            self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
         if self.s.limits_enforced and any(ps.walked for ps in filled.pod_sets):
             filled = self._walk_node_cap(filled)
         return filled
@@ -1259,7 +1265,7 @@ class SlurmPolicy:
         return why
 
     def _verdict_of(self, job) -> str | None:
-        refused = self._memory_refusal.get(job.id)
+        refused = self._submit_refusal.get(job.id)
         if refused == job_defaults.MSG_UNWALKED:
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
