@@ -66,8 +66,10 @@ class DiffJob:
 #: asks some as ``--ntasks=T --gpus-per-task=G`` with no ``--nodes`` (``-n 8 --gpus-per-task=1``);
 #: ``gres-tasks`` asks some ``--ntasks=T`` beside ``--gres=gpu:G`` and no ``--nodes`` (a script
 #: that forgot ``--nodes``), so that slurmctld takes nodes until their CPUs hold the tasks;
-#: ``gpus-uneven`` asks some ``--ntasks=T --gpus=X`` with X not a multiple of T
-MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven")
+#: ``gpus-uneven`` asks some ``--ntasks=T --gpus=X`` with X not a multiple of T; ``gpus-range``
+#: asks some ``--nodes=A-B --gpus=X``, so that slurmctld walks A to B nodes for the GPUs
+MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven",
+         "gpus-range")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -96,7 +98,10 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     tasks on N nodes (shown as one node of G GPUs: the walk decides the node count);
     ``mix="gpus-uneven"``, from an eighth, asks 60 % of the jobs of three GPUs or more
     ``--ntasks=T --gpus=X`` with no ``--nodes``: X from 3 to the shape's GPUs, T from 2 to X - 1
-    and no divisor of X (shown as one node of X GPUs).
+    and no divisor of X (shown as one node of X GPUs); ``mix="gpus-range"``, from a ninth, asks
+    60 % of the jobs of two GPUs or more ``--nodes=A-B --gpus=X``: X from 2 to the shape's GPUs,
+    A from 1 to X (below the pool's nodes), B above A up to the pool's nodes, with B nodes
+    enough for X (shown as one node of X GPUs).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -110,6 +115,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     per_task = random.Random(seed * 1_000_003 + 67) if mix == "gpus-per-task" else None
     gres_tasks = random.Random(seed * 1_000_003 + 79) if mix == "gres-tasks" else None
     uneven = random.Random(seed * 1_000_003 + 97) if mix == "gpus-uneven" else None
+    ranged = random.Random(seed * 1_000_003 + 101) if mix == "gpus-range" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -157,6 +163,13 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             x = uneven.randint(3, n * g)
             tasks = uneven.choice([d for d in range(2, x) if x % d])
             out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--ntasks={tasks}", f"--gpus={x}"),
+                               False, False))
+            continue
+        elif ranged is not None and n * g >= 2 and max_nodes >= 2 and ranged.random() < 0.6:
+            x = ranged.randint(2, n * g)
+            least = ranged.randint(1, min(x, max_nodes - 1))
+            most = ranged.randint(max(least + 1, -(-x // gpus_per_node)), max_nodes)
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--nodes={least}-{most}", f"--gpus={x}"),
                                False, False))
             continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))

@@ -1043,6 +1043,17 @@ def _walks_tasks(job: SbatchJob) -> bool:
             and job.gpus_per_task is None and _may_walk(job))
 
 
+def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
+    """Whether the job is ``--nodes=A-B`` (A < B, as sbatch sends it) with ``--gpus=X`` alone
+    and no task count: slurmctld walks A to B nodes for the GPUs as it walks 1 to X without
+    ``--nodes`` (probe p108: ``-N1-3 --gpus=12`` ran as 8 + 4 on idle nodes, ``-N3-4
+    --gpus=12`` as 8 + 3 + 1, ``-N1-3 --gpus=4`` as 2 + 2 with two GPUs free on each node;
+    ``PodSet.walk_nodes``). The options ``_may_walk`` names keep the reader's refusal."""
+    return (least < most and _gpus_for_job_only(job) and job.ntasks is None and job.ntasks_per_node is None
+            and not job.nodelist and not job.exclusive and job.cpus_per_gpu is None
+            and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+
+
 def _may_walk(job: SbatchJob) -> bool:
     """No node count (``--nodes``, ``--ntasks-per-node``, ``--nodelist``) and none of the
     requests the walk's probes did not have (``--exclusive``, ``--cpus-per-gpu``, the options
@@ -1115,6 +1126,7 @@ def _memory_per_pod(job: SbatchJob, shape: _Shape) -> int:
 
 def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     """The job's one pod set and its gang rule (documented in docs/formats/sbatch.md)."""
+    walk_nodes = None  # ``--nodes=A-B`` walked for ``--gpus`` (``PodSet.walk_nodes``)
     if job.nodes is not None:
         least, most = job.min_nodes or 1, job.max_nodes or 1
         if job.ntasks is not None and job.ntasks < most:
@@ -1122,7 +1134,16 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
             # nnodes to 1": 22.05's sbatch/opt.c lowers the largest count, then the least, to --ntasks)
             most = max(1, job.ntasks)
             least = min(least, most)
-        shape = _node_shape(job, least, most)
+        if _walks_range(job, least, most):
+            if job.gpus.count < least:
+                raise _error(job, f"--gpus={job.gpus.text()} asks fewer GPUs than the {least} nodes; Slurm "
+                             "refuses the job (Invalid generic resource (gres) specification)", "gpus", "nodes")
+            # one pod of the X GPUs (what other policies place); the Slurm policy walks least
+            # to most nodes for them (a real 22.05.8 ran -N2-3 --gpus=8 as 7 + 1, probe p108)
+            shape = _Shape(1, None, False, job.gpus.count, _cpus_per_pod(job, 1, job.gpus.count), 1)
+            walk_nodes = (least, most)
+        else:
+            shape = _node_shape(job, least, most)
     elif job.ntasks_per_node is not None:
         nodes = math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node)
         shape = _node_shape(job, nodes, nodes)
@@ -1136,7 +1157,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
                         shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
-    walks = _walks_gpus(job)
+    walks = _walks_gpus(job) or walk_nodes is not None
     pod_set = PodSet(
         name="main", count=shape.count, cpu_m=shape.cpus * 1000,
         memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
@@ -1157,6 +1178,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         else _gpus_for_job_only(job),
         walk_gpus=walks,
         node_memory_mib=job.mem if walks and job.mem and not shape.one_per_node and shape.count > 1 else 0,
+        walk_nodes=walk_nodes,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -144,11 +144,17 @@ class PodSet:
     #: ``gpus_per_job`` 0): as submitted one pod of the T tasks and G GPUs, in the Slurm policy's
     #: form a node range of 1 to T nodes in the split form (one task and G GPUs a pod), which
     #: nodes holding G free GPUs join until their CPUs hold the tasks.
+    #: Also set with ``--nodes=A-B`` (A < B) beside ``--gpus=X`` and no task count: as submitted
+    #: one pod of X GPUs, in the Slurm policy's form a node range of A to B nodes (``walk_nodes``).
     walk_gpus: bool = False
     #: Slurm, ``--mem`` exactly as asked for each node where the pods are task pods that share
     #: it out (⌈mem/T⌉ each) and may be walked (``walk_gpus`` with ``--ntasks``): the walk's
     #: form holds it on each of its nodes; 0 otherwise
     node_memory_mib: int = 0
+    #: Slurm, ``--nodes=A-B`` beside ``--gpus=X`` (``walk_gpus``, A < B, A <= X): the least and
+    #: most nodes the walk may take (as submitted one pod of X GPUs; a real 22.05.8 ran
+    #: ``-N2-3 --gpus=8`` as 7 + 1 GPUs on idle nodes, ``-N1-3 --gpus=12`` as 8 + 4); None: 1 to X
+    walk_nodes: tuple[int, int] | None = None
 
     @property
     def split(self) -> bool:
@@ -171,9 +177,10 @@ class PodSet:
 
     @property
     def counted_pods(self) -> int:
-        """The pods the totals count: in the walked form the one node asked until the walk
-        gives the job its nodes (slurmctld's request: ``node=1``, one node's CPUs and memory)."""
-        return 1 if self.walked else self.count
+        """The pods the totals count: in the walked form the least nodes asked until the walk
+        gives the job its nodes (slurmctld's request: ``node=1``, one node's CPUs and memory;
+        ``--nodes=A-B``, A nodes')."""
+        return (self.min_count or 1) if self.walked else self.count
 
     @property
     def cpus_total(self) -> int:

@@ -547,3 +547,21 @@ def test_gpus_uneven_mix_asks_tasks_and_gpus_not_a_multiple_without_nodes(seed, 
     for j, ps, (t, x) in _without_nodes(seed, n, "gpus-uneven"):
         assert j.gpus_per_node == x and 2 <= t < x and x % t
         assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, x, t * 1000, False, True)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_range_mix_asks_a_node_range_beside_gpus(seed, n):
+    """``mix="gpus-range"`` turns some jobs of two GPUs or more into ``--nodes=A-B --gpus=X``
+    (1 <= A <= X, A < B <= 4, B nodes enough for X), which reads back as one walked pod of the
+    X GPUs with the range (``PodSet.walk_nodes``)."""
+    for j, wl in _mix_read_back(seed, n, "gpus-range", same_shapes=False):
+        if j.nodes_given:
+            assert not j.options and j.gres and wl.total_gpus == j.gpus
+            continue
+        assert not j.gres and j.nodes == 1 and j.gpus_per_node >= 2
+        nodes, gpus = (o.split("=", 1)[1] for o in j.options)
+        least, most = map(int, nodes.split("-"))
+        x = int(gpus)
+        assert x == j.gpus_per_node and 1 <= least <= x and least < most <= 4 and x <= most * 8
+        (ps,) = wl.pod_sets
+        assert (ps.count, ps.gpus, ps.one_per_node, ps.walk_gpus, ps.walk_nodes) == (1, x, False, True, (least, most))

@@ -53,6 +53,18 @@ gpu02, ``-n4 --gres=gpu:2`` took gpu01 alone (the fewest free CPUs that hold the
 ``--mem-per-gpu=1000`` 2000 MB for a node's two GPUs, ``--mem-per-cpu=500`` 1000 MB for its
 two CPUs; a pending job's request was ``cpu=T,node=1,gres/gpu=G``.
 
+With ``--nodes=A-B`` (A < B) beside ``--gpus=X`` and no task count (``PodSet.walk_nodes``;
+probes p108-p110, 2026-12-05, the same nodes; ``tests/unit/test_slurm_gpu_walk_range.py``) the
+walk takes A to B nodes (no more than X): ``_eval_nodes`` starts with A nodes to take, finds a
+run holding enough nodes where it holds those still needed less the range's spare
+(``_enough_nodes`` with req_nodes the largest count), and goes on choosing runs until A nodes
+are taken. Idle, ``-N2-3 --gpus=8`` ran as 7 + 1, ``-N3-4 --gpus=12`` as 8 + 3 + 1, ``-N1-3
+--gpus=12`` as 8 + 4, ``-N2-4 --gpus=2`` as 1 + 1; two GPUs free on each node ``-N3-4 --gpus=4``
+as 2 + 1 + 1; gpu01 with 3 free and gpu02 with 1, ``-N2-4 --gpus=3`` as 2 + 1 on gpu01 and
+gpu03 (a run of one node suffices to start from) and ``-N3-4 --gpus=10`` as 3 + 6 + 1 on gpu01,
+gpu03 and gpu04 (the runs walked on past the first); in a MinNodes=2 partition ``-N1-3
+--gpus=2`` ran as 1 + 1.
+
 The node limits of the job's QOS and associations (MaxTRESPerJob, MaxTRESPerUser,
 MaxTRESPerAccount and GrpTRES ``node=``, their values, not what is left of them) cap the nodes
 the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
@@ -76,7 +88,8 @@ not a multiple of T (T < X) is one pod of the T tasks and X GPUs as submitted (t
 pods would not be identical) and walked the same way: a real 22.05.8 ran ``-n3 --gpus=16`` as
 8 + 8 GPUs with 2 + 2 CPUs and ``-n8 --gpus=9`` as 8 + 1 with 8 + 2 (p104), and p107 six more
 (``-n3 --gpus=5`` as 2 + 2 + 1 with two GPUs free on each node, ``-n3 --gpus=8`` waiting
-there); T > X is still refused by the reader (not probed).
+there); T > X is still refused by the reader (not probed); so is a node range beside
+``--ntasks``, ``--exclusive``, ``--cpus-per-gpu`` or ``--nodelist``.
 """
 from __future__ import annotations
 
@@ -95,7 +108,8 @@ def walk_form(wl: Workload) -> Workload:
     dealt out over the nodes the walk takes (``PodSet.split_tasks``; ``job_defaults`` fills
     in the pods' defaults before it marks them split), and so one pod of T tasks and X GPUs
     (``-n T --gpus=X`` with X not a multiple of T, T < X); one pod of T tasks and G GPUs per
-    node (``-n T --gres=gpu:G``) as ``_tasks_form`` gives it."""
+    node (``-n T --gres=gpu:G``) as ``_tasks_form`` gives it; ``--nodes=A-B --gpus=X``
+    (``PodSet.walk_nodes``) as a node range of A to B nodes (no more than X) of one GPU each."""
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
@@ -119,7 +133,8 @@ def walk_form(wl: Workload) -> Workload:
         nodes = per_node_pods(ps, ps.gpus_per_job)
         if nodes is None or not nodes.spread:
             return wl
-        return replace(wl, pod_sets=(replace(nodes, min_count=1),), gang=GANG_MIN)
+        least, most = ps.walk_nodes or (1, nodes.count)
+        return replace(wl, pod_sets=(replace(nodes, count=min(most, nodes.count), min_count=least),), gang=GANG_MIN)
     if cpt is None or ps.exclusive or ps.gpus_per_job % ps.count:
         return wl
     if ps.memory_per == "gpu":
@@ -168,13 +183,17 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
     most = ps.count
     runs = _runs(fitting, weight)
     taken: list[int] = []
-    nodes_left = ps.min_count or 1
-    while runs and most > 0 and (need > 0 or need_cpus > 0):
+    least = nodes_left = ps.min_count or 1
+    # a run has nodes enough where it holds the nodes still needed less the range's spare
+    # (``_enough_nodes`` with req_nodes the most nodes: a ``--nodes=A-B`` walk's first node may
+    # come from a run of one; probe p110, ``-N2-4 --gpus=3`` on gpu01 and gpu03)
+    spare = max(0, most - least)
+    while runs and most > 0 and (need > 0 or need_cpus > 0 or nodes_left > 0):
         best = None
         best_key: tuple = ()
         for k, run in enumerate(runs):
             run_cpus = sum(cpus[i] for i in run)
-            key = (weight[run[0]], sum(offer[i] for i in run) >= need and len(run) >= nodes_left
+            key = (weight[run[0]], sum(offer[i] for i in run) >= need and len(run) >= nodes_left - spare
                    and run_cpus >= need_cpus, run_cpus)
             if best is None or beats(*key, *best_key):
                 best, best_key = k, key
@@ -204,14 +223,15 @@ def walk_ordered(ps, order: list[int], offer: dict[int, int], cpus: dict[int, in
     least-loaded partition's) gives ``ps``, in that order: each in turn until their GPUs (and
     CPUs) are enough."""
     need = ps.gpus_per_job
+    least = ps.min_count or 1
     taken = []
     for i in order:
-        if (need <= 0 and need_cpus <= 0) or len(taken) == ps.count:
+        if (need <= 0 and need_cpus <= 0 and len(taken) >= least) or len(taken) == ps.count:
             break
         taken.append(i)
         need -= offer[i]
         need_cpus -= cpus[i]
-    return taken if need <= 0 and need_cpus <= 0 and len(taken) >= (ps.min_count or 1) else None
+    return taken if need <= 0 and need_cpus <= 0 and len(taken) >= least else None
 
 
 def _runs(fitting: list[int], weight) -> list[list[int]]:

@@ -428,7 +428,10 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     given = wl
     wl = raise_node_count(cfg, wl)
     # (a job of several tasks that MinNodes could not raise keeps its shape: not probed)
-    walked = wl is given and partitions_min_nodes(cfg, wl) < 2 and (wl := walk_form(wl)) is not given
+    # (``--nodes=A-B`` walks in MinNodes partitions too: its least count is raised there as
+    # any range's is, ``jobinfo.raised_least``)
+    walked = (wl is given and (partitions_min_nodes(cfg, wl) < 2 or _walks_range(wl))
+              and (wl := walk_form(wl)) is not given)
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None
@@ -444,6 +447,13 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         asked = submitted_request(wl, d)
         if walked:  # one node's worth until the walk gives the job its nodes
             asked = submitted_request(given, d)
+            least = _least_walked(wl)
+            if least > 1 and _memory_per_node(given.pod_sets[0], d):
+                # ``--nodes=A-B``: memory per node for A nodes, CPUs and memory per CPU or GPU
+                # as asked (a real 22.05.8 recorded pending ``-N2-3 --gpus=10`` jobs as
+                # cpu=1,mem=200M,node=2 with --mem=100, cpu=4,mem=200M with -c4, cpu=1,mem=100M
+                # with --mem-per-cpu=100, mem=1000M with --mem-per-gpu=100; probes p109, p110)
+                asked = (asked[0], asked[1] * least)
         elif wl is not given:
             before = submitted_request(given, d)
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
@@ -452,20 +462,38 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked)
 
 
+def _walks_range(wl: Workload) -> bool:
+    """Whether ``wl`` is ``--nodes=A-B --gpus=X`` (``PodSet.walk_nodes``), as submitted or in
+    the walk's form."""
+    return any(ps.walk_nodes is not None for ps in wl.pod_sets)
+
+
+def _least_walked(wl: Workload) -> int:
+    """The least nodes of walked ``wl`` (``--nodes=A-B``: A), 1 for any other."""
+    return max((ps.walk_nodes[0] for ps in wl.pod_sets if ps.walk_nodes is not None), default=1)
+
+
 #: the refusal of a job kept off the walk whose as-submitted shape stands for nothing Slurm does
 MSG_UNWALKED = ("gpupool does not model --ntasks=T --gpus=X with X not a multiple of T where the "
                 "partition's defaults (DefCpuPerGPU, MaxMemPerCPU) or MinNodes keep the job from "
                 "walking nodes for its GPUs; ask X as a multiple of T, --gpus-per-task or --nodes")
+#: the same for ``--nodes=A-B --gpus=X`` (``PodSet.walk_nodes``) where the defaults keep it off the walk
+MSG_UNWALKED_RANGE = ("gpupool does not model --nodes=A-B --gpus=X where the partition's defaults "
+                      "(DefCpuPerGPU, MaxMemPerCPU) keep the job from walking nodes for its GPUs; "
+                      "ask a node count, or --gpus-per-node")
 
 
 def _unwalked_refusal(given: Workload, walked: bool) -> str | None:
     """``MSG_UNWALKED`` for ``-n T --gpus=X`` with X not a multiple of T (one pod of the T tasks
     and X GPUs as submitted, ``sbatch._task_shape``) that is not walked: that pod stands for no
     shape slurmctld gives it (it would be refused as fitting no node, where slurmctld runs it on
-    several). Else None."""
+    several); ``MSG_UNWALKED_RANGE`` for ``--nodes=A-B --gpus=X`` kept off the walk the same
+    way (one pod of X GPUs as submitted). Else None."""
     if walked or len(given.pod_sets) != 1:
         return None
     ps = given.pod_sets[0]
+    if ps.walk_nodes is not None and ps.gpus_per_job >= 2:
+        return MSG_UNWALKED_RANGE
     uneven = ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job and pod_tasks(ps) > 1
     return MSG_UNWALKED if uneven else None
 

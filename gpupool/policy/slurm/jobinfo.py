@@ -158,7 +158,12 @@ def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
     """(largest, least) node counts a job gave with ``--nodes`` (``nodes``: its count as
     ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
-    per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``)."""
+    per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``), or a
+    walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its largest lowered to the GPUs, as
+    ``gres_job_state_validate`` lowers it)."""
+    for ps in wl.pod_sets:
+        if ps.walk_nodes is not None:
+            return min(ps.walk_nodes[1], ps.gpus_per_job), ps.walk_nodes[0]
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
         return None, None
     return nodes, least_nodes(wl)

@@ -74,8 +74,10 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
-    if ps.one_per_node or ps.split_tasks or (ps.walk_gpus and pod_tasks(ps) > 1):
-        return wl  # (the last: one pod of several tasks, ``sbatch._walks_tasks`` and ``-n T --gpus=X``)
+    if ps.one_per_node or ps.split_tasks or ps.walk_nodes is not None or (ps.walk_gpus and pod_tasks(ps) > 1):
+        # (``--nodes=A-B --gpus=X`` gave a node count; the last: one pod of several tasks,
+        # ``sbatch._walks_tasks`` and ``-n T --gpus=X``)
+        return wl
     nodes = partitions_min_nodes(cfg, wl)
     if nodes < 2:
         return wl

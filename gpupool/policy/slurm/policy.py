@@ -1176,7 +1176,8 @@ class SlurmPolicy:
         cap = max(caps)
         if cap < 1:
             return wl
-        return replace(wl, pod_sets=tuple(replace(ps, count=cap) if ps.walked and ps.count > cap else ps
+        return replace(wl, pod_sets=tuple(replace(ps, count=cap) if ps.walked and ps.count > cap >= (ps.min_count or 1)
+                                          else ps
                                           for ps in wl.pod_sets))
 
     def submit_verdict(self, job, snap=None) -> str | None:

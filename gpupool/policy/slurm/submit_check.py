@@ -104,6 +104,16 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             why = limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)
         if why is not None:
             part_bad.append(_PART_MESSAGE[why])
+            if len(req.parts) == 1:
+                # one partition whose own limits hold the job: slurmctld does not test the
+                # shape at submit (``_select_nodes_parts`` calls no ``select_nodes``), so a
+                # shape no node holds is accepted and left pending with the limit's reason (a
+                # real 22.05.8 with EnforcePartLimits=NO, probe p111: ``-p short -N2
+                # --gres=gpu:9``, MaxNodes=1, PartitionNodeLimit; ``-t 90``, MaxTime=60,
+                # PartitionTimeLimit; without a limit broken, "Requested node configuration is
+                # not available")
+                ok_parts += 1
+                continue
         # whether the shape fits the empty partition depends only on the pod sets, the
         # partition and which of its nodes are up and not drained: memoised on exactly that
         key = (wl.pod_sets, wl.gang, limits_key(wl), pname, node_ok)
