@@ -40,8 +40,8 @@ def job_shape(job: Job) -> str:
     """The job-shape class used to break down waits and slowdowns."""
     wl = job.wl
     gpus = job_gpus(job)
-    multi_node = any(ps.one_per_node and ps.count > 1 and not ps.walked for ps in wl.pod_sets) or gpus > 8 \
-        or len({p[0] for p in job.placement}) > 1 and any(ps.walked for ps in wl.pod_sets)
+    multi_node = any(ps.one_per_node and ((ps.min_count or 1) if ps.walked else ps.count) > 1 for ps in wl.pod_sets) \
+        or gpus > 8 or len({p[0] for p in job.placement}) > 1 and any(ps.walked for ps in wl.pod_sets)
     if multi_node:
         return "multi-node"
     if gpus == 0:

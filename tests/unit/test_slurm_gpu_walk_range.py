@@ -65,20 +65,25 @@ def pool():
     return load_pool("examples/seed-pool")
 
 
-@pytest.fixture(scope="module")
-def limited(tmp_path_factory):
-    """The seed pool with the probes' partitions ``short`` (MaxNodes=1) and ``mn`` (MinNodes=2)
-    and EnforcePartLimits=NO."""
-    root = tmp_path_factory.mktemp("limited") / "pool"
+def _limited_pool(root, enforce: str):
+    """The seed pool with the probes' partitions ``short`` (MaxNodes=1) and ``mn`` (MinNodes=2),
+    ``mn3`` (gpu[02-04], MinNodes=3) and EnforcePartLimits=``enforce``."""
     shutil.copytree("examples/seed-pool", root)
     conf = root / "slurm.conf"
     text = conf.read_text()
     line = next(x for x in text.splitlines() if x.startswith("PartitionName=train"))
     text = text.replace(line, line + "\nPartitionName=short Nodes=gpu[01-02] MaxNodes=1 MaxTime=60 State=UP"
-                        "\nPartitionName=mn Nodes=gpu[03-04] MinNodes=2 MaxTime=60 State=UP")
+                        "\nPartitionName=mn Nodes=gpu[03-04] MinNodes=2 MaxTime=60 State=UP"
+                        "\nPartitionName=mn3 Nodes=gpu[02-04] MinNodes=3 MaxTime=60 State=UP")
     text = "\n".join(x for x in text.splitlines() if not x.startswith("EnforcePartLimits"))
-    conf.write_text(text + "\nEnforcePartLimits=NO\n")
+    conf.write_text(text + f"\nEnforcePartLimits={enforce}\n")
     return load_pool(root)
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    """``_limited_pool`` with EnforcePartLimits=NO, as in the probes."""
+    return _limited_pool(tmp_path_factory.mktemp("limited") / "pool", "NO")
 
 
 def _held(pool, job) -> dict[str, tuple[tuple[int, ...], int, int]]:
@@ -209,3 +214,58 @@ def test_a_range_walk_takes_its_least_nodes_at_least(nodes, need, least, spare, 
         assert len(got) == len(set(got)) and set(got) <= set(fitting)
         assert least <= len(got) <= most
         assert sum(offer[i] for i in got) >= need
+
+
+def test_a_minnodes_raise_counts_in_the_request_and_the_gpu_test(limited):
+    """slurmctld raises the least count to MinNodes before it builds the request and before
+    it tests the GPUs against the nodes (``_valid_job_part``, then ``gres_job_state_validate``;
+    from the source, not probed): ``-p mn -N1-3 --gpus=10`` records node=2 and memory per
+    node for two; ``-p mn3 -N1-4 --gpus=2`` (MinNodes=3) is refused, "--gpus < -N"."""
+    from gpupool.policy.slurm.min_nodes import MSG_GRES
+
+    pol = make_policy("slurm", limited)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -p mn -t 5 -N1-3 --gpus=10 --mem=100", 0.0, 1),
+                                     user="dave"))
+    req = pol.request_of(wl)
+    assert {k: req.req_tres[k] for k in ("cpu", "mem", "node")} == {"cpu": 1, "mem": 200, "node": 2}
+    for opts in ("-p mn3 -N1-4 --gpus=2", "-p mn3 -N2-4 --gpus=2"):
+        job = _run(limited, {}, f"{opts} --mem=100")
+        assert (job.state, job.reason) == ("REJECTED", MSG_GRES), opts
+    job = _started_at_once(limited, {}, "-p mn3 -N1-4 --gpus=3")
+    assert {n: len(g) for n, (g, _c, _m) in _held(limited, job).items()} == {"gpu02": 1, "gpu03": 1, "gpu04": 1}
+
+
+def test_the_limits_skipping_the_shape_test_are_those_of_the_job_as_stored(limited):
+    """The skip reads the job as slurmctld stores it (``job_limits_check`` after the MinNodes
+    raise and the time limit filled in; from the source): ``-p mn -N1-2 --gres=gpu:9`` meets
+    MinNodes once raised, so its shape is tested and refused; ``--qos=high -p short
+    --gres=gpu:9`` without ``--time`` gets QOS high's MaxWall, over MaxTime, and waits with
+    PartitionTimeLimit."""
+    job = _run(limited, {}, "-p mn -N1-2 --gres=gpu:9 --mem=100")
+    assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODES)
+    wl = replace(workload("j", "-A ml-research --qos=high -p short --gres=gpu:9 --mem=100", 0.0, 1, runtime=100.0),
+                 user="alice")
+    job = Engine(limited, [wl], make_policy("slurm", limited), check=True, until=500).run().jobs[0]
+    assert (job.state, job.reason) == ("PENDING", "PartitionTimeLimit")
+
+
+@pytest.mark.parametrize("enforce", ["YES", "ALL"])
+def test_enforced_partition_limits_read_the_range_as_given(tmp_path, enforce):
+    """Under EnforcePartLimits the range's largest count as given is held against MaxNodes
+    before the GPUs lower it (``_part_access_check`` in ``_valid_job_part``; from the source):
+    ``-p short -N1-3 --gpus=1`` is refused, "Node count specification invalid"."""
+    pool = _limited_pool(tmp_path / "pool", enforce)
+    job = _run(pool, {}, "-p short -N1-3 --gpus=1 --mem=100")
+    assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODE_COUNT)
+    assert _run(pool, {}, "-N1-2 --gpus=1 --mem=100").first_start == 1.0
+
+
+def test_reports_class_a_pending_range_of_several_nodes_as_multi_node(pool):
+    from gpupool.report.metrics import job_shape
+
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 5 --mem=100 {o}", at, k, runtime=300.0), user="dave")
+           for k, (o, at) in enumerate([("-N1 --gres=gpu:8 -w gpu0%d" % i, 0.0) for i in range(1, 5)]
+                                       + [("-N3-4 --gpus=6", 1.0)], 1)]
+    out = Engine(pool, wls, make_policy("slurm", pool), check=True, until=100.0).run()
+    job = max(out.jobs, key=lambda j: j.id)
+    assert job.state == "PENDING" and job_shape(job) == "multi-node"

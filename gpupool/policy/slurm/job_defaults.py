@@ -45,7 +45,7 @@ from gpupool.errors import InputError
 from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import PodSet, Workload
-from gpupool.policy.slurm.jobinfo import requested_partitions
+from gpupool.policy.slurm.jobinfo import raised_least, requested_partitions
 from gpupool.policy.slurm.gpu_walk import walk_form
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
 
@@ -432,6 +432,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     # any range's is, ``jobinfo.raised_least``)
     walked = (wl is given and (partitions_min_nodes(cfg, wl) < 2 or _walks_range(wl))
               and (wl := walk_form(wl)) is not given)
+    if walked and _walks_range(wl):
+        wl = _raised_range(cfg, wl)
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None
@@ -469,8 +471,26 @@ def _walks_range(wl: Workload) -> bool:
 
 
 def _least_walked(wl: Workload) -> int:
-    """The least nodes of walked ``wl`` (``--nodes=A-B``: A), 1 for any other."""
-    return max((ps.walk_nodes[0] for ps in wl.pod_sets if ps.walk_nodes is not None), default=1)
+    """The least nodes of ``wl`` in the walk's form (``--nodes=A-B``: A, as MinNodes raised it),
+    1 for any other."""
+    return max((ps.min_count or 1 for ps in wl.pod_sets if ps.walk_nodes is not None and ps.walked), default=1)
+
+
+def _raised_range(cfg: SlurmConfig, wl: Workload) -> Workload:
+    """Walked ``--nodes=A-B`` (the walk's form) with A raised to its partitions' least MinNodes
+    where B reaches it, as slurmctld stores the job (``jobinfo.raised_least``): the request
+    (ReqTRES, limits) counts the raised count (a real 22.05.8 ran ``-N1-3 --gpus=2`` on two
+    nodes of a MinNodes=2 partition, probe p109). A count beyond the walk's nodes (fewer GPUs
+    than it) is left: the job is refused at submit (``min_nodes.fewer_gpus_than_nodes``)."""
+    floor = partitions_min_nodes(cfg, wl)
+    out = []
+    for ps in wl.pod_sets:
+        if ps.walk_nodes is not None and ps.walked:
+            least = raised_least(ps.min_count or 1, ps.walk_nodes[1], floor)
+            if least <= ps.count:
+                ps = replace(ps, min_count=least)
+        out.append(ps)
+    return replace(wl, pod_sets=tuple(out))
 
 
 #: the refusal of a job kept off the walk whose as-submitted shape stands for nothing Slurm does

@@ -159,14 +159,35 @@ def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
     ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
     per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``), or a
-    walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its largest lowered to the GPUs, as
-    ``gres_job_state_validate`` lowers it)."""
+    walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its B and A as given, which
+    ``_valid_job_part`` tests before ``gres_job_state_validate`` lowers B to the GPUs)."""
     for ps in wl.pod_sets:
         if ps.walk_nodes is not None:
-            return min(ps.walk_nodes[1], ps.gpus_per_job), ps.walk_nodes[0]
+            return ps.walk_nodes[1], ps.walk_nodes[0]
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
         return None, None
     return nodes, least_nodes(wl)
+
+
+def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
+    """(largest, least) node counts of a job as slurmctld stores them once it exists, which
+    ``job_limits_check`` holds against each partition's MaxNodes and MinNodes
+    (``_get_job_parts``): a job that gave ``--nodes`` keeps its range, its least count raised to
+    the least MinNodes of its partitions where its largest reaches that (a walked range's
+    largest then lowered to its GPUs, ``gres_job_state_validate``); one that gave none has
+    no largest, and its count (``nodes``) is kept. Where all its partitions set MinNodes the
+    job was given their least at submit (``min_nodes.raise_node_count``) and arrives here with
+    that node count; one it does not raise (``min_nodes``' docstring lists which) waits
+    (docs/policies/slurm.md, Known differences)."""
+    most, least = given_node_counts(wl, nodes)
+    if most is None:
+        return None, nodes
+    floor = min(((p.min_nodes or 1) for p in parts), default=1)
+    least = raised_least(least, most, floor)
+    for ps in wl.pod_sets:
+        if ps.walk_nodes is not None:
+            most = min(most, ps.gpus_per_job)
+    return most, least
 
 
 def raised_least(least: int, most: int, min_nodes: int | None) -> int:

@@ -157,7 +157,7 @@ def part_limit(time_limit: float | None, most: int | None, least: int | None, pa
     the count held against MinNodes, each None where slurmctld has none to test (a job that
     gave no ``--nodes``). At submit that is a range's least count; once the job exists
     slurmctld has raised it to the least MinNodes of the job's partitions where its largest
-    reaches that, and the queue passes the counts so stored (``queue.stored_node_counts``). Probe p96 (a real 22.05.8 under EnforcePartLimits=ALL)
+    reaches that, and the queue passes the counts so stored (``jobinfo.stored_node_counts``). Probe p96 (a real 22.05.8 under EnforcePartLimits=ALL)
     refused ``-N1-2`` in a partition of MaxNodes=1, and ``-N1-2``, ``-N1-3`` and ``-N1`` in one
     of MinNodes=2. The job's QOS flags PartitionMaxNodes, PartitionMinNodes and
     PartitionTimeLimit lift the matching limit (a real 22.05.8 ran ``-N2`` in a partition of

@@ -65,7 +65,9 @@ def run(cy, records, full: bool) -> None:
         usable, eligible, available = got
         least = least_nodes(job.wl)
         if info.part.min_nodes is not None:  # a range's least count as slurmctld stored it
-            least = raised_least(least, pol.req(job).nodes, info.part.min_nodes)
+            # (against the range's largest: a walked range's request counts its least)
+            least = raised_least(least, max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets),
+                                 info.part.min_nodes)
         if least > available:
             # fewer of the partition's nodes are available than the job needs: DOWN, DRAINED
             # or withheld for a higher-priority partition's job; slurmctld skips the job

@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from gpupool.model.slurm import SlurmConfig
 from gpupool.model.workload import PodSet, Workload
-from gpupool.policy.slurm.jobinfo import requested_partitions
+from gpupool.policy.slurm.jobinfo import raised_least, requested_partitions
 
 
 def partitions_min_nodes(cfg: SlurmConfig, wl: Workload) -> int:
@@ -59,11 +59,18 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     (``gres_job_state_validate`` after ``_valid_job_part``: "--gpus < -N"; probe p99 refused
     ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` in a MinNodes=2 partition with ``MSG_GRES``).
     A job with a node count is held against its least count (a range's largest is lowered to
-    the GPUs instead); sbatch's reader already refuses ``--gpus`` below it."""
+    the GPUs instead); sbatch's reader already refuses ``--gpus`` below it. A walked
+    ``--nodes=A-B`` (``PodSet.walk_nodes``) is held against A as MinNodes raised it
+    (``_valid_job_part`` first: ``-N1-4 --gpus=2`` in a MinNodes=3 partition is refused)."""
     ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
     if ps is None or not ps.gpus_per_job:
         return False
-    least = (ps.min_count if ps.min_count is not None else ps.count) if ps.one_per_node else partitions_min_nodes(cfg, wl)
+    if ps.walk_nodes is not None:
+        least = raised_least(*ps.walk_nodes, partitions_min_nodes(cfg, wl))
+    elif ps.one_per_node:
+        least = ps.min_count if ps.min_count is not None else ps.count
+    else:
+        least = partitions_min_nodes(cfg, wl)
     return ps.gpus_per_job < least
 
 

@@ -1267,10 +1267,10 @@ class SlurmPolicy:
 
     def _verdict_of(self, job) -> str | None:
         refused = self._submit_refusal.get(job.id)
-        if refused == job_defaults.MSG_UNWALKED:
+        if refused in (job_defaults.MSG_UNWALKED, job_defaults.MSG_UNWALKED_RANGE):
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
-                                     self._fit_empty)
+                                     self._fit_empty, lambda info: self.time_limit(job, info))
         return why if why is not None else refused
 
     # ------------------------------------------------------------ priority

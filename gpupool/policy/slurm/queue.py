@@ -14,7 +14,7 @@ from gpupool.policy.dependencies import (
     parse_dependency,
 )
 from gpupool.policy.slurm import limits
-from gpupool.policy.slurm.jobinfo import given_node_counts, raised_least
+from gpupool.policy.slurm.jobinfo import stored_node_counts
 
 
 class Record:
@@ -83,22 +83,6 @@ def _static_of(pol) -> _Static:
     if st is None or st.parts is not pol.parts:
         st = _STATIC[pol] = _Static(pol.parts)
     return st
-
-
-def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
-    """(largest, least) node counts of a job as slurmctld stores them once it exists, which
-    ``job_limits_check`` holds against each partition's MaxNodes and MinNodes
-    (``_get_job_parts``): a job that gave ``--nodes`` keeps its range, its least count raised to
-    the least MinNodes of its partitions where its largest reaches that; one that gave none has
-    no largest, and its count (``nodes``) is kept. Where all its partitions set MinNodes the
-    job was given their least at submit (``min_nodes.raise_node_count``) and arrives here with
-    that node count; one it does not raise (``min_nodes``' docstring lists which) waits
-    (docs/policies/slurm.md, Known differences)."""
-    most, least = given_node_counts(wl, nodes)
-    if most is None:
-        return None, nodes
-    floor = min(((p.min_nodes or 1) for p in parts), default=1)
-    return most, raised_least(least, most, floor)
 
 
 def _job_static(pol, job) -> tuple:

@@ -380,7 +380,7 @@ def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
     A kept range takes at most the partition's ``max_nodes`` (slurmctld caps a job's node
     count at MaxNodes) and at least its ``min_nodes`` where the range reaches it (slurmctld
     raised the least count at submit; a partition whose MinNodes the stored count does not
-    meet holds the job before it is placed, ``queue.stored_node_counts``)."""
+    meet holds the job before it is placed, ``jobinfo.stored_node_counts``)."""
     pod_sets = wl.pod_sets
     for ps in pod_sets:
         if ps.min_count is not None:

@@ -11,6 +11,7 @@ so it refuses exactly what the policy would reject.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from gpupool.engine.nodes import NodeTable
@@ -24,7 +25,8 @@ from gpupool.policy.slurm.config import (
     load_settings,
     partition_infos,
 )
-from gpupool.policy.slurm.jobinfo import JobReq, account_chain, association_qos, given_node_counts, job_req
+from gpupool.policy.slurm.jobinfo import (JobReq, account_chain, association_qos, given_node_counts, job_req,
+                                          stored_node_counts)
 from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
@@ -38,10 +40,13 @@ def slurm_config(pool: Pool) -> SlurmConfig:
 
 
 def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: NodeTable, cfg: SlurmConfig,
-              s: Settings, fit_memo: dict | None = None) -> str | None:
+              s: Settings, fit_memo: dict | None = None,
+              stored_time: Callable[[PartInfo], float | None] | None = None) -> str | None:
     """Slurm's message if a job asking ``req`` (derived from ``wl``) is refused at submit, else None.
 
-    ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run)."""
+    ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run);
+    ``stored_time`` gives the limit slurmctld stores for a job without ``--time``
+    (``SlurmPolicy.time_limit``; without it, the partition's DefaultTime)."""
     acct = cfg.accounting
     last = wl.array_last_task_id
     if last is not None:
@@ -104,16 +109,16 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             why = limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)
         if why is not None:
             part_bad.append(_PART_MESSAGE[why])
-            if len(req.parts) == 1:
-                # one partition whose own limits hold the job: slurmctld does not test the
-                # shape at submit (``_select_nodes_parts`` calls no ``select_nodes``), so a
-                # shape no node holds is accepted and left pending with the limit's reason (a
-                # real 22.05.8 with EnforcePartLimits=NO, probe p111: ``-p short -N2
-                # --gres=gpu:9``, MaxNodes=1, PartitionNodeLimit; ``-t 90``, MaxTime=60,
-                # PartitionTimeLimit; without a limit broken, "Requested node configuration is
-                # not available")
-                ok_parts += 1
-                continue
+        if len(req.parts) == 1 and _held_as_stored(req, wl, info, job_qos, stored_time):
+            # one partition whose own limits hold the job as slurmctld stores it: the shape is
+            # not tested at submit (``_select_nodes_parts`` calls no ``select_nodes``), so a
+            # shape no node holds is accepted and left pending with the limit's reason (a
+            # real 22.05.8 with EnforcePartLimits=NO, probe p111: ``-p short -N2
+            # --gres=gpu:9``, MaxNodes=1, PartitionNodeLimit; ``-t 90``, MaxTime=60,
+            # PartitionTimeLimit; without a limit broken, "Requested node configuration is
+            # not available")
+            ok_parts += 1
+            continue
         # whether the shape fits the empty partition depends only on the pod sets, the
         # partition and which of its nodes are up and not drained: memoised on exactly that
         key = (wl.pod_sets, wl.gang, limits_key(wl), pname, node_ok)
@@ -139,6 +144,20 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     # before the accounting policy's (``acct_policy_validate``: DenyOnLimit)
     return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, most, parts, acct, s))
+
+
+def _held_as_stored(req: JobReq, wl: Workload, info: PartInfo, job_qos,
+                    stored_time: Callable[[PartInfo], float | None] | None) -> bool:
+    """Whether partition ``info``'s own limits hold the job as slurmctld stores it once created,
+    as ``job_limits_check`` tests them: its node counts with MinNodes' raise
+    (``jobinfo.stored_node_counts``), its limit with DefaultTime or a MaxWall filled in, then
+    the partition's QOS and accounts (``queue._job_static`` tests the same)."""
+    most, least = stored_node_counts(wl, req.nodes, [info.part])
+    tl = req.time_limit
+    if tl is None:
+        tl = stored_time(info) if stored_time is not None else info.part.default_time
+    return (limits.part_limit(tl, most, least, info.part, info.max_time, job_qos) is not None
+            or limits.part_policy(info.part, req.account, req.qos) is not None)
 
 
 _PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME,
@@ -298,6 +317,8 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
+    if refused in (job_defaults.MSG_UNWALKED, job_defaults.MSG_UNWALKED_RANGE):
+        return refused  # gpupool's: slurmctld's checks would read a shape it does not give
     return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
 
 
