@@ -948,8 +948,8 @@ class Engine:
                 if odd or not tasks or not tasks * cpt <= cpu < tasks * cpt + self.nodes.cpu_step[node]:
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs and {cpu // 1000} "
                                              f"CPUs for tasks of {ps.gpus} GPUs and {cpt // 1000} CPUs")
-            elif ps.spread:  # --gpus dealt out: one at least
-                if not got:
+            elif ps.spread:  # --gpus dealt out: one at least (none where the nodes outnumber them)
+                if not got and ps.split_tasks <= ps.gpus_per_job:
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got no GPU of the job's {ps.gpus_per_job}")
             elif not ps.exclusive and got != ps.gpus:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, asked {ps.gpus}")
@@ -971,7 +971,8 @@ class Engine:
                         f"job {job.id}: two pods of one-pod-per-node pod set {ps.name!r} share a node")
             if ps.spread and (len(chunk) == ps.count or (ps.walked and chunk)):
                 dealt = sum(p[1].bit_count() for p in chunk)
-                if dealt != ps.gpus_per_job:
+                # (more where the nodes outnumber the GPUs by two or more: ``spread_gpus``)
+                if dealt != ps.gpus_per_job and not (dealt > ps.gpus_per_job and len(chunk) > ps.gpus_per_job + 1):
                     raise InvariantViolation(f"job {job.id}: pod set {ps.name!r} got {dealt} GPUs, asked "
                                              f"{ps.gpus_per_job} for the job")
 

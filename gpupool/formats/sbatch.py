@@ -1023,13 +1023,15 @@ def _walks_gpus(job: SbatchJob) -> bool:
     """Whether slurmctld may give the job as many nodes as its ``--gpus`` need, or as its
     tasks need beside GPUs per node (``PodSet.walk_gpus``): no node count and none of the
     requests not probed with the walk (``_may_walk``), and either two GPUs or more for the
-    whole job with no ``--ntasks`` or two tasks or more (each node takes one at least, so the
-    tasks cap the nodes), or ``_walks_tasks``. ``-n1 --gpus=16`` is held to one node (a real
-    22.05.8 refused it on 8-GPU nodes), so one task keeps the task shape."""
+    whole job with no ``--ntasks``, or any GPUs beside two tasks or more (each node takes one
+    task at least, so the tasks cap the nodes; with more tasks than GPUs, the walk may take
+    more nodes than GPUs: a real 22.05.8 ran ``-n300 --gpus=2`` on three nodes, probe p112),
+    or ``_walks_tasks``. ``-n1 --gpus=16`` is held to one node (a real 22.05.8 refused it on
+    8-GPU nodes), so one task keeps the task shape."""
     if _walks_tasks(job):
         return True
-    return (_gpus_for_job_only(job) and job.gpus.count >= 2 and (job.ntasks is None or job.ntasks >= 2)
-            and _may_walk(job))
+    return (_gpus_for_job_only(job) and (job.ntasks is None or job.ntasks >= 2)
+            and (job.gpus.count >= 2 or job.ntasks is not None) and _may_walk(job))
 
 
 def _walks_tasks(job: SbatchJob) -> bool:
@@ -1090,9 +1092,10 @@ def _task_shape(job: SbatchJob) -> _Shape:
     if job.gpus_per_task is not None:
         gpus = job.gpus_per_task.count
     elif job.gpus is not None:
-        if job.gpus.count % count and _walks_gpus(job) and count < job.gpus.count:
+        if job.gpus.count % count and _walks_gpus(job):
             # one pod of the T tasks and the X GPUs (what other policies place); the Slurm
-            # policy walks nodes for them (a real 22.05.8 ran -n3 --gpus=16 as 8 + 8, probe p104)
+            # policy walks nodes for them (a real 22.05.8 ran -n3 --gpus=16 as 8 + 8, probe
+            # p104, and -n8 --gpus=3 on one idle node, -n300 --gpus=2 on three, probe p112)
             return _Shape(1, None, False, job.gpus.count, _cpus_per_pod(job, count, job.gpus.count), count)
         if job.gpus.count % count:
             raise _error(job, f"--gpus={job.gpus.text()} cannot be split evenly over --ntasks={count}; "

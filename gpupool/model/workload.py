@@ -137,7 +137,7 @@ class PodSet:
     #: policy's form is the ``spread_gpus`` form over a node range of 1 to X nodes
     #: (``min_count`` 1), whose node count the walk decides when the job is placed. Also set
     #: with ``--ntasks=T`` (T >= 2): as submitted T task pods of X/T GPUs (X a multiple of T;
-    #: else, T < X, one pod of the T tasks and the X GPUs), in the Slurm policy's form a node
+    #: else one pod of the T tasks and the X GPUs), in the Slurm policy's form a node
     #: range of 1 to T nodes in both the spread and the split form (one task and one GPU a pod),
     #: the tasks and GPUs dealt out once the walk took the nodes.
     #: Also set with ``--ntasks=T`` (T >= 2) beside GPUs per node (``--gres=gpu:G``,

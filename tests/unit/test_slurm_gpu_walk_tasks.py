@@ -22,6 +22,8 @@ from tests.unit.test_slurm_gpu_walk import _FRAG2, _run, _started_at_once
 
 _CPU = {"gpu02": "--gres=gpu:4 -c64", "gpu03": "--gres=gpu:4"}
 _UNEVEN = {"gpu01": 5, "gpu02": 7}
+#: two CPUs (one core) free on every node, all GPUs free
+_ALL2 = {f"gpu0{i}": "-c126" for i in range(1, 5)}
 
 #: (blockers, options) -> {node: (GPUs, CPUs)} as the real system gave them
 _CASES = [
@@ -48,6 +50,27 @@ _CASES = [
     # gpu02 offers the most GPUs, so it is taken first and gets all tasks but one per later node
     ({"gpu01": 6, "gpu02": 2, "gpu03": 8, "gpu04": 6}, "-n10 --gpus=10",
      {"gpu01": (2, 2), "gpu02": (6, 8), "gpu04": (2, 2)}),
+    # probe p112 (2026-12-05, the same nodes): more tasks than GPUs; the walk may then take more
+    # nodes than GPUs, and the first nodes get none
+    ({}, "-n4 --gpus=2", {"gpu01": (2, 4)}),
+    ({}, "-n8 --gpus=3", {"gpu01": (3, 8)}),
+    ({}, "-n16 --gpus=2 -c16", {"gpu01": (1, 128), "gpu02": (1, 128)}),
+    (_FRAG2, "-n6 --gpus=3", {"gpu01": (2, 6), "gpu02": (1, 2)}),
+    (_ALL2, "-n8 --gpus=4", {f"gpu0{i}": (1, 2) for i in range(1, 5)}),
+    (_ALL2, "-n8 --gpus=3", {"gpu01": (0, 2), **{f"gpu0{i}": (1, 2) for i in range(2, 5)}}),
+    ({}, "-n300 --gpus=2", {"gpu01": (0, 128), "gpu02": (1, 128), "gpu03": (1, 44)}),
+    ({}, "-n5 --gpus=4 --mem=1000 -c40", {"gpu01": (3, 120), "gpu02": (1, 80)}),
+    # probe p113: one GPU for several tasks; a node without a free GPU is not taken for tasks
+    ({}, "-n4 --gpus=1", {"gpu01": (1, 4)}),
+    (_ALL2, "-n4 --gpus=1", {"gpu01": (0, 2), "gpu02": (1, 2)}),
+    ({"gpu01": 8}, "-n300 --gpus=2", {"gpu02": (0, 128), "gpu03": (1, 128), "gpu04": (1, 44)}),
+    # probes p113 and p114: where the nodes outnumber the GPUs by two or more every node takes
+    # all the GPUs it has free (``_set_job_bits1``'s share below zero), more than asked
+    ({}, "-n300 --gpus=1", {"gpu01": (8, 128), "gpu02": (8, 128), "gpu03": (8, 44)}),
+    ({}, "-n500 --gpus=2", {"gpu01": (8, 128), "gpu02": (8, 128), "gpu03": (8, 128), "gpu04": (8, 116)}),
+    (_ALL2, "-n6 --gpus=1", {f"gpu0{i}": (8, 2) for i in range(1, 4)}),
+    (_FRAG2, "-n300 --gpus=1", {"gpu01": (2, 126), "gpu02": (2, 126), "gpu03": (2, 48)}),
+    ({}, "-n400 --gpus=3", {"gpu01": (0, 128), "gpu02": (1, 128), "gpu03": (1, 128), "gpu04": (1, 16)}),
 ]
 
 
@@ -163,7 +186,8 @@ def test_x_not_a_multiple_of_t_is_one_pod_of_the_tasks_for_other_policies(pool):
     """``-n3 --gpus=16``: its task pods could not be identical, so as submitted it is one pod of
     three tasks' CPUs and 16 GPUs (marked walked), which fits no 8-GPU node outside the Slurm
     policy; the Slurm policy's request counts 3 CPUs, one node and 16 GPUs until it starts.
-    ``-n8 --gpus=3`` (more tasks than GPUs, not probed) is still refused by the reader."""
+    ``-n8 --gpus=3`` (more tasks than GPUs) is the same shape; with ``--exclusive`` (not probed)
+    the reader refuses it."""
     from gpupool.errors import InputError
     from gpupool.formats.sbatch import job_pod_set, parse_sbatch_text
 
@@ -174,8 +198,10 @@ def test_x_not_a_multiple_of_t_is_one_pod_of_the_tasks_for_other_policies(pool):
     (form,) = make_policy("slurm", pool).resolve_request(wl).pod_sets
     assert (form.walked, form.split_tasks, form.count, form.cpus_total, form.total_gpus, form.memory_total) == (
         True, 3, 3, 3, 16, 100)
+    (ps,) = replace(workload("j", "-A ml-platform -t 5 -n8 --gpus=3 --mem=100", 0.0, 1), user="dave").pod_sets
+    assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, 3, 8000, False, True)
     with pytest.raises(InputError, match="cannot be split evenly over --ntasks=8"):
-        job_pod_set(parse_sbatch_text("#!/bin/bash\n#SBATCH -n8 --gpus=3\n", "job.sbatch"))
+        job_pod_set(parse_sbatch_text("#!/bin/bash\n#SBATCH -n8 --gpus=3 --exclusive\n", "job.sbatch"))
 
 
 
@@ -189,3 +215,20 @@ def test_x_not_a_multiple_of_t_keeps_memory_per_gpu_per_node_or_per_cpu(pool):
     assert [p[3] for p in sorted(job.placement)] == [2000, 2000]
     job = _run(pool, {}, "-n3 --gpus=16 --mem-per-cpu=500")
     assert [(p[2], p[3]) for p in sorted(job.placement)] == [(2000, 1000), (2000, 1000)]
+
+
+def test_more_tasks_than_gpus_memory_per_gpu_follows_the_nodes_gpus_and_the_request_counts_the_tasks(pool):
+    """Probe p113: ``-n8 --gpus=3 --mem-per-gpu=1000 -c32`` held 2000 + 1000 MB for 2 + 1 GPUs;
+    on four nodes of two free CPUs ``-n8 --gpus=3 --mem-per-gpu=1000`` held none on the node
+    without a GPU (``Mem=0``); a pending ``-n10 --gpus=3`` recorded ``cpu=10,mem=100M,node=1``."""
+    job = _started_at_once(pool, {}, "-n8 --gpus=3 --mem-per-gpu=1000 -c32")
+    assert [(p[1].bit_count(), p[2] // 1000, p[3]) for p in sorted(job.placement)] == [(2, 128, 2000), (1, 128, 1000)]
+    job = _started_at_once(pool, _ALL2, "-n8 --gpus=3 --mem-per-gpu=1000")
+    assert [(p[1].bit_count(), p[3]) for p in sorted(job.placement)] == [(0, 0), (1, 1000), (1, 1000), (1, 1000)]
+    pol = make_policy("slurm", pool)
+    wl = pol.resolve_request(replace(workload("j", "-A ml-platform -t 5 -n10 --gpus=3 --mem=100", 0.0, 1), user="dave"))
+    req = pol.request_of(wl)
+    assert {k: req.req_tres[k] for k in ("cpu", "mem", "node", "gres/gpu")} == {"cpu": 10, "mem": 100, "node": 1,
+                                                                               "gres/gpu": 3}
+    job = _run(pool, _ALL2, "-n10 --gpus=3 --mem=100")
+    assert (job.first_start, job.reason) == (300.0, "Resources")

@@ -88,8 +88,11 @@ not a multiple of T (T < X) is one pod of the T tasks and X GPUs as submitted (t
 pods would not be identical) and walked the same way: a real 22.05.8 ran ``-n3 --gpus=16`` as
 8 + 8 GPUs with 2 + 2 CPUs and ``-n8 --gpus=9`` as 8 + 1 with 8 + 2 (p104), and p107 six more
 (``-n3 --gpus=5`` as 2 + 2 + 1 with two GPUs free on each node, ``-n3 --gpus=8`` waiting
-there); T > X is still refused by the reader (not probed); so is a node range beside
-``--ntasks``, ``--exclusive``, ``--cpus-per-gpu`` or ``--nodelist``.
+there). More tasks than GPUs (T > X, X = 1 too) is that one pod as well, and the walk may then
+take up to T nodes, more than X, the first of them getting no GPU (``spread_gpus``; probe
+p112: ``-n8 --gpus=3`` on one idle node, and as 0 + 1 + 1 + 1 on four nodes of two free CPUs;
+``-n300 --gpus=2`` as 0 + 1 + 1 on three idle nodes). A node range beside ``--ntasks``,
+``--exclusive``, ``--cpus-per-gpu`` or ``--nodelist`` is still refused by the reader.
 """
 from __future__ import annotations
 
@@ -107,7 +110,7 @@ def walk_form(wl: Workload) -> Workload:
     T nodes (no more than X: each takes a GPU) of one task and one GPU each, the T tasks to be
     dealt out over the nodes the walk takes (``PodSet.split_tasks``; ``job_defaults`` fills
     in the pods' defaults before it marks them split), and so one pod of T tasks and X GPUs
-    (``-n T --gpus=X`` with X not a multiple of T, T < X); one pod of T tasks and G GPUs per
+    (``-n T --gpus=X`` with X not a multiple of T); one pod of T tasks and G GPUs per
     node (``-n T --gres=gpu:G``) as ``_tasks_form`` gives it; ``--nodes=A-B --gpus=X``
     (``PodSet.walk_nodes``) as a node range of A to B nodes (no more than X) of one GPU each."""
     if len(wl.pod_sets) != 1:
@@ -115,13 +118,13 @@ def walk_form(wl: Workload) -> Workload:
     ps = wl.pod_sets[0]
     if ps.walk_gpus and not ps.one_per_node and ps.count == 1 and not ps.gpus_per_job:
         return _tasks_form(wl, ps)
-    if not ps.walk_gpus or ps.one_per_node or ps.gpus_per_job < 2:
+    if not ps.walk_gpus or ps.one_per_node or not ps.gpus_per_job:
         return wl
     cpt = ps.cpus_per_task
     if ps.count == 1:
         tasks = pod_tasks(ps)
         if tasks > 1:  # ``-n T --gpus=X``, X not a multiple of T: one pod of the T tasks as submitted
-            if ps.exclusive or tasks >= ps.gpus_per_job:
+            if ps.exclusive:
                 return wl
             if ps.memory_per == "gpu":
                 memory = ps.memory_mib // ps.gpus  # per GPU: for the pod's one GPU
@@ -148,10 +151,12 @@ def walk_form(wl: Workload) -> Workload:
 
 
 def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Workload:
-    """The walk's form of ``-n T --gpus=X``: a node range of 1 to T nodes (no more than X: each
-    takes a GPU) of one task of ``cpt`` CPUs and one GPU each (``memory`` a pod), the T tasks
-    dealt out over the nodes the walk takes (``PodSet.split_tasks``)."""
-    form = replace(ps, count=min(tasks, ps.gpus_per_job), min_count=1, one_per_node=True, gpus=1,
+    """The walk's form of ``-n T --gpus=X``: a node range of 1 to T nodes of one task of ``cpt``
+    CPUs and one GPU each (``memory`` a pod), the T tasks dealt out over the nodes the walk
+    takes (``PodSet.split_tasks``). With more tasks than GPUs the walk may take more nodes than
+    GPUs, and the first nodes then get none (``spread_gpus.spread``: a real 22.05.8 ran ``-n300
+    --gpus=2`` on three idle nodes, 0 + 1 + 1 GPUs, probe p112)."""
+    form = replace(ps, count=tasks, min_count=1, one_per_node=True, gpus=1,
                    cpu_m=cpt * 1000, memory_mib=memory, split_tasks=tasks, split_gpus=False, slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 

@@ -1,6 +1,13 @@
 """select/cons_tres's GPUs for ``--gpus=X`` over a fixed node count (``PodSet.spread_gpus``):
 the nodes, in index order, each take as many of the job's GPUs as they have free while every
-later node keeps one (22.05's ``_set_job_bits1``: at most X − taken − nodes still to come).
+later node keeps one (22.05's ``_set_job_bits1``: at most X − taken − nodes still to come; a
+walk of more tasks than GPUs may take more nodes than GPUs, and its first nodes then take none:
+``-n8 --gpus=3`` on four nodes of two free CPUs ran as 0 + 1 + 1 + 1, probe p112). Where the
+nodes outnumber the GPUs by two or more, the first node's share is below zero, and then every
+node takes all the GPUs it has free, more than the job asked (probe p114: ``-n500 --gpus=2``
+on four idle nodes held all 32, ``-n6 --gpus=1`` on three nodes of two free CPUs 24, and
+``-n300 --gpus=1`` with two GPUs free on each node 2 + 2 + 2; ``-n400 --gpus=3``, one node
+more than GPUs, 0 + 1 + 1 + 1): gpupool gives the job what slurmctld gives it.
 
 Seen on a real 22.05.8 (probe p100, 2026-12-04: four idle 8-GPU nodes, 128 CPUs each, two
 threads per core; ``tests/unit/test_slurm_spread_gpus.py``): ``-N2 --gpus=4`` ran as 3 + 1 GPUs,
@@ -52,14 +59,19 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
     out = []
     taken = 0
     later = len(pods)
+    overflow = False
     for i, _mask, cpu, mem in pods:
         later -= 1
         avail = gpus_for(free, i, ps)
-        n = gpus_paid(ps, free, i, min(avail.bit_count(), total - taken - later), per_gpu)
+        share = total - taken - later  # what is left once every later node keeps one
+        # below zero (the nodes outnumber the GPUs by two or more) the node takes every GPU
+        # it has free, and so does each node after it (``_set_job_bits1``'s max_gres < 0)
+        overflow = overflow or share < 0
+        n = gpus_paid(ps, free, i, avail.bit_count() if overflow else min(avail.bit_count(), share), per_gpu)
         if cpu_per_gpu:
             cpu = cpu_per_gpu * n
-        if n < 1:
+        if n < 1 and share > 0:
             return None
         out.append((i, lowest_bits(avail, n), cpu, per_gpu * n if per_gpu else mem))
         taken += n
-    return out if taken == total else None
+    return out if taken == total or (overflow and taken > total) else None
