@@ -527,10 +527,12 @@ def jobs_from_scripts(workdir: str | Path) -> list[DiffJob]:
         wl = sbatch_to_workload(sb, id=1, submit_time=0.0, runtime=0.0)[0]
         runtime = next(int(ln.split("=", 1)[1]) for ln in text.splitlines() if ln.startswith("#GPUPOOL runtime="))
         flags = [ln[len("#SBATCH "):].strip() for ln in text.splitlines() if ln.startswith("#SBATCH ")]
-        given = [int(f.split("=", 1)[1]) for f in flags if f.startswith("--nodes=")]
+        # a node count is the script's own; a range (``mix="gpus-range"``) is one of its options
+        ranged = [f for f in flags if f.startswith("--nodes=") and "-" in f[len("--nodes="):]]
+        given = [int(f.split("=", 1)[1]) for f in flags if f.startswith("--nodes=") and f not in ranged]
         nodes = given[0] if given else 1
         gres = [f for f in flags if f.startswith("--gres=gpu:")]
-        options = tuple(f for f in flags if not f.startswith(_FIXED_OPTIONS))
+        options = tuple(f for f in flags if not f.startswith(_FIXED_OPTIONS) or f in ranged)
         gpus_per_node = int(gres[0].rsplit(":", 1)[1]) if gres else wl.total_gpus // nodes
         out.append(DiffJob(int(path.stem[1:]), path.stem, 0.0, nodes, gpus_per_node, int((wl.time_limit or 0) // 60),
                            runtime, wl.account or "", options, bool(gres), bool(given)))

@@ -206,7 +206,8 @@ class LockstepPolicy:
         walk_tasks: dict[int, int] = {}  # a walked job's tasks per node (``split_tasks.deal_tasks``)
         if ps.split and ps.walked and not alloc:
             # real Slurm's CPUs per node unknown: as its nodes dealt them when idle, in index
-            # order, each as many as it holds while every later node keeps one
+            # order, each as many as it holds while every later node keeps one (on idle nodes
+            # the same as ``split_tasks.deal_tasks``' round-robin up to each node's share)
             left = ps.split_tasks
             order = sorted(gpus)
             for k, (node, _mask) in enumerate(order):

@@ -67,9 +67,10 @@ class DiffJob:
 #: ``gres-tasks`` asks some ``--ntasks=T`` beside ``--gres=gpu:G`` and no ``--nodes`` (a script
 #: that forgot ``--nodes``), so that slurmctld takes nodes until their CPUs hold the tasks;
 #: ``gpus-uneven`` asks some ``--ntasks=T --gpus=X`` with X not a multiple of T; ``gpus-range``
-#: asks some ``--nodes=A-B --gpus=X``, so that slurmctld walks A to B nodes for the GPUs
+#: asks some ``--nodes=A-B --gpus=X``, so that slurmctld walks A to B nodes for the GPUs;
+#: ``gpus-few`` asks some ``--ntasks=T --gpus=X`` with more tasks than GPUs
 MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven",
-         "gpus-range")
+         "gpus-range", "gpus-few")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -101,7 +102,10 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     and no divisor of X (shown as one node of X GPUs); ``mix="gpus-range"``, from a ninth, asks
     60 % of the jobs of two GPUs or more ``--nodes=A-B --gpus=X``: X from 2 to the shape's GPUs,
     A from 1 to X (below the pool's nodes), B above A up to the pool's nodes, with B nodes
-    enough for X (shown as one node of X GPUs).
+    enough for X (shown as one node of X GPUs); ``mix="gpus-few"``, from a tenth, asks 60 % of
+    the GPU jobs ``--ntasks=T --gpus=X`` with more tasks than GPUs: X from 1 to the shape's GPUs
+    (at most a node's), T from X + 1 to X + 8, CPUs per task 1, 4, 16 or 48 where the tasks fit
+    on X + 1 idle nodes (shown as one node of X GPUs).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -116,6 +120,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     gres_tasks = random.Random(seed * 1_000_003 + 79) if mix == "gres-tasks" else None
     uneven = random.Random(seed * 1_000_003 + 97) if mix == "gpus-uneven" else None
     ranged = random.Random(seed * 1_000_003 + 101) if mix == "gpus-range" else None
+    few = random.Random(seed * 1_000_003 + 103) if mix == "gpus-few" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -172,8 +177,20 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--nodes={least}-{most}", f"--gpus={x}"),
                                False, False))
             continue
+        elif few is not None and few.random() < 0.6:
+            x = few.randint(1, min(n * g, gpus_per_node))
+            tasks = few.randint(x + 1, x + 8)
+            cpt = few.choice([c for c in (1, 4, 16, 48) if tasks * c <= min(x + 1, max_nodes) * FEW_NODE_CPUS])
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account,
+                               (f"--ntasks={tasks}", f"--gpus={x}") + ((f"--cpus-per-task={cpt}",) if cpt > 1 else ()),
+                               False, False))
+            continue
         out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
     return out
+
+
+#: the CPUs of a node ``mix="gpus-few"`` sizes its tasks for (the seed pool's)
+FEW_NODE_CPUS = 128
 
 
 def _gres_tasks(rng: random.Random, nodes: int) -> tuple[str, ...]:

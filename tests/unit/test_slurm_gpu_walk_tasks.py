@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
@@ -71,6 +73,10 @@ _CASES = [
     (_ALL2, "-n6 --gpus=1", {f"gpu0{i}": (8, 2) for i in range(1, 4)}),
     (_FRAG2, "-n300 --gpus=1", {"gpu01": (2, 126), "gpu02": (2, 126), "gpu03": (2, 48)}),
     ({}, "-n400 --gpus=3", {"gpu01": (0, 128), "gpu02": (1, 128), "gpu03": (1, 128), "gpu04": (1, 16)}),
+    # ``diff-slurm --mix gpus-few`` seed 1, job 20: 12, 8 and 10 CPUs free with a GPU each; the
+    # tasks go round-robin up to what each node may hold (3, 2, 1), not the first node first
+    ({"gpu01": "--gres=gpu:7 -c116", "gpu02": "--gres=gpu:7 -c120", "gpu03": 8, "gpu04": "--gres=gpu:7 -c118"},
+     "-n5 --gpus=3 -c4", {"gpu01": (1, 8), "gpu02": (1, 8), "gpu04": (1, 4)}),
 ]
 
 
@@ -232,3 +238,29 @@ def test_more_tasks_than_gpus_memory_per_gpu_follows_the_nodes_gpus_and_the_requ
                                                                                "gres/gpu": 3}
     job = _run(pool, _ALL2, "-n10 --gpus=3 --mem=100")
     assert (job.first_start, job.reason) == (300.0, "Resources")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.sampled_from((0, 64, 120, 126))), min_size=4, max_size=4),
+       st.integers(1, 8), st.integers(1, 12), st.sampled_from((1, 16, 48)))
+def test_more_tasks_than_gpus_deals_each_node_its_share_or_all_it_has(pool, held, x, extra, cpt):
+    """Whatever the GPUs and CPUs held on the four nodes: a started ``-n T --gpus=X`` (T > X)
+    holds, node by node in index order, X − taken − later nodes' GPUs at most (none where that is
+    not above zero), X in all; where its nodes outnumber X by two or more, every GPU each node
+    had free (``spread_gpus``, probes p112-p114). The engine's own checks (``check=True``) hold."""
+    blockers = {f"gpu0{i}": f"--gres=gpu:{g} -c{c}" if c else g for i, (g, c) in enumerate(held, 1) if g or c}
+    free = {f"gpu0{i}": 8 - g for i, (g, _c) in enumerate(held, 1)}
+    job = _run(pool, blockers, f"-n{x + extra} --gpus={x} -c{cpt} --mem=100")
+    if job.first_start != 1.0:
+        return
+    names = list(pool.nodes)
+    got = [(names[p[0]], p[1].bit_count()) for p in sorted(job.placement)]
+    if len(got) >= x + 2:
+        assert all(n == free[node] for node, n in got)
+        return
+    taken = 0
+    for k, (node, n) in enumerate(got):
+        later = len(got) - k - 1
+        assert n <= max(0, x - taken - later) and n <= free[node]
+        taken += n
+    assert taken == x

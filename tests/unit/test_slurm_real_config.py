@@ -314,6 +314,21 @@ def test_rich_mix_draws_every_kind_and_reads_back_from_scripts(tmp_path):
         generate(1, 1, ["a"], max_nodes=1, gpus_per_node=1, mix="odd")
 
 
+@pytest.mark.parametrize("mix", ["gpus-range", "gpus-few", "gpus-uneven"])
+def test_walk_mixes_read_back_from_scripts(tmp_path, mix):
+    """A finished run's scripts give back the workload drawn (``replay_workdir``): a node range
+    stays one of the job's options, not its node count."""
+    from gpupool.conformance.diff_slurm import jobs_from_scripts
+
+    jobs = generate(2, 80, ["ml-research"], max_nodes=4, gpus_per_node=8, mix=mix)
+    (tmp_path / "scripts").mkdir()
+    for j in jobs:
+        (tmp_path / "scripts" / f"{j.name}.sbatch").write_text(sbatch_script(j, "/x/%j.out"))
+    back = jobs_from_scripts(tmp_path)
+    fields = ("index", "nodes", "gpus_per_node", "limit_min", "runtime_s", "account", "options", "gres", "nodes_given")
+    assert [tuple(getattr(b, f) for f in fields) for b in back] == [tuple(getattr(j, f) for f in fields) for j in jobs]
+
+
 def test_scheduler_interval_and_accounts():
     assert _scheduler_interval("bf_interval=1,sched_interval=1") == 1
     assert _scheduler_interval("bf_continue") == 60
@@ -565,3 +580,20 @@ def test_gpus_range_mix_asks_a_node_range_beside_gpus(seed, n):
         assert x == j.gpus_per_node and 1 <= least <= x and least < most <= 4 and x <= most * 8
         (ps,) = wl.pod_sets
         assert (ps.count, ps.gpus, ps.one_per_node, ps.walk_gpus, ps.walk_nodes) == (1, x, False, True, (least, most))
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_few_mix_asks_more_tasks_than_gpus_without_nodes(seed, n):
+    """``mix="gpus-few"`` turns some GPU jobs into ``--ntasks=T --gpus=X`` with more tasks than
+    GPUs (X <= 8, X < T <= X + 8) and no ``--nodes``, their CPUs within X + 1 idle nodes, which
+    reads back as one walked pod of the T tasks and the X GPUs."""
+    for j, wl in _mix_read_back(seed, n, "gpus-few", same_shapes=False):
+        if j.nodes_given:
+            assert not j.options and j.gres and wl.total_gpus == j.gpus
+            continue
+        opts = dict(o.split("=", 1) for o in j.options)
+        tasks, x, cpt = int(opts["--ntasks"]), int(opts["--gpus"]), int(opts.get("--cpus-per-task", 1))
+        assert not j.gres and j.nodes == 1 and j.gpus_per_node == x and x < tasks <= x + 8 and x <= 8
+        assert tasks * cpt <= min(x + 1, 4) * 128
+        (ps,) = wl.pod_sets
+        assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, x, tasks * cpt * 1000, False, True)

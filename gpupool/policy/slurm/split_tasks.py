@@ -80,28 +80,53 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
 def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
     """The pods of split pod set ``ps`` on ``nodes``, chosen already by the GPU walk
     (``gpu_walk``) and in the order it took them, each with its tasks' CPUs and memory; None
-    when the tasks do not all fit. Each node in that order takes as many of the tasks as it
-    holds while every later node keeps one (``_eval_nodes`` gives the first node taken the
-    job's CPUs, ``_cpus_to_use``, and each later one a task's). A real 22.05.8 on idle 8-GPU
-    nodes of 128 CPUs, two threads per core (probe p104), CPUs per node: ``-n16 --gpus=16``
-    16 + 2, ``-n4 --gpus=12`` 4 + 2, ``-n3 --gpus=16`` 2 + 2, ``-n4 --gpus=12 -c8`` 24 + 8;
-    with two GPUs free on each node ``-n8 --gpus=8`` 6 + 2 + 2 + 2; under load (``diff-slurm
-    --mix gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which offered 6 GPUs,
-    before gpu01 and gpu04 with 2 each and ran with 2 + 8 + 2 CPUs. The tasks counted here are
-    those CPUs' (whole cores); the job's environment laid its tasks out over them its own way
-    (SLURM_TASKS_PER_NODE 14,2 for ``-n16``, 2,2 for ``-n4 --gpus=12``, 3,1 with ``-c8``),
-    which no allocation here reads."""
+    when the tasks do not all fit. Two steps, as cons_tres takes them:
+
+    - each node, in the order taken, may hold the tasks its free CPUs hold, but no more than
+      the job's CPUs not yet given to earlier nodes (``_eval_nodes``' ``_cpus_to_use`` with
+      ``rem_max_cpus``), and one task at least;
+    - the tasks are then dealt out one per node in index order, round after round, each node
+      up to what it may hold (``dist_tasks``' cyclic count).
+
+    A real 22.05.8 on idle 8-GPU nodes of 128 CPUs, two threads per core (probe p104), CPUs
+    per node: ``-n16 --gpus=16`` 16 + 2 (15 + 1 tasks: the second node may hold one), ``-n4
+    --gpus=12`` 4 + 2, ``-n3 --gpus=16`` 2 + 2, ``-n4 --gpus=12 -c8`` 24 + 8; with two GPUs
+    free on each node ``-n8 --gpus=8`` 6 + 2 + 2 + 2; under load (``diff-slurm --mix
+    gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which offered 6 GPUs, before
+    gpu01 and gpu04 with 2 each and ran with 2 + 8 + 2 CPUs; with 12, 8 and 10 CPUs free on
+    three nodes of one GPU each (``--mix gpus-few`` seed 1, job 20) ``-n5 --gpus=3 -c4`` ran as
+    2 + 2 + 1 tasks (8 + 8 + 4 CPUs), the first node's 12 CPUs capping it at three tasks and
+    the round-robin giving it two. The tasks counted here are those CPUs' (whole cores); the
+    job's environment laid its tasks out over them its own way (SLURM_TASKS_PER_NODE 14,2 for
+    ``-n16``, 2,2 for ``-n4 --gpus=12``, 3,1 with ``-c8``), which no allocation here reads."""
+    cpt = ps.cpu_m
+    rem_max = ps.split_tasks * cpt
+    caps = {}
+    for i in nodes:
+        avail = tasks_fit(free, i, ps) * cpt
+        if avail > rem_max:
+            avail = max(rem_max, cpt)
+        if avail < cpt:
+            return None
+        caps[i] = avail // cpt
+        rem_max -= avail
+    if sum(caps.values()) < ps.split_tasks:
+        return None
+    dealt = dict.fromkeys(caps, 0)
+    order = sorted(caps)
     left = ps.split_tasks
+    while left:
+        for i in order:
+            if left and dealt[i] < caps[i]:
+                dealt[i] += 1
+                left -= 1
     per_task = ps.memory_per == "task"
     out = []
-    for k, i in enumerate(nodes):
-        n = min(tasks_fit(free, i, ps), left - (len(nodes) - k - 1))
-        if n < 1:
-            return None
+    for i in nodes:
+        n = dealt[i]
         mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
         out.append((i, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
-        left -= n
-    return out if left == 0 else None
+    return out
 
 
 def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
