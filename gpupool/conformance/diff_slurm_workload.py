@@ -180,7 +180,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
         elif few is not None and few.random() < 0.6:
             x = few.randint(1, min(n * g, gpus_per_node))
             tasks = few.randint(x + 1, x + 8)
-            cpt = few.choice([c for c in (1, 4, 16, 48) if tasks * c <= min(x + 1, max_nodes) * FEW_NODE_CPUS])
+            cpt = few.choice([c for c in (1, 4, 16, 48) if tasks <= min(x + 1, max_nodes) * (FEW_NODE_CPUS // c)])
             out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account,
                                (f"--ntasks={tasks}", f"--gpus={x}") + ((f"--cpus-per-task={cpt}",) if cpt > 1 else ()),
                                False, False))

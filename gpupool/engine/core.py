@@ -949,7 +949,7 @@ class Engine:
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs and {cpu // 1000} "
                                              f"CPUs for tasks of {ps.gpus} GPUs and {cpt // 1000} CPUs")
             elif ps.spread:  # --gpus dealt out: one at least (none where the nodes outnumber them)
-                if not got and ps.split_tasks <= ps.gpus_per_job:
+                if not got and not (ps.split_tasks > ps.gpus_per_job and offset + len(placement) > ps.gpus_per_job):
                     raise InvariantViolation(f"job {job.id}: pod {offset + k} got no GPU of the job's {ps.gpus_per_job}")
             elif not ps.exclusive and got != ps.gpus:
                 raise InvariantViolation(f"job {job.id}: pod {offset + k} got {got} GPUs, asked {ps.gpus}")

@@ -39,6 +39,7 @@ class NodeTable:
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
         "check", "memory_overcommit", "overcommit_now", "owner", "shared_cpu", "share_n", "type_mask", "features", "cpu_step", "stepped", "core_cpus", "threaded",
+        "gres_topology",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -53,6 +54,9 @@ class NodeTable:
         #: Devices per GPU type on nodes whose devices are of several types (whole GPUs beside
         #: MIG slices, two models): type -> mask. Empty where ``gpu_type`` says it all.
         self.type_mask: list[dict[str, int]] = [_type_masks(n.gpus) if n.gpu_type is None else {} for n in nodes]
+        #: whether a node's GPUs carry a type or ``Cores=`` (Slurm's GRES ``topo_cnt``): the
+        #: job-wide GPU deal then goes through ``_set_job_bits1``, else ``_get_job_cnt``
+        self.gres_topology = [any(g.type or g.cores for g in n.gpus) for n in nodes]
         self.labels = [n.labels for n in nodes]
         self.weight = [n.weight for n in nodes]
         #: slurm.conf Features= of each node (``--constraint``)

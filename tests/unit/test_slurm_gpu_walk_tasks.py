@@ -264,3 +264,31 @@ def test_more_tasks_than_gpus_deals_each_node_its_share_or_all_it_has(pool, held
         assert n <= max(0, x - taken - later) and n <= free[node]
         taken += n
     assert taken == x
+
+
+def test_a_walked_job_over_its_limit_on_its_selection_preempts_nobody(pool):
+    """``select_nodes`` tests the limits on the selection before it preempts (from the source):
+    ``-n500 --gpus=1`` of QOS high needs four nodes, so it would hold all 32 GPUs, over QOS
+    high's MaxTRESPerUser gres/gpu=16; it preempts none of the jobs in its way and waits with
+    the limit's reason (it used to requeue them over and over)."""
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 30 -w gpu0{k + 2} -n1 --mem=100 -c64", 0.0, k,
+                            runtime=300.0), user="dave") for k in (1, 2)]
+    wls.append(replace(workload("j3", "-A ml-research -t 30 -n500 --gpus=1 --mem=100 --qos=high", 1.0, 3,
+                                runtime=300.0), user="alice"))
+    out = Engine(pool, wls, make_policy("slurm", pool), record_events=True, check=True, until=3600.0).run()
+    assert not any(e[1] in ("preempted", "requeued") for e in out.events)
+    job = max(out.jobs, key=lambda j: j.id)
+    assert (job.state, job.reason) == ("PENDING", "QOSMaxGRESPerUser")
+
+
+def test_on_typed_gpus_a_share_below_zero_gives_none(tmp_path):
+    """Where gres.conf gives the GPUs a type (or ``Cores=``) the deal is ``_set_job_bits1``'s,
+    whose share below zero takes nothing (from the source, not probed): ``-n300 --gpus=1`` on
+    three idle nodes holds 0 + 0 + 1, not every GPU of the three as on untyped nodes."""
+    from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool
+
+    (tmp_path / "gres.conf").write_text("NodeName=gpu[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-7]\n")
+    typed = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4).replace("Gres=gpu:8", "Gres=gpu:a100:8"))
+    out = Engine(typed, [workload("j", "-t 5 -n300 --gpus=1 --mem=100", 0.0, 1, runtime=100.0)],
+                 make_policy("slurm", typed), check=True).run()
+    assert [p[1].bit_count() for p in sorted(out.jobs[0].placement)] == [0, 0, 1]

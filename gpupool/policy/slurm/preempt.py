@@ -225,8 +225,15 @@ def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
             chosen.remove(v)
         else:
             scratch.give_job(v.id, freed(v))
+    placement = place(job.wl, info.nodes, scratch, usable)
+    over = cy.placed_limit(job, info, placement)
+    if over is not None:
+        # ``select_nodes`` tests the limits on the selection (a walked job's nodes and GPUs)
+        # before it preempts (``acct_policy_job_runnable_post_select``): over them, nobody is
+        # preempted and the job waits with the limit's reason
+        cy.reason(job, over, first=True)
+        return False
     if all(modes[v.id] == SUSPEND for v in chosen):
-        placement = place(job.wl, info.nodes, scratch, usable)
         if pol.s.preempt_type == "preempt/qos":
             # on the victims' CPUs, in a row of their partition; gang suspends it at once
             cy.start_in_row(job, placement, info, via)

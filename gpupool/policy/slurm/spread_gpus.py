@@ -3,11 +3,16 @@ the nodes, in index order, each take as many of the job's GPUs as they have free
 later node keeps one (22.05's ``_set_job_bits1``: at most X − taken − nodes still to come; a
 walk of more tasks than GPUs may take more nodes than GPUs, and its first nodes then take none:
 ``-n8 --gpus=3`` on four nodes of two free CPUs ran as 0 + 1 + 1 + 1, probe p112). Where the
-nodes outnumber the GPUs by two or more, the first node's share is below zero, and then every
-node takes all the GPUs it has free, more than the job asked (probe p114: ``-n500 --gpus=2``
-on four idle nodes held all 32, ``-n6 --gpus=1`` on three nodes of two free CPUs 24, and
-``-n300 --gpus=1`` with two GPUs free on each node 2 + 2 + 2; ``-n400 --gpus=3``, one node
-more than GPUs, 0 + 1 + 1 + 1): gpupool gives the job what slurmctld gives it.
+nodes outnumber the GPUs by two or more, the first node's share is below zero, and on nodes
+whose GPUs have no type and no ``Cores=`` in gres.conf (no GRES topology: ``_get_job_cnt``,
+whose unsigned share wraps round) every node then takes all the GPUs it has free, more than
+the job asked (probe p114, such nodes: ``-n500 --gpus=2`` on four idle nodes held all 32,
+``-n6 --gpus=1`` on three nodes of two free CPUs 24, and ``-n300 --gpus=1`` with two GPUs free
+on each node 2 + 2 + 2; ``-n400 --gpus=3``, one node more than GPUs, 0 + 1 + 1 + 1):
+gpupool gives the job what slurmctld gives it. On nodes with a GRES topology
+(``_set_job_bits1``, read from the source, not probed) a share below zero gives none; not
+modelled there: a node given none takes one GPU from a socket the job has no cores on, where
+there is one (``_set_job_bits1``'s fallback).
 
 Seen on a real 22.05.8 (probe p100, 2026-12-04: four idle 8-GPU nodes, 128 CPUs each, two
 threads per core; ``tests/unit/test_slurm_spread_gpus.py``): ``-N2 --gpus=4`` ran as 3 + 1 GPUs,
@@ -64,10 +69,12 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
         later -= 1
         avail = gpus_for(free, i, ps)
         share = total - taken - later  # what is left once every later node keeps one
-        # below zero (the nodes outnumber the GPUs by two or more) the node takes every GPU
-        # it has free, and so does each node after it (``_set_job_bits1``'s max_gres < 0)
-        overflow = overflow or share < 0
-        n = gpus_paid(ps, free, i, avail.bit_count() if overflow else min(avail.bit_count(), share), per_gpu)
+        # below zero (the nodes outnumber the GPUs by two or more) a node whose GPUs have no
+        # type and no ``Cores=`` takes every GPU it has free, and so does each such node after
+        # it (``_get_job_cnt``: its unsigned share wraps round); one with them takes none
+        # (``_set_job_bits1``)
+        overflow = overflow or (share < 0 and not free.nodes.gres_topology[i])
+        n = gpus_paid(ps, free, i, avail.bit_count() if overflow else max(0, min(avail.bit_count(), share)), per_gpu)
         if cpu_per_gpu:
             cpu = cpu_per_gpu * n
         if n < 1 and share > 0:
