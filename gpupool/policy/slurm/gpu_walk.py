@@ -73,9 +73,9 @@ the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
 submit and kept ``--gpus=4`` waiting where no node had four free).
 
 A walked job's TRES limits are tested again on the nodes the walk gave it
-(``..._post_select``: ``Cycle.placed_limit``, docs/differential.md finding 65). Not modelled:
-that test at a preemption, and under assoc_limit_stop (slurmctld plans such a job at the next
-job end); ``-n T`` with GPUs per node in MinNodes partitions (not raised: one node, waiting);
+(``..._post_select``: ``Cycle.placed_limit``, docs/differential.md finding 65), and before the
+job preempts anyone (``preempt.try_preempt``: over them it preempts nobody). Not modelled: that
+test under assoc_limit_stop (slurmctld plans such a job at the next job end); ``-n T`` with GPUs per node in MinNodes partitions (not raised: one node, waiting);
 a job listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
 for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
 bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
