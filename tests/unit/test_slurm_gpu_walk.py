@@ -209,19 +209,29 @@ def test_node_limits_cap_the_nodes_walked(tmp_path):
     assert job.first_start is None and job.reason == "QOSMaxNodePerJobLimit"
 
 
-@given(st.lists(st.tuples(st.integers(1, 8), st.integers(2, 128), st.integers(0, 2)), min_size=1, max_size=12),
-       st.integers(2, 64), st.integers(1, 12), st.randoms(use_true_random=False))
-def test_the_walk_takes_enough_gpus_on_few_enough_nodes(nodes, need, most, rnd):
-    """Whatever the offers, weights and CPUs: a walk's nodes are fitting nodes, distinct, at
-    most ``count`` of them, holding the GPUs asked; it fails only where all fitting nodes
-    together hold too few or it may take fewer nodes than fit; and the node taken last was
-    needed (the others fall short)."""
+#: fitting nodes for a walk: (GPUs offered, CPUs free, weight) each
+NODE_OFFERS = st.lists(st.tuples(st.integers(1, 8), st.integers(2, 128), st.integers(0, 2)), min_size=1, max_size=12)
+
+
+def walk_inputs(nodes, rnd) -> tuple[list[int], dict[int, int], dict[int, int], list[int]]:
+    """(fitting node indices among 40, GPUs offered, CPUs free, weights) for ``nodes`` drawn
+    from ``NODE_OFFERS``, at indices ``rnd`` scatters."""
     fitting = sorted(rnd.sample(range(40), len(nodes)))
     offer = {i: g for i, (g, _c, _w) in zip(fitting, nodes)}
     cpus = {i: c for i, (_g, c, _w) in zip(fitting, nodes)}
     weight = [0] * 40
     for i, (_g, _c, w) in zip(fitting, nodes):
         weight[i] = w
+    return fitting, offer, cpus, weight
+
+
+@given(NODE_OFFERS, st.integers(2, 64), st.integers(1, 12), st.randoms(use_true_random=False))
+def test_the_walk_takes_enough_gpus_on_few_enough_nodes(nodes, need, most, rnd):
+    """Whatever the offers, weights and CPUs: a walk's nodes are fitting nodes, distinct, at
+    most ``count`` of them, holding the GPUs asked; it fails only where all fitting nodes
+    together hold too few or it may take fewer nodes than fit; and the node taken last was
+    needed (the others fall short)."""
+    fitting, offer, cpus, weight = walk_inputs(nodes, rnd)
     ps = PodSet(name="m", count=most, gpus=1, one_per_node=True, min_count=1, gpus_per_job=need,
                 spread_gpus=True, walk_gpus=True)
     got = walk(ps, fitting, offer, cpus, weight)

@@ -26,7 +26,7 @@ from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
 from gpupool.policy.slurm.job_defaults import MSG_UNWALKED_RANGE
 from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool, workload
-from tests.unit.test_slurm_gpu_walk import _FRAG2, _run, _started_at_once
+from tests.unit.test_slurm_gpu_walk import NODE_OFFERS, _FRAG2, _run, _started_at_once, walk_inputs
 
 #: gpu01 with 3 GPUs free, gpu02 with 1, gpu03-04 idle
 _UNEVEN = {"gpu01": 5, "gpu02": 7}
@@ -190,18 +190,12 @@ def test_defaults_that_keep_the_gpus_even_refuse_the_range(tmp_path):
     assert (out.jobs[0].state, out.jobs[0].reason) == ("REJECTED", MSG_UNWALKED_RANGE)
 
 
-@given(st.lists(st.tuples(st.integers(1, 8), st.integers(2, 128), st.integers(0, 2)), min_size=1, max_size=12),
-       st.integers(2, 64), st.integers(1, 6), st.integers(0, 6), st.randoms(use_true_random=False))
+@given(NODE_OFFERS, st.integers(2, 64), st.integers(1, 6), st.integers(0, 6), st.randoms(use_true_random=False))
 def test_a_range_walk_takes_its_least_nodes_at_least(nodes, need, least, spare, rnd):
     """Whatever the offers, weights and CPUs: a walk of ``--nodes=A-B`` takes between A and B
     distinct fitting nodes holding the GPUs asked, and fails wherever no B of the fitting
     nodes hold them or fewer than A fit; the ordered walk (bf_busy_nodes, least-loaded) too."""
-    fitting = sorted(rnd.sample(range(40), len(nodes)))
-    offer = {i: g for i, (g, _c, _w) in zip(fitting, nodes)}
-    cpus = {i: c for i, (_g, c, _w) in zip(fitting, nodes)}
-    weight = [0] * 40
-    for i, (_g, _c, w) in zip(fitting, nodes):
-        weight[i] = w
+    fitting, offer, cpus, weight = walk_inputs(nodes, rnd)
     most = least + spare
     ps = PodSet(name="m", count=most, gpus=1, one_per_node=True, min_count=least, gpus_per_job=need,
                 spread_gpus=True, walk_gpus=True, walk_nodes=(least, most))
