@@ -26,6 +26,9 @@ _CPU = {"gpu02": "--gres=gpu:4 -c64", "gpu03": "--gres=gpu:4"}
 _UNEVEN = {"gpu01": 5, "gpu02": 7}
 #: two CPUs (one core) free on every node, all GPUs free
 _ALL2 = {f"gpu0{i}": "-c126" for i in range(1, 5)}
+#: one GPU free on every node; 4 (``_P4``) or 8 (``_P8``) CPUs free on gpu01-02, 126 on gpu03-04
+_P4 = {"gpu01": "--gres=gpu:7 -c124", "gpu02": "--gres=gpu:7 -c124", "gpu03": 7, "gpu04": 7}
+_P8 = {"gpu01": "--gres=gpu:7 -c120", "gpu02": "--gres=gpu:7 -c120", "gpu03": 7, "gpu04": 7}
 
 #: (blockers, options) -> {node: (GPUs, CPUs)} as the real system gave them
 _CASES = [
@@ -77,6 +80,11 @@ _CASES = [
     # tasks go round-robin up to what each node may hold (3, 2, 1), not the first node first
     ({"gpu01": "--gres=gpu:7 -c116", "gpu02": "--gres=gpu:7 -c120", "gpu03": 8, "gpu04": "--gres=gpu:7 -c118"},
      "-n5 --gpus=3 -c4", {"gpu01": (1, 8), "gpu02": (1, 8), "gpu04": (1, 4)}),
+    # probe p115: after a task each and the spare CPU of each core taken, rounds of a core's
+    # worth of tasks (two here): 4 + 2 + 1 + 1 tasks, not 3 + 3 + 1 + 1
+    (_P4, "-n8 --gpus=4", {"gpu01": (1, 4), "gpu02": (1, 2), "gpu03": (1, 2), "gpu04": (1, 2)}),
+    (_P8, "-n12 --gpus=4", {"gpu01": (1, 6), "gpu02": (1, 4), "gpu03": (1, 2), "gpu04": (1, 2)}),
+    (_P8, "-n6 --gpus=4 -c2", {"gpu01": (1, 4), "gpu02": (1, 4), "gpu03": (1, 2), "gpu04": (1, 2)}),
 ]
 
 
@@ -292,3 +300,24 @@ def test_on_typed_gpus_a_share_below_zero_gives_none(tmp_path):
     out = Engine(typed, [workload("j", "-t 5 -n300 --gpus=1 --mem=100", 0.0, 1, runtime=100.0)],
                  make_policy("slurm", typed), check=True).run()
     assert [p[1].bit_count() for p in sorted(out.jobs[0].placement)] == [0, 0, 1]
+
+
+def test_a_preemptor_held_by_its_limit_holds_nothing_back(pool):
+    """Over its limit on the selection its victims would give it, a job is held by the limit,
+    not by resources (from the source: ESLURM_ACCOUNTING_POLICY, the partition not held back,
+    nothing reserved): a lower job behind it starts at once. Scavenger jobs, which QOS high may
+    not preempt, leave gpu01-02 two CPUs each; the only normal job sits on gpu03; ``-n6
+    --gpus=1`` of QOS high would walk three nodes, all 24 of their GPUs, over gres/gpu=16."""
+    spec = [("-w gpu01 -c126 --qos=scavenger", 0.0), ("-w gpu02 -c126 --qos=scavenger", 0.0),
+            ("-w gpu03 -c126 --qos=scavenger", 0.0), ("-w gpu04 -c128 --qos=scavenger", 0.0), ("-w gpu03 -c2", 0.0)]
+    wls = [replace(workload(f"j{k}", f"-A ml-platform -t 30 -n1 --mem=100 {o}", at, k, runtime=600.0), user="dave")
+           for k, (o, at) in enumerate(spec, 1)]
+    wls.append(replace(workload("hi", "-A ml-research -t 30 -n6 --gpus=1 --mem=100 --qos=high", 1.0, 6,
+                                runtime=300.0), user="alice"))
+    wls.append(replace(workload("lo", "-A ml-platform -t 30 -n1 --gres=gpu:1 --mem=100", 1.0, 7, runtime=60.0),
+                       user="dave"))
+    out = Engine(pool, wls, make_policy("slurm", pool), record_events=True, check=True, until=900.0).run()
+    jobs = {j.id: j for j in out.jobs}
+    assert not any(e[1] in ("preempted", "requeued") for e in out.events)
+    assert jobs[7].first_start == 1.0
+    assert jobs[6].first_start == 600.0 and jobs[6].reason == "QOSMaxGRESPerUser"

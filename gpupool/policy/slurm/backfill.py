@@ -857,7 +857,12 @@ def run(cy, records) -> None:
                 if usable is unset:
                     usable = _usable(avail, pmask, usable_of)
                 where = cy.off_completing(info, usable)
-                if preempt.try_preempt(cy, job, info, where, VIA_BACKFILL):
+                preempted = preempt.try_preempt(cy, job, info, where, VIA_BACKFILL)
+                if isinstance(preempted, str):  # the selection breaks a limit: skipped, no reservation
+                    cy.reason(job, preempted)
+                    limited = True
+                    break
+                if preempted:
                     cy.preempting.add(job.id)
                     pre_states.clear()  # the victims chosen are no candidates any more
                     pre_memo.clear()

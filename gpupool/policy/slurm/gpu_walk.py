@@ -31,8 +31,9 @@ With ``-n T`` (T >= 2, still no ``--nodes``; probe p104, 2026-12-05, the same no
 still needed are the tasks' (``rem_cpus``: a node taken alone, a run found sufficient and the
 last node allowed must hold them too), it takes at most T nodes (slurmctld's max_nodes), and
 the tasks are dealt out as cons_tres deals them: each node taken may hold what its free CPUs
-hold but no more than the job's CPUs not given to earlier nodes, and the tasks go round-robin
-in index order up to that (``split_tasks.deal_tasks``): on idle nodes ``-n2 --gpus=4``
+hold but no more than the job's CPUs not given to earlier nodes, and the tasks go out in index
+order up to that, a task each, the spare CPUs of the cores taken, then a core's worth a round
+(``split_tasks.deal_tasks``): on idle nodes ``-n2 --gpus=4``
 ran on gpu01 alone, ``-n2 --gpus=12`` as 8 + 4 GPUs with a task on each, ``-n16 --gpus=16`` as
 8 + 8 GPUs with 16 + 2 CPUs, ``-n4 --gpus=12 -c8`` with 24 + 8 CPUs; with two GPUs free on each
 node ``-n8 --gpus=8`` took all four nodes (6 + 2 + 2 + 2 CPUs) and ``-n2 --gpus=6`` waited;

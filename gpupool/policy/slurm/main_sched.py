@@ -85,7 +85,11 @@ def run(cy, records, full: bool) -> None:
             continue
         if cy.try_coallocate(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE/YES co-allocation
             continue
-        if s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable):
+        preempted = s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable)
+        if isinstance(preempted, str):  # ESLURM_ACCOUNTING_POLICY on the selection the victims would give
+            _held_by_limit(cy, job, info, preempted, failed, withheld, usable_of)
+            continue
+        if preempted:
             cy.preempting.add(job.id)
             if job.id in cy.started:  # SUSPEND,GANG: the preemptor started at once
                 continue

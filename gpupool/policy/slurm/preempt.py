@@ -170,9 +170,11 @@ def _candidates(cy, job, info) -> list[tuple]:
     return out
 
 
-def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
+def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool | str:
     """Choose and signal victims so that ``job`` fits; True when some were chosen (with SUSPEND
-    victims only: ``job`` was started at once, with sacct Flags ``via``)."""
+    victims only: ``job`` was started at once, with sacct Flags ``via``); the reason of the limit
+    the job breaks on the selection the victims would give it, where it does (nobody is
+    signalled); else False."""
     pol = cy.pol
     scratch = cy.free.copy()
     going = False
@@ -230,9 +232,8 @@ def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool:
     if over is not None:
         # ``select_nodes`` tests the limits on the selection (a walked job's nodes and GPUs)
         # before it preempts (``acct_policy_job_runnable_post_select``): over them, nobody is
-        # preempted and the job waits with the limit's reason
-        cy.reason(job, over, first=True)
-        return False
+        # preempted and the job is held by the limit, not by resources
+        return over
     if all(modes[v.id] == SUSPEND for v in chosen):
         if pol.s.preempt_type == "preempt/qos":
             # on the victims' CPUs, in a row of their partition; gang suspends it at once

@@ -80,50 +80,66 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
 def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
     """The pods of split pod set ``ps`` on ``nodes``, chosen already by the GPU walk
     (``gpu_walk``) and in the order it took them, each with its tasks' CPUs and memory; None
-    when the tasks do not all fit. Two steps, as cons_tres takes them:
+    when the tasks do not all fit. As cons_tres takes them:
 
-    - each node, in the order taken, may hold the tasks its free CPUs hold, but no more than
-      the job's CPUs not yet given to earlier nodes (``_eval_nodes``' ``_cpus_to_use`` with
-      ``rem_max_cpus``), and one task at least;
-    - the tasks are then dealt out one per node in index order, round after round, each node
-      up to what it may hold (``dist_tasks``' cyclic count).
+    - each node, in the order taken, may hold the tasks its free CPUs hold, but no more CPUs
+      than the job's not yet given to earlier nodes, and one task at least (``_eval_nodes``'
+      ``_cpus_to_use`` with ``rem_max_cpus``);
+    - the tasks are then dealt out in index order (``dist_tasks_compute_c_b``): one to each
+      node; then, where a node's CPUs end inside a core, one more task a spare CPU of it holds;
+      then round after round each node as many tasks as a core holds (ThreadsPerCore / CPUs
+      per task, one at least), each up to what it may hold.
 
-    A real 22.05.8 on idle 8-GPU nodes of 128 CPUs, two threads per core (probe p104), CPUs
-    per node: ``-n16 --gpus=16`` 16 + 2 (15 + 1 tasks: the second node may hold one), ``-n4
-    --gpus=12`` 4 + 2, ``-n3 --gpus=16`` 2 + 2, ``-n4 --gpus=12 -c8`` 24 + 8; with two GPUs
-    free on each node ``-n8 --gpus=8`` 6 + 2 + 2 + 2; under load (``diff-slurm --mix
-    gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which offered 6 GPUs, before
-    gpu01 and gpu04 with 2 each and ran with 2 + 8 + 2 CPUs; with 12, 8 and 10 CPUs free on
+    A real 22.05.8 on 8-GPU nodes of 128 CPUs, two threads per core, CPUs per node: idle,
+    ``-n16 --gpus=16`` 16 + 2, ``-n4 --gpus=12`` 4 + 2, ``-n4 --gpus=12 -c8`` 24 + 8 (probe
+    p104); with two GPUs free on each node ``-n8 --gpus=8`` 6 + 2 + 2 + 2; under load
+    (``diff-slurm --mix gpus-tasks`` seed 1, job 21) ``-n10 --gpus=10`` took gpu02, which offered
+    6 GPUs, before gpu01 and gpu04 and ran with 2 + 8 + 2 CPUs; with 12, 8 and 10 CPUs free on
     three nodes of one GPU each (``--mix gpus-few`` seed 1, job 20) ``-n5 --gpus=3 -c4`` ran as
-    2 + 2 + 1 tasks (8 + 8 + 4 CPUs), the first node's 12 CPUs capping it at three tasks and
-    the round-robin giving it two. The tasks counted here are those CPUs' (whole cores); the
-    job's environment laid its tasks out over them its own way (SLURM_TASKS_PER_NODE 14,2 for
-    ``-n16``, 2,2 for ``-n4 --gpus=12``, 3,1 with ``-c8``), which no allocation here reads."""
-    cpt = ps.cpu_m
+    2 + 2 + 1 tasks (8 + 8 + 4 CPUs); with 4, 4, 126 and 126 CPUs free and one GPU on each
+    node (probe p115) ``-n8 --gpus=4`` ran with 4 + 2 + 2 + 2 CPUs (4 + 2 + 1 + 1 tasks: the
+    core rounds deal two at a time), ``-n12 --gpus=4`` with 8 free on gpu01-02 6 + 4 + 2 + 2,
+    ``-n6 --gpus=4 -c2`` 4 + 4 + 2 + 2. The CPUs counted here are the tasks' (the engine
+    rounds them up to whole cores); the job's environment laid its tasks out its own way
+    (SLURM_TASKS_PER_NODE), which no allocation here reads."""
+    cpt = ps.cpu_m // 1000
     rem_max = ps.split_tasks * cpt
-    caps = {}
+    avail = {}
     for i in nodes:
-        avail = tasks_fit(free, i, ps) * cpt
-        if avail > rem_max:
-            avail = max(rem_max, cpt)
-        if avail < cpt:
+        cpus = tasks_fit(free, i, ps) * cpt
+        if cpus > rem_max:
+            cpus = max(rem_max, cpt)
+        if cpus < cpt:
             return None
-        caps[i] = avail // cpt
-        rem_max -= avail
-    if sum(caps.values()) < ps.split_tasks:
-        return None
-    dealt = dict.fromkeys(caps, 0)
-    order = sorted(caps)
+        avail[i] = cpus
+        rem_max -= cpus
+    order = sorted(avail)
+    vpus = {i: max(1, free.nodes.core_cpus[i] // 1000) for i in order}
+    tasks = dict.fromkeys(order, 0)
     left = ps.split_tasks
+
+    def deal(i: int, most: int) -> None:
+        nonlocal left
+        for _ in range(most):
+            if not left or avail[i] - tasks[i] * cpt < cpt:
+                return
+            tasks[i] += 1
+            left -= 1
+
+    for i in order:  # one task a node
+        deal(i, 1)
+    for i in order:  # the spare CPUs of the cores already taken
+        deal(i, (tasks[i] * cpt % vpus[i]) // cpt)
     while left:
+        before = left
         for i in order:
-            if left and dealt[i] < caps[i]:
-                dealt[i] += 1
-                left -= 1
+            deal(i, max(vpus[i] // cpt, 1))
+        if left == before:
+            return None  # (more tasks than the nodes hold: the walk prevents it)
     per_task = ps.memory_per == "task"
     out = []
     for i in nodes:
-        n = dealt[i]
+        n = tasks[i]
         mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
         out.append((i, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
     return out
