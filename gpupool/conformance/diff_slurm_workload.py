@@ -139,53 +139,45 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             run = max(5, min(limit * 60 - 15, int(limit * 60 * rng.uniform(0.2, 1.0))))
         options: tuple[str, ...] = ()
         gres = True
+        given = True  # whether the script gives --nodes (else shown as one node of its GPUs)
         if rich is not None:
             options, gres = rich_options(rich, n, g)
         elif per_job is not None and n >= 2 and per_job.random() < 0.6:
             options, gres = (f"--gpus={per_job.randint(n, n * g)}",), False
         elif walked is not None and n * g >= 2 and walked.random() < 0.6:
             x = walked.randint(2, n * g)
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--gpus={x}",), False, False))
-            continue
+            given, g_shown, gres, options = False, x, False, (f"--gpus={x}",)
         elif tasked is not None and n * g >= 2 and tasked.random() < 0.6:
             x = tasked.randint(2, n * g)
             tasks = x if tasked.random() < 0.5 else tasked.choice(
                 [d for d in range(1, x + 1) if x % d == 0 and x // d <= gpus_per_node])
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--ntasks={tasks}", f"--gpus={x}"),
-                               False, False))
-            continue
+            given, g_shown, gres, options = False, x, False, (f"--ntasks={tasks}", f"--gpus={x}")
         elif per_task is not None and n * g >= 2 and per_task.random() < 0.6:
             x = per_task.randint(2, n * g)
             each = 1 if per_task.random() < 0.5 else per_task.choice(
                 [d for d in range(1, min(x, gpus_per_node) + 1) if x % d == 0])
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account,
-                               (f"--ntasks={x // each}", f"--gpus-per-task={each}"), False, False))
-            continue
+            given, g_shown, gres, options = False, x, False, (f"--ntasks={x // each}", f"--gpus-per-task={each}")
         elif gres_tasks is not None and gres_tasks.random() < 0.6:
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, g, limit, run, account, _gres_tasks(gres_tasks, n), True, False))
-            continue
+            given, g_shown, options = False, g, _gres_tasks(gres_tasks, n)
         elif uneven is not None and n * g >= 3 and uneven.random() < 0.6:
             x = uneven.randint(3, n * g)
             tasks = uneven.choice([d for d in range(2, x) if x % d])
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--ntasks={tasks}", f"--gpus={x}"),
-                               False, False))
-            continue
+            given, g_shown, gres, options = False, x, False, (f"--ntasks={tasks}", f"--gpus={x}")
         elif ranged is not None and n * g >= 2 and max_nodes >= 2 and ranged.random() < 0.6:
             x = ranged.randint(2, n * g)
             least = ranged.randint(1, min(x, max_nodes - 1))
             most = ranged.randint(max(least + 1, -(-x // gpus_per_node)), max_nodes)
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account, (f"--nodes={least}-{most}", f"--gpus={x}"),
-                               False, False))
-            continue
+            given, g_shown, gres, options = False, x, False, (f"--nodes={least}-{most}", f"--gpus={x}")
         elif few is not None and few.random() < 0.6:
             x = few.randint(1, min(n * g, gpus_per_node))
             tasks = few.randint(x + 1, x + 8)
             cpt = few.choice([c for c in (1, 4, 16, 48) if tasks <= min(x + 1, max_nodes) * (FEW_NODE_CPUS // c)])
-            out.append(DiffJob(i, f"d{i:03d}", t, 1, x, limit, run, account,
-                               (f"--ntasks={tasks}", f"--gpus={x}") + ((f"--cpus-per-task={cpt}",) if cpt > 1 else ()),
-                               False, False))
-            continue
-        out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
+            given, g_shown, gres = False, x, False
+            options = (f"--ntasks={tasks}", f"--gpus={x}") + ((f"--cpus-per-task={cpt}",) if cpt > 1 else ())
+        if given:
+            out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
+        else:  # the walk decides the node count
+            out.append(DiffJob(i, f"d{i:03d}", t, 1, g_shown, limit, run, account, options, gres, False))
     return out
 
 

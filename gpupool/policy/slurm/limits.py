@@ -174,6 +174,15 @@ def part_limit(time_limit: float | None, most: int | None, least: int | None, pa
     return None
 
 
+def part_hold(time_limit: float | None, most: int | None, least: int | None, info, job_qos,
+              account: str | None, qos: str | None) -> str | None:
+    """Why partition ``info`` (a ``PartInfo``) holds a job as slurmctld stores it, the order of
+    ``job_limits_check``: its own limits (``part_limit``), then its QOS and accounts
+    (``part_policy``); else None."""
+    return (part_limit(time_limit, most, least, info.part, info.max_time, job_qos)
+            or part_policy(info.part, account, qos))
+
+
 def part_policy(part, account: str | None, qos: str | None) -> str | None:
     """Why partition ``part``'s AllowQos/DenyQos or AllowAccounts/DenyAccounts keep a job of
     ``account`` and ``qos`` out, as its pending reason, else None: QOSNotAllowed, then

@@ -99,8 +99,7 @@ def _job_static(pol, job) -> tuple:
         # node counts as the job holds them once created
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
-        per_part.append((info, limits.part_limit(tl, most, least, info.part, info.max_time, job_qos)
-                         or limits.part_policy(info.part, req.account, req.qos)))
+        per_part.append((info, limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)))
     wl = job.wl
     arr = wl.array_job_id if wl.array_job_id is not None else job.id
     task = wl.array_task_id if wl.array_task_id is not None else 0

@@ -156,8 +156,7 @@ def _held_as_stored(req: JobReq, wl: Workload, info: PartInfo, job_qos,
     tl = req.time_limit
     if tl is None:
         tl = stored_time(info) if stored_time is not None else info.part.default_time
-    return (limits.part_limit(tl, most, least, info.part, info.max_time, job_qos) is not None
-            or limits.part_policy(info.part, req.account, req.qos) is not None)
+    return limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos) is not None
 
 
 _PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME,
