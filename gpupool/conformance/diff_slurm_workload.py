@@ -68,9 +68,10 @@ class DiffJob:
 #: that forgot ``--nodes``), so that slurmctld takes nodes until their CPUs hold the tasks;
 #: ``gpus-uneven`` asks some ``--ntasks=T --gpus=X`` with X not a multiple of T; ``gpus-range``
 #: asks some ``--nodes=A-B --gpus=X``, so that slurmctld walks A to B nodes for the GPUs;
-#: ``gpus-few`` asks some ``--ntasks=T --gpus=X`` with more tasks than GPUs
+#: ``gpus-few`` asks some ``--ntasks=T --gpus=X`` with more tasks than GPUs; ``gpus-cpg`` asks
+#: some ``--gpus=X`` beside ``--cpus-per-gpu`` or ``--exclusive``
 MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven",
-         "gpus-range", "gpus-few")
+         "gpus-range", "gpus-few", "gpus-cpg")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -105,7 +106,13 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     enough for X (shown as one node of X GPUs); ``mix="gpus-few"``, from a tenth, asks 60 % of
     the GPU jobs ``--ntasks=T --gpus=X`` with more tasks than GPUs: X from 1 to the shape's GPUs
     (at most a node's), T from X + 1 to X + 8, CPUs per task 1, 4, 16 or 48 where the tasks fit
-    on X + 1 idle nodes (shown as one node of X GPUs).
+    on X + 1 idle nodes (shown as one node of X GPUs); ``mix="gpus-cpg"``, from an eleventh,
+    asks 60 % of the jobs of two GPUs or more ``--gpus=X`` (X from 2 to the shape's GPUs)
+    beside ``--cpus-per-gpu=C`` (C from 1 to 16) or, a quarter of them, ``--exclusive``: a
+    third over the shape's fixed node count (``--cpus-per-gpu`` only, X from the node count up;
+    shown as ⌈X/N⌉ GPUs a node),
+    a third with ``--nodes=A-B`` as ``gpus-range`` draws it, the rest with no ``--nodes`` (both
+    shown as one node of X GPUs).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -121,6 +128,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     uneven = random.Random(seed * 1_000_003 + 97) if mix == "gpus-uneven" else None
     ranged = random.Random(seed * 1_000_003 + 101) if mix == "gpus-range" else None
     few = random.Random(seed * 1_000_003 + 103) if mix == "gpus-few" else None
+    per_gpu = random.Random(seed * 1_000_003 + 107) if mix == "gpus-cpg" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -165,20 +173,41 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             given, g_shown, gres, options = False, x, False, (f"--ntasks={tasks}", f"--gpus={x}")
         elif ranged is not None and n * g >= 2 and max_nodes >= 2 and ranged.random() < 0.6:
             x = ranged.randint(2, n * g)
-            least = ranged.randint(1, min(x, max_nodes - 1))
-            most = ranged.randint(max(least + 1, -(-x // gpus_per_node)), max_nodes)
-            given, g_shown, gres, options = False, x, False, (f"--nodes={least}-{most}", f"--gpus={x}")
+            given, g_shown, gres, options = False, x, False, (_node_range(ranged, x, max_nodes, gpus_per_node),
+                                                              f"--gpus={x}")
         elif few is not None and few.random() < 0.6:
             x = few.randint(1, min(n * g, gpus_per_node))
             tasks = few.randint(x + 1, x + 8)
             cpt = few.choice([c for c in (1, 4, 16, 48) if tasks <= min(x + 1, max_nodes) * (FEW_NODE_CPUS // c)])
             given, g_shown, gres = False, x, False
             options = (f"--ntasks={tasks}", f"--gpus={x}") + ((f"--cpus-per-task={cpt}",) if cpt > 1 else ())
+        elif per_gpu is not None and n * g >= 2 and per_gpu.random() < 0.6:
+            exclusive = per_gpu.random() < 0.25
+            beside = ("--exclusive",) if exclusive else (f"--cpus-per-gpu={per_gpu.choice((1, 2, 4, 8, 12, 16))}",)
+            form = per_gpu.randrange(3)
+            if form == 0 and n >= 2 and not exclusive:  # spread over the fixed count
+                x = per_gpu.randint(n, n * g)
+                g, options, gres = -(-x // n), (f"--gpus={x}",) + beside, False  # shown as a script reads back
+            else:
+                x = per_gpu.randint(2, n * g)
+                nodes = (_node_range(per_gpu, x, max_nodes, gpus_per_node),) if form == 1 and max_nodes >= 2 else ()
+                whole = max(int(nodes[0].split("=")[1].split("-")[0]) if nodes else 1, -(-x // gpus_per_node))
+                if exclusive and cap is not None and whole * gpus_per_node > cap:
+                    beside = ("--cpus-per-gpu=4",)  # whole nodes the account's GrpTRES never admits
+                given, g_shown, gres, options = False, x, False, nodes + (f"--gpus={x}",) + beside
         if given:
             out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
         else:  # the walk decides the node count
             out.append(DiffJob(i, f"d{i:03d}", t, 1, g_shown, limit, run, account, options, gres, False))
     return out
+
+
+def _node_range(rng: random.Random, gpus: int, max_nodes: int, gpus_per_node: int) -> str:
+    """``--nodes=A-B`` for a job of ``gpus`` GPUs: A from 1 to the GPUs (below the pool's
+    nodes), B above A up to the pool's nodes, with B nodes enough for the GPUs."""
+    least = rng.randint(1, min(gpus, max_nodes - 1))
+    most = rng.randint(max(least + 1, -(-gpus // gpus_per_node)), max_nodes)
+    return f"--nodes={least}-{most}"
 
 
 #: the CPUs of a node ``mix="gpus-few"`` sizes its tasks for (the seed pool's)

@@ -969,7 +969,7 @@ class Engine:
                 if len(used) != len(set(used)):
                     raise InvariantViolation(
                         f"job {job.id}: two pods of one-pod-per-node pod set {ps.name!r} share a node")
-            if ps.spread and (len(chunk) == ps.count or (ps.walked and chunk)):
+            if ps.spread and not ps.exclusive and (len(chunk) == ps.count or (ps.walked and chunk)):
                 dealt = sum(p[1].bit_count() for p in chunk)
                 # (more where the nodes outnumber the GPUs by two or more: ``spread_gpus``)
                 if dealt != ps.gpus_per_job and not (dealt > ps.gpus_per_job and len(chunk) > ps.gpus_per_job + 1):

@@ -1013,10 +1013,14 @@ def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
     """Whether select/cons_tres spreads the job's ``--gpus`` unevenly over its nodes
     (``PodSet.spread_gpus``): a fixed count of two nodes or more, and none of the requests
     that are modelled otherwise or were not probed (``--exclusive``, which takes whole nodes;
-    ``--cpus-per-gpu``; more tasks than nodes, the split form of ``_splits``)."""
+    ``--cpus-per-gpu`` beside a task count or memory per CPU; more tasks than nodes, the split
+    form of ``_splits``). A real 22.05.8 spread ``-N2 --gpus=3 --cpus-per-gpu=4`` as 2 + 1 GPUs
+    with 8 + 4 CPUs (probe p117)."""
     if not _gpus_for_job_only(job) or nodes_min != nodes_max or nodes_min < 2:
         return False
-    return not (job.exclusive or job.cpus_per_gpu is not None or _splits(job, nodes_min))
+    return not (job.exclusive or _splits(job, nodes_min)
+                or (job.cpus_per_gpu is not None
+                    and (job.ntasks is not None or job.ntasks_per_node is not None or job.mem_per_cpu is not None)))
 
 
 def _walks_gpus(job: SbatchJob) -> bool:
@@ -1052,16 +1056,27 @@ def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
     --gpus=12`` as 8 + 3 + 1, ``-N1-3 --gpus=4`` as 2 + 2 with two GPUs free on each node;
     ``PodSet.walk_nodes``). The options ``_may_walk`` names keep the reader's refusal."""
     return (least < most and _gpus_for_job_only(job) and job.ntasks is None and job.ntasks_per_node is None
-            and not job.nodelist and not job.exclusive and job.cpus_per_gpu is None
+            and not job.nodelist and _walks_cpus_per_gpu(job)
             and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
 
 
 def _may_walk(job: SbatchJob) -> bool:
     """No node count (``--nodes``, ``--ntasks-per-node``, ``--nodelist``) and none of the
-    requests the walk's probes did not have (``--exclusive``, ``--cpus-per-gpu``, the options
-    of ``_OTHER_WALKS``)."""
-    return (job.nodes is None and job.ntasks_per_node is None and not job.nodelist and not job.exclusive
-            and job.cpus_per_gpu is None and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+    requests the walk's probes did not have (``--exclusive`` or ``--cpus-per-gpu`` beyond
+    ``_walks_cpus_per_gpu``, the options of ``_OTHER_WALKS``)."""
+    return (job.nodes is None and job.ntasks_per_node is None and not job.nodelist
+            and _walks_cpus_per_gpu(job) and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+
+
+def _walks_cpus_per_gpu(job: SbatchJob) -> bool:
+    """No ``--cpus-per-gpu`` or ``--exclusive``, or one of them beside ``--gpus=X`` alone (no
+    ``--ntasks``; with ``--cpus-per-gpu``, memory per node or per GPU): slurmctld walks nodes
+    for such a job as without them (probe p116: ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4
+    GPUs with 32 + 16 CPUs, ``--gpus=12 --exclusive`` on two whole nodes, ``-N1-3`` beside
+    either the same). With tasks, or memory per CPU beside CPUs per GPU, not probed."""
+    if job.cpus_per_gpu is None and not job.exclusive:
+        return True
+    return job.ntasks is None and (job.cpus_per_gpu is None or job.mem_per_cpu is None)
 
 
 #: options (read, not modelled) that make cons_tres choose nodes another way, or that the walk's
@@ -1182,6 +1197,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         walk_gpus=walks,
         node_memory_mib=job.mem if walks and job.mem and not shape.one_per_node and shape.count > 1 else 0,
         walk_nodes=walk_nodes,
+        cpus_per_gpu_cap=job.cpus_per_gpu is not None,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -155,6 +155,12 @@ class PodSet:
     #: most nodes the walk may take (as submitted one pod of X GPUs; a real 22.05.8 ran
     #: ``-N2-3 --gpus=8`` as 7 + 1 GPUs on idle nodes, ``-N1-3 --gpus=12`` as 8 + 4); None: 1 to X
     walk_nodes: tuple[int, int] | None = None
+    #: Slurm, CPUs per GPU asked with ``--cpus-per-gpu`` (not from DefCpuPerGPU): select/cons_tres
+    #: gives the job no more CPUs on a node than that many for each GPU the node's free CPUs pay
+    #: for (a real 22.05.8 ran ``--gpus=12 --cpus-per-gpu=4`` with 32 + 16 CPUs on idle nodes,
+    #: but under DefCpuPerGPU=4 ``--gpus=12`` with 44 + 4; probes p116, p117,
+    #: ``policy/slurm/spread_gpus.py``)
+    cpus_per_gpu_cap: bool = False
 
     @property
     def split(self) -> bool:

@@ -150,8 +150,10 @@ def test_the_walk_rule_on_counts():
 
 def test_memory_and_cpus_per_gpu_from_the_defaults_follow_each_nodes_gpus(pool, tmp_path):
     """DefMemPerGPU (the seed pool's 120000) is per GPU: 3 GPUs hold 360000 MB, 8 + 4 hold
-    960000 and 480000; DefCpuPerGPU=4 gives 32 and 16 CPUs (cons_tres sets a job's memory and
-    CPUs from the GPUs each node got)."""
+    960000 and 480000. DefCpuPerGPU=4's 48 CPUs go out in index order, each node giving what
+    its free CPUs hold while the later node keeps one GPU's worth: 44 + 4 (probe p117, a
+    partition with DefCpuPerGPU=4: ``--gpus=12`` ran with 44 + 4 CPUs; gpupool gave 32 + 16
+    before, its unprobed reading)."""
     job = _run(pool, {}, "--gpus=3")
     assert [(p[1].bit_count(), p[3]) for p in job.placement] == [(3, 360000)]
     job = _run(pool, {}, "--gpus=12")
@@ -160,7 +162,7 @@ def test_memory_and_cpus_per_gpu_from_the_defaults_follow_each_nodes_gpus(pool, 
     small = slurm_pool(tmp_path, conf)
     out = Engine(small, [workload("j", "-t 5 --gpus=12 --mem=100", 0.0, 1)], make_policy("slurm", small),
                  check=True).run()
-    assert [(p[1].bit_count(), p[2], p[3]) for p in sorted(out.jobs[0].placement)] == [(8, 32000, 100), (4, 16000, 100)]
+    assert [(p[1].bit_count(), p[2], p[3]) for p in sorted(out.jobs[0].placement)] == [(8, 44000, 100), (4, 4000, 100)]
 
 
 def test_a_node_offers_no_more_gpus_than_its_free_memory_pays_for_at_the_default(pool):

@@ -314,7 +314,7 @@ def test_rich_mix_draws_every_kind_and_reads_back_from_scripts(tmp_path):
         generate(1, 1, ["a"], max_nodes=1, gpus_per_node=1, mix="odd")
 
 
-@pytest.mark.parametrize("mix", ["gpus-range", "gpus-few", "gpus-uneven"])
+@pytest.mark.parametrize("mix", ["gpus-range", "gpus-few", "gpus-uneven", "gpus-cpg"])
 def test_walk_mixes_read_back_from_scripts(tmp_path, mix):
     """A finished run's scripts give back the workload drawn (``replay_workdir``): a node range
     stays one of the job's options, not its node count."""
@@ -580,6 +580,33 @@ def test_gpus_range_mix_asks_a_node_range_beside_gpus(seed, n):
         assert x == j.gpus_per_node and 1 <= least <= x and least < most <= 4 and x <= most * 8
         (ps,) = wl.pod_sets
         assert (ps.count, ps.gpus, ps.one_per_node, ps.walk_gpus, ps.walk_nodes) == (1, x, False, True, (least, most))
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_cpg_mix_asks_cpus_per_gpu_or_exclusive_beside_gpus(seed, n):
+    """``mix="gpus-cpg"`` turns some jobs of two GPUs or more into ``--gpus=X`` beside
+    ``--cpus-per-gpu=C`` (1 <= C <= 16) or ``--exclusive``: over the shape's fixed node count
+    (spread, ``--cpus-per-gpu`` only, X at least the nodes), or walked with a node range or none,
+    each reading back as gpupool models it."""
+    for j, wl in _mix_read_back(seed, n, "gpus-cpg", same_shapes=False):
+        if not j.options:
+            assert j.gres and wl.total_gpus == j.gpus
+            continue
+        opts = dict(o.split("=", 1) if "=" in o else (o, "") for o in j.options)
+        x = int(opts["--gpus"])
+        assert not j.gres and 2 <= x and ("--exclusive" in opts) != ("--cpus-per-gpu" in opts)
+        if "--cpus-per-gpu" in opts:
+            assert 1 <= int(opts["--cpus-per-gpu"]) <= 16
+        (ps,) = wl.pod_sets
+        assert ps.cpus_per_gpu_cap == ("--cpus-per-gpu" in opts)
+        if j.nodes_given:
+            assert "--nodes" not in opts and "--exclusive" not in opts and j.nodes >= 2
+            assert j.nodes <= x <= j.nodes * j.gpus_per_node and ps.spread_gpus and ps.one_per_node
+            continue
+        assert j.nodes == 1 and j.gpus_per_node == x and ps.walk_gpus and (ps.count, ps.gpus) == (1, x)
+        if "--nodes" in opts:
+            least, most = map(int, opts["--nodes"].split("-"))
+            assert 1 <= least <= x and least < most <= 4 and x <= most * 8 and ps.walk_nodes == (least, most)
 
 
 @given(st.integers(0, 10_000), st.integers(1, 60))

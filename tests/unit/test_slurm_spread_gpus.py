@@ -170,8 +170,10 @@ def test_max_mem_per_node_holds_the_even_share(tmp_path):
 
 
 def test_max_cpus_per_node_caps_cpus_that_follow_the_gpus(tmp_path):
-    """DefCpuPerGPU=4 in a partition of MaxCPUsPerNode=8: a node takes no more GPUs than 8 CPUs
-    pay for, so ``-N2 --gpus=4`` runs as 2 + 2 (a reviewer's case)."""
+    """DefCpuPerGPU=4 in a partition of MaxCPUsPerNode=8: the CPUs do not cap the GPUs dealt
+    out, each node gives 8 CPUs at most, and the job's 16 CPUs go out 8 + 8: a real 22.05.8 ran
+    ``-N2 --gpus=4`` as 3 + 1 GPUs with 8 + 8 CPUs (probe p117; gpupool ran 2 + 2 before, a
+    reviewer's unprobed reading)."""
     from tests.unit.test_slurm_req_tres import _seed_copy
 
     pool_dir = _seed_copy(tmp_path, [])
@@ -179,7 +181,7 @@ def test_max_cpus_per_node_caps_cpus_that_follow_the_gpus(tmp_path):
     text = conf.read_text().replace("PartitionName=train ", "PartitionName=train MaxCPUsPerNode=8 ")
     conf.write_text("DefCpuPerGPU=4\n" + text)
     job = _run(load_pool(pool_dir), [("-N2 --gpus=4 --mem=100", 0.0)])[1]
-    assert [(bin(q[1]).count("1"), q[2]) for q in sorted(job.placement)] == [(2, 8000), (2, 8000)]
+    assert [(bin(q[1]).count("1"), q[2]) for q in sorted(job.placement)] == [(3, 8000), (1, 8000)]
 
 
 def test_per_cpu_memory_under_def_cpu_per_gpu_stays_even(tmp_path):

@@ -82,8 +82,9 @@ for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
 bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
-source, not probed); ``--nodelist``, ``--exclusive``, ``--cpus-per-gpu`` and ``-n1`` keep
-the job's shape as submitted (``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults
+source, not probed); ``--nodelist``, ``--exclusive`` or ``--cpus-per-gpu`` beside ``--ntasks``,
+``--cpus-per-gpu`` with memory per CPU, and ``-n1`` keep the job's shape as submitted
+(``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults
 change their CPUs (DefCpuPerGPU) or that sit in MinNodes partitions (not probed); a job given
 a node count at submit by MinNodes (``min_nodes``) keeps that count; ``-n T --gpus=X`` with X
 not a multiple of T (T < X) is one pod of the T tasks and X GPUs as submitted (the reader's task
@@ -93,8 +94,23 @@ pods would not be identical) and walked the same way: a real 22.05.8 ran ``-n3 -
 there). More tasks than GPUs (T > X, X = 1 too) is that one pod as well, and the walk may then
 take up to T nodes, more than X, the first of them getting no GPU (``spread_gpus``; probe
 p112: ``-n8 --gpus=3`` on one idle node, and as 0 + 1 + 1 + 1 on four nodes of two free CPUs;
-``-n300 --gpus=2`` as 0 + 1 + 1 on three idle nodes). A node range beside ``--ntasks``,
-``--exclusive``, ``--cpus-per-gpu`` or ``--nodelist`` is still refused by the reader.
+``-n300 --gpus=2`` as 0 + 1 + 1 on three idle nodes). A node range beside ``--ntasks`` or
+``--nodelist`` is still refused by the reader.
+
+Beside ``--cpus-per-gpu=C`` or ``--exclusive`` (no ``--ntasks``; probe p116, 2026-12-05, the
+same nodes; ``tests/unit/test_slurm_gpu_walk_cpg_exclusive.py``) the walk is the same. With
+``--cpus-per-gpu`` a node offers the GPUs its free CPUs pay for at C each (``spread_gpus.
+gpus_paid``), and ``spread_gpus.spread`` deals the GPUs as ever and the job's C × X CPUs from
+its total: idle, ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs and
+``--gpus=16 --cpus-per-gpu=20`` on three nodes as 8 + 7 + 1 with 120 + 120 + 80; gpu01 with 8
+CPUs free, ``--gpus=4 --cpus-per-gpu=4`` on gpu02 alone. The CPUs go out in the order the walk
+took the nodes (``select._walk_gpus`` keeps it; ``diff-slurm --mix gpus-cpg`` seed 1:
+``--gpus=4 --cpus-per-gpu=4`` took gpu03, 3 GPUs free, before gpu01 and ran with 12 + 4 CPUs).
+With ``--exclusive`` the fitting nodes are the idle ones, each offering its free GPUs (as many
+as its free memory pays for at memory per GPU), and each node taken is held whole with every
+GPU: ``--gpus=12 --exclusive`` held two nodes and 16 GPUs, ``--gpus=3 --exclusive`` one node;
+with two GPUs free on each node ``--gpus=4 --exclusive`` waited. ``-N1-3`` beside either ran
+the same. Pending, both recorded cpu=1,node=1 and the X GPUs (probe p117).
 """
 from __future__ import annotations
 
@@ -136,6 +152,13 @@ def walk_form(wl: Workload) -> Workload:
                 memory = ps.memory_mib // tasks  # per CPU: one task's
             return _split_walk_form(wl, ps, tasks, cpt, memory)
         nodes = per_node_pods(ps, ps.gpus_per_job)
+        if nodes is not None and (ps.exclusive or (cpt is None and ps.memory_per != "cpu")):
+            # ``--cpus-per-gpu``: the GPUs are dealt out as without it, and each node's CPUs
+            # follow (``spread_gpus.spread``; probe p116: ``--gpus=12 --cpus-per-gpu=4`` ran as
+            # 8 + 4 GPUs with 32 + 16 CPUs); ``--exclusive``: idle nodes are walked until their
+            # GPUs reach X, and each is held whole, every GPU with it (``--gpus=12 --exclusive``
+            # held two nodes and 16 GPUs, ``--gpus=3 --exclusive`` one node and 8)
+            nodes = replace(nodes, spread_gpus=True)
         if nodes is None or not nodes.spread:
             return wl
         least, most = ps.walk_nodes or (1, nodes.count)

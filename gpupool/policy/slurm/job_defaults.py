@@ -309,21 +309,30 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     submitted, with the even share rounded up, ``ps`` filled in) as the Slurm policy holds it:
     one GPU a pod, the least a node takes, and memory per GPU where it is asked per GPU
     (``--mem-per-gpu``, DefMemPerGPU), so that it follows each node's GPUs (``memory_per``
-    "gpu"); ``spread_gpus.spread`` gives each node its GPUs. CPUs from DefCpuPerGPU follow
-    each node's GPUs too (``cpus_per_task`` None: CPUs per GPU, as ``--cpus-per-gpu`` leaves it;
-    not probed). It stays even (⌈X/N⌉ a node) where DefCpuPerGPU's CPUs carry memory per CPU
-    or MaxMemPerCPU may raise them: no per-node amount here follows both (not probed either)."""
+    "gpu"); ``spread_gpus.spread`` gives each node its GPUs. CPUs per GPU, from ``--cpus-per-gpu``
+    (each pod's for its one GPU) or DefCpuPerGPU (``cpus_per_task`` None), go out from the
+    job's total (``spread_gpus._cpus_dealt``; probes p116, p117). It stays even (⌈X/N⌉ a node)
+    where those CPUs carry memory per CPU or MaxMemPerCPU may raise them: no per-node amount
+    here follows both (not probed). An exclusive walk's whole nodes keep their memory as filled."""
+    if ps.exclusive and ps.walk_gpus:
+        # an exclusive walk's nodes are held whole, memory per CPU or GPU for every CPU or GPU
+        # of each (``memory_unit``, ``select.exclusive_memory``): nothing follows the GPUs
+        return replace(ps, gpus=1)
     if ps.memory_unit is not None:
         return replace(ps, spread_gpus=False)
     default_cpus = _default_cpus(asked, d)
     if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or ps.memory_per_cpu or ps.memory_per == "cpu"
                                      or d.max_mem_per_cpu):
         return replace(ps, spread_gpus=False)
+    if ps.cpus_per_task is None and (ps.memory_per_cpu or ps.memory_per == "cpu" or d.max_mem_per_cpu):
+        return replace(ps, spread_gpus=False)  # --cpus-per-gpu beside memory per CPU: likewise
     mem, per = ps.memory_mib, ps.memory_per
     if _memory(asked, asked.cpu_m, d)[1] == "gpu":
         mem, per = mem // ps.gpus, "gpu"
     fit = ps.memory_fit // ps.gpus if ps.memory_fit else 0  # DefMemPerGPU's free memory, for one GPU
     out = replace(ps, gpus=1, memory_mib=mem, memory_per=per, memory_fit=fit if fit > mem else 0)
+    if ps.cpus_per_task is None and default_cpus is None and ps.gpus:
+        out = replace(out, cpu_m=ps.cpu_m // ps.gpus)  # --cpus-per-gpu: for the pod's one GPU
     if default_cpus is not None:
         out = replace(out, cpu_m=d.cpu_per_gpu * 1000, cpus_per_task=None)
     return out
@@ -449,6 +458,10 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         asked = submitted_request(wl, d)
         if walked:  # one node's worth until the walk gives the job its nodes
             asked = submitted_request(given, d)
+            if given.pod_sets[0].cpus_per_gpu_cap:
+                # --cpus-per-gpu counts no CPUs before the walk: a real 22.05.8 recorded a
+                # pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117)
+                asked = (1, asked[1])
             least = _least_walked(wl)
             if least > 1 and _memory_per_node(given.pod_sets[0], d):
                 # ``--nodes=A-B``: memory per node for A nodes, CPUs and memory per CPU or GPU

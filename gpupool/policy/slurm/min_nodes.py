@@ -26,7 +26,7 @@ Not raised (kept as submitted, so it waits with PartitionNodeLimit; docs/policie
 Known differences): ``--gpus`` with more tasks than nodes (the real system spread
 ``-n4 --gpus=4`` as 3 + 1 GPUs beside 2 + 2 tasks, which no pod set here holds: the split form
 spreads tasks, ``spread_gpus`` GPUs, not both), ``--gpus`` that neither spreads (with
-``--exclusive`` or ``--cpus-per-gpu``) nor divides over the nodes, ``--gpus-per-task`` with
+``--exclusive``, or ``--cpus-per-gpu`` beside tasks or memory per CPU) nor divides over the nodes, ``--gpus-per-task`` with
 fewer tasks than nodes (not probed), the reader's one pod of several tasks (``-n T`` with GPUs
 per node, which keeps its one node; ``-n T --gpus=X`` with X not a multiple of T, refused with
 ``job_defaults.MSG_UNWALKED``), and jobs of several pod sets (Kubernetes shapes, not sbatch's). ``--mem`` over several tasks was split over the task pods, rounded up,
@@ -112,7 +112,9 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     split = tasks if tasks > nodes and cpt is not None and not ps.exclusive else 0
     per_job = ps.gpus_per_job if ps.spread_gpus else 0  # --gpus=X
     per_task = bool(ps.gpus_per_job) and not per_job  # --gpus-per-task
-    spread = bool(per_job) and not ps.exclusive and cpt is not None
+    # (--cpus-per-gpu with no task count spreads as over a fixed count, ``sbatch._spreads_gpus``)
+    spread = bool(per_job) and not ps.exclusive and (
+        cpt is not None or (ps.cpus_per_gpu_cap and ps.memory_per != "cpu" and tasks == 1))
     if per_job:
         if per_job < nodes or (spread and split) or (not spread and per_job % nodes):
             return None

@@ -20,8 +20,11 @@ requests spread over several nodes; every other job keeps the configured weights
 (Under gres.conf ``Cores=`` real Slurm does not count GPUs on sockets without a free core, so
 there even a per-node request can be offered less; not modelled, below.)
 
+With ``--cpus-per-gpu`` a node offers no more GPUs than its free CPUs pay for (probe p117, 2026-12-05:
+gpu01 with 7 GPUs but 8 CPUs free, ``-N2 --gpus=4 --cpus-per-gpu=4`` ran on gpu02-03).
+
 Not modelled: GPUs on sockets without a free core are not counted where gres.conf binds GPUs to
-cores (``Cores=``), ``--cpus-per-gpu``/DefCpuPerGPU's cap (free CPUs over CPUs per GPU), and
+cores (``Cores=``), DefCpuPerGPU's cap (free CPUs over its CPUs per GPU; not probed), and
 the weights backfill's will-run test leaves on nodes from the GPU job it evaluated before (a
 CPU-only job tested next in the same cycle sees them).
 """
@@ -55,6 +58,7 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
     counts = free.gpus
     typed = ps.gpu_type is not None
     least = ps.gpus
+    cpus_per_gpu = ps.cpu_m // ps.gpus if ps.cpus_per_gpu_cap and ps.cpus_per_task is None else 0
     offers = {}
     for i in pool:
         if typed:
@@ -65,6 +69,8 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
         if have < least:
             continue  # the node cannot hold a pod: its weight is never read
         offer = have if have < cap else cap
+        if cpus_per_gpu:  # --cpus-per-gpu: the GPUs its free CPUs pay for (probe p117)
+            offer = min(offer, (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // cpus_per_gpu)
         if per_gpu:
             offer = min(offer, mem[i] // per_gpu)
             if offer < 0:  # memory over-allocated (a differential replay of real Slurm's): none

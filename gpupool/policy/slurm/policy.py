@@ -420,6 +420,15 @@ class Cycle:
         asked = req.tres
         if planned and "mem" in asked:
             held["mem"] = _planned_memory(pods[0], asked, held)
+        if planned and pods[0].exclusive:
+            # an exclusive walk's whole nodes count their GPUs at a start only: before a
+            # reservation the GPUs asked (as ``limit_req`` counts them there, finding 53;
+            # ``diff-slurm --mix gpus-cpg`` seed 1: ``--nodes=3-4 --gpus=7 --exclusive`` of an
+            # account with GrpTRES=gres/gpu=24 and GPUs in use was planned on three whole nodes
+            # with its reservation)
+            for t in held:
+                if t.startswith("gres/gpu"):
+                    held[t] = asked.get(t, 0)
         tres = {k: held.get(k, v) for k, v in asked.items()}
         return limits.check(replace(req, tres=tres), pol.held_limit(job, info), applies[0], applies[1], self.usage)
 
@@ -917,16 +926,25 @@ class SlurmPolicy:
         asked per job) in partition ``info``: those of the nodes a selection on an idle cluster
         picks (slurmctld's test-only pass in ``_pick_best_nodes``, whose ``_eval_nodes`` sums
         each node's GPUs of the type asked, no more than its memory pays for at memory per GPU,
-        into the job's ``total_gres``; 22.05.8 source, read by a reviewer). Not modelled: the
-        cap by CPUs per GPU, and the second test-only pass over DOWN and DRAINED nodes too when
-        the first finds nothing (0 here)."""
+        into the job's ``total_gres``; 22.05.8 source, read by a reviewer), and with
+        ``--cpus-per-gpu`` no more than the CPUs it gives the job pay for. Not modelled: that cap
+        for DefCpuPerGPU, and the second test-only pass over DOWN and DRAINED nodes too when the
+        first finds nothing (0 here)."""
         pl = self.idle_placement(job, info)
         if pl is None:
             return 0
         nodes = self._nodes
         ps = per_job[0]
+        # --cpus-per-gpu: a node counts no more GPUs than the CPUs it gives the job pay for,
+        # and those are the job's CPUs not given to earlier nodes (``gres_sched_add`` with
+        # ``_cpus_to_use``'s avail_cpus; diff-slurm --mix gpus-cpg seed 1: ``-N2 --gpus=13
+        # --cpus-per-gpu=16`` of an account with GrpTRES=gres/gpu=16 and one GPU in use held
+        # the partition back as short of resources, not by the limit)
+        cpg = ps.cpu_m // max(1, ps.gpus) // 1000 if ps.cpus_per_gpu_cap and ps.cpus_per_task is None else 0
+        cpus_left = cpg * ps.gpus_per_job
+        picked = sorted({p[0] for p in pl})
         got = 0
-        for i in {p[0] for p in pl}:
+        for k, i in enumerate(picked):
             if ps.gpu_type:
                 typed = nodes.typed_mask(i, ps.gpu_type)
                 n = 0 if typed is None else typed.bit_count()
@@ -934,6 +952,11 @@ class SlurmPolicy:
                 n = nodes.gpu_total[i]
             if ps.mem_per_gpu:
                 n = min(n, nodes.mem_total[i] // ps.mem_per_gpu)
+            if cpg:
+                n = min(n, nodes.cpu_total[i] // 1000 // cpg)
+                cpus = min(n * cpg, cpus_left - cpg * (len(picked) - 1 - k))
+                cpus_left -= cpus
+                n = min(n, cpus // cpg)
             got += n
         return got
 

@@ -302,7 +302,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # chosen as holding their memory_fit (``pod_fits``); they hold their own (a walked
             # split form's nodes hold their tasks' already: ``split_tasks.deal_tasks``)
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
-        if ps.spread:  # the job's GPUs dealt out (spread_gpus)
+        if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
                 ok = False
@@ -434,7 +434,8 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         return None
     if ps.split_tasks:
         return deal_tasks(ps, nodes, free)
-    return [pod_fits(free, i, ps) for i in sorted(nodes)]
+    # (CPUs per GPU go out in the order the nodes were taken: ``spread_gpus._cpus_dealt``)
+    return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None else sorted(nodes))]
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:

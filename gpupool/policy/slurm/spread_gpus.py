@@ -26,8 +26,19 @@ out here the same way. The nodes of a fixed count are chosen as for any pod set 
 pod (which also orders them by the GPUs they offer the job, ``near_gpus``); the GPUs are then
 dealt out here. Memory asked per GPU follows each node's GPUs, and a node takes no more GPUs
 than its free memory pays for at that rate (gpupool's reading: ``_set_job_bits1`` has no
-memory cap of its own; the node filter caps the GPUs a node offers by its free memory), and
-CPUs per GPU from DefCpuPerGPU follow them likewise (not probed).
+memory cap of its own; the node filter caps the GPUs a node offers by its free memory).
+
+CPUs per GPU (``--cpus-per-gpu``, or DefCpuPerGPU; ``cpus_per_task`` None) cap no GPUs here.
+The job's CPUs (per GPU, for its X) go out in the order the nodes were taken (a walk's; else index
+order), each node giving what it may while
+every later node keeps one GPU's worth (``_cpus_to_use``): its free CPUs within MaxCPUsPerNode,
+and with ``--cpus-per-gpu`` no more than that many for each GPU its free CPUs pay for (its
+``avail_cpus``; ``_node_cpus``). A job whose nodes cannot give them all does not fit (refused at
+submit where no nodes ever could). Probes p116 and p117 (2026-12-05, the same nodes):
+``-N2 --gpus=3 --cpus-per-gpu=4`` ran as 2 + 1 GPUs with 8 + 4 CPUs, ``-N3 --gpus=16
+--cpus-per-gpu=20`` as 8 + 7 + 1 with 120 + 120 + 80, ``-N2 --gpus=16 --cpus-per-gpu=20`` was
+refused; under DefCpuPerGPU=4 ``--gpus=12`` (walked) ran with 44 + 4 CPUs, and beside
+MaxCPUsPerNode=8 ``-N2 --gpus=4`` as 3 + 1 GPUs with 8 + 8 CPUs.
 
 Not modelled: cons_tres's choice of a run of nodes also asks whether the run's free GPUs hold
 X (``gres_sched_sufficient``; ``gpu_walk`` models it where the node count is open), here a
@@ -52,6 +63,38 @@ def gpus_paid(ps, free, i: int, n: int, per_gpu: int) -> int:
     return n
 
 
+def _node_cpus(ps, free, i: int, avail: int, per_gpu: int) -> int:
+    """The CPUs node ``i`` may give a pod set whose CPUs are per GPU (its ``avail_cpus``):
+    its free CPUs within MaxCPUsPerNode, and with ``--cpus-per-gpu`` (``PodSet.cpus_per_gpu_cap``)
+    no more than that many for each of its free GPUs (``avail``) its free CPUs and memory pay
+    for; DefCpuPerGPU caps nothing here."""
+    if ps.cpus_per_gpu_cap:
+        return gpus_paid(ps, free, i, avail.bit_count(), per_gpu) * ps.cpu_m
+    return free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+
+
+def _cpus_dealt(ps, chosen, free, gpus_for, per_gpu: int, total: int) -> dict[int, int] | None:
+    """node -> the CPUs (millicores) a pod set asking CPUs per GPU gets there, ``total`` for the
+    job: the nodes in the order they were taken (``chosen``'s: a walk's, else index order)
+    each give what they may (``_node_cpus``) but no more than the job's CPUs not yet given
+    less one GPU's worth for each node after it (``_eval_nodes`` with ``_cpus_to_use``); None
+    when the nodes cannot give them all (``-N2 --gpus=16 --cpus-per-gpu=20`` on 128-CPU nodes
+    was refused at submit, probe p117). Probes p116, p117: ``--gpus=16 --cpus-per-gpu=20`` on
+    idle 128-CPU nodes ran as 8 + 7 + 1 GPUs with 120 + 120 + 80 CPUs, ``-N2 --gpus=3
+    --cpus-per-gpu=4`` as 2 + 1 with 8 + 4, DefCpuPerGPU=4 ``--gpus=12`` as 8 + 4 with 44 + 4;
+    ``diff-slurm --mix gpus-cpg`` seed 1: ``--gpus=4 --cpus-per-gpu=4``, walked to gpu03 (3
+    GPUs free) before gpu01 (2), ran with 4 + 12 CPUs and 2 + 2 GPUs."""
+    cpu_per_gpu = ps.cpu_m
+    left = total
+    out: dict[int, int] = {}
+    order = [p[0] for p in chosen]
+    for k, i in enumerate(order):
+        cpu = min(_node_cpus(ps, free, i, gpus_for(free, i, ps), per_gpu), left - cpu_per_gpu * (len(order) - 1 - k))
+        out[i] = cpu
+        left -= cpu
+    return None if left > 0 else out
+
+
 def spread(ps, chosen, free, gpus_for) -> list | None:
     """The pods ``chosen`` for spread pod set ``ps`` (one per node, one GPU each) with the job's
     ``ps.gpus_per_job`` GPUs dealt out in node index order, or None when their nodes' free GPUs
@@ -61,6 +104,9 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
     per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
     cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0  # DefCpuPerGPU: CPUs follow the GPUs
     pods = sorted(chosen)
+    node_cpus = _cpus_dealt(ps, chosen, free, gpus_for, per_gpu, cpu_per_gpu * total) if cpu_per_gpu else None
+    if node_cpus is None and cpu_per_gpu:
+        return None
     out = []
     taken = 0
     later = len(pods)
@@ -74,9 +120,13 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
         # it (``_get_job_cnt``: its unsigned share wraps round); one with them takes none
         # (``_set_job_bits1``)
         overflow = overflow or (share < 0 and not free.nodes.gres_topology[i])
-        n = gpus_paid(ps, free, i, avail.bit_count() if overflow else max(0, min(avail.bit_count(), share)), per_gpu)
-        if cpu_per_gpu:
-            cpu = cpu_per_gpu * n
+        n = avail.bit_count() if overflow else max(0, min(avail.bit_count(), share))
+        if node_cpus is not None:  # CPUs per GPU cap no GPUs here (``_cpus_dealt``)
+            if per_gpu:
+                n = min(n, free.mem[i] // per_gpu)
+            cpu = node_cpus[i]
+        else:
+            n = gpus_paid(ps, free, i, n, per_gpu)
         if n < 1 and share > 0:
             return None
         out.append((i, lowest_bits(avail, n), cpu, per_gpu * n if per_gpu else mem))
