@@ -250,6 +250,12 @@ class LockstepPolicy:
                 if left:
                     pods[-1] = (pods[-1][0] | left, *pods[-1][1:])
             least = [p[1] for p in pods]  # the CPUs each pod's tasks need
+            if ps.spread and ps.cpus_per_task is None:
+                # CPUs per GPU unknown here: they go out from the job's total, not with each
+                # node's GPUs (``spread_gpus._cpus_dealt``), so no more than the node holds,
+                # one GPU's worth at least
+                pods = [(m, min(c, nodes.cpu_total[node]), mem_) for m, c, mem_ in pods]
+                least = [min(ps.cpu_m, nodes.cpu_total[node])]
             cpu = sum(p[1] for p in pods)
             mem = sum(p[2] for p in pods)
             real = alloc.get(node)

@@ -681,3 +681,24 @@ def test_an_adopted_start_leaves_the_cpus_shared_jobs_hold(tmp_path, job2, real_
     engine.run()
     assert engine.jobs[2].state == "RUNNING" and engine.jobs[2].placement[0][2] == cpus * 1000
     assert (f"{real_cpus} CPUs on gpu01 with 64 free" in wrapper.notes[2][0]) if noted else 2 not in wrapper.notes
+
+
+def test_a_cpus_per_gpu_job_without_its_real_cpus_is_adopted(tmp_path):
+    """Where the real output gives no CPUs per node, a job asking ``--cpus-per-gpu`` is adopted
+    on the real nodes and GPUs with the CPUs each node holds: they go out from the job's total,
+    not with each node's GPUs (``spread_gpus._cpus_dealt``), so 8 GPUs at 20 CPUs each ask no
+    more than a 128-CPU node (a review found such a job retried every second for ever)."""
+    from dataclasses import replace
+
+    from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+    from tests.unit.sbatch_plans import workload
+
+    pool = load_pool("examples/seed-pool")
+    wl = replace(workload("j", "-A ml-platform -t 5 --gpus=16 --cpus-per-gpu=20 --mem=100", 1.0, 1, runtime=60.0),
+                 user="dave")
+    wrapper = LockstepPolicy(make_policy("slurm", pool), {1: (1.0, ((1, 0xff), (2, 0x7f), (3, 0x01)))}, 1.0)
+    job = Engine(pool, [wl], wrapper, check=True, until=30.0).run().jobs[0]
+    assert job.first_start is not None and job.first_start < 3.0
+    assert sorted((p[0], p[1].bit_count()) for p in job.placement) == [(1, 8), (2, 7), (3, 1)]

@@ -26,6 +26,7 @@ from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
 from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.job_defaults import MSG_UNSPREAD
 from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool, workload
 from tests.unit.test_slurm_gpu_walk import _FRAG2, _run, _started_at_once
 from tests.unit.test_slurm_gpu_walk_range import _held
@@ -244,6 +245,11 @@ def test_cpus_per_gpu_beside_memory_per_cpu_from_the_defaults_stay_as_submitted(
     even = Engine(small, [workload("j", "-t 5 -N2 --gpus=4 --cpus-per-gpu=4", 0.0, 1)], make_policy("slurm", small),
                   check=True).run().jobs[0]
     assert sorted((p[1].bit_count(), p[2], p[3]) for p in even.placement) == [(2, 8000, 8000)] * 2
+    # an even share holding more GPUs than asked (2 + 2 for 3) is refused in gpupool's words
+    # (a second review found it run so; the reader refused it before the spread)
+    odd = Engine(small, [workload("j", "-t 5 -N2 --gpus=3 --cpus-per-gpu=4", 0.0, 1)], make_policy("slurm", small),
+                 check=True).run().jobs[0]
+    assert (odd.state, odd.reason) == ("REJECTED", MSG_UNSPREAD)
 
 
 def test_a_minnodes_partition_spreads_cpus_per_gpu_as_a_fixed_count(tmp_path):

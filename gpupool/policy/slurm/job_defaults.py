@@ -474,7 +474,7 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
             filled = replace(filled, req_cpu_mem=asked)
-    return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked)
+    return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked) or _unspread_refusal(wl, filled)
 
 
 def _walks_range(wl: Workload) -> bool:
@@ -514,6 +514,28 @@ MSG_UNWALKED = ("gpupool does not model --ntasks=T --gpus=X with X not a multipl
 MSG_UNWALKED_RANGE = ("gpupool does not model --nodes=A-B --gpus=X where the partition's defaults "
                       "(DefCpuPerGPU, MaxMemPerCPU) keep the job from walking nodes for its GPUs; "
                       "ask a node count, or --gpus-per-node")
+
+
+#: the same for ``--gpus=X`` over N nodes beside ``--cpus-per-gpu`` (``PodSet.cpus_per_gpu_cap``)
+#: where memory per CPU keeps the GPUs even (``_spread_form``) and X does not divide over N
+MSG_UNSPREAD = ("gpupool does not model --gpus=X over N nodes beside --cpus-per-gpu where memory per CPU "
+                "(DefMemPerCPU, MaxMemPerCPU) keeps the GPUs even and X is not a multiple of N; ask X as a "
+                "multiple of the nodes, or --gpus-per-node")
+#: gpupool's own refusals: the job stands for no shape slurmctld gives it, so slurmctld's
+#: submit checks are not read for it
+OWN_REFUSALS = (MSG_UNWALKED, MSG_UNWALKED_RANGE, MSG_UNSPREAD)
+
+
+def _unspread_refusal(wl: Workload, filled: Workload) -> str | None:
+    """``MSG_UNSPREAD`` where a pod set spreading ``--gpus`` beside ``--cpus-per-gpu`` over a
+    node count (``wl``'s) was left even by its defaults (``filled``'s) and its even share holds
+    more GPUs than asked (a review found ``-N2 --gpus=3 --cpus-per-gpu=4`` under DefMemPerCPU
+    holding 2 + 2), else None."""
+    for asked, ps in zip(wl.pod_sets, filled.pod_sets):
+        if (asked.spread_gpus and asked.one_per_node and ps.cpus_per_gpu_cap and not ps.spread_gpus
+                and ps.gpus * ps.count != ps.gpus_per_job):
+            return MSG_UNSPREAD
+    return None
 
 
 def _unwalked_refusal(given: Workload, walked: bool) -> str | None:

@@ -927,7 +927,7 @@ class SlurmPolicy:
         picks (slurmctld's test-only pass in ``_pick_best_nodes``, whose ``_eval_nodes`` sums
         each node's GPUs of the type asked, no more than its memory pays for at memory per GPU,
         into the job's ``total_gres``; 22.05.8 source, read by a reviewer), and with
-        ``--cpus-per-gpu`` no more than the CPUs it gives the job pay for. Not modelled: that cap
+        ``--cpus-per-gpu`` no more than the job's X. Not modelled: that cap
         for DefCpuPerGPU, and the second test-only pass over DOWN and DRAINED nodes too when the
         first finds nothing (0 here)."""
         pl = self.idle_placement(job, info)
@@ -935,16 +935,8 @@ class SlurmPolicy:
             return 0
         nodes = self._nodes
         ps = per_job[0]
-        # --cpus-per-gpu: a node counts no more GPUs than the CPUs it gives the job pay for,
-        # and those are the job's CPUs not given to earlier nodes (``gres_sched_add`` with
-        # ``_cpus_to_use``'s avail_cpus; diff-slurm --mix gpus-cpg seed 1: ``-N2 --gpus=13
-        # --cpus-per-gpu=16`` of an account with GrpTRES=gres/gpu=16 and one GPU in use held
-        # the partition back as short of resources, not by the limit)
-        cpg = ps.cpu_m // max(1, ps.gpus) // 1000 if ps.cpus_per_gpu_cap and ps.cpus_per_task is None else 0
-        cpus_left = cpg * ps.gpus_per_job
-        picked = sorted({p[0] for p in pl})
         got = 0
-        for k, i in enumerate(picked):
+        for i in {p[0] for p in pl}:
             if ps.gpu_type:
                 typed = nodes.typed_mask(i, ps.gpu_type)
                 n = 0 if typed is None else typed.bit_count()
@@ -952,12 +944,16 @@ class SlurmPolicy:
                 n = nodes.gpu_total[i]
             if ps.mem_per_gpu:
                 n = min(n, nodes.mem_total[i] // ps.mem_per_gpu)
-            if cpg:
-                n = min(n, nodes.cpu_total[i] // 1000 // cpg)
-                cpus = min(n * cpg, cpus_left - cpg * (len(picked) - 1 - k))
-                cpus_left -= cpus
-                n = min(n, cpus // cpg)
             got += n
+        if ps.cpus_per_gpu_cap and ps.cpus_per_task is None:
+            # --cpus-per-gpu: a node counts no more GPUs than the CPUs it gives the job pay for,
+            # and those are the job's CPUs not given to earlier nodes (``gres_sched_add`` after
+            # ``_cpus_to_use``), so no more than the job's X in all (diff-slurm --mix gpus-cpg
+            # seed 1: ``-N2 --gpus=13 --cpus-per-gpu=16`` of an account with GrpTRES=gres/gpu=16
+            # and one GPU in use held the partition back as short of resources, not by the
+            # limit). Not modelled: ``_cpus_to_use``'s floor (pn_min_cpus, min_gres_cpu), by
+            # which slurmctld may count more
+            got = min(got, ps.gpus_per_job)
         return got
 
     def assoc_limits(self, req) -> list:
@@ -1290,7 +1286,7 @@ class SlurmPolicy:
 
     def _verdict_of(self, job) -> str | None:
         refused = self._submit_refusal.get(job.id)
-        if refused in (job_defaults.MSG_UNWALKED, job_defaults.MSG_UNWALKED_RANGE):
+        if refused in job_defaults.OWN_REFUSALS:
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
                                      self._fit_empty, lambda info: self.time_limit(job, info))

@@ -435,7 +435,7 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     if ps.split_tasks:
         return deal_tasks(ps, nodes, free)
     # (CPUs per GPU go out in the order the nodes were taken: ``spread_gpus._cpus_dealt``)
-    return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None else sorted(nodes))]
+    return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None and not ps.exclusive else sorted(nodes))]
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:

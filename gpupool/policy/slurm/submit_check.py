@@ -316,7 +316,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
-    if refused in (job_defaults.MSG_UNWALKED, job_defaults.MSG_UNWALKED_RANGE):
+    if refused in job_defaults.OWN_REFUSALS:
         return refused  # gpupool's: slurmctld's checks would read a shape it does not give
     return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
 
