@@ -136,6 +136,20 @@ _P117 = [
 ]
 
 
+#: probe p118 (the same day and nodes): gpu01 with 4 GPUs and 90 CPUs free, gpu02 with 1 GPU and
+#: 122 CPUs, gpu03 and gpu04 full
+_P118_S2 = {"gpu01": "--gres=gpu:4 -c38", "gpu02": "--gres=gpu:7 -c6", "gpu03": 8, "gpu04": 8}
+_P117 += [
+    # a node gives C for each of its free GPUs at most (gres_sched_add): 64 + 16, 40 + 10
+    (_P118_S2, "--gpus=5 --cpus-per-gpu=16", {"gpu01": ((4, 5, 6, 7), 64, 100), "gpu02": ((7,), 16, 100)}),
+    (_P118_S2, "--gpus=5 --cpus-per-gpu=10", {"gpu01": ((4, 5, 6, 7), 40, 100), "gpu02": ((7,), 10, 100)}),
+    # three nodes: each later node keeps C (not a core): 24 + 4 + 4 and 4 + 4 + 4
+    ({}, "-N3 --gpus=8 --cpus-per-gpu=4", {"gpu01": ((0, 1, 2, 3, 4, 5), 24, 100), "gpu02": ((0,), 4, 100),
+                                           "gpu03": ((0,), 4, 100)}),
+    ({}, "-N3 --gpus=3 --cpus-per-gpu=4", {"gpu01": ((0,), 4, 100), "gpu02": ((0,), 4, 100), "gpu03": ((0,), 4, 100)}),
+]
+
+
 @pytest.mark.parametrize("blockers,opts,want", _P117, ids=[f"{len(b)}blk {o}" for b, o, _ in _P117])
 def test_fixed_counts_and_def_cpu_per_gpu_as_the_real_system_ran_them(cpg_pool, blockers, opts, want):
     assert _held(cpg_pool, _started_at_once(cpg_pool, blockers, opts)) == want

@@ -153,9 +153,9 @@ def walk_form(wl: Workload) -> Workload:
             return _split_walk_form(wl, ps, tasks, cpt, memory)
         nodes = per_node_pods(ps, ps.gpus_per_job)
         if nodes is not None and (ps.exclusive or (cpt is None and ps.memory_per != "cpu")):
-            # ``--cpus-per-gpu``: the GPUs are dealt out as without it, and each node's CPUs
-            # follow (``spread_gpus.spread``; probe p116: ``--gpus=12 --cpus-per-gpu=4`` ran as
-            # 8 + 4 GPUs with 32 + 16 CPUs); ``--exclusive``: idle nodes are walked until their
+            # ``--cpus-per-gpu``: the GPUs are dealt out as without it, and the job's CPUs go out
+            # from its total (``spread_gpus._cpus_dealt``; probe p116: ``--gpus=12
+            # --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs); ``--exclusive``: idle nodes are walked until their
             # GPUs reach X, and each is held whole, every GPU with it (``--gpus=12 --exclusive``
             # held two nodes and 16 GPUs, ``--gpus=3 --exclusive`` one node and 8)
             nodes = replace(nodes, spread_gpus=True)

@@ -83,7 +83,10 @@ def _cpus_dealt(ps, chosen, free, gpus_for, per_gpu: int, total: int) -> dict[in
     idle 128-CPU nodes ran as 8 + 7 + 1 GPUs with 120 + 120 + 80 CPUs, ``-N2 --gpus=3
     --cpus-per-gpu=4`` as 2 + 1 with 8 + 4, DefCpuPerGPU=4 ``--gpus=12`` as 8 + 4 with 44 + 4;
     ``diff-slurm --mix gpus-cpg`` seed 1: ``--gpus=4 --cpus-per-gpu=4``, walked to gpu03 (3
-    GPUs free) before gpu01 (2), ran with 4 + 12 CPUs and 2 + 2 GPUs."""
+    GPUs free) before gpu01 (2), ran with 4 + 12 CPUs and 2 + 2 GPUs; probe p118: ``-N3
+    --gpus=8 --cpus-per-gpu=4`` on idle nodes 24 + 4 + 4 (each later node keeps C, not a core).
+    Not modelled: a node with CPUs for more GPUs than it has free may give more where the nodes
+    hold exactly the job's CPUs (p118: 80 + 16 + 112 where this gives 64 + 16 + 128)."""
     cpu_per_gpu = ps.cpu_m
     left = total
     out: dict[int, int] = {}
