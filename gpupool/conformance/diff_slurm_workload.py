@@ -173,8 +173,8 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             given, g_shown, gres, options = False, x, False, (f"--ntasks={tasks}", f"--gpus={x}")
         elif ranged is not None and n * g >= 2 and max_nodes >= 2 and ranged.random() < 0.6:
             x = ranged.randint(2, n * g)
-            given, g_shown, gres, options = False, x, False, (_node_range(ranged, x, max_nodes, gpus_per_node),
-                                                              f"--gpus={x}")
+            least, most = _node_range(ranged, x, max_nodes, gpus_per_node)
+            given, g_shown, gres, options = False, x, False, (f"--nodes={least}-{most}", f"--gpus={x}")
         elif few is not None and few.random() < 0.6:
             x = few.randint(1, min(n * g, gpus_per_node))
             tasks = few.randint(x + 1, x + 8)
@@ -190,9 +190,10 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
                 g, options, gres = -(-x // n), (f"--gpus={x}",) + beside, False  # shown as a script reads back
             else:
                 x = per_gpu.randint(2, n * g)
-                nodes = (_node_range(per_gpu, x, max_nodes, gpus_per_node),) if form == 1 and max_nodes >= 2 else ()
-                whole = max(int(nodes[0].split("=")[1].split("-")[0]) if nodes else 1, -(-x // gpus_per_node))
-                if exclusive and cap is not None and whole * gpus_per_node > cap:
+                ranged_now = form == 1 and max_nodes >= 2
+                least, most = _node_range(per_gpu, x, max_nodes, gpus_per_node) if ranged_now else (1, 0)
+                nodes = (f"--nodes={least}-{most}",) if most else ()
+                if exclusive and cap is not None and max(least, -(-x // gpus_per_node)) * gpus_per_node > cap:
                     beside = ("--cpus-per-gpu=4",)  # whole nodes the account's GrpTRES never admits
                 given, g_shown, gres, options = False, x, False, nodes + (f"--gpus={x}",) + beside
         if given:
@@ -202,12 +203,13 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     return out
 
 
-def _node_range(rng: random.Random, gpus: int, max_nodes: int, gpus_per_node: int) -> str:
-    """``--nodes=A-B`` for a job of ``gpus`` GPUs: A from 1 to the GPUs (below the pool's
-    nodes), B above A up to the pool's nodes, with B nodes enough for the GPUs."""
+def _node_range(rng: random.Random, gpus: int, max_nodes: int, gpus_per_node: int) -> tuple[int, int]:
+    """The least and most nodes of ``--nodes=A-B`` for a job of ``gpus`` GPUs: A from 1 to the
+    GPUs (below the pool's nodes), B above A up to the pool's nodes, with B nodes enough for
+    the GPUs."""
     least = rng.randint(1, min(gpus, max_nodes - 1))
     most = rng.randint(max(least + 1, -(-gpus // gpus_per_node)), max_nodes)
-    return f"--nodes={least}-{most}"
+    return least, most
 
 
 #: the CPUs of a node ``mix="gpus-few"`` sizes its tasks for (the seed pool's)

@@ -76,10 +76,10 @@ submit and kept ``--gpus=4`` waiting where no node had four free).
 A walked job's TRES limits are tested again on the nodes the walk gave it
 (``..._post_select``: ``Cycle.placed_limit``, docs/differential.md finding 65), and before the
 job preempts anyone (``preempt.try_preempt``: over them it preempts nobody). Not modelled: that
-test under assoc_limit_stop (slurmctld plans such a job at the next job end); ``-n T`` with GPUs per node in MinNodes partitions (not raised: one node, waiting);
-a job listing partitions whose QOS cap it differently gets the largest cap in each; squeue's NODES
-for a pending job (1 here, ⌈X/8⌉ on the probe's 8-GPU nodes);
-bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
+test under assoc_limit_stop (slurmctld plans such a job at the next job end); ``-n T`` with GPUs
+per node in MinNodes partitions (not raised: one node, waiting); a job listing partitions whose
+QOS cap it differently gets the largest cap in each; squeue's NODES for a pending job (1 here,
+⌈X/8⌉ on the probe's 8-GPU nodes); bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
 source, not probed); ``--nodelist``, ``--exclusive`` or ``--cpus-per-gpu`` beside ``--ntasks``,
@@ -151,13 +151,14 @@ def walk_form(wl: Workload) -> Workload:
             else:
                 memory = ps.memory_mib // tasks  # per CPU: one task's
             return _split_walk_form(wl, ps, tasks, cpt, memory)
+        # (``per_node_pods`` spreads ``--cpus-per-gpu`` as over a fixed count: the GPUs dealt out
+        # as without it, the job's CPUs from its total, ``spread_gpus._cpus_dealt``; probe p116:
+        # ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs)
         nodes = per_node_pods(ps, ps.gpus_per_job)
-        if nodes is not None and (ps.exclusive or (cpt is None and ps.memory_per != "cpu")):
-            # ``--cpus-per-gpu``: the GPUs are dealt out as without it, and the job's CPUs go out
-            # from its total (``spread_gpus._cpus_dealt``; probe p116: ``--gpus=12
-            # --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs); ``--exclusive``: idle nodes are walked until their
-            # GPUs reach X, and each is held whole, every GPU with it (``--gpus=12 --exclusive``
-            # held two nodes and 16 GPUs, ``--gpus=3 --exclusive`` one node and 8)
+        if nodes is not None and ps.exclusive:
+            # idle nodes are walked until their GPUs reach X, and each is held whole, every GPU
+            # with it (``--gpus=12 --exclusive`` held two nodes and 16 GPUs, ``--gpus=3
+            # --exclusive`` one node and 8)
             nodes = replace(nodes, spread_gpus=True)
         if nodes is None or not nodes.spread:
             return wl

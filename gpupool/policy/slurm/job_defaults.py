@@ -321,11 +321,11 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     if ps.memory_unit is not None:
         return replace(ps, spread_gpus=False)
     default_cpus = _default_cpus(asked, d)
-    if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or ps.memory_per_cpu or ps.memory_per == "cpu"
-                                     or d.max_mem_per_cpu):
+    per_cpu_memory = ps.memory_per_cpu or ps.memory_per == "cpu" or d.max_mem_per_cpu
+    if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or per_cpu_memory):
         return replace(ps, spread_gpus=False)
-    if ps.cpus_per_task is None and (ps.memory_per_cpu or ps.memory_per == "cpu" or d.max_mem_per_cpu):
-        return replace(ps, spread_gpus=False)  # --cpus-per-gpu beside memory per CPU: likewise
+    if ps.cpus_per_task is None and per_cpu_memory:  # --cpus-per-gpu beside memory per CPU
+        return replace(ps, spread_gpus=False)
     mem, per = ps.memory_mib, ps.memory_per
     if _memory(asked, asked.cpu_m, d)[1] == "gpu":
         mem, per = mem // ps.gpus, "gpu"

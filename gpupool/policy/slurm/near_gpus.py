@@ -70,7 +70,7 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
             continue  # the node cannot hold a pod: its weight is never read
         offer = have if have < cap else cap
         if cpus_per_gpu:  # --cpus-per-gpu: the GPUs its free CPUs pay for (probe p117)
-            offer = min(offer, (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // cpus_per_gpu)
+            offer = min(offer, free.cpu_within_cap(i) // cpus_per_gpu)
         if per_gpu:
             offer = min(offer, mem[i] // per_gpu)
             if offer < 0:  # memory over-allocated (a differential replay of real Slurm's): none

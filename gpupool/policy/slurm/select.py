@@ -59,6 +59,12 @@ class Free:
             for node, _mask, cpu, _mem in placement:
                 cap[node] += sign * cpu
 
+    def cpu_within_cap(self, i: int) -> int:
+        """Node ``i``'s free millicores that a job of the partition being placed may take: all
+        of them, or within its MaxCPUsPerNode (``cap``)."""
+        cap = self.cap
+        return self.cpu[i] if cap is None else min(self.cpu[i], cap[i])
+
     def copy(self) -> Free:
         return Free(self.nodes, self)
 
@@ -422,8 +428,7 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         cpus = {i: tasks_fit(free, i, ps) * cpt for i in fitting}
         need_cpus = ps.split_tasks * cpt
     else:
-        cap = free.cap
-        cpus = {i: (free.cpu[i] if cap is None else min(free.cpu[i], cap[i])) // 1000 for i in fitting}
+        cpus = {i: free.cpu_within_cap(i) // 1000 for i in fitting}
     if busy is not None:
         nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer, cpus, need_cpus)
     elif least_loaded:
@@ -468,7 +473,7 @@ def _pods_on(free: Free, i: int, ps) -> int:
     avail = gpus_for(free, i, ps)
     if avail is None:
         return 0
-    cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+    cpu = free.cpu_within_cap(i)
     fit = ps.memory_to_fit  # each pod needs this much free (DefMemPerGPU's, for every task)
     if cpu < ps.cpu_m or free.mem[i] < fit or avail.bit_count() < ps.gpus:
         return 0
@@ -644,7 +649,7 @@ def usable_cpus(ps, free: Free, i: int) -> int:
     the free memory caps the CPUs (``--gres=gpu:2 -c16 --mem-per-cpu=8000`` went to the node
     whose 368000 MB held 2 tasks, not to those holding 4, finding 51)."""
     _least, most, cpt = ps.slurm_tasks
-    cpu = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+    cpu = free.cpu_within_cap(i)
     core = free.nodes.core_cpus[i]
     per_cpu = memory_per_cpu_of(ps)
     if per_cpu:  # memory per CPU: the free memory caps the CPUs too

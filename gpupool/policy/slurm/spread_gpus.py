@@ -59,7 +59,7 @@ def gpus_paid(ps, free, i: int, n: int, per_gpu: int) -> int:
     if per_gpu:
         n = min(n, free.mem[i] // per_gpu)
     if ps.cpus_per_task is None and ps.cpu_m:
-        n = min(n, (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // ps.cpu_m)
+        n = min(n, free.cpu_within_cap(i) // ps.cpu_m)
     return n
 
 
@@ -70,7 +70,7 @@ def _node_cpus(ps, free, i: int, avail: int, per_gpu: int) -> int:
     for; DefCpuPerGPU caps nothing here."""
     if ps.cpus_per_gpu_cap:
         return gpus_paid(ps, free, i, avail.bit_count(), per_gpu) * ps.cpu_m
-    return free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+    return free.cpu_within_cap(i)
 
 
 def _cpus_dealt(ps, chosen, free, gpus_for, per_gpu: int, total: int) -> dict[int, int] | None:
