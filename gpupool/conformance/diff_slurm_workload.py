@@ -69,9 +69,10 @@ class DiffJob:
 #: ``gpus-uneven`` asks some ``--ntasks=T --gpus=X`` with X not a multiple of T; ``gpus-range``
 #: asks some ``--nodes=A-B --gpus=X``, so that slurmctld walks A to B nodes for the GPUs;
 #: ``gpus-few`` asks some ``--ntasks=T --gpus=X`` with more tasks than GPUs; ``gpus-cpg`` asks
-#: some ``--gpus=X`` beside ``--cpus-per-gpu`` or ``--exclusive``
+#: some ``--gpus=X`` beside ``--cpus-per-gpu`` or ``--exclusive``; ``gpus-cpg-tasks`` asks some
+#: ``--ntasks=T --gpus=X --cpus-per-gpu=C`` with no ``--nodes``
 MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven",
-         "gpus-range", "gpus-few", "gpus-cpg")
+         "gpus-range", "gpus-few", "gpus-cpg", "gpus-cpg-tasks")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
@@ -112,7 +113,10 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     third over the shape's fixed node count (``--cpus-per-gpu`` only, X from the node count up;
     shown as ⌈X/N⌉ GPUs a node),
     a third with ``--nodes=A-B`` as ``gpus-range`` draws it, the rest with no ``--nodes`` (both
-    shown as one node of X GPUs).
+    shown as one node of X GPUs); ``mix="gpus-cpg-tasks"``, from a twelfth, asks 60 % of the
+    jobs of two GPUs or more ``--ntasks=T --gpus=X --cpus-per-gpu=C`` with no ``--nodes``: X
+    from 2 to the shape's GPUs, T from 2 to X, C from 1 to 16, and a third of them
+    ``--mem-per-gpu`` (shown as one node of X GPUs).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -129,6 +133,7 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     ranged = random.Random(seed * 1_000_003 + 101) if mix == "gpus-range" else None
     few = random.Random(seed * 1_000_003 + 103) if mix == "gpus-few" else None
     per_gpu = random.Random(seed * 1_000_003 + 107) if mix == "gpus-cpg" else None
+    cpg_tasks = random.Random(seed * 1_000_003 + 109) if mix == "gpus-cpg-tasks" else None
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -196,6 +201,13 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
                 if exclusive and cap is not None and max(least, -(-x // gpus_per_node)) * gpus_per_node > cap:
                     beside = ("--cpus-per-gpu=4",)  # whole nodes the account's GrpTRES never admits
                 given, g_shown, gres, options = False, x, False, nodes + (f"--gpus={x}",) + beside
+        elif cpg_tasks is not None and n * g >= 2 and cpg_tasks.random() < 0.6:
+            x = cpg_tasks.randint(2, n * g)
+            tasks = cpg_tasks.randint(2, x)
+            options = (f"--ntasks={tasks}", f"--gpus={x}", f"--cpus-per-gpu={cpg_tasks.choice((1, 2, 4, 8, 12, 16))}")
+            if cpg_tasks.random() < 1 / 3:
+                options += (f"--mem-per-gpu={cpg_tasks.choice((1000, 20000, 100000))}",)
+            given, g_shown, gres = False, x, False
         if given:
             out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
         else:  # the walk decides the node count

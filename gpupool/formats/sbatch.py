@@ -1070,13 +1070,33 @@ def _may_walk(job: SbatchJob) -> bool:
 
 def _walks_cpus_per_gpu(job: SbatchJob) -> bool:
     """No ``--cpus-per-gpu`` or ``--exclusive``, or one of them beside ``--gpus=X`` alone (no
-    ``--ntasks``; with ``--cpus-per-gpu``, memory per node or per GPU): slurmctld walks nodes
-    for such a job as without them (probe p116: ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4
-    GPUs with 32 + 16 CPUs, ``--gpus=12 --exclusive`` on two whole nodes, ``-N1-3`` beside
-    either the same). With tasks, or memory per CPU beside CPUs per GPU, not probed."""
+    ``--ntasks``; with ``--cpus-per-gpu``, memory per node or per GPU), or ``--cpus-per-gpu``
+    beside ``--gpus=X`` and ``--ntasks=T`` (T <= X, memory per node or per GPU;
+    ``_walk_tasks``): slurmctld walks nodes for such a job as without them (probe p116:
+    ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs, ``--gpus=12
+    --exclusive`` on two whole nodes, ``-N1-3`` beside either the same; probe p119: ``-n2`` and
+    ``-n4`` beside ``--gpus=12 --cpus-per-gpu=4`` as without them). Not probed: tasks beside
+    ``--exclusive`` (kept as task pods, which took the nodes a real 22.05.8 gave ``-n2 --gpus=4
+    --exclusive`` and ``-n4 --gpus=12 --exclusive``, p119), more tasks than GPUs beside
+    ``--cpus-per-gpu``, and memory per CPU beside it."""
     if job.cpus_per_gpu is None and not job.exclusive:
         return True
-    return job.ntasks is None and (job.cpus_per_gpu is None or job.mem_per_cpu is None)
+    if job.ntasks is not None:
+        return bool(_walk_tasks(job))
+    return job.cpus_per_gpu is None or job.mem_per_cpu is None
+
+
+def _walk_tasks(job: SbatchJob) -> int:
+    """``--ntasks=T`` where it caps the nodes of a walk whose CPUs follow its GPUs
+    (``PodSet.walk_tasks``): T >= 2 beside ``--gpus=X`` (T <= X) and ``--cpus-per-gpu``, with no
+    ``--exclusive``, ``--cpus-per-task``, memory per CPU, node count or GPUs per node or task;
+    else 0."""
+    if (job.ntasks is None or job.ntasks < 2 or job.cpus_per_gpu is None or job.exclusive
+            or job.cpus_per_task is not None
+            or job.mem_per_cpu is not None or job.nodes is not None or job.ntasks_per_node is not None
+            or not _gpus_for_job_only(job) or job.ntasks > job.gpus.count):
+        return 0
+    return job.ntasks
 
 
 #: options (read, not modelled) that make cons_tres choose nodes another way, or that the walk's
@@ -1198,6 +1218,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         node_memory_mib=job.mem if walks and job.mem and not shape.one_per_node and shape.count > 1 else 0,
         walk_nodes=walk_nodes,
         cpus_per_gpu_cap=job.cpus_per_gpu is not None,
+        walk_tasks=_walk_tasks(job) if walks else 0,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 

@@ -161,6 +161,14 @@ class PodSet:
     #: but under DefCpuPerGPU=4 ``--gpus=12`` with 44 + 4; probes p116, p117,
     #: ``policy/slurm/spread_gpus.py``)
     cpus_per_gpu_cap: bool = False
+    #: Slurm, ``--ntasks=T`` (T >= 2) beside ``--gpus=X`` (T <= X) and ``--cpus-per-gpu`` with no
+    #: node count (``walk_gpus`` set): the T tasks, which cap the nodes the walk may take (each
+    #: node holds a task), while the CPUs follow the GPUs as without them (a real 22.05.8 ran
+    #: ``-n2 --gpus=12 --cpus-per-gpu=4`` as 8 + 4 GPUs with 32 + 16 CPUs, and with two GPUs
+    #: free on each node left ``-n2 --gpus=5 --cpus-per-gpu=4`` waiting; probe p119). As
+    #: submitted T task pods of X/T GPUs (X a multiple of T), else one pod of the X GPUs; 0:
+    #: not that request
+    walk_tasks: int = 0
 
     @property
     def split(self) -> bool:

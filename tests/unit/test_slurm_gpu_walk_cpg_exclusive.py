@@ -86,11 +86,12 @@ def test_the_reader_marks_the_walk():
         assert (ps.walk_gpus, ps.count, ps.gpus) == (True, 1, int(opts.split("--gpus=")[1].split()[0])), opts
 
 
-@pytest.mark.parametrize("opts", ["-n2 --gpus=12 --cpus-per-gpu=4", "--gpus=12 --cpus-per-gpu=4 --mem-per-cpu=100",
-                                  "-n2 --gpus=12 --exclusive"])
+@pytest.mark.parametrize("opts", ["--gpus=12 --cpus-per-gpu=4 --mem-per-cpu=100", "-n2 --gpus=12 --exclusive"])
 def test_beside_tasks_or_memory_per_cpu_the_shape_stays_as_submitted(opts):
-    """Not probed: with ``--ntasks``, or memory per CPU beside CPUs per GPU, the job keeps the
-    shape it was submitted with (task pods, or one pod of the X GPUs)."""
+    """Not probed: with ``--ntasks`` beside ``--exclusive``, or memory per CPU beside CPUs per
+    GPU, the job keeps the shape it was submitted with (task pods, or one pod of the X GPUs).
+    (``--ntasks`` beside ``--cpus-per-gpu`` walks since probe p119:
+    ``test_slurm_gpu_walk_cpg_tasks.py``.)"""
     (ps,) = workload("j", f"-t 5 {opts}", 0.0, 1).pod_sets
     assert not ps.walk_gpus
 

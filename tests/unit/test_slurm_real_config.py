@@ -314,7 +314,7 @@ def test_rich_mix_draws_every_kind_and_reads_back_from_scripts(tmp_path):
         generate(1, 1, ["a"], max_nodes=1, gpus_per_node=1, mix="odd")
 
 
-@pytest.mark.parametrize("mix", ["gpus-range", "gpus-few", "gpus-uneven", "gpus-cpg"])
+@pytest.mark.parametrize("mix", ["gpus-range", "gpus-few", "gpus-uneven", "gpus-cpg", "gpus-cpg-tasks"])
 def test_walk_mixes_read_back_from_scripts(tmp_path, mix):
     """A finished run's scripts give back the workload drawn (``replay_workdir``): a node range
     stays one of the job's options, not its node count."""
@@ -607,6 +607,23 @@ def test_gpus_cpg_mix_asks_cpus_per_gpu_or_exclusive_beside_gpus(seed, n):
         if "--nodes" in opts:
             least, most = map(int, opts["--nodes"].split("-"))
             assert 1 <= least <= x and least < most <= 4 and x <= most * 8 and ps.walk_nodes == (least, most)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 60))
+def test_gpus_cpg_tasks_mix_asks_tasks_beside_gpus_and_cpus_per_gpu(seed, n):
+    """``mix="gpus-cpg-tasks"`` turns some jobs of two GPUs or more into ``--ntasks=T --gpus=X
+    --cpus-per-gpu=C`` (2 <= T <= X, 1 <= C <= 16, a third with ``--mem-per-gpu``) with no
+    ``--nodes``, which reads back as a walk capped at T nodes (``PodSet.walk_tasks``)."""
+    for j, wl in _mix_read_back(seed, n, "gpus-cpg-tasks", same_shapes=False):
+        if j.nodes_given:
+            assert not j.options and j.gres and wl.total_gpus == j.gpus
+            continue
+        opts = dict(o.split("=", 1) for o in j.options)
+        x, t, c = int(opts["--gpus"]), int(opts["--ntasks"]), int(opts["--cpus-per-gpu"])
+        assert not j.gres and j.nodes == 1 and j.gpus_per_node == x and 2 <= t <= x and 1 <= c <= 16
+        assert set(opts) <= {"--gpus", "--ntasks", "--cpus-per-gpu", "--mem-per-gpu"}
+        (ps,) = wl.pod_sets
+        assert ps.walk_gpus and ps.walk_tasks == t and ps.cpus_per_gpu_cap and ps.cpus_total == c * x
 
 
 @given(st.integers(0, 10_000), st.integers(1, 60))

@@ -82,8 +82,9 @@ QOS cap it differently gets the largest cap in each; squeue's NODES for a pendin
 ⌈X/8⌉ on the probe's 8-GPU nodes); bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
-source, not probed); ``--nodelist``, ``--exclusive`` or ``--cpus-per-gpu`` beside ``--ntasks``,
-``--cpus-per-gpu`` with memory per CPU, and ``-n1`` keep the job's shape as submitted
+source, not probed); ``--nodelist`` or ``--exclusive`` beside ``--ntasks``, ``--cpus-per-gpu``
+beside more tasks than GPUs, ``--cpus-per-gpu`` with memory per CPU, and ``-n1`` keep the
+job's shape as submitted
 (``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults
 change their CPUs (DefCpuPerGPU) or that sit in MinNodes partitions (not probed); a job given
 a node count at submit by MinNodes (``min_nodes``) keeps that count; ``-n T --gpus=X`` with X
@@ -111,6 +112,21 @@ as its free memory pays for at memory per GPU), and each node taken is held whol
 GPU: ``--gpus=12 --exclusive`` held two nodes and 16 GPUs, ``--gpus=3 --exclusive`` one node;
 with two GPUs free on each node ``--gpus=4 --exclusive`` waited. ``-N1-3`` beside either ran
 the same. Pending, both recorded cpu=1,node=1 and the X GPUs (probe p117).
+
+``-n T`` (2 <= T <= X) beside ``--gpus=X --cpus-per-gpu=C`` (``PodSet.walk_tasks``; probes p119
+and p120, 2026-12-05, the same nodes; ``tests/unit/test_slurm_gpu_walk_cpg_tasks.py``) walks as
+without the tasks, CPUs following the GPUs, but takes no more than T nodes (each holds a task):
+idle, ``-n2`` and ``-n4`` beside ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16
+CPUs, ``-n3 --gpus=12 --cpus-per-gpu=16`` with 128 + 64, ``-n4 --gpus=4 --cpus-per-gpu=8`` on
+gpu01 alone; with two GPUs free on each node ``-n8 --gpus=8 --cpus-per-gpu=4`` took all four
+nodes and ``-n4 --gpus=6`` three, while ``-n2 --gpus=5 --cpus-per-gpu=4`` waited (Resources);
+pending, such a job recorded a CPU a task (``-n4``: cpu=4) and one node's memory. As submitted
+(other policies) it is T task pods of X/T GPUs, or one pod of the X GPUs where X is not a
+multiple of T (``_cpg_tasks_form`` takes both back to the one pod). ``-n T --exclusive`` beside
+``--gpus`` stays task pods, which on idle nodes took the whole nodes a real 22.05.8 gave
+(``-n2 --gpus=4 --exclusive`` gpu01, ``-n4 --gpus=12 --exclusive`` gpu01-02; p119), memory per
+node split over the pods; more tasks than GPUs beside ``--cpus-per-gpu`` stays refused by the
+reader, where the real system ran ``-n8 --gpus=2 --cpus-per-gpu=4`` on one node (p120).
 """
 from __future__ import annotations
 
@@ -138,6 +154,8 @@ def walk_form(wl: Workload) -> Workload:
         return _tasks_form(wl, ps)
     if not ps.walk_gpus or ps.one_per_node or not ps.gpus_per_job:
         return wl
+    if ps.walk_tasks:
+        return _cpg_tasks_form(wl, ps)
     cpt = ps.cpus_per_task
     if ps.count == 1:
         tasks = pod_tasks(ps)
@@ -174,6 +192,27 @@ def walk_form(wl: Workload) -> Workload:
     else:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
     return _split_walk_form(wl, ps, ps.count, cpt, memory)
+
+
+def _cpg_tasks_form(wl: Workload, ps) -> Workload:
+    """``-n T --gpus=X --cpus-per-gpu=C`` (``PodSet.walk_tasks``) in the walk's form: that of
+    ``--gpus=X --cpus-per-gpu=C`` (the X GPUs and their C × X CPUs spread over a node range,
+    ``min_nodes.per_node_pods``) over at most T nodes. As submitted with X a multiple of T the
+    job is T task pods of X/T GPUs, taken back here as the one pod of X GPUs (memory per node
+    whole, per GPU for the X). A real 22.05.8 (probe p119, 2026-12-05, the seed pool's four
+    nodes) ran ``-n2`` and ``-n4`` beside ``--gpus=12 --cpus-per-gpu=4`` as 8 + 4 GPUs with
+    32 + 16 CPUs, ``-n3 --gpus=12 --cpus-per-gpu=16`` with 128 + 64, and with two GPUs free on
+    each node ``-n8 --gpus=8 --cpus-per-gpu=4`` on all four nodes while ``-n2 --gpus=5
+    --cpus-per-gpu=4`` waited (two nodes hold four)."""
+    tasks = ps.walk_tasks
+    if ps.count > 1:
+        memory = (ps.node_memory_mib or ps.memory_mib * ps.count) if ps.memory_per == "" else ps.memory_mib * ps.count
+        ps = replace(ps, count=1, gpus=ps.gpus_per_job, cpu_m=ps.cpu_m * ps.count, memory_mib=memory,
+                     node_memory_mib=0)
+    nodes = per_node_pods(ps, ps.gpus_per_job)
+    if nodes is None or not nodes.spread:
+        return wl
+    return replace(wl, pod_sets=(replace(nodes, count=min(tasks, nodes.count), min_count=1),), gang=GANG_MIN)
 
 
 def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Workload:

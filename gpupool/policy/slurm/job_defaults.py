@@ -459,9 +459,10 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         if walked:  # one node's worth until the walk gives the job its nodes
             asked = submitted_request(given, d)
             if given.pod_sets[0].cpus_per_gpu_cap:
-                # --cpus-per-gpu counts no CPUs before the walk: a real 22.05.8 recorded a
-                # pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117)
-                asked = (1, asked[1])
+                # --cpus-per-gpu counts no CPUs before the walk, a task's each: a real 22.05.8
+                # recorded a pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117), with
+                # ``-n4`` cpu=4 (probe p120)
+                asked = (given.pod_sets[0].walk_tasks or 1, asked[1])
             least = _least_walked(wl)
             if least > 1 and _memory_per_node(given.pod_sets[0], d):
                 # ``--nodes=A-B``: memory per node for A nodes, CPUs and memory per CPU or GPU
@@ -508,8 +509,8 @@ def _raised_range(cfg: SlurmConfig, wl: Workload) -> Workload:
 
 #: the refusal of a job kept off the walk whose as-submitted shape stands for nothing Slurm does
 MSG_UNWALKED = ("gpupool does not model --ntasks=T --gpus=X with X not a multiple of T where the "
-                "partition's defaults (DefCpuPerGPU, MaxMemPerCPU) or MinNodes keep the job from "
-                "walking nodes for its GPUs; ask X as a multiple of T, --gpus-per-task or --nodes")
+                "partition's defaults (DefCpuPerGPU, DefMemPerCPU, MaxMemPerCPU) or MinNodes keep the job "
+                "from walking nodes for its GPUs; ask X as a multiple of T, --gpus-per-task or --nodes")
 #: the same for ``--nodes=A-B --gpus=X`` (``PodSet.walk_nodes``) where the defaults keep it off the walk
 MSG_UNWALKED_RANGE = ("gpupool does not model --nodes=A-B --gpus=X where the partition's defaults "
                       "(DefCpuPerGPU, MaxMemPerCPU) keep the job from walking nodes for its GPUs; "

@@ -138,14 +138,18 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     # GPUs per node come with one task (sbatch refuses --gres with several and no --nodes):
     # select/cons_tres steers its cores as for ``-N M -n1`` (``sbatch._slurm_tasks``)
     slurm_tasks = (1, 1, cpt or 1) if gpus and tasks == 1 and not ps.gpus_per_job and not ps.exclusive else None
+    # (a pod a node holds its own tasks: ``walk_tasks`` marks only a task shape as submitted)
     return replace(ps, count=nodes, one_per_node=True, min_count=None, cpu_m=cpu_m, memory_mib=memory, gpus=gpus,
                    split_tasks=split, split_gpus=bool(split) and per_task, slurm_tasks=slurm_tasks,
-                   spread_gpus=spread)
+                   spread_gpus=spread, walk_tasks=0)
 
 
 def pod_tasks(ps: PodSet) -> int:
     """The tasks one pod of ``ps`` holds (its CPUs in whole tasks of ``cpus_per_task``; 1 where
     they are not whole tasks or per GPU): more than one in the sbatch reader's one pod of
-    ``-n T`` (``sbatch._walks_tasks``, ``-n T --gpus=X`` with X not a multiple of T)."""
+    ``-n T`` (``sbatch._walks_tasks``, ``-n T --gpus=X`` with X not a multiple of T, and beside
+    ``--cpus-per-gpu`` the T of ``PodSet.walk_tasks``)."""
+    if ps.walk_tasks and ps.count == 1:  # one pod of ``-n T --gpus=X --cpus-per-gpu=C``
+        return ps.walk_tasks
     cpt = ps.cpus_per_task
     return ps.cpu_m // (cpt * 1000) if cpt and not ps.cpu_m % (cpt * 1000) else 1
