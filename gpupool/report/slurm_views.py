@@ -755,10 +755,41 @@ def squeue_rows(inst: Instant, *, epoch: datetime = DEFAULT_EPOCH, start: bool =
 
 
 def _req_nodes(inst: Instant, job) -> int:
+    """squeue's NODES for a pending job: slurmctld's guess from its last selection
+    (``_selected_guess``), else the nodes the job asked for."""
+    guess = _selected_guess(inst.slurm, job) if inst.slurm is not None else 0
+    if guess:
+        return guess
     pol = _evaluator(inst)
     if pol is not None:
         return pol.req(job).nodes
     return max(1, sum(ps.count if ps.one_per_node else 1 for ps in job.wl.pod_sets))
+
+
+def _selected_guess(pol, job) -> int:
+    """For a pending job under the Slurm policy ``pol``, the nodes a selection on the idle
+    partition picks for it, else 0 (held, or no placement). slurmctld runs a test-only
+    selection for every batch job at submit (``job_allocate``: ``_select_nodes_parts`` with
+    ``no_alloc``, which ignores what runs) and ``select_nodes`` keeps its count "on success or
+    not" as the job's ``node_cnt_wag``, which squeue shows while the job pends (a later failed
+    selection's test-only pass sets it again, likewise on idle nodes); a held job stops before
+    it (22.05.8 ``job_mgr.c``, ``node_scheduler.c``). It differs from the asked count where the
+    selection decides it: a walk for ``--gpus`` (a real 22.05.8 showed pending ``--gpus=12
+    --cpus-per-gpu=4``, ``--gpus=12 --exclusive`` and ``-n4 --gpus=12 --cpus-per-gpu=4`` on 2
+    nodes of 8 GPUs, ``--gpus=4``, ``-n2 --gpus=6`` and ``-n10 --gpus=3`` on 1; probes
+    p102-p120) and a node range (``-N1-3 --gpus=10 -c4`` on 2, ``-N1-2 --gpus=6`` on 1; p109,
+    p110). A job of several partitions gets the first, highest PriorityTier first, where it
+    is placed (the test-only loop stops at the first success). Not modelled: the count of a
+    selection that succeeded but broke a limit, or that counted a preemptor's victims
+    (slurmctld keeps that selection's)."""
+    if job.reason is not None and job.reason.startswith("JobHeld"):
+        return 0
+    infos = [pol.parts[name] for name in pol.req(job).parts if name in pol.parts]
+    for info in sorted(infos, key=lambda i: -i.tier):  # (stable: the job's order within a tier)
+        placement = pol.idle_placement(job, info)
+        if placement:
+            return len({p[0] for p in placement})
+    return 0
 
 
 SQUEUE_COLUMNS = ("JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)")

@@ -749,6 +749,10 @@ def run(cy, records) -> None:
         limited = False  # stopped by its whole nodes' limits: an answer of this job, not its kind
         mark = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         version = len(space.touched)
+        #: the will-run state without the jobs this one may preempt (``_preemptable_gone``),
+        #: asked once a record: it reads only the record's QOS and partition and the victims
+        #: chosen so far, which change only where a try ends the record's loop
+        pre = unset
         walk = walks.get(okey)
         if walk is None:
             first, later_start, read, states, reads = 0, now, -math.inf, [], []
@@ -797,7 +801,8 @@ def run(cy, records) -> None:
                 # a job that may preempt: will-run removes the jobs it may preempt first
                 # (spec §2.4.3); "fits once they are gone" reads as now, and backfill starts
                 # the preemption
-                pre = _preemptable_gone(pre_states, cy, job, info, skey)
+                if pre is unset:
+                    pre = _preemptable_gone(pre_states, cy, job, info, skey)
                 if pre is not None:
                     pkey = (pre[0], shape, pname, avail)
                     phit = pre_memo.get(pkey)

@@ -78,8 +78,7 @@ A walked job's TRES limits are tested again on the nodes the walk gave it
 job preempts anyone (``preempt.try_preempt``: over them it preempts nobody). Not modelled: that
 test under assoc_limit_stop (slurmctld plans such a job at the next job end); ``-n T`` with GPUs
 per node in MinNodes partitions (not raised: one node, waiting); a job listing partitions whose
-QOS cap it differently gets the largest cap in each; squeue's NODES for a pending job (1 here,
-⌈X/8⌉ on the probe's 8-GPU nodes); bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
+QOS cap it differently gets the largest cap in each; bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
 source, not probed); ``--nodelist`` or ``--exclusive`` beside ``--ntasks``, ``--cpus-per-gpu``
@@ -125,8 +124,16 @@ pending, such a job recorded a CPU a task (``-n4``: cpu=4) and one node's memory
 multiple of T (``_cpg_tasks_form`` takes both back to the one pod). ``-n T --exclusive`` beside
 ``--gpus`` stays task pods, which on idle nodes took the whole nodes a real 22.05.8 gave
 (``-n2 --gpus=4 --exclusive`` gpu01, ``-n4 --gpus=12 --exclusive`` gpu01-02; p119), memory per
-node split over the pods; more tasks than GPUs beside ``--cpus-per-gpu`` stays refused by the
-reader, where the real system ran ``-n8 --gpus=2 --cpus-per-gpu=4`` on one node (p120).
+node split over the pods. More tasks than GPUs beside ``--cpus-per-gpu`` stays refused by the
+reader; the real system ran some on one node or two and refused others at submit (probes p120,
+p121): idle, ``-n8 --gpus=2`` beside ``--cpus-per-gpu=4`` or ``=2`` on gpu01 with 2 GPUs and 8
+CPUs (more than the 4 CPUs per GPU give), ``-n6 --gpus=4 --cpus-per-gpu=4`` with 16; with two
+GPUs free on each node ``-n6 --gpus=4 --cpus-per-gpu=4`` on gpu01-02 (8 + 8 CPUs) and ``-n3
+--gpus=2 --cpus-per-gpu=8`` on gpu01 (16); ``-n300 --gpus=2 --cpus-per-gpu=4`` and, with
+gpu01's CPUs held, ``-n12 --gpus=4 --cpus-per-gpu=1`` refused ("Requested node configuration
+is not available", where ``-n300 --gpus=2`` alone runs on three nodes). The rule was not
+found: as if a node gave the tasks no more than its GPUs' CPUs counted in whole cores (twice
+C per GPU on these nodes of two threads a core) and took none without a GPU.
 """
 from __future__ import annotations
 
