@@ -778,7 +778,9 @@ def _selected_guess(pol, job) -> int:
     --cpus-per-gpu=4``, ``--gpus=12 --exclusive`` and ``-n4 --gpus=12 --cpus-per-gpu=4`` on 2
     nodes of 8 GPUs, ``--gpus=4``, ``-n2 --gpus=6`` and ``-n10 --gpus=3`` on 1; probes
     p102-p120) and a node range (``-N1-3 --gpus=10 -c4`` on 2, ``-N1-2 --gpus=6`` on 1; p109,
-    p110). A job of several partitions gets the first, highest PriorityTier first, where it
+    p110); probe p122 showed it on jobs waiting for their ``--begin`` (BeginTime) and for their
+    account's GrpTRES (AssocGrpGRES), and a held job's asked count (JobHeldUser, 1). A job of
+    several partitions gets the first, highest PriorityTier first, where it
     is placed (the test-only loop stops at the first success). Not modelled: the count of a
     selection that succeeded but broke a limit, or that counted a preemptor's victims
     (slurmctld keeps that selection's)."""

@@ -275,8 +275,9 @@ def test_squeue_shows_the_node_count_of_the_idle_selection(pool):
     ``node_cnt_wag``, set by the test-only selection at submit and by every failed one):
     ``--gpus=6`` over 4-GPU nodes walks two, waiting for Resources or behind another job for
     Priority (a real 22.05.8 showed pending ``--gpus=12 --cpus-per-gpu=4`` and ``-n4 --gpus=12
-    --cpus-per-gpu=4`` on 2 of its 8-GPU nodes, ``-n2 --gpus=6`` on 1; probes p102-p120); a
-    held job, which ``select_nodes`` turns away first, shows the nodes it asked for."""
+    --cpus-per-gpu=4`` on 2 of its 8-GPU nodes, ``-n2 --gpus=6`` on 1; probes p102-p120; and
+    on 2 with ``--begin`` an hour on, BeginTime, probe p122); a held job, which
+    ``select_nodes`` turns away first, shows the nodes it asked for (p122: 1, JobHeldUser)."""
     from dataclasses import replace
 
     from tests.unit.sbatch_plans import workload
@@ -285,7 +286,8 @@ def test_squeue_shows_the_node_count_of_the_idle_selection(pool):
         return replace(workload(f"s{i}", f"-A research -t 30 --mem=100 {opts}", submit, i), user="alice")
 
     wls = [_wl(1, "alice", 4, 0, 1000), _wl(2, "bob", 4, 0, 1000), sb(3, "--gpus=6", 10), sb(4, "--gpus=6", 20),
-           replace(sb(5, "--gpus=6", 25), priority=0), sb(6, "--gpus=2", 30)]
+           replace(sb(5, "--gpus=6", 25), priority=0), sb(6, "--gpus=2", 30), sb(7, "--gpus=6 --begin=now+3600", 40)]
     rows = {r["id"]: r for r in sv.squeue_rows(sv.instant(pool, wls, "slurm", 100)) if r["state"] == "PENDING"}
     assert {jid: (r["NODES"], r["NODELIST(REASON)"]) for jid, r in rows.items()} == {
-        3: ("2", "(Resources)"), 4: ("2", "(Priority)"), 5: ("1", "(JobHeldUser)"), 6: ("1", "(Priority)")}
+        3: ("2", "(Resources)"), 4: ("2", "(Priority)"), 5: ("1", "(JobHeldUser)"), 6: ("1", "(Priority)"),
+        7: ("2", "(BeginTime)")}
