@@ -30,7 +30,7 @@ import heapq
 from dataclasses import dataclass, replace
 
 from gpupool.engine.decisions import Start, WakeAt
-from gpupool.policy.slurm.select import memory_per_cpu_of, exclusive_memory
+from gpupool.policy.slurm.select import task_node_memory, exclusive_memory, memory_per_cpu_of
 from gpupool.policy.slurm.split_tasks import even
 
 
@@ -202,6 +202,7 @@ class LockstepPolicy:
         gpus = self.real[job.id][1]
         alloc = self.alloc.get(job.id, {})
         ps = job.wl.pod_sets[0]
+        task_mem = task_node_memory(ps)  # --mem over task pods: each node holds all of it
         nodes = snap.nodes
         walk_tasks: dict[int, int] = {}  # a walked job's tasks per node (``split_tasks.deal_tasks``)
         if ps.split and ps.walked and not alloc:
@@ -264,7 +265,7 @@ class LockstepPolicy:
             else:  # gpupool's own amounts: CPUs in whole cores, with their memory per CPU
                 extra = -cpu % nodes.cpu_step[node]
                 cpu += extra
-                mem += extra // 1000 * memory_per_cpu_of(ps)
+                mem = task_mem or mem + extra // 1000 * memory_per_cpu_of(ps)
             shares = list(zip([p[0] for p in pods], _share(cpu, [p[1] for p in pods]),
                               _share(mem, [p[2] for p in pods])))
             if taken is not None:

@@ -1215,7 +1215,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         spread_gpus=_spreads_gpus(job, shape.min_count or shape.count, shape.count) if shape.one_per_node
         else _gpus_for_job_only(job),
         walk_gpus=walks,
-        node_memory_mib=job.mem if walks and job.mem and not shape.one_per_node and shape.count > 1 else 0,
+        node_memory_mib=job.mem if job.mem and not shape.one_per_node and shape.count > 1 else 0,
         walk_nodes=walk_nodes,
         cpus_per_gpu_cap=job.cpus_per_gpu is not None,
         walk_tasks=_walk_tasks(job) if walks else 0,

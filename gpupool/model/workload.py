@@ -148,8 +148,9 @@ class PodSet:
     #: one pod of X GPUs, in the Slurm policy's form a node range of A to B nodes (``walk_nodes``).
     walk_gpus: bool = False
     #: Slurm, ``--mem`` exactly as asked for each node where the pods are task pods that share
-    #: it out (⌈mem/T⌉ each) and may be walked (``walk_gpus`` with ``--ntasks``): the walk's
-    #: form holds it on each of its nodes; 0 otherwise
+    #: it out (⌈mem/T⌉ each): every node the Slurm policy gives them holds it whole (a real
+    #: 22.05.8 ran ``-n4 --mem=1000`` on two nodes with 1000 MB on each, probe p123;
+    #: ``select.task_node_memory``), and so does each node of a walk's form; 0 otherwise
     node_memory_mib: int = 0
     #: Slurm, ``--nodes=A-B`` beside ``--gpus=X`` (``walk_gpus``, A < B, A <= X): the least and
     #: most nodes the walk may take (as submitted one pod of X GPUs; a real 22.05.8 ran

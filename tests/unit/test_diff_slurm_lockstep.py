@@ -268,6 +268,10 @@ def test_job_alloc_is_read_per_node_from_scontrol_text():
      [(0, 0b11, 2000, 240000), (1, 0b111111, 8000, 720000), (3, 0b11, 2000, 240000)]),
     ("-n10 --gpus=10", ((0, 0b11), (1, 0b111111), (3, 0b11)), {},
      [(0, 0b11, 8000, 240000), (1, 0b111111, 2000, 720000), (3, 0b11, 2000, 240000)]),
+    # task pods' --mem is per node (finding 74): without the output each node holds all of it,
+    # shared out over its pods
+    ("-n3 --gpus-per-task=1 --mem=3000", ((2, 0b11), (3, 0b1)), {},
+     [(2, 0b1, 1000, 2000), (2, 0b10, 1000, 1000), (3, 0b1, 2000, 3000)]),
 ])
 def test_adoption_takes_real_slurms_cpus_and_memory(opts, gpus, alloc, expect):
     from gpupool.conformance.diff_slurm_lockstep import LockstepPolicy

@@ -576,9 +576,8 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
     DefMemPerCPU=1000, mem=1000M; ``-N2 --exclusive`` mem=2000000M; ``--gpus=3
     --mem-per-gpu=5000`` mem=15000M; a partition ``Nodes=gpu04,gpu03`` counted gpu03's memory
     (its first in slurm.conf), and sprio's cpu and mem factors read these numbers.
-    Not exact: ``--mem`` split over task pods that may share a node (``-n3 --mem=1000``) is
-    counted as the pods hold it, rounded up per pod, except where the reader kept it whole
-    (``PodSet.node_memory_mib``, a walked job's)."""
+    ``--mem`` over task pods (``-n3 --mem=1000``) counts once, as the reader kept it whole
+    (``PodSet.node_memory_mib``), not as the pods' shares."""
     cpus = mem = 0
     for ps in wl.pod_sets:
         ps_cpus = ps.cpus_total
@@ -589,7 +588,7 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
         elif not ps.memory_unset and ps.memory_per == "gpu" and ps.spread_gpus and ps.one_per_node:
             mem += ps.memory_mib // max(1, ps.gpus) * ps.gpus_per_job  # per GPU, for the job's GPUs
         elif not ps.memory_unset and ps.node_memory_mib:
-            mem += ps.node_memory_mib  # a walked job's --mem, one node's until it starts
+            mem += ps.node_memory_mib  # task pods' --mem, one node's until the job starts
         elif not ps.memory_unset:
             mem += ps.memory_total  # per node, CPU or GPU as asked
         elif d.mem_per_cpu:

@@ -279,28 +279,38 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
         weight = base_weight
+        node_mem = task_node_memory(ps)
+        nodes_for = pool
+        if node_mem:
+            # --mem over task pods is per node: only nodes with all of it free take them (a
+            # required one too), and the pods are chosen holding none of it each
+            if any(free.mem[i] < node_mem for i in required):
+                ok = False
+                break
+            nodes_for = [i for i in pool if free.mem[i] >= node_mem]
+            ps = replace(ps, memory_mib=0)
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
-            weight = gpu_weights(ps, pool, free, base_weight, gpus_for)
+            weight = gpu_weights(ps, nodes_for, free, base_weight, gpus_for)
         if ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
-            chosen = _walk_gpus(ps, pool, free, weight, busy, least_loaded)
+            chosen = _walk_gpus(ps, nodes_for, free, weight, busy, least_loaded)
         elif ps.split_tasks and ps.split:
-            chosen = split_nodes(ps, pool, free, weight, required, busy, least_loaded)
+            chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
         elif required:
-            chosen = _with_required(ps, pool, free, weight, required, busy, least_loaded)
+            chosen = _with_required(ps, nodes_for, free, weight, required, busy, least_loaded)
         elif busy is not None:
-            chosen = _busy_first(ps, pool, free, weight, busy)
+            chosen = _busy_first(ps, nodes_for, free, weight, busy)
         elif least_loaded:
-            chosen = _least_loaded(ps, pool, free, weight)
+            chosen = _least_loaded(ps, nodes_for, free, weight)
         elif ps.one_per_node and ps.count > 1:
-            chosen = _multi_node(ps, pool, free, weight)
+            chosen = _multi_node(ps, nodes_for, free, weight)
         elif ps.count == 1:
-            pod = _one_node(ps, pool, free, weight)
+            pod = _one_node(ps, nodes_for, free, weight)
             chosen = None if pod is None else (pod,)
         elif ps.exclusive:
-            chosen = _task_pods(ps, pool, free, weight)
+            chosen = _task_pods(ps, nodes_for, free, weight)
         else:
-            chosen = _spread_tasks(ps, pool, free, weight)
+            chosen = _spread_tasks(ps, nodes_for, free, weight)
         if chosen is None:
             ok = False
             break
@@ -308,6 +318,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # chosen as holding their memory_fit (``pod_fits``); they hold their own (a walked
             # split form's nodes hold their tasks' already: ``split_tasks.deal_tasks``)
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
+        if node_mem:
+            chosen = _once_a_node(chosen, node_mem)
         if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
@@ -377,6 +389,31 @@ def whole_cores(placement: list, shapes: list, free: Free) -> tuple | None:
         n, mask, cpu, mem = out[k]
         out[k] = (n, mask, cpu + extra, mem + more_mem)
     return tuple(placement if out is None else out)
+
+
+def task_node_memory(ps) -> int:
+    """The ``--mem`` each node holds for task pod set ``ps`` (``-n T --mem=M`` with no node
+    count: ``PodSet.node_memory_mib``), 0 for any other pod set. slurmctld gives every node the
+    job takes all M, whatever share of the tasks it holds, and takes only nodes with M free: a
+    real 22.05.8 ran ``-n4 --mem=1000`` on two nodes of two free CPUs with 1000 MB on each
+    (mem=2000M), ``-n3 --mem=3000`` as 2 + 1 tasks with 3000 MB on each, likewise with
+    ``--gpus-per-task=1``, and ``-n4 --exclusive --gpus=12 --mem=100`` with 100 MB on each of
+    its two whole nodes (probes p119, p123). The reader shares M out over the pods (⌈M/T⌉ each:
+    what other policies place). Not modelled: ``--mem=0`` over task pods (each pod's share of
+    the node's memory, filled in by ``job_defaults``)."""
+    if ps.one_per_node or ps.count < 2 or ps.split_tasks or ps.memory_per != "":
+        return 0
+    return ps.node_memory_mib
+
+
+def _once_a_node(chosen, memory: int) -> list:
+    """The pods ``chosen`` with ``memory`` held once on each node: by its first pod there."""
+    seen: set[int] = set()
+    out = []
+    for n, m, c, _mem in chosen:
+        out.append((n, m, c, 0 if n in seen else memory))
+        seen.add(n)
+    return out
 
 
 def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
