@@ -61,6 +61,17 @@ def _run(pool, blockers: dict, opts: str):
     return max(out.jobs, key=lambda j: j.id)
 
 
+def node_totals(pool, job) -> dict[str, tuple[int, int, int]]:
+    """node name -> (GPU bit set, millicores, MB) the job holds there, its pods on the node
+    together (task pods may share a node)."""
+    names = list(pool.nodes)
+    out: dict[str, tuple[int, int, int]] = {}
+    for node, mask, cpu, mem in job.placement:
+        had = out.get(names[node], (0, 0, 0))
+        out[names[node]] = (had[0] | mask, had[1] + cpu, had[2] + mem)
+    return dict(sorted(out.items()))
+
+
 def _per_node(pool, job) -> dict[str, int]:
     names = list(pool.nodes)
     return {names[p[0]]: p[1].bit_count() for p in sorted(job.placement)}

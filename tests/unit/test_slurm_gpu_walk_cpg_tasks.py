@@ -22,7 +22,7 @@ from gpupool.engine.policy_api import make_policy
 from gpupool.errors import InputError
 from gpupool.formats.pool_dir import load_pool
 from tests.unit.sbatch_plans import workload
-from tests.unit.test_slurm_gpu_walk import _CPU, _FRAG2, _run, _started_at_once
+from tests.unit.test_slurm_gpu_walk import _CPU, _FRAG2, _run, _started_at_once, node_totals
 
 ALL = tuple(range(8))
 #: gpu01 with 3 GPUs free, gpu02 with 1, gpu03-04 idle
@@ -52,13 +52,7 @@ _CASES = [
 
 def _per_node(pool, job) -> dict[str, tuple[tuple[int, ...], int]]:
     """node -> (GPU indices, CPUs) the job holds there, all its pods on the node together."""
-    names = list(pool.nodes)
-    out: dict[str, list[int]] = {}
-    for node, mask, cpu, _mem in job.placement:
-        got = out.setdefault(names[node], [0, 0])
-        got[0] |= mask
-        got[1] += cpu
-    return {n: (tuple(b for b in range(8) if m >> b & 1), c // 1000) for n, (m, c) in sorted(out.items())}
+    return {n: (tuple(b for b in range(8) if m >> b & 1), c // 1000) for n, (m, c, _mem) in node_totals(pool, job).items()}
 
 
 @pytest.fixture(scope="module")

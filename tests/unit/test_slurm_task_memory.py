@@ -16,7 +16,7 @@ import pytest
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
 from tests.unit.sbatch_plans import workload
-from tests.unit.test_slurm_gpu_walk import _run, _started_at_once
+from tests.unit.test_slurm_gpu_walk import _run, _started_at_once, node_totals
 
 #: two CPUs free on every node
 _ALL2 = {f"gpu0{i}": "-c126" for i in range(1, 5)}
@@ -33,14 +33,7 @@ _CASES = [
 
 def _per_node(pool, job) -> dict[str, tuple[int, int, int]]:
     """node -> (GPUs, CPUs, MB) the job holds there, all its pods on the node together."""
-    names = list(pool.nodes)
-    out: dict[str, list[int]] = {}
-    for node, mask, cpu, mem in job.placement:
-        got = out.setdefault(names[node], [0, 0, 0])
-        got[0] += mask.bit_count()
-        got[1] += cpu
-        got[2] += mem
-    return {n: (g, c // 1000, m) for n, (g, c, m) in sorted(out.items())}
+    return {n: (m.bit_count(), c // 1000, mem) for n, (m, c, mem) in node_totals(pool, job).items()}
 
 
 @pytest.fixture(scope="module")

@@ -194,8 +194,7 @@ def walk_form(wl: Workload) -> Workload:
     if ps.memory_per == "gpu":
         memory = ps.memory_mib // ps.gpus  # per GPU: for the pod's one GPU
     elif ps.memory_per == "":
-        # --mem is per node; the task pods shared it out (rounded up), the reader kept it whole
-        memory = ps.node_memory_mib or ps.memory_mib * ps.count
+        memory = _node_memory(ps)
     else:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
     return _split_walk_form(wl, ps, ps.count, cpt, memory)
@@ -213,13 +212,19 @@ def _cpg_tasks_form(wl: Workload, ps) -> Workload:
     --cpus-per-gpu=4`` waited (two nodes hold four)."""
     tasks = ps.walk_tasks
     if ps.count > 1:
-        memory = (ps.node_memory_mib or ps.memory_mib * ps.count) if ps.memory_per == "" else ps.memory_mib * ps.count
+        memory = _node_memory(ps) if ps.memory_per == "" else ps.memory_mib * ps.count
         ps = replace(ps, count=1, gpus=ps.gpus_per_job, cpu_m=ps.cpu_m * ps.count, memory_mib=memory,
                      node_memory_mib=0)
     nodes = per_node_pods(ps, ps.gpus_per_job)
     if nodes is None or not nodes.spread:
         return wl
     return replace(wl, pod_sets=(replace(nodes, count=min(tasks, nodes.count), min_count=1),), gang=GANG_MIN)
+
+
+def _node_memory(ps) -> int:
+    """Task pods' ``--mem`` (per node) whole: the task pods shared it out (rounded up), the
+    reader kept it whole (``PodSet.node_memory_mib``; their sum where it did not)."""
+    return ps.node_memory_mib or ps.memory_mib * ps.count
 
 
 def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Workload:

@@ -279,7 +279,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
         weight = base_weight
-        node_mem = task_node_memory(ps)
+        node_mem = ps.node_memory_mib and task_node_memory(ps)  # (0 for nearly every pod set: no call)
         nodes_for = pool
         if node_mem:
             # --mem over task pods is per node: only nodes with all of it free take them (a
