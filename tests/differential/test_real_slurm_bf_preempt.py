@@ -21,14 +21,15 @@ from gpupool.conformance.slurm_cases import build_pool, build_workloads, load_ca
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from tests.differential.real_cluster import epoch as _epoch
-from tests.differential.real_cluster import need, sacctmgr, started
+from tests.differential.real_cluster import need, sacctmgr, show_job, started
 
 pytestmark = [pytest.mark.slurm_real, pytest.mark.slow]
 
 CASE = Path(__file__).resolve().parents[1] / "conformance" / "slurm" / "preempt-gp-005-backfill-preempts.yaml"
 #: Slurm seconds to wait for P to start after its submission (it took 85 s in the runs of
-#: 2026-12-02; without backfill preemption it would wait for N's 20-minute limit)
-WAIT_S = 400.0
+#: 2026-12-02; without backfill preemption it would wait for N's 20-minute limit, and then H,
+#: ahead of it, would take both nodes), and again for slurmdbd to hold its start
+WAIT_S = 900.0
 
 
 def _sacct(rs: RealSlurm, ids: dict[str, int]) -> dict[str, dict[str, str]]:
@@ -65,17 +66,23 @@ def test_backfill_preempts_for_a_job_no_main_pass_reaches(tmp_path):
         # --nice: below H whatever the ages (H is 10 s older; age weight 1000 per hour)
         ids["P"] = rs.sbatch([*common, "--qos=high", "--nice=100", "-t", "10", "--wrap", "sleep 300"])
         submitted = rs.now()
+        # slurmctld's own view decides when P has left the queue: slurmdbd's copy (which sacct
+        # reads) can lag it on a loaded machine, so it is only read once P is known to be running
+        while show_job(rs, ids["P"], ("JobState",)).get("JobState") == "PENDING" and rs.now() - submitted < WAIT_S:
+            rs.sleep(5)
+        ctld_view = rs.run(["scontrol", "show", "job", str(ids["P"])]).stdout + rs.run(["sinfo", "-N", "-l"]).stdout
         rows = _sacct(rs, ids)
-        # slurmdbd may not have a job's record yet right after its submission
-        while rows.get("P", {}).get("state", "PENDING") == "PENDING" and rs.now() - submitted < WAIT_S:
+        caught_up = rs.now()
+        while rows.get("P", {}).get("start", "Unknown") == "Unknown" and "JobState=PENDING" not in ctld_view \
+                and rs.now() - caught_up < WAIT_S:
             rs.sleep(5)
             rows = _sacct(rs, ids)
         rs.run(["scancel", *(str(i) for i in ids.values())])
     finally:
         rs.stop()
     real = rows
-    assert real["L"]["state"] == "PREEMPTED", real
-    assert real["P"]["state"] in ("RUNNING", "COMPLETED", "CANCELLED"), real
+    assert real["L"]["state"] == "PREEMPTED", (real, ctld_view)
+    assert real["P"]["state"] in ("RUNNING", "COMPLETED", "CANCELLED"), (real, ctld_view)
     assert "SchedBackfill" in real["P"]["flags"], real
     assert real["H"]["state"] == "PENDING", real
     p_wait = _epoch(real["P"]["start"]) - _epoch(real["P"]["submit"])
