@@ -371,8 +371,18 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
     elif ps.exclusive and source == "gpu" and ps.gpus:
         unit = ("gpu", mem // ps.gpus)
     per_cpu = mem // max(1, math.ceil(cpu_m / 1000)) if source == "cpu" else ps.memory_per_cpu
+    node_memory = ps.node_memory_mib
+    if not ps.one_per_node and ps.count > 1:
+        # task pods hold a per-node amount once on every node they take (``select.task_node_memory``):
+        # the node's whole memory, so only a node with none allocated takes them (probe p124),
+        # and DefMemPerNode as slurmctld stores it, per node like ``--mem`` (from the source:
+        # ``_validate_job_desc`` sets it as the job's per-node minimum)
+        if source in ("whole", "whole-default"):
+            node_memory = d.whole_node or 0
+        elif source == "node" and ps.memory_unset and d.mem_per_node:
+            node_memory = d.mem_per_node
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
-                   memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu)
+                   memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu, node_memory_mib=node_memory)
 
 
 def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: int) -> int:

@@ -37,7 +37,7 @@ from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req
 from gpupool.policy.slurm.running import RunningIndex
-from gpupool.policy.slurm.select import Free, empty_state, place
+from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory
 from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
 
 _OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen"}
@@ -405,12 +405,15 @@ class Cycle:
         (``PodSet.walk_gpus``; seen on a real 22.05.8, ``diff-slurm --mix gres-tasks`` seed 1:
         ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and one GPU in use
         needed two nodes, 16 GPUs, and got no reservation, "adding reservation for JobId=21
-        blocked by acct_policy_job_runnable_post_select", so a lower job ran on its nodes)."""
+        blocked by acct_policy_job_runnable_post_select", so a lower job ran on its nodes), and
+        task pods holding memory per node (``select.task_node_memory``: their request counts
+        one node's, the selection that memory on every node it took; ``-n20 --mem=0`` of an
+        account with GrpTRES=mem=100000 over two 64000 MB nodes, from the source)."""
         pol = self.pol
         if not pol.s.limits_enforced:
             return None
         pods = job.wl.pod_sets
-        if not any(ps.walked for ps in pods):
+        if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) for ps in pods):
             return None
         req = pol.req(job)
         applies = pol.limits_applying(req, info)

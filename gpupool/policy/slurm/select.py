@@ -399,8 +399,11 @@ def task_node_memory(ps) -> int:
     (mem=2000M), ``-n3 --mem=3000`` as 2 + 1 tasks with 3000 MB on each, likewise with
     ``--gpus-per-task=1``, and ``-n4 --exclusive --gpus=12 --mem=100`` with 100 MB on each of
     its two whole nodes (probes p119, p123). The reader shares M out over the pods (⌈M/T⌉ each:
-    what other policies place). Not modelled: ``--mem=0`` over task pods (each pod's share of
-    the node's memory, filled in by ``job_defaults``)."""
+    what other policies place). ``--mem=0``, and no memory asked where no default applies, is
+    the node's whole memory (``job_defaults`` sets it at submit): only a node with none of its
+    memory allocated takes such a job, and it holds all of it (a real 22.05.8 ran ``-n4
+    --mem=0`` and ``-n4`` on the one such node, and ``-n200 --mem=0`` on two idle nodes with
+    1000000 MB on each; probe p124)."""
     if ps.one_per_node or ps.count < 2 or ps.split_tasks or ps.memory_per != "":
         return 0
     return ps.node_memory_mib
