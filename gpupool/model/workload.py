@@ -170,6 +170,12 @@ class PodSet:
     #: submitted T task pods of X/T GPUs (X a multiple of T), else one pod of the X GPUs; 0:
     #: not that request
     walk_tasks: int = 0
+    #: Slurm, task pods holding memory per node (``node_memory_mib``) under MaxMemPerCPU: the
+    #: CPUs every node they take must give the job, whatever share of the tasks it holds
+    #: (slurmctld's ``pn_min_cpus``, ⌈memory per node / MaxMemPerCPU⌉ cut to whole tasks; a
+    #: real 22.05.8 at 8000 ran ``-n4 --mem=100000`` on 14 CPUs, 13 in whole cores, probe
+    #: p125); 0: none
+    node_min_cpus: int = 0
 
     @property
     def split(self) -> bool:

@@ -363,7 +363,14 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
         return _per_cpu_request(asked, d)
     cpu_m = _cpu_m(ps, d)
     mem, source = _memory(ps, cpu_m, d)
-    if d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
+    node_memory = _task_node_memory(ps, source, d)
+    node_min_cpus = 0
+    if d.max_mem_per_cpu and node_memory:
+        # (the whole node's memory as slurmctld's ``_mem_per_node_part`` reads it: the
+        # partition's first node's; held, it is each node's, ``select.task_node_memory``)
+        whole = source in ("whole", "whole-default") and d.first_node_memory
+        node_min_cpus = _node_min_cpus(ps, whole or node_memory, d.max_mem_per_cpu)
+    elif d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
         cpu_m = _cpus_for_node_memory(ps, cpu_m, mem, source, d.max_mem_per_cpu)
     unit = None
     if ps.exclusive and source == "cpu":
@@ -371,18 +378,37 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
     elif ps.exclusive and source == "gpu" and ps.gpus:
         unit = ("gpu", mem // ps.gpus)
     per_cpu = mem // max(1, math.ceil(cpu_m / 1000)) if source == "cpu" else ps.memory_per_cpu
-    node_memory = ps.node_memory_mib
-    if not ps.one_per_node and ps.count > 1:
-        # task pods hold a per-node amount once on every node they take (``select.task_node_memory``):
-        # the node's whole memory, so only a node with none allocated takes them (probe p124),
-        # and DefMemPerNode as slurmctld stores it, per node like ``--mem`` (from the source:
-        # ``_validate_job_desc`` sets it as the job's per-node minimum)
-        if source in ("whole", "whole-default"):
-            node_memory = d.whole_node or 0
-        elif source == "node" and ps.memory_unset and d.mem_per_node:
-            node_memory = d.mem_per_node
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
-                   memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu, node_memory_mib=node_memory)
+                   memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu, node_memory_mib=node_memory,
+                   node_min_cpus=node_min_cpus)
+
+
+def _task_node_memory(ps: PodSet, source: str, d: Defaults) -> int:
+    """The memory task pods (``-n T``, no node count) hold once on every node they take
+    (``select.task_node_memory``), 0 for other pod sets: ``--mem`` as the reader kept it, the
+    node's whole memory (``--mem=0`` or no default: only a node with none allocated takes
+    them, probe p124), and DefMemPerNode, which slurmctld stores as the job's per-node memory
+    like ``--mem`` (``_validate_job_desc``, from the source)."""
+    if ps.one_per_node or ps.count < 2:
+        return ps.node_memory_mib
+    if source in ("whole", "whole-default"):
+        return d.whole_node or 0
+    if source == "node" and ps.memory_unset and d.mem_per_node:
+        return d.mem_per_node
+    return ps.node_memory_mib
+
+
+def _node_min_cpus(ps: PodSet, node_memory: int, limit: int) -> int:
+    """The CPUs each node of task pods holding ``node_memory`` MB per node must give under
+    MaxMemPerCPU=``limit`` (``PodSet.node_min_cpus``): slurmctld's ``pn_min_cpus``,
+    ⌈memory / limit⌉, cut to whole tasks as for a node's share (``_cpus_for_node_memory``),
+    never fewer than a task's. A real 22.05.8 at 8000 on the seed pool's nodes (two threads a
+    core; probe p125): ``-n4 --mem=100000`` ran on 14 CPUs (13 in whole cores), ``-n4 -c2`` and
+    ``-n4 -c3`` beside it on 12, ``-n4 --mem=50000`` on 8 and, with 8 CPUs free on gpu01 alone,
+    there (``--mem=100000`` went to gpu02), ``-n4 --mem=0`` and ``-n4`` (the whole 1000000 MB)
+    on 126."""
+    per_task = ps.cpus_per_task or 1
+    return max(per_task, math.ceil(node_memory / limit) // per_task * per_task)
 
 
 def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: int) -> int:
@@ -399,10 +425,9 @@ def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: 
     ``cpus_per_task`` (one task of all its CPUs where that is not known): ``-N1 -c2 --mem=20000``
     got 4 too, ``-N1 -c3 --mem=0`` 15, ``-N1 -n2 -c2`` 4, ``-N1 -n4 --mem=20000`` 5 and ``-N1
     --ntasks-per-node=2 --mem=10000`` 3. Not exact: ``-N2 -c2 --mem=20000`` got 9 CPUs on two
-    nodes (4 per node here). Task pods that may share a node split the node's need
-    (whole-node memory: each pod's share at the limit; a per-node ``--mem``: left as asked,
-    where the real system gave ``-n2 --mem=20000`` 5 CPUs, which identical whole-CPU pods
-    cannot hold).
+    nodes (4 per node here). Task pods that may share a node and hold memory per node do not
+    come here: each node they take gives the need (``_node_min_cpus``; the real system gave
+    ``-n2 --mem=20000`` 5 CPUs); other task pods split it, each pod its share at the limit.
     """
     need = math.ceil(mem / limit)
     if ps.count == 1 or ps.one_per_node:

@@ -259,7 +259,9 @@ class Cycle:
             for n in info.nodes:
                 f.cpu[n] = base.cpu[n] + held.get(n, 0) - row.get(n, 0)
             placement = place(job.wl, info.nodes, f, usable)
-            if placement is None:
+            if placement is None or self.placed_limit(job, info, placement) is not None:
+                # (over a limit on the selection, as at any start: select_nodes tests it;
+                # gpupool tries the next row and then gives the job no start here)
                 continue
             if not dry_run:
                 self.start_in_row(job, placement, info, via, index, limit)
@@ -1528,6 +1530,10 @@ class SlurmPolicy:
             usable = cy.off_completing(info, None)
             placement = place(job.wl, info.nodes, cy.free, usable)
             if placement is not None:
+                over = cy.placed_limit(job, info, placement)
+                if over is not None:  # as in the main pass: held by the limit, nothing held back
+                    cy.reason(job, over, first=True)
+                    continue
                 cy.start(job, placement, info, main_sched.VIA_MAIN)
                 continue
             if cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN):

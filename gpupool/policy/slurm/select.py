@@ -284,10 +284,11 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if node_mem:
             # --mem over task pods is per node: only nodes with all of it free take them (a
             # required one too), and the pods are chosen holding none of it each
-            if any(free.mem[i] < node_mem for i in required):
+            node_cpu = ps.node_min_cpus * 1000  # (MaxMemPerCPU: the CPUs each node must give)
+            if any(free.mem[i] < node_mem or free.cpu_within_cap(i) < node_cpu for i in required):
                 ok = False
                 break
-            nodes_for = [i for i in pool if free.mem[i] >= node_mem]
+            nodes_for = [i for i in pool if free.mem[i] >= node_mem and free.cpu_within_cap(i) >= node_cpu]
             ps = replace(ps, memory_mib=0)
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
@@ -319,7 +320,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # split form's nodes hold their tasks' already: ``split_tasks.deal_tasks``)
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         if node_mem:
-            chosen = _once_a_node(chosen, node_mem)
+            chosen = _once_a_node(chosen, node_mem, node_cpu)
         if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
@@ -409,13 +410,23 @@ def task_node_memory(ps) -> int:
     return ps.node_memory_mib
 
 
-def _once_a_node(chosen, memory: int) -> list:
-    """The pods ``chosen`` with ``memory`` held once on each node: by its first pod there."""
-    seen: set[int] = set()
+def _once_a_node(chosen, memory: int, cpu_m: int = 0) -> list:
+    """The pods ``chosen`` with ``memory`` held once on each node, by its first pod there, and
+    each node holding ``cpu_m`` millicores at least (its first pod the ones its tasks lack)."""
+    first: dict[int, int] = {}
+    held: dict[int, int] = {}
     out = []
     for n, m, c, _mem in chosen:
-        out.append((n, m, c, 0 if n in seen else memory))
-        seen.add(n)
+        held[n] = held.get(n, 0) + c
+        if n in first:
+            out.append((n, m, c, 0))
+        else:
+            first[n] = len(out)
+            out.append((n, m, c, memory))
+    for n, k in first.items():
+        if held[n] < cpu_m:
+            node, mask, c, mem = out[k]
+            out[k] = (node, mask, c + cpu_m - held[n], mem)
     return out
 
 
