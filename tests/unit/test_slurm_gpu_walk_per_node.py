@@ -275,3 +275,20 @@ def test_uneven_tasks_and_gpus_kept_off_the_walk_are_refused_in_gpupools_words(t
     jobs = {j.id: j for j in Engine(pool, wls, make_policy("slurm", pool), check=True).run().jobs}
     assert (jobs[1].state, jobs[1].reason) == ("REJECTED", MSG_UNWALKED)
     assert jobs[2].state == "COMPLETED"
+
+
+def test_a_walk_whose_failed_selection_breaks_the_limit_holds_no_partition_back(pool):
+    """``diff-slurm --mix gres-tasks`` seed 36 (a real 22.05.8): ml-serving (GrpTRES=gres/gpu=16,
+    GPUs in use) had ``-n2 -c96 --gres=gpu:8`` at the head of the queue, which fitted nowhere;
+    the main pass then started a lower 8-GPU job of ml-serving on the one free node. After a
+    failed selection slurmctld tests the limits on its test-only pass over idle nodes (finding
+    58), where the walk takes two nodes, 16 GPUs: over the limit, so the job pends with it and
+    its partition is not held back (gpupool had held it back with Resources, and the lower job
+    waited for backfill)."""
+    blockers = [("-A ml-serving -w gpu01 --gres=gpu:1 --mem=100", 0.0, 300.0)] + [
+        (f"-A ml-platform -w gpu0{i} --gres=gpu:8 --mem=100", 0.0, 300.0) for i in (2, 3)]
+    pol, eng = _run_recorded(pool, blockers + [("-A ml-serving -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0),
+                                               ("-A ml-serving -N1 --gres=gpu:8 --mem=100", 2.0, 60.0)], until=2.0)
+    assert eng.pending[4].reason == "AssocGrpGRES"
+    lower = eng.jobs[5]
+    assert (lower.first_start, lower.via, sorted({p[0] for p in lower.placement})) == (2.0, "SchedMain", [3])

@@ -355,14 +355,26 @@ class Cycle:
         if not pol.s.limits_enforced:
             return None
         per_job = [ps for ps in job.wl.pod_sets if ps.gpus_per_job]
-        if not per_job:
+        walked = [ps for ps in job.wl.pod_sets if ps.walked and ps.gpus and not ps.gpus_per_job]
+        if not per_job and not walked:
             return None
         req = pol.req(job)
         applies = pol.limits_applying(req, info)
         if applies is None:
             return None
-        whole = pol.idle_gpus(job, info, per_job)
-        asked = sum(ps.total_gpus for ps in per_job)
+        if per_job:
+            whole = pol.idle_gpus(job, info, per_job)
+            asked = sum(ps.total_gpus for ps in per_job)
+        else:
+            # a walk for GPUs per node (``-n T --gres=gpu:G``): the test-only pass gives the
+            # job its node count, and G counts on each of them (``diff-slurm --mix gres-tasks``
+            # seed 36: ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and GPUs
+            # in use, its selection failing, held no partition back: a lower job of the
+            # account started in the same pass)
+            placement = pol.idle_placement(job, info)
+            whole = 0 if placement is None else sum(p[1].bit_count() for p in placement)
+            asked = sum(ps.total_gpus for ps in walked)
+            per_job = walked
         if whole <= asked:
             return None  # as asked: the test before the selection already passed
         tres = dict(req.tres)
