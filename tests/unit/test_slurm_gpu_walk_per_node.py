@@ -281,14 +281,20 @@ def test_a_walk_whose_failed_selection_breaks_the_limit_holds_no_partition_back(
     """``diff-slurm --mix gres-tasks`` seed 36 (a real 22.05.8): ml-serving (GrpTRES=gres/gpu=16,
     GPUs in use) had ``-n2 -c96 --gres=gpu:8`` at the head of the queue, which fitted nowhere;
     the main pass then started a lower 8-GPU job of ml-serving on the one free node. After a
-    failed selection slurmctld tests the limits on its test-only pass over idle nodes (finding
-    58), where the walk takes two nodes, 16 GPUs: over the limit, so the job pends with it and
-    its partition is not held back (gpupool had held it back with Resources, and the lower job
-    waited for backfill)."""
+    failed selection slurmctld tests the limits with the GPUs the job's last full selection
+    left on its request (backfill's will-run, every cycle there: two nodes, 16 GPUs), so the
+    job pends with the limit and its partition is not held back. Before any full selection
+    (the first backfill cycle at 30 s) the request counts one node's 8: within the limit, the
+    job waits for Resources, holding the partition back, and the lower job for backfill."""
     blockers = [("-A ml-serving -w gpu01 --gres=gpu:1 --mem=100", 0.0, 300.0)] + [
         (f"-A ml-platform -w gpu0{i} --gres=gpu:8 --mem=100", 0.0, 300.0) for i in (2, 3)]
-    pol, eng = _run_recorded(pool, blockers + [("-A ml-serving -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0),
-                                               ("-A ml-serving -N1 --gres=gpu:8 --mem=100", 2.0, 60.0)], until=2.0)
+    walk = ("-A ml-serving -n2 -c96 --gres=gpu:8 --mem=100", 1.0, 60.0)
+    _pol, eng = _run_recorded(pool, blockers + [walk, ("-A ml-serving -N1 --gres=gpu:8 --mem=100", 31.0, 60.0)],
+                              until=31.0)
     assert eng.pending[4].reason == "AssocGrpGRES"
     lower = eng.jobs[5]
-    assert (lower.first_start, lower.via, sorted({p[0] for p in lower.placement})) == (2.0, "SchedMain", [3])
+    assert (lower.first_start, lower.via, sorted({p[0] for p in lower.placement})) == (31.0, "SchedMain", [3])
+    _pol, eng = _run_recorded(pool, blockers + [walk, ("-A ml-serving -N1 --gres=gpu:8 --mem=100", 2.0, 60.0)],
+                              until=30.0)
+    assert eng.pending[4].reason == "Resources"
+    assert eng.jobs[5].first_start == 30.0 and eng.jobs[5].via == "SchedBackfill"

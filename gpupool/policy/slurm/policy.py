@@ -366,13 +366,15 @@ class Cycle:
             whole = pol.idle_gpus(job, info, per_job)
             asked = sum(ps.total_gpus for ps in per_job)
         else:
-            # a walk for GPUs per node (``-n T --gres=gpu:G``): the test-only pass gives the
-            # job its node count, and G counts on each of them (``diff-slurm --mix gres-tasks``
-            # seed 36: ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and GPUs
-            # in use, its selection failing, held no partition back: a lower job of the
-            # account started in the same pass)
-            placement = pol.idle_placement(job, info)
-            whole = 0 if placement is None else sum(p[1].bit_count() for p in placement)
+            # a walk for GPUs per node (``-n T --gres=gpu:G``): the test-only pass does not
+            # count GPUs per node (``gres_sched_add`` skips them), so the job's request keeps
+            # what its last full selection (a main pass's, a backfill will-run's) left there, G
+            # on each node it took (``walk_gres``), else G for one node, as submitted
+            # (22.05.8 source, read by a reviewer; ``diff-slurm --mix gres-tasks`` seed 36:
+            # ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and GPUs in use,
+            # tested by backfill every second, its selection failing, held no partition back:
+            # a lower job of the account started in the same pass)
+            whole = pol.walk_gres.get(job.id, 0)
             asked = sum(ps.total_gpus for ps in walked)
             per_job = walked
         if whole <= asked:
@@ -429,6 +431,10 @@ class Cycle:
         pods = job.wl.pod_sets
         if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) for ps in pods):
             return None
+        if any(ps.walked and ps.gpus and not ps.gpus_per_job for ps in pods):
+            # a full selection leaves its GPUs per node times its nodes on the job's request
+            # (cons_tres ``select_and_set``), which a later failed one still counts
+            pol.walk_gres[job.id] = sum(p[1].bit_count() for p in placement)
         req = pol.req(job)
         applies = pol.limits_applying(req, info)
         if applies is None:
@@ -718,6 +724,9 @@ class SlurmPolicy:
             or any(a.max_submit_jobs is not None or a.grp_submit_jobs is not None
                    for a in (*acct.accounts.values(), *acct.user_associations)))
         self._idle_place: dict[tuple, object] = {}  # (job id, partition, node states) -> ``idle_placement``
+        #: job id -> the GPUs a walk for GPUs per node held in its last full selection (see
+        #: ``Cycle.failed_select_limit``)
+        self.walk_gres: dict[int, int] = {}
         self._cpu_limits: dict[tuple, bool] = {}  # see ``_cpu_limited``
         self._bf_sig = None
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
