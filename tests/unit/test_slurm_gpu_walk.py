@@ -72,6 +72,11 @@ def node_totals(pool, job) -> dict[str, tuple[int, int, int]]:
     return dict(sorted(out.items()))
 
 
+def node_amounts(pool, job) -> dict[str, tuple[int, int, int]]:
+    """node name -> (GPUs, CPUs, MB) the job holds there, its pods on the node together."""
+    return {n: (m.bit_count(), c // 1000, mem) for n, (m, c, mem) in node_totals(pool, job).items()}
+
+
 def _per_node(pool, job) -> dict[str, int]:
     names = list(pool.nodes)
     return {names[p[0]]: p[1].bit_count() for p in sorted(job.placement)}

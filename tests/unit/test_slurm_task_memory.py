@@ -16,7 +16,7 @@ import pytest
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
 from tests.unit.sbatch_plans import workload
-from tests.unit.test_slurm_gpu_walk import _run, _started_at_once, node_totals
+from tests.unit.test_slurm_gpu_walk import _run, _started_at_once, node_amounts
 
 #: two CPUs free on every node
 _ALL2 = {f"gpu0{i}": "-c126" for i in range(1, 5)}
@@ -31,11 +31,6 @@ _CASES = [
 ]
 
 
-def _per_node(pool, job) -> dict[str, tuple[int, int, int]]:
-    """node -> (GPUs, CPUs, MB) the job holds there, all its pods on the node together."""
-    return {n: (m.bit_count(), c // 1000, mem) for n, (m, c, mem) in node_totals(pool, job).items()}
-
-
 @pytest.fixture(scope="module")
 def pool():
     return load_pool("examples/seed-pool")
@@ -43,7 +38,7 @@ def pool():
 
 @pytest.mark.parametrize("blockers,opts,want", _CASES, ids=[f"{len(b)}blk {o}" for b, o, _ in _CASES])
 def test_each_node_holds_the_memory_asked_per_node(pool, blockers, opts, want):
-    assert _per_node(pool, _started_at_once(pool, blockers, opts)) == want
+    assert node_amounts(pool, _started_at_once(pool, blockers, opts)) == want
 
 
 def test_a_node_without_the_memory_free_takes_no_task(pool):
@@ -52,7 +47,7 @@ def test_a_node_without_the_memory_free_takes_no_task(pool):
     holds the whole 1000)."""
     blockers = {"gpu01": "-c1 --mem=999500", **{f"gpu0{i}": "-c126" for i in range(2, 5)}}
     job = _started_at_once(pool, blockers, "-n4 --mem=1000")
-    assert set(_per_node(pool, job)) == {"gpu02", "gpu03"}
+    assert set(node_amounts(pool, job)) == {"gpu02", "gpu03"}
 
 
 def test_the_request_counts_the_memory_once(pool):
@@ -81,7 +76,7 @@ def test_a_node_with_exactly_the_memory_takes_the_tasks(pool):
     once (a review found it waiting: three shares of 334 MB were asked of the node)."""
     blockers = {"gpu01": "-c1 --mem=999000", **{f"gpu0{i}": "-c1 --mem=1000000" for i in range(2, 5)}}
     job = _started_at_once(pool, blockers, "-n3 --mem=1000")
-    assert _per_node(pool, job) == {"gpu01": (0, 4, 1000)}
+    assert node_amounts(pool, job) == {"gpu01": (0, 4, 1000)}
 
 
 def test_a_required_node_needs_the_memory_too(pool):
@@ -90,4 +85,4 @@ def test_a_required_node_needs_the_memory_too(pool):
     blockers = {"gpu01": "-c1 --mem=999500"}
     job = _run(pool, blockers, "-w gpu01 -n4 --mem=1000")
     assert (job.first_start, job.reason) == (300.0, "Resources")
-    assert _per_node(pool, job) == {"gpu01": (0, 4, 1000)}
+    assert node_amounts(pool, job) == {"gpu01": (0, 4, 1000)}

@@ -16,7 +16,7 @@ import pytest
 
 from gpupool.engine.policy_api import make_policy
 from tests.unit.sbatch_plans import DBD_LIMITS_CONF, GPU_NODES_CONF, run_spaced, slurm_pool, team_accounts, workload
-from tests.unit.test_slurm_gpu_walk import _run, node_totals
+from tests.unit.test_slurm_gpu_walk import _run, node_amounts
 
 #: options -> (node, GPUs, CPUs, MB) the real job held on idle nodes
 _IDLE = [
@@ -36,37 +36,33 @@ def pool(tmp_path_factory):
     return slurm_pool(tmp_path_factory.mktemp("maxmem"), conf)
 
 
-def _held(pool, job) -> dict[str, tuple[int, int, int]]:
-    return {n: (m.bit_count(), c // 1000, mem) for n, (m, c, mem) in node_totals(pool, job).items()}
-
-
 @pytest.mark.parametrize("opts,want", _IDLE, ids=[o for o, _ in _IDLE])
 def test_each_node_gives_the_cpus_its_memory_needs(pool, opts, want):
     job = _run(pool, {}, opts)
     assert job.first_start == 1.0
-    assert _held(pool, job) == want
+    assert node_amounts(pool, job) == want
 
 
 def test_a_node_without_those_cpus_free_takes_no_task(pool):
     """gpu01 with 8 CPUs free: ``-n4 --mem=100000`` (13 a node) went to gpu02 with 14, and
     ``-n4 --mem=50000`` (7) stayed on gpu01 with 8."""
     blockers = {"gpu01": "-n120 --mem=1000"}
-    assert _held(pool, _run(pool, blockers, "-n4 --mem=100000")) == {"gpu02": (0, 14, 100000)}
-    assert _held(pool, _run(pool, blockers, "-n4 --mem=50000")) == {"gpu01": (0, 8, 50000)}
+    assert node_amounts(pool, _run(pool, blockers, "-n4 --mem=100000")) == {"gpu02": (0, 14, 100000)}
+    assert node_amounts(pool, _run(pool, blockers, "-n4 --mem=50000")) == {"gpu01": (0, 8, 50000)}
 
 
 def test_every_node_taken_gives_the_minimum(pool):
     """``-n130 --mem=500000`` (63 a node) on two nodes: the second holds 64 CPUs (whole cores),
     though two tasks are left for it. A real 22.05.8 ran it with 68 + 64 CPUs (its tasks dealt
     otherwise than gpupool's 128 + 64: not modelled); both nodes hold 500000 MB."""
-    held = _held(pool, _run(pool, {}, "-n130 --mem=500000"))
+    held = node_amounts(pool, _run(pool, {}, "-n130 --mem=500000"))
     assert [(mem, cpus >= 63) for _g, cpus, mem in held.values()] == [(500000, True), (500000, True)]
 
 
 def test_other_limits_keep_the_old_forms(tmp_path):
     """Without MaxMemPerCPU the pods hold no CPU minimum (``-n4 --mem=100000``: 4 CPUs)."""
     pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4))
-    assert _held(pool, _run(pool, {}, "-n4 --mem=100000")) == {"gpu01": (0, 4, 100000)}
+    assert node_amounts(pool, _run(pool, {}, "-n4 --mem=100000")) == {"gpu01": (0, 4, 100000)}
 
 
 def test_a_co_allocated_start_keeps_to_the_limits_on_its_cpus(tmp_path):

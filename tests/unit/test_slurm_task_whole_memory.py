@@ -20,7 +20,7 @@ import pytest
 from gpupool.engine.policy_api import make_policy
 from gpupool.formats.pool_dir import load_pool
 from tests.unit.sbatch_plans import DBD_LIMITS_CONF, GPU_NODES_CONF, run_spaced, slurm_pool, team_accounts, workload
-from tests.unit.test_slurm_gpu_walk import _run, node_totals
+from tests.unit.test_slurm_gpu_walk import _run, node_amounts
 
 WHOLE = 1_000_000
 #: 100 MB and a GPU held on gpu01-03; gpu04 has none of its memory allocated
@@ -55,23 +55,19 @@ def pool():
     return load_pool("examples/seed-pool")
 
 
-def _held(pool, job) -> dict[str, tuple[int, int, int]]:
-    return {n: (m.bit_count(), c // 1000, mem) for n, (m, c, mem) in node_totals(pool, job).items()}
-
-
 @pytest.mark.parametrize("opts,want", _IDLE, ids=[o for o, _ in _IDLE])
 def test_each_node_holds_its_whole_memory(pool, opts, want):
     job = _run(pool, {}, opts)
     assert job.first_start == 1.0
-    assert list(_held(pool, job).values()) == want
+    assert list(node_amounts(pool, job).values()) == want
 
 
 @pytest.mark.parametrize("opts", _ON_THE_FREE_NODE)
 def test_only_a_node_without_memory_allocated_takes_the_job(pool, opts):
     job = _run(pool, _THREE, opts)
     assert job.first_start == 1.0
-    assert set(_held(pool, job)) == {"gpu04"}
-    assert _held(pool, job)["gpu04"][2] == WHOLE
+    assert set(node_amounts(pool, job)) == {"gpu04"}
+    assert node_amounts(pool, job)["gpu04"][2] == WHOLE
 
 
 @pytest.mark.parametrize("blockers,opts", [(_THREE, o) for o in _WAIT_THREE] + [(_ALL, o) for o in _WAIT_ALL],
@@ -132,7 +128,7 @@ def test_def_mem_per_node_is_held_on_every_node_taken(tmp_path):
     per-node memory, as ``--mem`` (from the source), so ``-n200`` holds 600000 MB on each of its
     two nodes and ``-n4`` takes only a node with 600000 MB free."""
     pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4).replace("DefMemPerGPU=120000", "DefMemPerNode=600000"))
-    assert list(_held(pool, _run(pool, {}, "-n200")).values()) == [(0, 128, 600000), (0, 72, 600000)]
+    assert list(node_amounts(pool, _run(pool, {}, "-n200")).values()) == [(0, 128, 600000), (0, 72, 600000)]
     blockers = {f"gpu0{i}": "-c1 --mem=500000" for i in (1, 2, 3)}
     job = _run(pool, blockers, "-n4")
-    assert job.first_start == 1.0 and _held(pool, job) == {"gpu04": (0, 4, 600000)}
+    assert job.first_start == 1.0 and node_amounts(pool, job) == {"gpu04": (0, 4, 600000)}
