@@ -266,6 +266,8 @@ class LockstepPolicy:
                 extra = -cpu % nodes.cpu_step[node]
                 cpu += extra
                 mem = task_mem or mem + extra // 1000 * memory_per_cpu_of(ps)
+                if ps.memory_all:  # the node's whole memory where the partition's nodes differ
+                    mem = nodes.mem_total[node]
             shares = list(zip([p[0] for p in pods], _share(cpu, [p[1] for p in pods]),
                               _share(mem, [p[2] for p in pods])))
             if taken is not None:

@@ -176,6 +176,12 @@ class PodSet:
     #: real 22.05.8 at 8000 ran ``-n4 --mem=100000`` on 14 CPUs, 13 in whole cores, probe
     #: p125); 0: none
     node_min_cpus: int = 0
+    #: Slurm, the node's whole memory (``--mem=0``, or no memory asked where no default
+    #: applies) in a partition whose nodes differ in RealMemory: only a node with none of its
+    #: memory allocated takes the job, and holds all of its own (cons_common's
+    #: ``_verify_node_state`` and ``_job_test``, from the source); ``memory_mib`` is then the
+    #: smallest node's, a lower bound. Where the nodes are alike, ``memory_mib`` says it all
+    memory_all: bool = False
 
     @property
     def split(self) -> bool:

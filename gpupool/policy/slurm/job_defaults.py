@@ -28,9 +28,11 @@ other request. What a real 22.05.8 did (CR_Core_Memory, 16-core 64000 MB nodes, 
   limit in whole tasks (``_cpus_for_node_memory``); ignored beside MaxMemPerNode;
 * DefMemPerCPU and DefMemPerNode both set: DefMemPerNode wins.
 
-Where the whole node's memory applies and the partition's nodes differ in RealMemory, each pod
-is given the smallest of them (a pod set holds one number, not one per node): exact on the usual
-partition of one node type. A job in several partitions is filled in from the first it names.
+Where the whole node's memory applies and the partition's nodes differ in RealMemory, the pod set
+carries the smallest of them as a lower bound and ``PodSet.memory_all``: placement then takes only
+nodes with none of their memory allocated and gives each all of its own (a real 22.05.8 held
+1000000 MB on a 1000000 MB node and 500000 on a 500000 MB one for the same ``--mem=0``, probe
+p126). A job in several partitions is filled in from the first it names.
 Against MaxMemPerNode a per-node amount (``--mem``, DefMemPerNode) counts whole and a per-CPU or
 per-GPU one per task, as a real 22.05.8 refused ``-n4 --mem=40000`` under MaxMemPerNode=30000 but
 ran ``-n4 --mem-per-cpu=9000`` (36000 MB on one node). ``--mem-per-cpu`` follows CPUs filled in
@@ -67,6 +69,9 @@ class Defaults:
     #: RealMemory of the partition's first node in slurm.conf's order (ReqTRES counts it per
     #: node for a job no memory request or default covers, whatever the select plugin)
     first_node_memory: int = 0
+    #: whether the partition's nodes differ in RealMemory (the whole node's memory is then no
+    #: one number: ``PodSet.memory_all``)
+    uneven_memory: bool = False
 
 
 #: sbatch's refusals (22.05.8's wording)
@@ -118,7 +123,7 @@ def partition_defaults(cfg: SlurmConfig, part: Partition, node_memory: list[int]
     whole = min(node_memory) if node_memory and memory_is_consumable(cfg) else None
     max_node, max_cpu = _memory_limits(cfg, part)
     return Defaults(cpu_gpu or None, per_gpu or None, mem_cpu or None, mem_node or None, whole, max_node, max_cpu,
-                    first_node_memory)
+                    first_node_memory, whole is not None and whole != max(node_memory))
 
 
 def _limit(part: Partition, key: str) -> int | None:
@@ -368,19 +373,26 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
     if d.max_mem_per_cpu and node_memory:
         # (the whole node's memory as slurmctld's ``_mem_per_node_part`` reads it: the
         # partition's first node's; held, it is each node's, ``select.task_node_memory``)
-        whole = source in ("whole", "whole-default") and d.first_node_memory
-        node_min_cpus = _node_min_cpus(ps, whole or node_memory, d.max_mem_per_cpu)
+        node_min_cpus = _node_min_cpus(ps, _read_whole(node_memory, source, d), d.max_mem_per_cpu)
     elif d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
-        cpu_m = _cpus_for_node_memory(ps, cpu_m, mem, source, d.max_mem_per_cpu)
+        cpu_m = _cpus_for_node_memory(ps, cpu_m, _read_whole(mem, source, d), source, d.max_mem_per_cpu)
     unit = None
     if ps.exclusive and source == "cpu":
         unit = ("cpu", mem // max(1, math.ceil(cpu_m / 1000)))
     elif ps.exclusive and source == "gpu" and ps.gpus:
         unit = ("gpu", mem // ps.gpus)
     per_cpu = mem // max(1, math.ceil(cpu_m / 1000)) if source == "cpu" else ps.memory_per_cpu
+    memory_all = d.uneven_memory and source in ("whole", "whole-default")
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
                    memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu, node_memory_mib=node_memory,
-                   node_min_cpus=node_min_cpus)
+                   node_min_cpus=node_min_cpus, memory_all=memory_all)
+
+
+def _read_whole(mem: int, source: str, d: Defaults) -> int:
+    """``mem`` as slurmctld's limits read it: the node's whole memory (``source`` "whole" or
+    "whole-default") is the partition's first node's (``_mem_per_node_part``), whatever each
+    node then holds (``PodSet.memory_all``); any other amount as it is."""
+    return d.first_node_memory or mem if source in ("whole", "whole-default") else mem
 
 
 def _task_node_memory(ps: PodSet, source: str, d: Defaults) -> int:
@@ -449,7 +461,7 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
     for ps in wl.pod_sets:
         mem, source = _memory(ps, _cpu_m(ps, d), d)
         if source in ("whole", "whole-default"):
-            mem = d.whole_node or 0  # the node's memory, not one task's share of it
+            mem = _read_whole(d.whole_node or 0, source, d)  # the node's memory, not one task's share
         elif source == "node" and not ps.one_per_node and ps.count > 1:
             # a per-node amount split over task pods: checked whole (a real 22.05.8 refused
             # -n4 --mem=40000 under MaxMemPerNode=30000 but ran -n4 --mem-per-cpu=9000, 36000 MB);

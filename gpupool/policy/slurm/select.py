@@ -290,6 +290,13 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
                 break
             nodes_for = [i for i in pool if free.mem[i] >= node_mem and free.cpu_within_cap(i) >= node_cpu]
             ps = replace(ps, memory_mib=0)
+        if ps.memory_all:
+            # the whole memory of nodes that differ: a node takes the job with none allocated
+            mem_total = free.nodes.mem_total
+            if any(free.mem[i] < mem_total[i] for i in required):
+                ok = False
+                break
+            nodes_for = [i for i in nodes_for if free.mem[i] >= mem_total[i]]
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, nodes_for, free, base_weight, gpus_for)
@@ -321,6 +328,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         if node_mem:
             chosen = _once_a_node(chosen, node_mem, node_cpu)
+        if ps.memory_all:  # and holds all of its own
+            chosen = _all_memory(chosen, free.nodes.mem_total)
         if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
@@ -427,6 +436,17 @@ def _once_a_node(chosen, memory: int, cpu_m: int = 0) -> list:
         if held[n] < cpu_m:
             node, mask, c, mem = out[k]
             out[k] = (node, mask, c + cpu_m - held[n], mem)
+    return out
+
+
+def _all_memory(chosen, mem_total: list[int]) -> list:
+    """The pods ``chosen`` with each node's whole memory (``mem_total``) held by its first pod
+    there (``PodSet.memory_all``)."""
+    seen: set[int] = set()
+    out = []
+    for n, m, c, _mem in chosen:
+        out.append((n, m, c, 0 if n in seen else mem_total[n]))
+        seen.add(n)
     return out
 
 
