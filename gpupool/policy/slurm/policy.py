@@ -355,7 +355,7 @@ class Cycle:
         if not pol.s.limits_enforced:
             return None
         per_job = [ps for ps in job.wl.pod_sets if ps.gpus_per_job]
-        walked = [ps for ps in job.wl.pod_sets if ps.walked and ps.gpus and not ps.gpus_per_job]
+        walked = [ps for ps in job.wl.pod_sets if _walks_gpus_per_node(ps)]
         if not per_job and not walked:
             return None
         req = pol.req(job)
@@ -431,7 +431,7 @@ class Cycle:
         pods = job.wl.pod_sets
         if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) for ps in pods):
             return None
-        if any(ps.walked and ps.gpus and not ps.gpus_per_job for ps in pods):
+        if any(_walks_gpus_per_node(ps) for ps in pods):
             # a full selection leaves its GPUs per node times its nodes on the job's request
             # (cons_tres ``select_and_set``), which a later failed one still counts
             pol.walk_gres[job.id] = sum(p[1].bit_count() for p in placement)
@@ -555,6 +555,12 @@ def _memory_follows_cpus(ps) -> bool:
     """Whether ``ps``'s memory is per CPU or per task, so that CPUs a selection adds (whole
     cores, will-run's) bring theirs too."""
     return ps.memory_per in ("cpu", "task") or bool(ps.memory_per_cpu)
+
+
+def _walks_gpus_per_node(ps) -> bool:
+    """Whether ``ps`` is a walk for GPUs per node (``-n T --gres=gpu:G``, no node count): its
+    GPUs on the request are G times the nodes of its last full selection (``walk_gres``)."""
+    return ps.walked and bool(ps.gpus) and not ps.gpus_per_job
 
 
 def _planned_memory(ps, asked: dict, held: dict) -> int:

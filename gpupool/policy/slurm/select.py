@@ -281,22 +281,19 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         weight = base_weight
         node_mem = ps.node_memory_mib and task_node_memory(ps)  # (0 for nearly every pod set: no call)
         nodes_for = pool
-        if node_mem:
-            # --mem over task pods is per node: only nodes with all of it free take them (a
-            # required one too), and the pods are chosen holding none of it each
-            node_cpu = ps.node_min_cpus * 1000  # (MaxMemPerCPU: the CPUs each node must give)
-            if any(free.mem[i] < node_mem or free.cpu_within_cap(i) < node_cpu for i in required):
+        if node_mem or ps.memory_all:
+            # memory per node: --mem over task pods, each node holding all of it, or the whole
+            # memory of nodes that differ (each its own, none allocated); only nodes with it
+            # free take the job (a required one too), with the CPUs MaxMemPerCPU asks of each
+            held_mem = free.nodes.mem_total if ps.memory_all else node_mem
+            node_cpu = ps.node_min_cpus * 1000
+            takes = _node_takes(free, held_mem, node_cpu)
+            if not all(takes(i) for i in required):
                 ok = False
                 break
-            nodes_for = [i for i in pool if free.mem[i] >= node_mem and free.cpu_within_cap(i) >= node_cpu]
-            ps = replace(ps, memory_mib=0)
-        if ps.memory_all:
-            # the whole memory of nodes that differ: a node takes the job with none allocated
-            mem_total = free.nodes.mem_total
-            if any(free.mem[i] < mem_total[i] for i in required):
-                ok = False
-                break
-            nodes_for = [i for i in nodes_for if free.mem[i] >= mem_total[i]]
+            nodes_for = [i for i in pool if takes(i)]
+            if node_mem:  # the task pods are chosen holding none of it each
+                ps = replace(ps, memory_mib=0)
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, nodes_for, free, base_weight, gpus_for)
@@ -326,10 +323,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # chosen as holding their memory_fit (``pod_fits``); they hold their own (a walked
             # split form's nodes hold their tasks' already: ``split_tasks.deal_tasks``)
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
-        if node_mem:
-            chosen = _once_a_node(chosen, node_mem, node_cpu)
-        if ps.memory_all:  # and holds all of its own
-            chosen = _all_memory(chosen, free.nodes.mem_total)
+        if node_mem or ps.memory_all:
+            chosen = _once_a_node(chosen, held_mem, node_cpu)
         if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
@@ -419,9 +414,19 @@ def task_node_memory(ps) -> int:
     return ps.node_memory_mib
 
 
-def _once_a_node(chosen, memory: int, cpu_m: int = 0) -> list:
-    """The pods ``chosen`` with ``memory`` held once on each node, by its first pod there, and
-    each node holding ``cpu_m`` millicores at least (its first pod the ones its tasks lack)."""
+def _node_takes(free: Free, memory: int | list[int], cpu_m: int):
+    """Whether node ``i`` has ``memory`` free (one amount, or each node's own) and ``cpu_m``
+    millicores within its cap: what a job holding memory per node needs of each node."""
+    if isinstance(memory, int):
+        return lambda i: free.mem[i] >= memory and free.cpu_within_cap(i) >= cpu_m
+    return lambda i: free.mem[i] >= memory[i] and free.cpu_within_cap(i) >= cpu_m
+
+
+def _once_a_node(chosen, memory: int | list[int], cpu_m: int = 0) -> list:
+    """The pods ``chosen`` with ``memory`` (one amount, or each node's own) held once on each
+    node, by its first pod there, and each node holding ``cpu_m`` millicores at least (its
+    first pod the ones its tasks lack)."""
+    per_node = not isinstance(memory, int)
     first: dict[int, int] = {}
     held: dict[int, int] = {}
     out = []
@@ -431,22 +436,11 @@ def _once_a_node(chosen, memory: int, cpu_m: int = 0) -> list:
             out.append((n, m, c, 0))
         else:
             first[n] = len(out)
-            out.append((n, m, c, memory))
+            out.append((n, m, c, memory[n] if per_node else memory))
     for n, k in first.items():
         if held[n] < cpu_m:
             node, mask, c, mem = out[k]
             out[k] = (node, mask, c + cpu_m - held[n], mem)
-    return out
-
-
-def _all_memory(chosen, mem_total: list[int]) -> list:
-    """The pods ``chosen`` with each node's whole memory (``mem_total``) held by its first pod
-    there (``PodSet.memory_all``)."""
-    seen: set[int] = set()
-    out = []
-    for n, m, c, _mem in chosen:
-        out.append((n, m, c, 0 if n in seen else mem_total[n]))
-        seen.add(n)
     return out
 
 
