@@ -340,6 +340,9 @@ def replay(pool: Pool, jobs: list[DiffJob], real: dict[int, RealRecord], ids: di
     options: dict = {"epoch": t0}
     if timing is not None:
         options.update(timing.options(t0))
+        # the second each job's start was stamped with (SlurmPolicy.start_stamp)
+        options["start_stamps"] = {jid: (r.start - t0, r.start_time - t0) for jid, r in real.items()
+                                   if r.start is not None and r.start_time is not None}
     policy = make_policy("slurm", pool, options)
     checks = [r.time_limit_hit - t0 for r in real.values() if r.time_limit_hit is not None]
     ends = {jid: (r.start - t0, r.end - t0, r.state) for jid, r in real.items()

@@ -40,7 +40,7 @@ from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory
 from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
 
-_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen"}
+_OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen", "start_stamps"}
 _NO_ENTRY = object()
 
 
@@ -525,11 +525,17 @@ class Cycle:
         self.reasons.pop(job.id, None)
         pol.run_part[job.id] = info.name
         pol.run_limit[job.id] = pol.time_limit(job, info) if limit is None else limit
-        end = pol.whole_second(self.now) + (pol.plan_limit(job, info) if limit is None else limit)
+        stamp = pol.start_stamp(job.id, self.now) if pol.start_stamps else None
+        end = (pol.whole_second(self.now) if stamp is None else stamp) + (
+            pol.plan_limit(job, info) if limit is None else limit)
         # a job sharing CPUs gives back at its end what it took from the idle ones
         backfill.insert_end(self.ends, end, job.id,
                             placement if take is None or not shared else take, end)
         pol.track_start(job, placement, self.now)
+        if stamp is not None:  # 1 ms in, so that whole-second rounding keeps that second
+            pol.set_reported_start(job.id, stamp + 1e-3)
+        elif pol.reported_start:  # a requeued job's earlier start no longer counts
+            pol.reported_start.pop(job.id, None)
         if pol.s.limits_enforced:
             req = pol.req(job)
             alloc = pol.alloc_tres(placement)
@@ -627,6 +633,16 @@ class SlurmPolicy:
         seen = options.get("main_seen")
         self.main_seen: list[float] | None = None if seen is None else sorted(float(t) for t in seen)
         self._main_seen_set = frozenset(self.main_seen or ())
+        #: A replay's jobs as the replayed slurmctld started them: job id -> (run-relative
+        #: instant its nodes were allocated, its start_time, a whole epoch second). A pass
+        #: stamps a job with the second in which it selected the job's nodes, which may be the
+        #: second after the one the pass began in when the pass takes a while to reach the job;
+        #: no simulation can know how long (``start_stamp``). None: no replay.
+        stamps = options.get("start_stamps")
+        self.start_stamps: dict[int, tuple[float, float]] | None = None if stamps is None else {
+            int(j): (float(a), float(t)) for j, (a, t) in stamps.items()}
+        #: the replayed slurmctld's known pass instants, sorted (``start_stamp``)
+        self._pass_instants = [at for at in (self.backfill_at, self.main_at, self.main_seen) if at]
         self.backfill_cut: dict[float, tuple[frozenset[int], int | None, bool]] = {
             float(t): (frozenset(int(j) for j in jobs), int(jobs[-1]) if jobs else None, bool(tested))
             for t, (jobs, tested) in (options.get("backfill_cut") or {}).items()}
@@ -1129,6 +1145,28 @@ class SlurmPolicy:
         ep = self.epoch
         return math.floor(t + ep) - ep
 
+    def start_stamp(self, jid: int, now: float) -> float | None:
+        """The start_time a replayed slurmctld gave job ``jid`` when this policy starts it at
+        ``now`` in the same pass: the whole second after the one ``now`` lies in, where real
+        Slurm allocated the job's nodes within a second after ``now``, after that second began
+        and before any later pass of the replay's began (its pass took that long to reach the
+        job: rich seed 31, job 54, a main pass began 16 ms before the second its allocation was
+        stamped with; docs/differential.md, finding 79). None: the job's start counts from
+        ``now``'s own second, as without a replay."""
+        got = self.start_stamps.get(jid) if self.start_stamps else None
+        if got is None:
+            return None
+        alloc, stamp = got
+        if not (now <= alloc < now + 1.0 and abs(stamp - (self.whole_second(now) + 1.0)) < 1e-6):
+            return None
+        for at in self._pass_instants:
+            # a pass of the replayed slurmctld that began after ``now``, by ``alloc``, may be
+            # the one that started the job
+            k = bisect.bisect_right(at, now)
+            if k < len(at) and at[k] <= alloc:
+                return None
+        return stamp
+
     def expected_end(self, job, now: float) -> float:
         # the plan limit depends only on the job and the partition it runs in: memoised per job
         jid = job.id
@@ -1193,6 +1231,7 @@ class SlurmPolicy:
         self._segs.pop(jid, None)
         self.run_part.pop(jid, None)
         self.run_limit.pop(jid, None)
+        self.reported_start.pop(jid, None)
 
     # ------------------------------------------------------------ submit-time checks
     def resolve_request(self, wl):
