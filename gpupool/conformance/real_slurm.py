@@ -653,6 +653,7 @@ class RealSlurm:
         from gpupool.formats.sacctmgr import (
             format_tres,  # local: only the dbd path needs it
         )
+        from gpupool.formats.slurm_time import format_duration
 
         for q in tree.qos.values():
             if q.name != "normal":
@@ -662,6 +663,8 @@ class RealSlurm:
                 opts.append(f"Preempt={','.join(q.preempt)}")
             if q.preempt_mode:
                 opts.append(f"PreemptMode={q.preempt_mode}")
+            if q.preempt_exempt_time is not None:
+                opts.append(f"PreemptExemptTime={format_duration(q.preempt_exempt_time)}")
             for key, tres in (("GrpTRES", q.grp_tres), ("MaxTRESPerUser", q.max_tres_per_user),
                               ("MaxTRESPerJob", q.max_tres_per_job), ("MaxTRESPerAccount", q.max_tres_per_account),
                               ("MinTRESPerJob", q.min_tres_per_job)):

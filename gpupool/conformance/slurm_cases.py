@@ -214,7 +214,10 @@ def _build_accounting(case: dict, cluster: dict) -> Accounting | None:
     for q in cluster.get("qos") or []:
         qos = Qos(q["name"], priority=int(q.get("priority") or 0), preempt=tuple(q.get("preempt") or ()),
                   preempt_mode=q.get("preempt_mode"), usage_factor=float(q.get("usage_factor") or 1.0),
-                  grace_time=int(q.get("grace_time_s") or 0), flags=tuple(q.get("flags") or ()))
+                  grace_time=int(q.get("grace_time_s") or 0), flags=tuple(q.get("flags") or ()),
+                  # negative (sacctmgr's -1, INFINITE): not set, so slurm.conf's applies
+                  preempt_exempt_time=None if q.get("preempt_exempt_time_s") is None
+                  or int(q["preempt_exempt_time_s"]) < 0 else int(q["preempt_exempt_time_s"]))
         for key, value in (q.get("limits") or {}).items():
             # a mapping is read as the same TRES list, so names (``GRES/gpu``), memory units
             # and bad counts are handled as in a sacctmgr dump

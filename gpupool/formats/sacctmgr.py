@@ -45,11 +45,12 @@ _ASSOC_KEEP = ("GrpJobsAccrue", "GrpTRESMins", "GrpTRESRunMins", "GrpWall", "Max
                "MaxTRESMinsPerJob", "MaxTRESRunMins", "MaxTRESPerNode", "MinPrioThresh")
 _QOS_MODEL = ("Description", "Priority", "Preempt", "PreemptMode", "GrpTRES", "MaxTRESPerUser", "MaxTRESPerJob",
               "MaxJobsPU", "MaxSubmitJobsPU", "MaxWallDurationPerJob", "UsageFactor", "GraceTime", "Flags",
-              "GrpJobs", "MaxJobsPA", "MaxTRESPerAccount", "MinTRESPerJob", "GrpSubmitJobs", "MaxSubmitJobsPA")
+              "GrpJobs", "MaxJobsPA", "MaxTRESPerAccount", "MinTRESPerJob", "GrpSubmitJobs", "MaxSubmitJobsPA",
+              "PreemptExemptTime")
 _QOS_KEEP = ("GrpJobsAccrue", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
              "LimitFactor", "MaxJobsAccruePA", "MaxJobsAccruePU",
              "MaxTRESMinsPerJob", "MaxTRESPerNode", "MaxTRESRunMinsPerAccount",
-             "MaxTRESRunMinsPerUser", "MinPrioThresh", "PreemptExemptTime", "UsageThreshold")
+             "MaxTRESRunMinsPerUser", "MinPrioThresh", "UsageThreshold")
 _USER_MODEL = ("DefaultAccount", "AdminLevel")
 _USER_KEEP = ("Coordinator", "DefaultWCKey", "WCKeys", "Comment")
 _ACCOUNT_MODEL = ("Description", "Organization")
@@ -393,6 +394,10 @@ def _apply_qos(qos: Qos, key: str, value: str) -> None:
         qos.grace_time = _int(text, key) if text.isdigit() else (_wall(text, key) or 0)
     elif key == "Flags":
         qos.flags = qos_flags(value)
+    elif key == "PreemptExemptTime":
+        # sacctmgr reads it as any Slurm time (time_str2secs: a bare number is minutes);
+        # -1, INFINITE and UNLIMITED leave it unset
+        qos.preempt_exempt_time = None if value.strip() == "-1" else _wall(value, key)
     else:
         _check_kept(key, value)
         qos.extra[key] = value
@@ -638,6 +643,8 @@ def _qos_line(qos: Qos) -> str:
         opts.append(f"Preempt={_q(','.join(qos.preempt))}")
     if qos.preempt_mode:
         opts.append(f"PreemptMode={_q(qos.preempt_mode)}")
+    if qos.preempt_exempt_time is not None:
+        opts.append(f"PreemptExemptTime={format_duration(qos.preempt_exempt_time)}")
     opts.append(f"Priority={qos.priority}")
     opts.append(f"UsageFactor={qos.usage_factor!r}")
     for key, value in qos.extra.items():

@@ -95,6 +95,7 @@ def pool_objects(pool: Pool) -> dict[str, dict[str, Value]]:
                     "GrpSubmitJobs": q.grp_submit_jobs, "MaxSubmitJobsPA": q.max_submit_jobs_per_account,
                     "MaxTRESPerAccount": _tres(q.max_tres_per_account), "MinTRESPerJob": _tres(q.min_tres_per_job),
                     "UsageFactor": q.usage_factor, "GraceTime": q.grace_time, "Flags": _set(q.flags),
+                    "PreemptExemptTime": _dur(q.preempt_exempt_time),
                     "Description": q.description or None,
                 }
                 fields.update({k: str(v) for k, v in q.extra.items()})

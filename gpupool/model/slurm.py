@@ -104,6 +104,9 @@ class Qos:
     max_submit_jobs_per_account: int | None = None
     usage_factor: float = 1.0
     grace_time: int = 0
+    #: PreemptExemptTime in seconds: the least run time before its jobs may be preempted,
+    #: over the cluster's (None: not set, or INFINITE, which slurmctld reads as not set)
+    preempt_exempt_time: int | None = None
     flags: tuple[str, ...] = ()
     description: str = ""
     #: sacctmgr options gpupool keeps but does not act on (GrpTRESMins, MinTRESPerJob, …).

@@ -80,3 +80,13 @@ def test_policy_cli(db_url, tmp_path, cli):
                 ["audit", "job"], ["audit", "gpus"], ["import", "sacct"], ["import", "sshare"], ["import", "kueue"]):
         help_text = cli(*cmd, "--help").output
         assert "--json" in help_text and "--db" in help_text, cmd
+
+
+def test_diff_shows_a_qos_preempt_exempt_time_change(tmp_path):
+    from gpupool.formats.pool_dir import load_pool
+
+    target = tmp_path / "seed-pool"
+    shutil.copytree(SEED_POOL, target, ignore=shutil.ignore_patterns("workloads"))
+    (target / "accounts.cfg").write_text((target / "accounts.cfg").read_text().replace(
+        "QOS - 'normal':Description='Default QOS'", "QOS - 'normal':Description='Default QOS':PreemptExemptTime=10"))
+    assert pol.diff_pools(load_pool(SEED_POOL), load_pool(target)) == ["QOS normal: PreemptExemptTime (unset) → 00:10:00"]

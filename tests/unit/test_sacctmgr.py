@@ -124,6 +124,19 @@ Cluster - 'c'
     assert cleared.qos["a"].flags == ()
 
 
+@pytest.mark.parametrize("text, seconds", [
+    ("5", 300),            # sacctmgr's time_str2secs: a bare number is minutes
+    ("5:30", 330), ("00:10:00", 600), ("1-00:00:00", 86400), ("0", 0),
+    ("-1", None), ("INFINITE", None), ("UNLIMITED", None),  # not set: the cluster's applies
+])
+def test_qos_preempt_exempt_time(tmp_path: Path, text: str, seconds: int | None) -> None:
+    acct = parse_sacctmgr_dump(write(tmp_path, f"QOS - 'low':PreemptExemptTime={text}\nCluster - 'c'\n"))
+    assert acct.qos["low"].preempt_exempt_time == seconds
+    assert acct.not_modelled == []
+    again = parse_sacctmgr_dump(write(tmp_path, render_sacctmgr_dump(acct), "again.cfg"))
+    assert again.qos["low"].preempt_exempt_time == seconds
+
+
 def test_tres_strings() -> None:
     assert parse_tres("cpu=64,gres/gpu=16,mem=500G") == {"cpu": 64, "gres/gpu": 16, "mem": 512000}
     assert parse_tres("CPU=1,Mem=1000,GRES/gpu:h100=2,node=3,billing=4") == {
@@ -171,6 +184,9 @@ def test_tres_strings() -> None:
         ("QOS - 'q':MaxWall=forever\n", 1, "MaxWallDurationPerJob: expected a Slurm time such as '30', '12:00:00', "
                                            "'2-00:00:00', '7-0' or 'UNLIMITED', got 'forever'", InputError),
         ("QOS - 'q'\nQOS - 'q'\n", 2, "QOS 'q' is defined twice (first at {path}:1)", InputError),
+        ("QOS - 'q':PreemptExemptTime=soon\n", 1, "PreemptExemptTime: expected a Slurm time such as '30', "
+                                                  "'12:00:00', '2-00:00:00', '7-0' or 'UNLIMITED', got 'soon'",
+         InputError),
         ("Cluster - 'c'\nParent - 'root'\nAccount - 'a':Description='open\n", 3, "a ' quote is never closed",
          InputError),
         ("Cluster - 'c'\nParent - 'root'\nAccount - 'a':QOS='x,y':DefaultQOS='z'\n", 3,
@@ -233,7 +249,7 @@ def _accounting(draw) -> Accounting:
             max_tres_per_account=draw(_tres), min_tres_per_job=draw(_tres),
             grp_submit_jobs=draw(st.none() | st.integers(0, 50)),
             max_submit_jobs_per_account=draw(st.none() | st.integers(0, 50)),
-            grace_time=draw(st.integers(0, 600)), flags=tuple(draw(st.lists(st.sampled_from(["NoReserve",
+            grace_time=draw(st.integers(0, 600)), preempt_exempt_time=draw(st.none() | st.integers(0, 10**6)), flags=tuple(draw(st.lists(st.sampled_from(["NoReserve",
                                                                                               "DenyOnLimit"]),
                                                                              unique=True))),
             description=draw(st.sampled_from(["", "a b: c", "x"])),

@@ -641,3 +641,14 @@ def test_gpus_few_mix_asks_more_tasks_than_gpus_without_nodes(seed, n):
         assert tasks <= min(x + 1, 4) * (128 // cpt)  # whole tasks on X + 1 idle nodes
         (ps,) = wl.pod_sets
         assert (ps.count, ps.gpus, ps.cpu_m, ps.one_per_node, ps.walk_gpus) == (1, x, tasks * cpt * 1000, False, True)
+
+
+def test_sacctmgr_commands_carry_a_qos_preempt_exempt_time(tmp_path):
+    # sacctmgr reads PreemptExemptTime as a Slurm time (probe p127 set it so on a real 22.05.8)
+    pool = load_pool(SEED_POOL)
+    pool.slurm.accounting.qos["normal"].preempt_exempt_time = 240
+    rs = RealSlurm(tmp_path, pool, accounting="dbd")
+    cmds = [" ".join(c) for c in rs.sacctmgr_commands()]
+    normal = next(c for c in cmds if c.startswith("modify qos normal set"))
+    assert "PreemptExemptTime=00:04:00" in normal
+    assert not any("PreemptExemptTime" in c for c in cmds if c.startswith("modify qos high"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from gpupool.engine.decisions import CANCEL, REQUEUE
 from gpupool.engine.job import SUSPENDED
+from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.select import place
 
@@ -123,6 +124,27 @@ def _grace_placements(cy) -> list:
     return out
 
 
+def exempt_until(pol, v) -> float | None:
+    """The instant before which running job ``v`` may not be preempted (PreemptExemptTime), or
+    None: its start_time plus the exempt time of the first of its QOS pair (the partition's and
+    its own, ``limits.qos_order``) that sets one, else the cluster's. slurmctld's
+    acct_policy_get_preemptable_time (22.05.8 source) adds it to start_time, a whole epoch
+    second, and compares that with time(0)."""
+    if v.start is None:
+        return None  # not running: nothing to exempt
+    exempt = None
+    for q in limits.qos_order(pol.qos.get(pol.req(v).qos or ""), pol.qos.get(pol.part_qos(v) or "")):
+        if q is not None and q.preempt_exempt_time is not None:
+            exempt = q.preempt_exempt_time
+            break
+    if exempt is None:
+        exempt = pol.s.preempt_exempt
+        if exempt is None:
+            return None
+    start = pol.reported_start.get(v.id, v.start) if pol.reported_start else v.start
+    return pol.whole_second(start) + exempt
+
+
 def _candidates(cy, job, info) -> list[tuple]:
     """(victim, mode) for every running job ``job`` may preempt on ``info``'s nodes, in
     preemption order. What decides it is the preemptor's QOS (preempt/qos) or its partition's
@@ -137,7 +159,7 @@ def _candidates(cy, job, info) -> list[tuple]:
         out = cy.memo[key] = []
         return out
     now = cy.now
-    exempt = pol.s.preempt_exempt
+    second = pol.whole_second(now)  # slurmctld tests time(0), whole seconds
     node_set = info.node_set
     by_qos = pol.s.preempt_type == "preempt/qos"
     found = []
@@ -162,8 +184,10 @@ def _candidates(cy, job, info) -> list[tuple]:
                 continue  # gang slices within one partition: the preemptor must share the victim's
         elif mode not in (REQUEUE, CANCEL):
             continue
-        elif exempt is not None and now - v.start < exempt:
-            continue
+        else:
+            until = exempt_until(pol, v)
+            if until is not None and second < until:
+                continue
         found.append(v)
     found.sort(key=lambda v: _order_key(pol, v))
     out = cy.memo[key] = [(v, _victim_mode(pol, v)) for v in found]
