@@ -130,3 +130,36 @@ def test_a_job_adopted_without_the_policys_partition_record_reads_its_own(tmp_pa
     pol.run_part.pop(1)
     assert job.partition == "train"
     assert exempt_until(pol, job) == pytest.approx(300)
+
+
+def _suspend_pool(tmp_path: Path, qos_exempt: str | None):
+    """Probe p128's pool: the seed pool under preempt/qos SUSPEND,GANG with its partition
+    OverSubscribe=FORCE:1 (a preemptor is co-allocated on its victim's CPUs)."""
+    pool = _pool(tmp_path, qos_exempt)
+    d = tmp_path / "pool"
+    conf = (d / "slurm.conf").read_text().replace("PreemptMode=REQUEUE", "PreemptMode=SUSPEND,GANG").replace(
+        "PartitionName=train Nodes=gpu[01-04] ", "PartitionName=train Nodes=gpu[01-04] OverSubscribe=FORCE:1 ")
+    (d / "slurm.conf").write_text(conf)
+    (d / "accounts.cfg").write_text((d / "accounts.cfg").read_text().replace("PreemptMode='REQUEUE'",
+                                                                            "PreemptMode='SUSPEND'"))
+    assert pool is not None
+    return load_pool(d)
+
+
+@pytest.mark.parametrize("qos_exempt, h_start", [(None, 120.0), ("0", 1.0)])
+def test_under_preempt_qos_a_suspend_victim_is_exempt_too(tmp_path: Path, qos_exempt, h_start) -> None:
+    # probe p128 (a real 22.05.8): L (QOS normal, -c 128 --gres=gpu:4 on gpu01) ran, H (QOS high,
+    # the same on gpu01) came a second later; with PreemptExemptTime=00:02:00 H waited with
+    # Resources and started 120 s after L, suspending it; with normal's set to 0, 3 s after
+    pool = _suspend_pool(tmp_path, qos_exempt)
+    opts = "-A ml-research --qos={} -w gpu01 --gres=gpu:4 -c 128 --mem=1000 -t 30"
+    wls = [replace(workload("L", opts.format("normal"), 0.0, 1), user="alice"),
+           replace(workload("H", opts.format("high"), 1.0, 2), user="alice")]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, wls, pol, until=200.0)
+    engine.run_until(21.0)
+    H = engine.jobs[2]
+    if qos_exempt is None:
+        assert H.start is None and H.reason == "Resources"
+    engine.run_until(200.0)
+    assert H.first_start == pytest.approx(h_start)

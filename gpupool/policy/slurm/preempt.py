@@ -8,8 +8,9 @@ needed are given back. Victims with a GraceTime are signalled now (``Preempt.gra
 engine stops them when it ends); the preemptor starts in a later pass once the resources are free.
 
 SUSPEND (only with GANG, spec §9/§10): a victim would only give up its CPUs - it keeps its memory
-and GPUs - so only its CPUs count as freed; PreemptExemptTime does not apply (22.05, §17.6). When
-every victim needed is a SUSPEND victim, the preemptor starts at once:
+and GPUs - so only its CPUs count as freed; PreemptExemptTime applies under preempt/qos (probe
+p128) and not under preempt/partition_prio (22.05, §17.6). When every victim needed is a SUSPEND
+victim, the preemptor starts at once:
 
 * preempt/partition_prio: gang's "shadow" of the running preemptor suspends the overlapping jobs
   of lower-tier partitions and resumes them when it ends (``gang``);
@@ -182,9 +183,15 @@ def _candidates(cy, job, info) -> list[tuple]:
                 continue  # already stopped: suspending it again frees nothing
             if by_qos and pol.part_of(v) != info.name:
                 continue  # gang slices within one partition: the preemptor must share the victim's
+            # preempt/partition_prio suspends what a higher tier's rows cover, exempt or not
+            # (spec §17.6); preempt/qos takes its victims from the exemption-filtered list
+            # (probe p128, finding 80)
+            exempt = by_qos
         elif mode not in (REQUEUE, CANCEL):
             continue
         else:
+            exempt = True
+        if exempt:
             until = exempt_until(pol, v)
             if until is not None and second < until:
                 continue
