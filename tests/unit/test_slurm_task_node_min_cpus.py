@@ -69,7 +69,9 @@ def test_a_co_allocated_start_keeps_to_the_limits_on_its_cpus(tmp_path):
     """OverSubscribe=FORCE:2, every CPU held by teamB, teamA limited to GrpTRES=cpu=10 under
     MaxMemPerCPU=4000: ``-A teamA -n4 --mem=48000`` would hold 12 CPUs on its node (from the
     source: select_nodes tests the limits on the selection's CPUs at every start), so it is not
-    co-allocated (before this row it ran in the second row over the limit)."""
+    co-allocated (before this row it ran in the second row over the limit). The selection in
+    the first row where it fits is the one select_nodes tests: the job is held by the limit,
+    not by resources (before, it showed Resources)."""
     conf = "ClusterName=t\n" + DBD_LIMITS_CONF + """MaxMemPerCPU=4000
 NodeName=n[01-02] CPUs=16 RealMemory=64000
 PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FORCE:2
@@ -79,6 +81,7 @@ PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FOR
             "-A teamA -t 10 -n4 --mem=48000"]
     engine, _pol = run_spaced(slurm_pool(tmp_path, conf), jobs, 3, 200)
     assert engine.jobs[3].state == "PENDING"
+    assert engine.jobs[3].reason == "AssocGrpCpuLimit"
 
 
 def test_the_whole_memory_minimum_reads_the_partitions_first_node(tmp_path):
@@ -93,3 +96,20 @@ def test_the_whole_memory_minimum_reads_the_partitions_first_node(tmp_path):
     wl = pol.resolve_request(workload("j", "-t 5 -n4 --mem=0", 0.0, 1))
     (ps,) = wl.pod_sets
     assert (ps.node_memory_mib, ps.node_min_cpus) == (500000, 125)
+
+
+@pytest.mark.parametrize("scheduler", ["sched/backfill", "sched/builtin"])
+def test_a_co_allocation_over_a_limit_holds_its_partition_back_no_more(tmp_path, scheduler):
+    """As the first test above, then a teamB job that fits a second row: the limit (not a lack
+    of resources) holds the teamA job, so its partition is not held back and the teamB job is
+    co-allocated in the same pass (under sched/builtin, before, the pass stopped at teamA's)."""
+    conf = "ClusterName=t\n" + DBD_LIMITS_CONF.replace("sched/backfill", scheduler) + """MaxMemPerCPU=4000
+NodeName=n[01-02] CPUs=16 RealMemory=64000
+PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FORCE:2
+"""
+    (tmp_path / "accounts.cfg").write_text(team_accounts("cpu=10"))
+    jobs = ["-A teamB -w n01 -n16 --mem=1000 -t 30", "-A teamB -w n02 -n16 --mem=1000 -t 30",
+            "-A teamA -t 10 -n4 --mem=48000", "-A teamB -t 10 -n2 --mem=1000"]
+    engine, _pol = run_spaced(slurm_pool(tmp_path, conf), jobs, 3, 200)
+    assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpCpuLimit")
+    assert engine.jobs[4].start == pytest.approx(9.0)

@@ -831,10 +831,17 @@ def run(cy, records) -> None:
                         cy.reason(job, whole)
                         limited = True
                         break
-                elif cy.try_coallocate(job, info, where, VIA_BACKFILL, limit=short):
-                    forget_answers()
-                    started += 1
-                    break
+                else:
+                    got = cy.try_coallocate(job, info, where, VIA_BACKFILL, limit=short)
+                    if isinstance(got, str):
+                        # the row's selection breaks a limit: skipped, no reservation
+                        cy.reason(job, got)
+                        limited = True
+                        break
+                    if got:
+                        forget_answers()
+                        started += 1
+                        break
             if est is None:
                 if later_start and not test_only:
                     continue

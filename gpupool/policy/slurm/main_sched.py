@@ -83,7 +83,11 @@ def run(cy, records, full: bool) -> None:
                 continue
             cy.start(job, placement, info, VIA_MAIN)
             continue
-        if cy.try_coallocate(job, info, usable, VIA_MAIN):  # OverSubscribe=FORCE/YES co-allocation
+        got = cy.try_coallocate(job, info, usable, VIA_MAIN)  # OverSubscribe=FORCE/YES co-allocation
+        if isinstance(got, str):  # ESLURM_ACCOUNTING_POLICY on the row's selection
+            _held_by_limit(cy, job, info, got, failed, withheld, usable_of)
+            continue
+        if got:
             continue
         preempted = s.preemption and job.id not in cy.preempting and preempt.try_preempt(cy, job, info, usable)
         if isinstance(preempted, str):  # ESLURM_ACCOUNTING_POLICY on the selection the victims would give

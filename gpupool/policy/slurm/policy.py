@@ -233,14 +233,17 @@ class Cycle:
         return rows
 
     def try_coallocate(self, job, info, usable, via: str, limit: float | None = None,
-                       dry_run: bool = False) -> bool:
+                       dry_run: bool = False) -> bool | str:
         """Co-allocate ``job`` in an OverSubscribe=FORCE:N or YES:N partition (cons_tres: a job
         that does not fit on idle CPUs goes into a row of the partition where its CPUs are free,
         up to N rows). GPUs and memory must be free as for any start: they are never shared.
         True when it was started (``dry_run``: when it would be, nothing started). With gang
         scheduling, gang then decides whether it runs or waits suspended; without, it runs at
         once on the shared CPUs, and in a YES partition only a job asking ``--oversubscribe``
-        is co-allocated (a real 22.05.8 did so)."""
+        is co-allocated (a real 22.05.8 did so). The reason of a limit when the selection, in
+        the first row where the job fits, breaks it: select_nodes tests the limits on the one
+        selection cons_tres returns (``acct_policy_job_runnable_post_select``), so nothing is
+        started and the job is held by that limit, not by resources."""
         pol = self.pol
         n_max = pol.share.get(info.name, 1)
         if n_max <= 1 or info.name not in pol.row_parts:
@@ -259,10 +262,11 @@ class Cycle:
             for n in info.nodes:
                 f.cpu[n] = base.cpu[n] + held.get(n, 0) - row.get(n, 0)
             placement = place(job.wl, info.nodes, f, usable)
-            if placement is None or self.placed_limit(job, info, placement) is not None:
-                # (over a limit on the selection, as at any start: select_nodes tests it;
-                # gpupool tries the next row and then gives the job no start here)
+            if placement is None:
                 continue
+            over = self.placed_limit(job, info, placement)
+            if over is not None:  # over a limit on the selection, as at any start
+                return over
             if not dry_run:
                 self.start_in_row(job, placement, info, via, index, limit)
             return True
@@ -1602,7 +1606,11 @@ class SlurmPolicy:
                     continue
                 cy.start(job, placement, info, main_sched.VIA_MAIN)
                 continue
-            if cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN):
+            got = cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN)
+            if isinstance(got, str):  # as in the main pass: held by the limit, nothing held back
+                cy.reason(job, got, first=True)
+                continue
+            if got:
                 continue
             over = cy.failed_select_limit(job, info)  # as in the main pass (finding 58)
             cy.reason(job, over or "Resources", first=True)
