@@ -88,13 +88,18 @@ def test_the_exemption_ends_on_whole_seconds(tmp_path: Path) -> None:
     assert H.start == pytest.approx(119.6)
 
 
-def test_exempt_until_reads_the_running_job(tmp_path: Path) -> None:
-    pool = _pool(tmp_path, "00:04:00")
-    pol = make_policy("slurm", pool, {"epoch": 1_000_000.5})
-    wl = replace(workload("L", "-A ml-research --qos=normal -w gpu01 --gres=gpu:8 -t 30", 0.3, 1), user="alice")
+def _alone(pool, submit: float = 0.0, epoch: float = 0.0):
+    """L (QOS normal) run alone for 10 s: (the job, the policy)."""
+    pol = make_policy("slurm", pool, {"epoch": epoch})
+    wl = replace(workload("L", "-A ml-research --qos=normal -w gpu01 --gres=gpu:8 -t 30", submit, 1), user="alice")
     engine = Engine(pool, [wl], pol, until=10.0)
     engine.run()
-    assert exempt_until(pol, engine.jobs[1]) == pytest.approx(-0.5 + 240)
+    return engine.jobs[1], pol
+
+
+def test_exempt_until_reads_the_running_job(tmp_path: Path) -> None:
+    job, pol = _alone(_pool(tmp_path, "00:04:00"), 0.3, 1_000_000.5)
+    assert exempt_until(pol, job) == pytest.approx(-0.5 + 240)
 
 
 @pytest.mark.parametrize("flags, exempt", [
@@ -102,31 +107,18 @@ def test_exempt_until_reads_the_running_job(tmp_path: Path) -> None:
     (":Flags=OverPartQOS", 240),        # unless the job's QOS has OverPartQOS
 ])
 def test_the_partition_qos_comes_first_unless_over_part_qos(tmp_path: Path, flags: str, exempt: int) -> None:
-    pool = _pool(tmp_path, "00:04:00" + flags, part_qos="PreemptExemptTime=00:05:00")
-    pol = make_policy("slurm", pool)
-    wl = replace(workload("L", "-A ml-research --qos=normal -w gpu01 --gres=gpu:8 -t 30", 0.0, 1), user="alice")
-    engine = Engine(pool, [wl], pol, until=10.0)
-    engine.run()
-    assert exempt_until(pol, engine.jobs[1]) == pytest.approx(exempt)
+    job, pol = _alone(_pool(tmp_path, "00:04:00" + flags, part_qos="PreemptExemptTime=00:05:00"))
+    assert exempt_until(pol, job) == pytest.approx(exempt)
 
 
 def test_a_partition_qos_without_one_leaves_the_jobs(tmp_path: Path) -> None:
-    pool = _pool(tmp_path, "00:04:00", part_qos="UsageFactor=1.0")
-    pol = make_policy("slurm", pool)
-    wl = replace(workload("L", "-A ml-research --qos=normal -w gpu01 --gres=gpu:8 -t 30", 0.0, 1), user="alice")
-    engine = Engine(pool, [wl], pol, until=10.0)
-    engine.run()
-    assert exempt_until(pol, engine.jobs[1]) == pytest.approx(240)
+    job, pol = _alone(_pool(tmp_path, "00:04:00", part_qos="UsageFactor=1.0"))
+    assert exempt_until(pol, job) == pytest.approx(240)
 
 
 def test_a_job_adopted_without_the_policys_partition_record_reads_its_own(tmp_path: Path) -> None:
     # a live daemon's restart adopts running jobs: their partition is the job's own record
-    pool = _pool(tmp_path, "00:04:00", part_qos="PreemptExemptTime=00:05:00")
-    pol = make_policy("slurm", pool)
-    wl = replace(workload("L", "-A ml-research --qos=normal -w gpu01 --gres=gpu:8 -t 30", 0.0, 1), user="alice")
-    engine = Engine(pool, [wl], pol, until=10.0)
-    engine.run()
-    job = engine.jobs[1]
+    job, pol = _alone(_pool(tmp_path, "00:04:00", part_qos="PreemptExemptTime=00:05:00"))
     pol.run_part.pop(1)
     assert job.partition == "train"
     assert exempt_until(pol, job) == pytest.approx(300)
