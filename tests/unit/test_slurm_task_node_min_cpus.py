@@ -2,7 +2,8 @@
 default; no node count) under MaxMemPerCPU: every node they take gives the job ⌈M / limit⌉
 CPUs at least, cut to whole tasks, whatever share of the tasks it holds, and only a node with
 that many CPUs free takes them (``PodSet.node_min_cpus``, set by ``job_defaults``; held by
-``select._once_a_node``).
+``select._once_a_node``). Over several nodes the tasks are dealt as cons_tres deals them, and a
+node may then hold less (``select._dealt_over_minimum``, probe p129, the tests at the end).
 
 Probe p125 (2026-12-05, a real 22.05.8): the seed pool's four nodes (128 CPUs, two threads per
 core, 1000000 MB) with MaxMemPerCPU=8000; ``scontrol -d show job`` showed MinCPUsNode (slurmctld's
@@ -52,11 +53,24 @@ def test_a_node_without_those_cpus_free_takes_no_task(pool):
 
 
 def test_every_node_taken_gives_the_minimum(pool):
-    """``-n130 --mem=500000`` (63 a node) on two nodes: the second holds 64 CPUs (whole cores),
-    though two tasks are left for it. A real 22.05.8 ran it with 68 + 64 CPUs (its tasks dealt
-    otherwise than gpupool's 128 + 64: not modelled); both nodes hold 500000 MB."""
+    """``-n130 --mem=500000`` (63 a node) on two nodes: a real 22.05.8 ran it with 68 + 64 CPUs,
+    500000 MB on each. ``_cpus_to_use`` lets the second node offer 63 CPUs (the minimum, not the
+    2 still wanted) and the tasks are dealt one a node per round: 67 + 63, whole cores 68 + 64
+    (before, gpupool filled the first node: 128 + 64)."""
     held = node_amounts(pool, _run(pool, {}, "-n130 --mem=500000"))
-    assert [(mem, cpus >= 63) for _g, cpus, mem in held.values()] == [(500000, True), (500000, True)]
+    assert held == {"gpu01": (0, 68, 500000), "gpu02": (0, 64, 500000)}
+
+
+@pytest.mark.parametrize("opts, want", [
+    # the second node offers what is left, more than the minimum: the fill stands
+    ("-n200 --mem=500000", {"gpu01": (0, 128, 500000), "gpu02": (0, 72, 500000)}),
+    # -c2: 65 tasks, 63 CPUs a node cut to whole tasks (62, as probe p125's -n4 -c2 showed):
+    # one task a node per round, 34 + 31
+    ("-n65 -c2 --mem=500000", {"gpu01": (0, 68, 500000), "gpu02": (0, 62, 500000)}),
+])
+def test_the_tasks_are_dealt_up_to_what_each_node_offers(pool, opts, want):
+    """From the source, not probed: the same dealing for other counts (see above)."""
+    assert node_amounts(pool, _run(pool, {}, opts)) == want
 
 
 def test_other_limits_keep_the_old_forms(tmp_path):
@@ -113,3 +127,38 @@ PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FOR
     engine, _pol = run_spaced(slurm_pool(tmp_path, conf), jobs, 3, 200)
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpCpuLimit")
     assert engine.jobs[4].start == pytest.approx(9.0)
+
+
+def test_the_nodes_offer_in_the_order_taken(pool):
+    """From the source, not probed: with 100, 0, 70 and 70 CPUs free, ``-n200 --mem=500000``
+    takes the run gpu03-04 first (70 + 70), then gpu01 offers the minimum (63, not the 60 still
+    wanted), and the tasks dealt in index order come to 63 + 69 + 68, whole cores 64 + 70 + 68."""
+    blockers = {"gpu01": "-n28 --mem=1000", "gpu02": "-n128 --mem=1000", "gpu03": "-n58 --mem=1000",
+                "gpu04": "-n58 --mem=1000"}
+    held = node_amounts(pool, _run(pool, blockers, "-n200 --mem=500000"))
+    assert held == {"gpu01": (0, 64, 500000), "gpu03": (0, 70, 500000), "gpu04": (0, 68, 500000)}
+
+
+def test_exclusive_task_pods_keep_their_whole_nodes(pool):
+    """``--exclusive``: whole nodes, no minimum to deal over (``_cpus_to_use`` leaves them)."""
+    held = node_amounts(pool, _run(pool, {}, "-n130 --exclusive --mem=500000"))
+    assert held == {"gpu01": (8, 128, 500000), "gpu02": (8, 128, 500000)}
+
+
+@pytest.mark.parametrize("blockers, opts, want, pods", [
+    # idle, 125 a node: the job's CPUs are the nodes' minimum, 250, dealt 126 + 124
+    ({}, "-n129 --mem=0", {"gpu01": (0, 126, 1000000), "gpu02": (0, 124, 1000000)}, 129),
+    # 70 free on every node: 126 CPUs dealt over 70 and 63 offered, 64 + 62
+    ({f"gpu0{i}": "-n58 --mem=1000" for i in (1, 2, 3, 4)}, "-n100 --mem=500000",
+     {"gpu01": (0, 64, 500000), "gpu02": (0, 62, 500000)}, 100),
+])
+def test_the_nodes_minimum_may_deal_more_cpus_than_the_tasks(pool, blockers, opts, want, pods):
+    """Probe p129 (a real 22.05.8, MaxMemPerCPU=8000): slurmctld gives the job the nodes times
+    the minimum where that is more than its tasks' CPUs, deals them, and a node may end below
+    the minimum (``scontrol -d show job``: ``-n129 --mem=0`` NumCPUs=250, CPU_IDs 0-125 on
+    gpu01 and 0-61,64-125 on gpu02; ``-n100 --mem=500000`` 32 + 32 and 32 + 30 CPU ids). The
+    job keeps its task pods."""
+    job = _run(pool, blockers, opts)
+    assert node_amounts(pool, job) == want
+    assert len(job.placement) == pods
+

@@ -19,7 +19,7 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import deal_tasks, split_nodes, tasks_fit, tasks_memory
+from gpupool.policy.slurm.split_tasks import cpus_to_use, deal_cyclic, deal_tasks, split_nodes, tasks_fit, tasks_memory
 from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
@@ -279,6 +279,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
         weight = base_weight
+        taken_order: list[int] = []  # task pods spread over nodes: the nodes in the order taken
         node_mem = ps.node_memory_mib and task_node_memory(ps)  # (0 for nearly every pod set: no call)
         nodes_for = pool
         if node_mem or ps.memory_all:
@@ -315,7 +316,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.exclusive:
             chosen = _task_pods(ps, nodes_for, free, weight)
         else:
-            chosen = _spread_tasks(ps, nodes_for, free, weight)
+            chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order)
         if chosen is None:
             ok = False
             break
@@ -324,7 +325,12 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # split form's nodes hold their tasks' already: ``split_tasks.deal_tasks``)
             chosen = [(n, m, c, ps.memory_mib) for n, m, c, _mem in chosen]
         if node_mem or ps.memory_all:
-            chosen = _once_a_node(chosen, held_mem, node_cpu)
+            dealt = None
+            if node_cpu and not ps.gpus and not ps.one_per_node and not ps.exclusive and chosen:
+                # (whole nodes take no minimum: slurmctld's _cpus_to_use leaves them whole)
+                dealt = _dealt_over_minimum(ps, chosen, free, node_cpu, taken_order)
+            # dealt again, each node holds the CPUs dealt to it, the minimum or not
+            chosen = _once_a_node(chosen, held_mem, node_cpu) if dealt is None else _once_a_node(dealt, held_mem)
         if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
             chosen = spread(ps, chosen, free, gpus_for)
             if chosen is None:
@@ -422,6 +428,54 @@ def _node_takes(free: Free, memory: int | list[int], cpu_m: int):
     return lambda i: free.mem[i] >= memory[i] and free.cpu_within_cap(i) >= cpu_m
 
 
+def _dealt_over_minimum(ps, chosen: list, free: Free, node_cpu: int, taken_order: list[int]) -> list | None:
+    """Task pods ``chosen`` node after node, dealt again as cons_tres deals them where the
+    CPUs every node gives the job at least (MaxMemPerCPU's ``node_cpu`` millicores) let a later
+    node offer more than the tasks left for it; None where nothing changes (one node, or no node
+    offered more than its fill).
+
+    From the 22.05.8 source: ``_eval_nodes``' ``_cpus_to_use`` lets each node offer the CPUs
+    still wanted, but pn_min_cpus at least; the job's CPUs are then the tasks' or the nodes
+    times pn_min_cpus, whichever is more (cons_common's ``ncpus``), and
+    ``dist_tasks_compute_c_b`` deals that many CPUs' worth of tasks one a node per round up to
+    what each offers (``split_tasks.deal_cyclic``); each node holds what it was dealt, which
+    may be less than the minimum. Probes p125 and p129 (a real 22.05.8, MaxMemPerCPU=8000, two
+    threads per core): idle, ``-n130 --mem=500000`` ran as 68 + 64 CPUs (67 + 63 dealt; filling
+    each node in turn gives 128 + 2) and ``-n129 --mem=0`` (125 a node) as 126 + 124 (250 CPUs
+    dealt); with 70 free on every node, ``-n100 --mem=500000`` as 64 + 62. The nodes offer in
+    the order they were taken (``taken_order``, else as ``chosen`` lists them: the busy-first
+    and least-loaded choices list them so). The pods keep their count: each node takes as many
+    as it was dealt (one at least for each later node), its first pod the CPUs of the rest."""
+    counts: dict[int, int] = {}
+    for pod in chosen:
+        counts[pod[0]] = counts.get(pod[0], 0) + 1
+    if len(counts) < 2:
+        return None
+    cpt = ps.cpu_m // 1000
+    if cpt * 1000 != ps.cpu_m:
+        return None  # (tasks of whole CPUs only)
+    order = taken_order if taken_order else list(counts)
+    floor = node_cpu // 1000
+    wanted = len(chosen) * cpt
+    avail = cpus_to_use([(i, _pods_on(free, i, ps) * cpt) for i in order], wanted, cpt, floor)
+    if avail is None or sum(avail.values()) <= wanted:
+        return None  # every node offers its fill: the same split
+    tasks = deal_cyclic(avail, max(wanted, len(avail) * floor) // cpt, cpt, free.nodes)
+    if tasks is None:
+        return None
+    template = chosen[0]
+    out = []
+    pods_left = len(chosen)
+    nodes = sorted(tasks)
+    for k, i in enumerate(nodes):
+        pods = pods_left if k == len(nodes) - 1 else max(1, min(tasks[i], pods_left - (len(nodes) - 1 - k)))
+        pods_left -= pods
+        extra = (tasks[i] - pods) * ps.cpu_m  # CPUs dealt beyond the node's pods: its first pod's
+        out.append((i, template[1], template[2] + extra, template[3]))
+        out.extend([(i, template[1], template[2], template[3])] * (pods - 1))
+    return out
+
+
 def _once_a_node(chosen, memory: int | list[int], cpu_m: int = 0) -> list:
     """The pods ``chosen`` with ``memory`` (one amount, or each node's own) held once on each
     node, by its first pod there, and each node holding ``cpu_m`` millicores at least (its
@@ -508,12 +562,13 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None and not ps.exclusive else sorted(nodes))]
 
 
-def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:
+def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None) -> list | None:
     """The task pods of ``ps`` (``-n T`` with no ``--nodes``), as cons_tres's ``_eval_nodes``
     takes nodes for a job of one node at least: the node with the fewest free tasks that holds
     them all (in the run of consecutive nodes chosen as for other jobs), else node after node
     in index order, each taking all it holds (``eval_nodes.pick_nodes`` with ``spill``; a
-    real 22.05.8, docs/differential.md finding 50)."""
+    real 22.05.8, docs/differential.md finding 50). ``taken_order`` (when given) receives the
+    nodes in the order taken; the pods are listed in index order."""
     tasks = {}
     for i in pool:
         n = _pods_on(free, i, ps)
@@ -522,6 +577,8 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight) -> list | None:
     got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True)
     if got is None:
         return None
+    if taken_order is not None:
+        taken_order.extend(i for i, _n in got)
     out = []
     for i, n in sorted(got):
         avail = gpus_for(free, i, ps)

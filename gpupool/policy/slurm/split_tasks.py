@@ -103,20 +103,48 @@ def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
     rounds them up to whole cores); the job's environment laid its tasks out its own way
     (SLURM_TASKS_PER_NODE), which no allocation here reads."""
     cpt = ps.cpu_m // 1000
-    rem_max = ps.split_tasks * cpt
-    avail = {}
+    avail = cpus_to_use([(i, tasks_fit(free, i, ps) * cpt) for i in nodes], ps.split_tasks * cpt, cpt)
+    if avail is None:
+        return None
+    tasks = deal_cyclic(avail, ps.split_tasks, cpt, free.nodes)
+    if tasks is None:
+        return None  # (more tasks than the nodes hold: the walk prevents it)
+    per_task = ps.memory_per == "task"
+    out = []
     for i in nodes:
-        cpus = tasks_fit(free, i, ps) * cpt
+        n = tasks[i]
+        mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
+        out.append((i, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
+    return out
+
+
+def cpus_to_use(nodes: list[tuple[int, int]], rem_max: int, cpt: int, floor: int = 0) -> dict[int, int] | None:
+    """cons_tres's ``_eval_nodes`` with ``_cpus_to_use`` over ``nodes`` ((node, CPUs it holds
+    for the job), in the order taken): a node offering more than the job's CPUs not yet given
+    to earlier nodes (``rem_max``) offers those, but one task's (``cpt``) and ``floor``
+    (slurmctld's pn_min_cpus, unrounded) at least. Node -> CPUs offered; None when a node
+    offers less than one task's."""
+    avail = {}
+    for i, cpus in nodes:
         if cpus > rem_max:
-            cpus = max(rem_max, cpt)
+            cpus = max(rem_max, cpt, floor)
         if cpus < cpt:
             return None
         avail[i] = cpus
         rem_max -= cpus
+    return avail
+
+
+def deal_cyclic(avail: dict[int, int], total: int, cpt: int, nodes_table) -> dict[int, int] | None:
+    """``total`` tasks of ``cpt`` CPUs dealt over the nodes of ``avail`` (node -> CPUs it
+    offers) in index order as ``dist_tasks_compute_c_b`` deals them: one to each node; then,
+    where a node's CPUs end inside a core, one more task a spare CPU of it holds; then round
+    after round each node as many tasks as a core holds (ThreadsPerCore / CPUs per task, one
+    at least), each up to what it offers. Node -> tasks; None when they do not all fit."""
     order = sorted(avail)
-    vpus = {i: max(1, free.nodes.core_cpus[i] // 1000) for i in order}
+    vpus = {i: max(1, nodes_table.core_cpus[i] // 1000) for i in order}
     tasks = dict.fromkeys(order, 0)
-    left = ps.split_tasks
+    left = total
 
     def deal(i: int, most: int) -> None:
         nonlocal left
@@ -135,14 +163,8 @@ def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
         for i in order:
             deal(i, max(vpus[i] // cpt, 1))
         if left == before:
-            return None  # (more tasks than the nodes hold: the walk prevents it)
-    per_task = ps.memory_per == "task"
-    out = []
-    for i in nodes:
-        n = tasks[i]
-        mask = lowest_bits(_gpus(free, i, ps), ps.gpus) if ps.gpus else 0
-        out.append((i, mask, n * ps.cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
-    return out
+            return None
+    return tasks
 
 
 def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
