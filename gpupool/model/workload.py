@@ -176,6 +176,11 @@ class PodSet:
     #: real 22.05.8 at 8000 ran ``-n4 --mem=100000`` on 14 CPUs, 13 in whole cores, probe
     #: p125); 0: none
     node_min_cpus: int = 0
+    #: Slurm, the same minimum as slurmctld stores it, not cut to whole tasks (⌈memory per node
+    #: / MaxMemPerCPU⌉): what the CPUs of such a job over several nodes count, dealt in whole
+    #: tasks (a real 22.05.8 ran ``-n40 -c2 --mem=500000`` under 8000 on two nodes of 70 free
+    #: CPUs as 64 + 62, 2 × 63 CPUs dealt; probe p130, ``select._dealt_over_minimum``); 0: none
+    node_min_cpus_asked: int = 0
     #: Slurm, the node's whole memory (``--mem=0``, or no memory asked where no default
     #: applies) in a partition whose nodes differ in RealMemory: only a node with none of its
     #: memory allocated takes the job, and holds all of its own (cons_common's

@@ -162,3 +162,16 @@ def test_the_nodes_minimum_may_deal_more_cpus_than_the_tasks(pool, blockers, opt
     assert node_amounts(pool, job) == want
     assert len(job.placement) == pods
 
+
+
+def test_the_minimum_counts_uncut_over_several_nodes(pool):
+    """Probe p130 (a real 22.05.8, MaxMemPerCPU=8000, 70 CPUs free on every node):
+    ``-n40 -c2 --mem=500000`` (MinCPUsNode=63) ran as 64 + 62 CPUs (NumCPUs=126: 2 × 63, the
+    minimum as stored, not cut to whole tasks of 2), and idle ``-n65 -c2 --mem=500000`` as
+    68 + 62."""
+    blockers = {f"gpu0{i}": "-n58 --mem=1000" for i in (1, 2, 3, 4)}
+    held = node_amounts(pool, _run(pool, blockers, "-n40 -c2 --mem=500000"))
+    assert held == {"gpu01": (0, 64, 500000), "gpu02": (0, 62, 500000)}
+    wl = make_policy("slurm", pool).resolve_request(workload("j", "-t 5 -n40 -c2 --mem=500000", 0.0, 1))
+    (ps,) = wl.pod_sets
+    assert (ps.node_min_cpus, ps.node_min_cpus_asked) == (62, 63)

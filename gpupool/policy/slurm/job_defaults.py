@@ -369,11 +369,13 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
     cpu_m = _cpu_m(ps, d)
     mem, source = _memory(ps, cpu_m, d)
     node_memory = _task_node_memory(ps, source, d)
-    node_min_cpus = 0
+    node_min_cpus = asked_min_cpus = 0
     if d.max_mem_per_cpu and node_memory:
         # (the whole node's memory as slurmctld's ``_mem_per_node_part`` reads it: the
         # partition's first node's; held, it is each node's, ``select.task_node_memory``)
-        node_min_cpus = _node_min_cpus(ps, _read_whole(node_memory, source, d), d.max_mem_per_cpu)
+        read = _read_whole(node_memory, source, d)
+        node_min_cpus = _node_min_cpus(ps, read, d.max_mem_per_cpu)
+        asked_min_cpus = math.ceil(read / d.max_mem_per_cpu)
     elif d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
         cpu_m = _cpus_for_node_memory(ps, cpu_m, _read_whole(mem, source, d), source, d.max_mem_per_cpu)
     unit = None
@@ -385,7 +387,7 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
     memory_all = d.uneven_memory and source in ("whole", "whole-default")
     return replace(ps, cpu_m=cpu_m, memory_mib=mem, cpu_unset=False, memory_unset=False,
                    memory_whole_node=False, memory_unit=unit, memory_per_cpu=per_cpu, node_memory_mib=node_memory,
-                   node_min_cpus=node_min_cpus, memory_all=memory_all)
+                   node_min_cpus=node_min_cpus, node_min_cpus_asked=asked_min_cpus, memory_all=memory_all)
 
 
 def _read_whole(mem: int, source: str, d: Defaults) -> int:

@@ -455,11 +455,11 @@ def _dealt_over_minimum(ps, chosen: list, free: Free, node_cpu: int, taken_order
     if cpt * 1000 != ps.cpu_m:
         return None  # (tasks of whole CPUs only)
     order = taken_order if taken_order else list(counts)
-    floor = node_cpu // 1000
+    floor = ps.node_min_cpus_asked or node_cpu // 1000  # (slurmctld's pn_min_cpus, uncut)
     wanted = len(chosen) * cpt
     avail = cpus_to_use([(i, _pods_on(free, i, ps) * cpt) for i in order], wanted, cpt, floor)
-    if avail is None or sum(avail.values()) <= wanted:
-        return None  # every node offers its fill: the same split
+    if avail is None or (sum(avail.values()) <= wanted and len(avail) * floor <= wanted):
+        return None  # every node offers its fill and the minimum adds nothing: the same split
     tasks = deal_cyclic(avail, max(wanted, len(avail) * floor) // cpt, cpt, free.nodes)
     if tasks is None:
         return None
