@@ -373,9 +373,8 @@ def _filled(ps: PodSet, d: Defaults) -> PodSet:
     if d.max_mem_per_cpu and node_memory:
         # (the whole node's memory as slurmctld's ``_mem_per_node_part`` reads it: the
         # partition's first node's; held, it is each node's, ``select.task_node_memory``)
-        read = _read_whole(node_memory, source, d)
-        node_min_cpus = _node_min_cpus(ps, read, d.max_mem_per_cpu)
-        asked_min_cpus = math.ceil(read / d.max_mem_per_cpu)
+        asked_min_cpus = math.ceil(_read_whole(node_memory, source, d) / d.max_mem_per_cpu)
+        node_min_cpus = _node_min_cpus(ps, asked_min_cpus)
     elif d.max_mem_per_cpu and source in ("node", "whole", "whole-default"):
         cpu_m = _cpus_for_node_memory(ps, cpu_m, _read_whole(mem, source, d), source, d.max_mem_per_cpu)
     unit = None
@@ -412,17 +411,17 @@ def _task_node_memory(ps: PodSet, source: str, d: Defaults) -> int:
     return ps.node_memory_mib
 
 
-def _node_min_cpus(ps: PodSet, node_memory: int, limit: int) -> int:
-    """The CPUs each node of task pods holding ``node_memory`` MB per node must give under
-    MaxMemPerCPU=``limit`` (``PodSet.node_min_cpus``): slurmctld's ``pn_min_cpus``,
-    ⌈memory / limit⌉, cut to whole tasks as for a node's share (``_cpus_for_node_memory``),
-    never fewer than a task's. A real 22.05.8 at 8000 on the seed pool's nodes (two threads a
+def _node_min_cpus(ps: PodSet, asked: int) -> int:
+    """The CPUs each node of task pods holding memory per node must give under MaxMemPerCPU
+    (``PodSet.node_min_cpus``): slurmctld's ``pn_min_cpus`` (``asked``, ⌈memory per node /
+    limit⌉), cut to whole tasks as for a node's share (``_cpus_for_node_memory``), never fewer
+    than a task's. A real 22.05.8 at 8000 on the seed pool's nodes (two threads a
     core; probe p125): ``-n4 --mem=100000`` ran on 14 CPUs (13 in whole cores), ``-n4 -c2`` and
     ``-n4 -c3`` beside it on 12, ``-n4 --mem=50000`` on 8 and, with 8 CPUs free on gpu01 alone,
     there (``--mem=100000`` went to gpu02), ``-n4 --mem=0`` and ``-n4`` (the whole 1000000 MB)
     on 126."""
     per_task = ps.cpus_per_task or 1
-    return max(per_task, math.ceil(node_memory / limit) // per_task * per_task)
+    return max(per_task, asked // per_task * per_task)
 
 
 def _cpus_for_node_memory(ps: PodSet, cpu_m: int, mem: int, source: str, limit: int) -> int:

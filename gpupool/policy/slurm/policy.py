@@ -1112,11 +1112,17 @@ class SlurmPolicy:
             info = self.parts.get(r.parts[0]) if r.parts and r.parts[0] in self.parts else None
         return self.plan_limit(job, info) if info is not None else float(job.wl.time_limit or ONE_YEAR)
 
+    def counted_start(self, job) -> float | None:
+        """The start slurmctld counts a running job from: a replay's reported start_time where
+        this policy holds one (``set_reported_start``), else the engine's start. (``expected_end``,
+        on the backfill's hot path, reads it inline.)"""
+        return self.reported_start.get(job.id, job.start) if self.reported_start else job.start
+
     def limit_end(self, job, now: float) -> float:
         """Start + planning limit (may lie in the past for a job over its limit), with the start
         in whole epoch seconds as slurmctld keeps it (``end_time`` is an integer time_t)."""
         self.expected_end(job, now)  # fills the memo
-        start = self.reported_start.get(job.id, job.start) if self.reported_start else job.start
+        start = self.counted_start(job)
         end = self.whole_second(now if start is None else start) + self._tl[job.id][1]
         x = job._x
         if x is not None and x.suspensions and start is not None:

@@ -142,8 +142,7 @@ def exempt_until(pol, v) -> float | None:
         exempt = pol.s.preempt_exempt
         if exempt is None:
             return None
-    start = pol.reported_start.get(v.id, v.start) if pol.reported_start else v.start
-    return pol.whole_second(start) + exempt
+    return pol.whole_second(pol.counted_start(v)) + exempt
 
 
 def _candidates(cy, job, info) -> list[tuple]:

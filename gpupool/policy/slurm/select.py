@@ -279,7 +279,9 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
         weight = base_weight
-        taken_order: list[int] = []  # task pods spread over nodes: the nodes in the order taken
+        #: task pods under a per-node CPU minimum: the nodes in the order taken (else None,
+        #: so that the common placement keeps no record)
+        taken_order: list[int] | None = None
         node_mem = ps.node_memory_mib and task_node_memory(ps)  # (0 for nearly every pod set: no call)
         nodes_for = pool
         if node_mem or ps.memory_all:
@@ -288,6 +290,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # free take the job (a required one too), with the CPUs MaxMemPerCPU asks of each
             held_mem = free.nodes.mem_total if ps.memory_all else node_mem
             node_cpu = ps.node_min_cpus * 1000
+            if node_cpu:
+                taken_order = []
             takes = _node_takes(free, held_mem, node_cpu)
             if not all(takes(i) for i in required):
                 ok = False
@@ -328,7 +332,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             dealt = None
             if node_cpu and not ps.gpus and not ps.one_per_node and not ps.exclusive and chosen:
                 # (whole nodes take no minimum: slurmctld's _cpus_to_use leaves them whole)
-                dealt = _dealt_over_minimum(ps, chosen, free, node_cpu, taken_order)
+                dealt = _dealt_over_minimum(ps, chosen, free, node_cpu, taken_order or [])
             # dealt again, each node holds the CPUs dealt to it, the minimum or not
             chosen = _once_a_node(chosen, held_mem, node_cpu) if dealt is None else _once_a_node(dealt, held_mem)
         if ps.spread and not ps.exclusive:  # the job's GPUs dealt out (spread_gpus; whole nodes hold all)
