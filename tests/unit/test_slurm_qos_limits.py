@@ -80,6 +80,18 @@ def test_the_counts_come_before_the_tres_limits_whichever_qos_or_association_set
                         [("a", user)], usage) is None
 
 
+def test_per_job_tres_limits_of_an_association_give_slurms_reason_names():
+    """job_reason_string of 22.05.8: AssocMaxNodePerJobLimit (no plural), AssocMaxCpuPerJobLimit,
+    AssocMaxGRESPerJob; before, the node's was written AssocMaxNodesPerJobLimit."""
+    user = Association("acct", user="u", max_tres_per_job={"node": 1, "cpu": 8, "gres/gpu": 4})
+    req = JobReq(("p",), "u", "acct", None, 2, 2, 2, 100, {"node": 2, "cpu": 2, "gres/gpu": 2}, 60.0, {})
+    assert limits.check(req, 60.0, (None, None), [("a", user)], {}) == "AssocMaxNodePerJobLimit"
+    req = replace(req, tres={"node": 1, "cpu": 16, "gres/gpu": 2})
+    assert limits.check(req, 60.0, (None, None), [("a", user)], {}) == "AssocMaxCpuPerJobLimit"
+    req = replace(req, tres={"node": 1, "cpu": 2, "gres/gpu": 8})
+    assert limits.check(req, 60.0, (None, None), [("a", user)], {}) == "AssocMaxGRESPerJob"
+
+
 def test_deny_on_limit_refuses_a_request_below_min_tres_or_over_the_accounts_share():
     q = Qos("d", flags=("DenyOnLimit",), min_tres_per_job={"gres/gpu": 2}, max_tres_per_account={"gres/gpu": 4},
             grp_jobs=0, max_jobs_per_account=0)

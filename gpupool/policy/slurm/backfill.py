@@ -28,6 +28,9 @@ from gpupool.policy.slurm.select import Free, eligible_nodes, exclusive_memory, 
 VIA_BACKFILL = "SchedBackfill"
 #: a bound on TRY_LATER retries for one job (slurmctld has none but its bf_max_time)
 MAX_TRIES = 1000
+#: under assoc_limit_stop, how far on backfill plans a job whose start failed on a limit when
+#: its window showed no later start (22.05 backfill.c: "now + 500")
+_ACCOUNTING_RETRY = 500.0
 
 
 def _spread_need(ps) -> int:
@@ -672,6 +675,10 @@ def run(cy, records) -> None:
     #: than that many got one)
     array_resv: dict[int, int] = {}
     map_full = False  # the map reached bf_node_space_size records: the cycle ends
+    #: assoc_limit_stop: QOS name -> the planned start of a job whose start failed on that
+    #: QOS's group limit in this cycle (22.05's blocked_until, cleared as a cycle begins)
+    qos_blocked: dict[str, float] = {}
+    refusals = 0  # starts failed on a limit under assoc_limit_stop (planned from ``now`` on)
     map_size = s.bf_node_space_size
     no_reserve_qos = frozenset(name for name, q in pol.qos.items() if limits.has_flag(q, "noreserve")
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
@@ -687,8 +694,9 @@ def run(cy, records) -> None:
             planned[jid] = t
 
     limit_reason, array_limit = cy.limit_reason, cy.array_limit
-    # an exclusive job's whole nodes count at a start only (finding 53), except under
-    # assoc_limit_stop, where they count before will-run too (as before that finding)
+    # an exclusive job's whole nodes count at a start only (finding 53); under
+    # assoc_limit_stop no limit is tested before will-run or a reservation, and a start that
+    # fails on one is planned later instead (finding 82)
     assoc_stop = bool(s.assoc_limit_stop)
     start_limit = (lambda job, info: None) if assoc_stop else cy.start_limit
     placed_limit = cy.placed_limit
@@ -723,7 +731,9 @@ def run(cy, records) -> None:
         if max_user and per_user.get(user, 0) >= max_user:
             continue
         info = rec.part
-        if limit_reason(job, info, placed=assoc_stop) is not None or array_limit(job) is not None:
+        # under assoc_limit_stop backfill tests a job its limits hold too (22.05's
+        # acct_policy_job_runnable_pre_select is skipped): it fails at its start (below)
+        if (not assoc_stop and limit_reason(job, info, placed=False) is not None) or array_limit(job) is not None:
             continue
         if license_limit is not None and license_limit(job) is not None:
             continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
@@ -740,7 +750,12 @@ def run(cy, records) -> None:
             # start time in this cycle, so this one is only tested to start now
             test_only = True
             okey = okey_test
-        kept = outcome.get(okey, unset)
+        # assoc_limit_stop: a QOS whose limit failed a start in this cycle holds its jobs back
+        # until that job's planned start (``qos_blocked``): such a record's tries start there,
+        # and it neither reads nor leaves answers for its kind
+        blocked = _blocked_until(qos_blocked, pol.req(job).qos, info.part.qos) if qos_blocked else 0.0
+        own = blocked > now  # answers of this record alone (its walk included)
+        kept = unset if own else outcome.get(okey, unset)
         if kept is not unset:
             if kept is not None:
                 plan(jid, kept)
@@ -753,9 +768,9 @@ def run(cy, records) -> None:
         #: asked once a record: it reads only the record's QOS and partition and the victims
         #: chosen so far, which change only where a try ends the record's loop
         pre = unset
-        walk = walks.get(okey)
+        walk = None if own else walks.get(okey)
         if walk is None:
-            first, later_start, read, states, reads = 0, now, -math.inf, [], []
+            first, later_start, read, states, reads = 0, (blocked if own else now), -math.inf, [], []
         else:
             states, reads = walk[1], walk[2]
             first = bisect.bisect_left(reads, space.stable_since(walk[0])) - 1
@@ -817,7 +832,8 @@ def run(cy, records) -> None:
                             None, eligible.get((pname, avail)), busy)
                     est, pl = phit
                     by_preempting = est == neg_inf
-            if (est is None or est > now) and start_res <= now and pname in share_parts:
+            if ((est is None or est > now) and start_res <= now and pname in share_parts
+                    and not (assoc_stop and limit_reason(job, info) is not None)):
                 # OverSubscribe without gang: will-run may also place the job in a
                 # co-allocation row of its partition, on nodes no reservation claims for its
                 # whole limit; it then starts at once beside the jobs holding those CPUs
@@ -855,6 +871,26 @@ def run(cy, records) -> None:
                 est = pol.whole_second(now) + 1.0
                 later_start = 0
                 held = True
+            refused = False  # assoc_limit_stop: its start failed on a limit, planned later
+            if est <= now and assoc_stop:
+                over = limit_reason(job, info)
+                if over is None and not by_preempting:
+                    over = placed_limit(job, info, pl)
+                if over is not None:
+                    # 22.05's _start_job fails (ESLURM_ACCOUNTING_POLICY) and, under
+                    # assoc_limit_stop, the job is planned at ``later_start`` (where a node its
+                    # window lacked frees), else 500 s on, and goes on as any later start: a
+                    # reservation on will-run's nodes (no limit test before it), or a try from
+                    # there where they are reserved meanwhile; a QOS group limit holds that
+                    # QOS's later jobs back until then
+                    cy.reason(job, over)
+                    est = later_start if later_start else pol.whole_second(now) + _ACCOUNTING_RETRY
+                    refused = limited = own = True
+                    refusals += 1
+                    if over.startswith("QOSGrp"):
+                        qname = cy.blocking_qos(job, info, over)
+                        if qname is not None and qos_blocked.get(qname, 0.0) < est:
+                            qos_blocked[qname] = est
             if est <= now and by_preempting:
                 whole = start_limit(job, info)
                 if whole is not None:
@@ -936,8 +972,8 @@ def run(cy, records) -> None:
                 # tested to start now only (bf_min_prio_reserve, bf_min_age_reserve,
                 # bf_one_resv_per_job): select's will-run does not look past now, so the job
                 # gets no start time (a real 22.05.8 showed StartTime=Unknown) unless it fits
-                # now and only waits for a COMPLETING node
-                if held:
+                # now and only waits for a COMPLETING node, or its start failed on a limit
+                if held or refused:
                     plan(jid, est)
                     kept = est
                 break
@@ -975,15 +1011,21 @@ def run(cy, records) -> None:
             break
         after = (len(space.resv), started, len(cy.preempting), len(cy.victims))
         if after == mark:
-            if not limited:
+            if not limited and not own:
                 outcome[okey] = kept
         else:
             outcome.clear()
         if after[1:] != mark[1:]:
             walks.clear()  # free resources, running jobs or victims changed
+        elif own:
+            if walk is not None:  # its tries, taken up from its kind's, are its own
+                walks.pop(okey, None)
         else:
             walks[okey] = (version, states, reads)
     pol.planned = planned
+    # a start planned from this cycle's own instant moves with the next cycle even where
+    # nothing else changes: that cycle is not skipped (``SlurmPolicy.decide``)
+    pol.bf_moving = refusals > 0
     # Every change to the free resources or the running entries in this cycle went through
     # ``cy.start``, after which ``memo`` and ``timeline`` were dropped: they describe the state
     # the cycle ends with, which the next cycle may find again.
@@ -1186,6 +1228,11 @@ def _eligible(info, nodes, usable: frozenset | None, avail: int, ok_masks: dict)
 
 
 _UNSET = object()
+
+
+def _blocked_until(qos_blocked: dict[str, float], qos: str | None, part_qos: str | None) -> float:
+    """Until when the job's QOS or its partition's QOS holds it back in this cycle (0: not)."""
+    return max(qos_blocked.get(qos or "", 0.0), qos_blocked.get(part_qos or "", 0.0))
 
 
 def insert_end(ends: list, end: float, job_id: int, placement, free_at: float) -> None:

@@ -75,9 +75,9 @@ submit and kept ``--gpus=4`` waiting where no node had four free).
 
 A walked job's TRES limits are tested again on the nodes the walk gave it
 (``..._post_select``: ``Cycle.placed_limit``, docs/differential.md finding 65), and before the
-job preempts anyone (``preempt.try_preempt``: over them it preempts nobody). Not modelled: that
-test under assoc_limit_stop (slurmctld plans such a job at the next job end); ``-n T`` with GPUs
-per node in MinNodes partitions (not raised: one node, waiting); a job listing partitions whose
+job preempts anyone (``preempt.try_preempt``: over them it preempts nobody); under
+assoc_limit_stop a backfill start failing that test is planned later, as any start a limit fails
+there (docs/differential.md finding 82). Not modelled: ``-n T`` with GPUs per node in MinNodes partitions (not raised: one node, waiting); a job listing partitions whose
 QOS cap it differently gets the largest cap in each; bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the

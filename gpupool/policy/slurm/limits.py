@@ -18,7 +18,7 @@ _QOS_PER_JOB = {"cpu": "QOSMaxCpuPerJobLimit", "mem": "QOSMaxMemoryPerJob", "nod
 _QOS_PER_ACCOUNT = {"cpu": "MaxCpuPerAccount", "mem": "MaxMemoryPerAccount", "node": "MaxNodePerAccount"}
 _QOS_MIN = {"cpu": "QOSMinCpuNotSatisfied", "mem": "QOSMinMemory", "node": "QOSMinNode"}
 _ASSOC_GRP = {"cpu": "AssocGrpCpuLimit", "mem": "AssocGrpMemLimit", "node": "AssocGrpNodeLimit"}
-_ASSOC_PER_JOB = {"cpu": "AssocMaxCpuPerJobLimit", "mem": "AssocMaxMemPerJob", "node": "AssocMaxNodesPerJobLimit"}
+_ASSOC_PER_JOB = {"cpu": "AssocMaxCpuPerJobLimit", "mem": "AssocMaxMemPerJob", "node": "AssocMaxNodePerJobLimit"}
 
 
 def _reason(table: dict[str, str], tres: str, gres_name: str) -> str:

@@ -42,7 +42,8 @@ def run(cy, records, full: bool) -> None:
             continue
         lim = cy.limit_reason(job, info)
         if lim is not None:
-            _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
+            if not skipped_as_held(cy, job, lim):
+                _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
             continue
         arr = cy.array_limit(job) or cy.license_limit(job)
         if arr is not None:  # neither holds the partition back
@@ -116,6 +117,36 @@ def run(cy, records, full: bool) -> None:
         failed.add(info.name)
         withheld |= info.node_set
         usable_of.clear()
+
+
+#: the reasons 22.05's acct_policy_job_runnable_state takes for a limit already met (the enum
+#: from WAIT_QOS_GRP_CPU to WAIT_ASSOC_MAX_SUB_JOB and five older ones; the TRES-era reasons
+#: after it, AssocGrpGRES and QOSMaxGRESPerUser among them, are not in it)
+LIMIT_STATE_REASONS = frozenset({
+    "QOSGrpCpuLimit", "QOSGrpCPUMinutesLimit", "QOSGrpCPURunMinutesLimit", "QOSGrpJobsLimit", "QOSGrpMemLimit",
+    "QOSGrpNodeLimit", "QOSGrpSubmitJobsLimit", "QOSGrpWallLimit", "QOSMaxCpuPerJobLimit",
+    "QOSMaxCpuMinutesPerJobLimit", "QOSMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit",
+    "QOSMaxCpuPerUserLimit", "QOSMaxJobsPerUserLimit", "QOSMaxNodePerUserLimit", "QOSMaxSubmitJobPerUserLimit",
+    "QOSMinCpuNotSatisfied", "AssocGrpCpuLimit", "AssocGrpCPUMinutesLimit", "AssocGrpCPURunMinutesLimit",
+    "AssocGrpJobsLimit", "AssocGrpMemLimit", "AssocGrpNodeLimit", "AssocGrpSubmitJobsLimit", "AssocGrpWallLimit",
+    "AssocMaxJobsLimit", "AssocMaxCpuPerJobLimit", "AssocMaxCpuMinutesPerJobLimit", "AssocMaxNodePerJobLimit",
+    "AssocMaxWallDurationPerJobLimit", "AssocMaxSubmitJobLimit", "AssociationJobLimit",
+    "AssociationResourceLimit", "AssociationTimeLimit", "QOSJobLimit", "QOSTimeLimit"})
+#: the limits acct_policy_job_runnable_pre_select tests (job counts and wall time; the TRES
+#: limits come after the selection)
+PRE_SELECT_REASONS = frozenset({
+    "QOSGrpJobsLimit", "MaxJobsPerAccount", "QOSMaxJobsPerUserLimit", "QOSMaxWallDurationPerJobLimit",
+    "AssocGrpJobsLimit", "AssocMaxJobsLimit", "AssocMaxWallDurationPerJobLimit"})
+
+
+def skipped_as_held(cy, job, reason: str) -> bool:
+    """Whether a main pass passes over ``job``, held by the limit ``reason``, untouched: 22.05's
+    _schedule skips a job whose reason is already a limit (``LIMIT_STATE_REASONS``) while a
+    limit tested before the selection still holds it, before select_nodes; the job keeps its
+    reason and, even under assoc_limit_stop, holds no partition back. Any other limit fails in
+    select_nodes (ESLURM_ACCOUNTING_POLICY), which sets the reason and, under
+    assoc_limit_stop, stops the partition: a GRES limit does so at every pass."""
+    return reason in PRE_SELECT_REASONS and cy.reasons.get(job.id, job.reason) in LIMIT_STATE_REASONS
 
 
 def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usable_of: dict) -> None:

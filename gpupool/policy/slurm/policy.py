@@ -392,6 +392,23 @@ class Cycle:
                 tres[key] += whole - asked
         return limits.check(replace(req, tres=tres), pol.held_limit(job, info), applies[0], applies[1], self.usage)
 
+    def blocking_qos(self, job, info, reason: str) -> str | None:
+        """The QOS whose group limit gave ``job`` the reason ``reason`` in partition ``info``
+        (slurmctld's qos_blocking_ptr), else None: of the job's QOS and its partition's, in
+        ``limits.qos_order``'s order, the first that gives that reason on its own (the
+        selection's count aside: a walked job's first QOS with a group limit)."""
+        pol = self.pol
+        req = pol.req(job)
+        applies = pol.limits_applying(req, info)
+        if applies is None:
+            return None
+        qoses = [q for q in applies[0] if q is not None]
+        want, tl = pol.limit_req(job, info, req), pol.held_limit(job, info)
+        for qos in qoses:
+            if limits.check(want, tl, (qos,), [], self.usage) == reason:
+                return qos.name
+        return next((q.name for q in qoses if q.grp_tres or q.grp_jobs is not None), None)
+
     def start_limit(self, job, info) -> str | None:
         """The limit that stops ``job`` from starting on the nodes it would get, where that
         differs from its request: an exclusive job's whole nodes (else None).
@@ -399,10 +416,10 @@ class Cycle:
         Backfill tests TRES limits twice: before it adds a reservation, with the GPUs as asked
         (``gres_ctld_set_job_tres_cnt`` on the request; CPUs and memory on the whole nodes
         will-run found), and when it starts a job or preempts for it, on the whole nodes of an
-        exclusive one (``select_nodes``; 22.05.8 source). Under assoc_limit_stop backfill keeps
-        the whole nodes' test before will-run (not modelled: 22.05 then plans such a job
-        anyway). A real 22.05.8 with GrpTRES=gres/gpu=8 on the account, 1 GPU of it in use and
-        no idle node, showed an
+        exclusive one (``select_nodes``; 22.05.8 source). Under assoc_limit_stop backfill tests
+        neither before will-run or a reservation, and a start failing on the limits is planned
+        later (finding 82). A real 22.05.8 with GrpTRES=gres/gpu=8 on the account, 1 GPU of it in
+        use and no idle node, showed an
         exclusive ``--gres=gpu:1`` job pending with AssocGrpGRES (the main scheduler's test,
         on whole nodes) and a planned start on gpu01 (backfill's, as asked; finding 53)."""
         if not any(ps.exclusive for ps in job.wl.pod_sets):
@@ -758,6 +775,10 @@ class SlurmPolicy:
         #: the instant of the last backfill cycle: slurmctld's backfill thread runs once per
         #: bf_interval, never again in a later pass at the same instant (after a preemption)
         self._bf_ran_at: float | None = None
+        #: the last backfill cycle planned a job whose start failed on a limit from its own
+        #: instant on (assoc_limit_stop: 500 s on): the next cycle runs even where nothing
+        #: changed, since that plan and its reservation move with it
+        self.bf_moving = False
         self._tl: dict[int, tuple] = {}
         self._alloc: dict[int, tuple] = {}
         self._fit_empty: dict[tuple, bool] = {}
@@ -1526,7 +1547,7 @@ class SlurmPolicy:
             # real slurmctld did run: none is skipped (the one before may have been cut short).
             sig = (len(snap.pending), len(snap.active), sum(snap.pending), sum(snap.active),
                    tuple(snap.nodes.up), tuple(snap.nodes.drain), len(cy.started), self._fs_T, cy.completing)
-            if sig != self._bf_sig or cy.started or self.backfill_at is not None:
+            if sig != self._bf_sig or cy.started or self.backfill_at is not None or self.bf_moving:
                 backfill.run(cy, self._bf_records(now, records))
                 self._bf_ran_at = now
             self._bf_sig = sig
@@ -1590,8 +1611,11 @@ class SlurmPolicy:
     def _gang_pass(self, cy: Cycle, records) -> None:
         """Co-allocation in OverSubscribe=FORCE partitions, in queue order, after the main pass
         and backfill: a job that fits neither idle CPUs nor its main-pass place goes into a row
-        of its partition (``Cycle.try_coallocate``); a partition stops at its first job that fits nowhere."""
+        of its partition (``Cycle.try_coallocate``); a partition stops at its first job that fits
+        nowhere, and, under assoc_limit_stop, at its first job a limit holds (as in the main pass,
+        ``main_sched.skipped_as_held`` aside)."""
         failed: set[str] = set()
+        stop = self.s.assoc_limit_stop
         for rec in records:
             job = rec.job
             info = rec.part
@@ -1599,28 +1623,36 @@ class SlurmPolicy:
                 continue
             if job.id in cy.started or job.id in cy.skip or job.id in cy.preempting:
                 continue
-            if (cy.limit_reason(job, info) is not None or cy.array_limit(job) is not None
-                    or cy.license_limit(job) is not None):
+            lim = cy.limit_reason(job, info)
+            if lim is not None:
+                if stop and not main_sched.skipped_as_held(cy, job, lim):
+                    failed.add(info.name)
+                continue
+            if cy.array_limit(job) is not None or cy.license_limit(job) is not None:
                 continue
             # nothing starts on a node still COMPLETING (a replay's holds), as in the main pass
             usable = cy.off_completing(info, None)
             placement = place(job.wl, info.nodes, cy.free, usable)
             if placement is not None:
                 over = cy.placed_limit(job, info, placement)
-                if over is not None:  # as in the main pass: held by the limit, nothing held back
+                if over is not None:  # as in the main pass: held by the limit
                     cy.reason(job, over, first=True)
+                    if stop:  # (under assoc_limit_stop, its partition with it)
+                        failed.add(info.name)
                     continue
                 cy.start(job, placement, info, main_sched.VIA_MAIN)
                 continue
             got = cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN)
-            if isinstance(got, str):  # as in the main pass: held by the limit, nothing held back
+            if isinstance(got, str):  # as in the main pass: held by the limit
                 cy.reason(job, got, first=True)
+                if stop:  # (under assoc_limit_stop, its partition with it)
+                    failed.add(info.name)
                 continue
             if got:
                 continue
             over = cy.failed_select_limit(job, info)  # as in the main pass (finding 58)
             cy.reason(job, over or "Resources", first=True)
-            if over is not None and not self.s.assoc_limit_stop:
+            if over is not None and not stop:
                 continue
             if cy.may_block(job, rec.prio):
                 failed.add(info.name)
