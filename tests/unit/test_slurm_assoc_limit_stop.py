@@ -66,11 +66,17 @@ _X = ("X", "-A teamB --gres=gpu:8 -t 10")
 
 
 def _run(tmp_path, later, *, stop: bool = True, holders=_HOLDERS, jobs_limit: str = "", record: bool = True,
-         until: float = 100.0):
+         until: float = 100.0, edits: tuple = ()):
     """The holders at 0 s, then ``later`` two seconds apart from 8 s (ids in that order, from
-    1); (engine, policy, name -> id)."""
-    (tmp_path / "accounts.cfg").write_text(_ACCOUNTS.format(jobs=jobs_limit))
-    pool = slurm_pool(tmp_path, _CONF.format(stop=",assoc_limit_stop" if stop else ""))
+    1); (engine, policy, name -> id). ``edits``: (old, new) texts replaced in slurm.conf and
+    accounts.cfg."""
+    conf = _CONF.format(stop=",assoc_limit_stop" if stop else "")
+    accounts = _ACCOUNTS.format(jobs=jobs_limit)
+    for old, new in edits:
+        assert old in conf or old in accounts, old
+        conf, accounts = conf.replace(old, new), accounts.replace(old, new)
+    (tmp_path / "accounts.cfg").write_text(accounts)
+    pool = slurm_pool(tmp_path, conf)
     subs = [(n, o, 0.0) for n, o in holders] + [(n, o, 8.0 + 2 * k) for k, (n, o) in enumerate(later)]
     wls = [workload(n, o, t, k + 1) for k, (n, o, t) in enumerate(subs)]
     pol = make_policy("slurm", pool, {"record": record})
@@ -194,3 +200,120 @@ PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FOR
     engine.run()
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpCpuLimit")
     assert engine.jobs[4].start == (None if stop else 9.0)
+
+
+def _cpu_run(tmp_path, params: str, grp: str, subs, parts: str = "PartitionName=p Nodes=n[01-02] Default=YES "
+             "MaxTime=60 State=UP", extra: str = "", nodes: int = 2, until: float = 200.0):
+    """sched/builtin on ``nodes`` 16-CPU nodes, teamA limited by ``grp`` (team_accounts), the
+    sbatch options and submit times ``subs`` (ids from 1): the engine after ``until``."""
+    conf = f"""ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+SchedulerType=sched/builtin
+SchedulerParameters={params}
+{extra}
+PriorityType=priority/basic
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageEnforce=associations,limits,qos
+NodeName=n[01-{nodes:02d}] CPUs=16 RealMemory=64000
+{parts}
+"""
+    (tmp_path / "accounts.cfg").write_text(team_accounts(grp))
+    pool = slurm_pool(tmp_path, conf)
+    wls = [workload(f"j{k}", o, t, k + 1) for k, (o, t) in enumerate(subs)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=until)
+    engine.run()
+    return engine
+
+
+@pytest.mark.parametrize("params", ["default_queue_depth=100", "assoc_limit_stop"])
+def test_a_job_passed_over_takes_the_reason_of_the_count_that_holds_it(tmp_path, params):
+    """teamA: GrpTRES=cpu=4, GrpJobs=2. j2 waits on AssocGrpCpuLimit (3 + 2 CPUs); once a teamA
+    job runs in q the job count holds it too: _schedule's pre-select test, which passes it over,
+    sets AssocGrpJobsLimit (a review of this change; before it kept AssocGrpCpuLimit)."""
+    parts = ("PartitionName=p Nodes=n01 Default=YES MaxTime=60 State=UP\n"
+             "PartitionName=q Nodes=n02 MaxTime=60 State=UP")
+    engine = _cpu_run(tmp_path, params, "cpu=4:GrpJobs=2",
+                      [("-A teamA -p p -n3 -t 30", 0.0), ("-A teamA -p p -n2 -t 10", 5.0),
+                       ("-A teamA -p q -n1 -t 30", 10.0)], parts=parts, nodes=2)
+    assert (engine.jobs[2].state, engine.jobs[2].reason) == ("PENDING", "AssocGrpJobsLimit")
+    assert engine.jobs[3].start == 10.0
+
+
+def test_a_limit_reason_stays_in_a_partition_a_higher_job_failed(tmp_path):
+    """assoc_limit_stop, teamA GrpJobs=1 (R runs): A waits on AssocGrpJobsLimit; from 10 s H
+    (higher, ``--begin``) fails the partition. 22.05 turns only no reason or Resources into
+    Priority there, so A keeps its limit's and, once H starts at 120 s, is passed over: L
+    starts in that pass (a review of this change: A had become Priority, then stopped the
+    partition, and L started at 180 s)."""
+    subs = [("-A teamA -w n01 -n16 -t 30", 0.0), ("-A teamB -w n02 -n16 -t 2", 0.0),
+            ("-A teamB -N2 --ntasks-per-node=8 -t 10 --begin=now+10", 0.0), ("-A teamA -n1 -t 10", 5.0),
+            ("-A teamB -n1 -t 10", 50.0)]
+    engine = _cpu_run(tmp_path, "assoc_limit_stop", "cpu=1000:GrpJobs=1", subs, nodes=3,
+                      parts="PartitionName=p Nodes=n[01-03] Default=YES MaxTime=60 State=UP", until=300.0)
+    assert (engine.jobs[4].state, engine.jobs[4].reason) == ("PENDING", "AssocGrpJobsLimit")
+    assert engine.jobs[3].start == 120.0
+    assert engine.jobs[5].start == 120.0
+
+
+def test_co_allocation_stops_where_the_main_pass_held_a_job_for_the_first_time(tmp_path):
+    """PreemptMode=GANG, FORCE:2, teamA GrpJobs=1 (its job runs on n02): j3 of teamA and j4 of
+    teamB come together at 6 s. The main pass's select_nodes fails j3 (no limit reason yet) and
+    stops the partition; co-allocation, part of that pass in slurmctld, does not take j4 then
+    (a review of this change: the co-allocation pass read j3's new reason as one to pass over
+    and co-allocated j4 at 6 s)."""
+    subs = [("-A teamB -w n01 -n16 -t 30", 0.0), ("-A teamA -w n02 -n16 -t 30", 0.0),
+            ("-A teamA -n8 -t 10", 6.0), ("-A teamB -n2 -t 10", 6.0)]
+    engine = _cpu_run(tmp_path, "assoc_limit_stop", "cpu=1000:GrpJobs=1", subs, extra="PreemptMode=GANG",
+                      parts="PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FORCE:2")
+    assert engine.jobs[3].reason == "AssocGrpJobsLimit"
+    assert engine.jobs[4].start is not None and engine.jobs[4].start > 6.0
+
+
+def test_a_qos_job_count_holds_no_later_job_of_its_qos_back(tmp_path):
+    """qosx's pool with scav at GrpJobs=1 (R3 of scav runs) and no X: A of scav fails its start
+    on QOSGrpJobsLimit, which 22.05 tests before the selection, where no blocking QOS is
+    recorded; B5 of scav (2 GPUs, fitting gpu03 now) fails its own start on the same count and
+    is planned from its own window, at the end of A's reservation (1080 s), not from A's start
+    (a review of this change: 520 s on gpu03)."""
+    holders = _HOLDERS[:2] + [("R3", "-A teamB --qos=scav -w gpu03 --gres=gpu:6 -t 30"), _HOLDERS[3]]
+    later = [("A", "-A teamB --qos=scav --gres=gpu:4 -t 10"), ("B5", "-A teamB --qos=scav --gres=gpu:2 -t 5")]
+    engine, pol, ids = _run(tmp_path, later, holders=holders,
+                            edits=(("'scav':Priority=0:GrpTRES=gres/gpu=8", "'scav':Priority=0:GrpJobs=1"),))
+    assert engine.jobs[ids["A"]].reason == "QOSGrpJobsLimit"
+    assert pol.plan_log[20.0][ids["A"]] == 520.0
+    assert pol.plan_log[20.0][ids["B5"]] == 1080.0
+
+
+def test_a_test_only_job_of_a_blocked_qos_keeps_the_blocked_start(tmp_path):
+    """qosx with bf_min_age_reserve=600 (every job test-only): B5 of scav fits gpu03 now but its
+    QOS is blocked until A's planned start, so it keeps that start with no reservation, as
+    22.05's raised start_time ("StartTime set but no backfill reservation")."""
+    holders = _HOLDERS[:2] + [("R3", "-A teamB --qos=scav -w gpu03 --gres=gpu:6 -t 30"), _HOLDERS[3]]
+    later = [("A", "-A teamB --qos=scav --gres=gpu:4 -t 10"), ("B5", "-A teamB --qos=scav --gres=gpu:2 -t 5")]
+    engine, pol, ids = _run(tmp_path, later, holders=holders,
+                            edits=(("bf_continue,assoc_limit_stop", "bf_continue,bf_min_age_reserve=600,assoc_limit_stop"),))
+    assert pol.plan_log[20.0][ids["A"]] == 520.0
+    assert pol.plan_log[20.0][ids["B5"]] == 520.0
+    assert not _reserved(pol, 20.0, ids["B5"])
+    assert engine.jobs[ids["B5"]].state == "PENDING"
+
+
+def test_a_partition_qos_group_limit_holds_its_partitions_later_jobs_back(tmp_path):
+    """Partition p with QOS=scav (GrpTRES=gres/gpu=8, 6 of it held by R3 in p) and partition q on
+    the same nodes without one: A in p fails its start on QOSGrpGRES (its partition's QOS);
+    B5 in p, within the limit, is planned at A's start (qos_part_blocked_until); B4 in q starts."""
+    parts = ("PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP",
+             "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP QOS=scav\n"
+             "PartitionName=q Nodes=gpu[01-04] MaxTime=60 State=UP")
+    holders = [(n, "-p q " + o) for n, o in _HOLDERS[:2]] + [
+        ("R3", "-A teamB -w gpu03 --gres=gpu:6 -t 30"), ("R4", "-A teamB -p q -w gpu04 --gres=gpu:4 -t 30")]
+    later = [("A", "-A teamB --gres=gpu:4 -t 10"), ("B5", "-A teamB --gres=gpu:2 -t 5"),
+             ("B4", "-A teamB -p q --gres=gpu:2 -t 5")]
+    engine, pol, ids = _run(tmp_path, later, holders=holders, edits=(parts,))
+    assert engine.jobs[ids["A"]].reason == "QOSGrpGRES"
+    assert pol.plan_log[20.0][ids["A"]] == 520.0
+    assert pol.plan_log[20.0][ids["B5"]] == 520.0
+    assert engine.jobs[ids["B5"]].state == "PENDING"
+    assert (engine.jobs[ids["B4"]].start, engine.jobs[ids["B4"]].placement[0][0]) == (20.0, 2)

@@ -20,6 +20,7 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.jobinfo import raised_least
+from gpupool.policy.slurm.limits import PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -862,6 +863,7 @@ def run(cy, records) -> None:
                 if later_start and not test_only:
                     continue
                 break
+            fits_now = est <= now  # (before a blocked QOS's start raises it)
             if est < start_res:
                 est = start_res
             held = False  # fits now but waits a second for a COMPLETING node
@@ -887,7 +889,7 @@ def run(cy, records) -> None:
                     est = later_start if later_start else pol.whole_second(now) + _ACCOUNTING_RETRY
                     refused = limited = own = True
                     refusals += 1
-                    if over.startswith("QOSGrp"):
+                    if over.startswith("QOSGrp") and over not in PRE_SELECT_REASONS:  # (GrpJobs: none)
                         qname = cy.blocking_qos(job, info, over)
                         if qname is not None and qos_blocked.get(qname, 0.0) < est:
                             qos_blocked[qname] = est
@@ -972,8 +974,9 @@ def run(cy, records) -> None:
                 # tested to start now only (bf_min_prio_reserve, bf_min_age_reserve,
                 # bf_one_resv_per_job): select's will-run does not look past now, so the job
                 # gets no start time (a real 22.05.8 showed StartTime=Unknown) unless it fits
-                # now and only waits for a COMPLETING node, or its start failed on a limit
-                if held or refused:
+                # now and only waits for a COMPLETING node, or its start failed on a limit, or it
+                # fits now but its QOS is blocked (22.05 keeps the raised start, no reservation)
+                if held or refused or (own and fits_now):
                     plan(jid, est)
                     kept = est
                 break

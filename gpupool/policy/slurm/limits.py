@@ -21,6 +21,26 @@ _ASSOC_GRP = {"cpu": "AssocGrpCpuLimit", "mem": "AssocGrpMemLimit", "node": "Ass
 _ASSOC_PER_JOB = {"cpu": "AssocMaxCpuPerJobLimit", "mem": "AssocMaxMemPerJob", "node": "AssocMaxNodePerJobLimit"}
 
 
+#: the reasons 22.05's acct_policy_job_runnable_state takes for a limit already met (the enum
+#: from WAIT_QOS_GRP_CPU to WAIT_ASSOC_MAX_SUB_JOB and five older ones; the TRES-era reasons
+#: after it, AssocGrpGRES and QOSMaxGRESPerUser among them, are not in it)
+LIMIT_STATE_REASONS = frozenset({
+    "QOSGrpCpuLimit", "QOSGrpCPUMinutesLimit", "QOSGrpCPURunMinutesLimit", "QOSGrpJobsLimit", "QOSGrpMemLimit",
+    "QOSGrpNodeLimit", "QOSGrpSubmitJobsLimit", "QOSGrpWallLimit", "QOSMaxCpuPerJobLimit",
+    "QOSMaxCpuMinutesPerJobLimit", "QOSMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit",
+    "QOSMaxCpuPerUserLimit", "QOSMaxJobsPerUserLimit", "QOSMaxNodePerUserLimit", "QOSMaxSubmitJobPerUserLimit",
+    "QOSMinCpuNotSatisfied", "AssocGrpCpuLimit", "AssocGrpCPUMinutesLimit", "AssocGrpCPURunMinutesLimit",
+    "AssocGrpJobsLimit", "AssocGrpMemLimit", "AssocGrpNodeLimit", "AssocGrpSubmitJobsLimit", "AssocGrpWallLimit",
+    "AssocMaxJobsLimit", "AssocMaxCpuPerJobLimit", "AssocMaxCpuMinutesPerJobLimit", "AssocMaxNodePerJobLimit",
+    "AssocMaxWallDurationPerJobLimit", "AssocMaxSubmitJobLimit", "AssociationJobLimit",
+    "AssociationResourceLimit", "AssociationTimeLimit", "QOSJobLimit", "QOSTimeLimit"})
+#: the limits acct_policy_job_runnable_pre_select tests (job counts and wall time; the TRES
+#: limits come after the selection)
+PRE_SELECT_REASONS = frozenset({
+    "QOSGrpJobsLimit", "MaxJobsPerAccount", "QOSMaxJobsPerUserLimit", "QOSMaxWallDurationPerJobLimit",
+    "AssocGrpJobsLimit", "AssocMaxJobsLimit", "AssocMaxWallDurationPerJobLimit"})
+
+
 def _reason(table: dict[str, str], tres: str, gres_name: str) -> str:
     if tres.startswith("gres/"):
         return gres_name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
+from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -13,6 +14,11 @@ from gpupool.policy.slurm.select import eligible_nodes, place
 VIA_MAIN = "SchedMain"
 #: the pending reason (squeue's text) of a job none of whose partition's nodes is available
 REASON_NO_NODES = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+#: the reasons a job in a partition the pass has failed loses for Priority: none, and
+#: Resources (with or without REASON_NO_NODES's description); BeginTime and Dependency too,
+#: which job_independent clears once the job may run; a limit's or a required node's reason
+#: stays
+_TO_PRIORITY = frozenset({"", "None", "Priority", "Resources", REASON_NO_NODES, "BeginTime", "Dependency"})
 
 
 def run(cy, records, full: bool) -> None:
@@ -37,12 +43,16 @@ def run(cy, records, full: bool) -> None:
         depth += 1
         info = rec.part
         if info.name in failed:
-            if jid not in reasons:  # cy.reason(job, "Priority", first=True), inline: most records
+            # only a job with no reason or Resources gets Priority (22.05's _schedule keeps any
+            # other, a limit's among them); inline: most records
+            if jid not in reasons and job.reason in _TO_PRIORITY:
                 reasons[jid] = "Priority"
             continue
         lim = cy.limit_reason(job, info)
         if lim is not None:
-            if not skipped_as_held(cy, job, lim):
+            if skipped_as_held(cy, job, lim):
+                cy.reason(job, lim, first=True)  # (pre_select sets the reason it fails on)
+            else:
                 _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
             continue
         arr = cy.array_limit(job) or cy.license_limit(job)
@@ -119,41 +129,23 @@ def run(cy, records, full: bool) -> None:
         usable_of.clear()
 
 
-#: the reasons 22.05's acct_policy_job_runnable_state takes for a limit already met (the enum
-#: from WAIT_QOS_GRP_CPU to WAIT_ASSOC_MAX_SUB_JOB and five older ones; the TRES-era reasons
-#: after it, AssocGrpGRES and QOSMaxGRESPerUser among them, are not in it)
-LIMIT_STATE_REASONS = frozenset({
-    "QOSGrpCpuLimit", "QOSGrpCPUMinutesLimit", "QOSGrpCPURunMinutesLimit", "QOSGrpJobsLimit", "QOSGrpMemLimit",
-    "QOSGrpNodeLimit", "QOSGrpSubmitJobsLimit", "QOSGrpWallLimit", "QOSMaxCpuPerJobLimit",
-    "QOSMaxCpuMinutesPerJobLimit", "QOSMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit",
-    "QOSMaxCpuPerUserLimit", "QOSMaxJobsPerUserLimit", "QOSMaxNodePerUserLimit", "QOSMaxSubmitJobPerUserLimit",
-    "QOSMinCpuNotSatisfied", "AssocGrpCpuLimit", "AssocGrpCPUMinutesLimit", "AssocGrpCPURunMinutesLimit",
-    "AssocGrpJobsLimit", "AssocGrpMemLimit", "AssocGrpNodeLimit", "AssocGrpSubmitJobsLimit", "AssocGrpWallLimit",
-    "AssocMaxJobsLimit", "AssocMaxCpuPerJobLimit", "AssocMaxCpuMinutesPerJobLimit", "AssocMaxNodePerJobLimit",
-    "AssocMaxWallDurationPerJobLimit", "AssocMaxSubmitJobLimit", "AssociationJobLimit",
-    "AssociationResourceLimit", "AssociationTimeLimit", "QOSJobLimit", "QOSTimeLimit"})
-#: the limits acct_policy_job_runnable_pre_select tests (job counts and wall time; the TRES
-#: limits come after the selection)
-PRE_SELECT_REASONS = frozenset({
-    "QOSGrpJobsLimit", "MaxJobsPerAccount", "QOSMaxJobsPerUserLimit", "QOSMaxWallDurationPerJobLimit",
-    "AssocGrpJobsLimit", "AssocMaxJobsLimit", "AssocMaxWallDurationPerJobLimit"})
-
-
 def skipped_as_held(cy, job, reason: str) -> bool:
-    """Whether a main pass passes over ``job``, held by the limit ``reason``, untouched: 22.05's
-    _schedule skips a job whose reason is already a limit (``LIMIT_STATE_REASONS``) while a
-    limit tested before the selection still holds it, before select_nodes; the job keeps its
-    reason and, even under assoc_limit_stop, holds no partition back. Any other limit fails in
-    select_nodes (ESLURM_ACCOUNTING_POLICY), which sets the reason and, under
-    assoc_limit_stop, stops the partition: a GRES limit does so at every pass."""
+    """Whether a main pass passes over ``job``, held by the limit ``reason``: 22.05's _schedule
+    skips a job whose reason is already a limit (``LIMIT_STATE_REASONS``) while a limit tested
+    before the selection (``PRE_SELECT_REASONS``, which then becomes its reason) still holds
+    it, before select_nodes, so even under assoc_limit_stop it holds no partition back. Any
+    other limit fails in select_nodes (ESLURM_ACCOUNTING_POLICY), which under
+    assoc_limit_stop stops the partition: a GRES limit does so at every pass."""
     return reason in PRE_SELECT_REASONS and cy.reasons.get(job.id, job.reason) in LIMIT_STATE_REASONS
 
 
 def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usable_of: dict) -> None:
     """``job`` held by a QOS or association limit (``reason``): under assoc_limit_stop its
-    partition is held back for the rest of the pass, else the pass goes on with it."""
+    partition is held back for the rest of the pass (and of gpupool's co-allocation pass after
+    it, ``Cycle.held_back``), else the pass goes on with it."""
     cy.reason(job, reason, first=True)
     if cy.pol.s.assoc_limit_stop:
+        cy.held_back.add((job.id, info.name))
         failed.add(info.name)
         withheld |= info.node_set
         usable_of.clear()

@@ -78,6 +78,10 @@ class Cycle:
         self.preempting: set[int] = set()
         self.victims: set[int] = set()
         self.reasons: dict[int, str] = {}
+        #: (job, partition) records at which this cycle's main pass held its partition back for
+        #: a limit (assoc_limit_stop): gpupool's co-allocation pass, the rest of that pass in
+        #: slurmctld, stops there too
+        self.held_back: set[tuple[int, str]] = set()
         self.accrue: dict[int, float] = {}
         #: per-pass memos of other modules (e.g. preemption candidates per QOS and partition)
         self.memo: dict = {}
@@ -394,9 +398,10 @@ class Cycle:
 
     def blocking_qos(self, job, info, reason: str) -> str | None:
         """The QOS whose group limit gave ``job`` the reason ``reason`` in partition ``info``
-        (slurmctld's qos_blocking_ptr), else None: of the job's QOS and its partition's, in
-        ``limits.qos_order``'s order, the first that gives that reason on its own (the
-        selection's count aside: a walked job's first QOS with a group limit)."""
+        (slurmctld's qos_blocking_ptr, which only the TRES limits tested after the selection
+        set), else None: of the job's QOS and its partition's, in ``limits.qos_order``'s order,
+        the first that gives that reason on its own (where the selection's count gave it, a
+        walked job's, the first with a group TRES limit)."""
         pol = self.pol
         req = pol.req(job)
         applies = pol.limits_applying(req, info)
@@ -407,7 +412,7 @@ class Cycle:
         for qos in qoses:
             if limits.check(want, tl, (qos,), [], self.usage) == reason:
                 return qos.name
-        return next((q.name for q in qoses if q.grp_tres or q.grp_jobs is not None), None)
+        return next((q.name for q in qoses if q.grp_tres), None)
 
     def start_limit(self, job, info) -> str | None:
         """The limit that stops ``job`` from starting on the nodes it would get, where that
@@ -1625,7 +1630,7 @@ class SlurmPolicy:
                 continue
             lim = cy.limit_reason(job, info)
             if lim is not None:
-                if stop and not main_sched.skipped_as_held(cy, job, lim):
+                if stop and ((job.id, info.name) in cy.held_back or not main_sched.skipped_as_held(cy, job, lim)):
                     failed.add(info.name)
                 continue
             if cy.array_limit(job) is not None or cy.license_limit(job) is not None:
