@@ -889,6 +889,7 @@ class Engine:
 
     def _requeue(self, job: Job, t: float, delay: float) -> None:
         job.state = PENDING
+        job.reason = ""  # the reason it waited with before it ran is gone (Slurm: none at a start)
         job.placement = ()
         job.held_gpus = 0
         job.start = None

@@ -202,11 +202,26 @@ PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FOR
     assert engine.jobs[4].start == (None if stop else 9.0)
 
 
-def _cpu_run(tmp_path, params: str, grp: str, subs, parts: str = "PartitionName=p Nodes=n[01-02] Default=YES "
-             "MaxTime=60 State=UP", extra: str = "", nodes: int = 2, until: float = 200.0):
-    """sched/builtin on ``nodes`` 16-CPU nodes, teamA limited by ``grp`` (team_accounts), the
-    sbatch options and submit times ``subs`` (ids from 1): the engine after ``until``."""
-    conf = f"""ClusterName=t
+_ONE_PART = "PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP"
+
+
+def _cpu_run(tmp_path, params: str, grp: str, subs, parts: str = _ONE_PART, extra: str = "", nodes: int = 2,
+             until: float = 200.0):
+    """sched/builtin on ``nodes`` 16-CPU nodes (``_cpu_conf``), teamA limited by ``grp``
+    (team_accounts), the sbatch options and submit times ``subs`` (ids from 1): the engine
+    after ``until``."""
+    (tmp_path / "accounts.cfg").write_text(team_accounts(grp))
+    pool = slurm_pool(tmp_path, _cpu_conf(params, parts, extra, nodes))
+    wls = [workload(f"j{k}", o, t, k + 1) for k, (o, t) in enumerate(subs)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=until)
+    engine.run()
+    return engine
+
+
+def _cpu_conf(params: str, parts: str = _ONE_PART, extra: str = "", nodes: int = 2) -> str:
+    """slurm.conf of sched/builtin with SchedulerParameters ``params`` on ``nodes`` 16-CPU
+    nodes, limits enforced, the partition lines ``parts``."""
+    return f"""ClusterName=t
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100
@@ -219,12 +234,6 @@ AccountingStorageEnforce=associations,limits,qos
 NodeName=n[01-{nodes:02d}] CPUs=16 RealMemory=64000
 {parts}
 """
-    (tmp_path / "accounts.cfg").write_text(team_accounts(grp))
-    pool = slurm_pool(tmp_path, conf)
-    wls = [workload(f"j{k}", o, t, k + 1) for k, (o, t) in enumerate(subs)]
-    engine = Engine(pool, wls, make_policy("slurm", pool), until=until)
-    engine.run()
-    return engine
 
 
 @pytest.mark.parametrize("params", ["default_queue_depth=100", "assoc_limit_stop"])
@@ -317,3 +326,50 @@ def test_a_partition_qos_group_limit_holds_its_partitions_later_jobs_back(tmp_pa
     assert pol.plan_log[20.0][ids["B5"]] == 520.0
     assert engine.jobs[ids["B5"]].state == "PENDING"
     assert (engine.jobs[ids["B4"]].start, engine.jobs[ids["B4"]].placement[0][0]) == (20.0, 2)
+
+
+def test_a_requeued_job_waits_without_the_reason_it_had_before_it_ran(tmp_path):
+    """assoc_limit_stop, teamA GrpJobs=2: J waited on AssocGrpJobsLimit before it started; n02
+    fails at 200 s and requeues it while X1 and Y fill the count again. 22.05 cleared J's
+    reason at its start, so its main pass goes to select_nodes, fails on the count and stops
+    the partition: L (teamB, later) does not start in that pass (a review of this change: the
+    stale reason made J look already held, and L started at 200 s)."""
+    subs = [("-A teamA -w n01 -n16 -t 60", 0.0, 3000.0), ("-A teamA -w n02 -n8 -t 2", 0.0, 100.0),
+            ("-A teamA -N1 -n16 -t 30", 1.0, 3000.0), ("-A teamA -N1 -n8 -t 10", 1.0, 3000.0),
+            ("-A teamB -w n02 -n8 -t 60 --no-requeue", 0.0, 3000.0), ("-A teamB -w n03 -n16 -t 60", 0.0, 200.0),
+            ("-A teamB -w n04 -n8 -t 60", 0.0, 3000.0), ("-A teamB -n1 -t 5", 200.0, 3000.0)]
+    conf = _cpu_conf("assoc_limit_stop", "PartitionName=p Nodes=n[01-04] Default=YES MaxTime=120 State=UP",
+                     nodes=4).replace("sched/builtin", "sched/backfill")
+    (tmp_path / "accounts.cfg").write_text(team_accounts("cpu=1000:GrpJobs=2"))
+    pool = slurm_pool(tmp_path, conf)
+    wls = [workload(f"j{k}", o, t, k + 1, runtime=r) for k, (o, t, r) in enumerate(subs)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=205)
+    engine.node_event("n02", "down", at=200.0)
+    engine.run()
+    assert engine.jobs[4].requeues == 1 and engine.jobs[4].state == "PENDING"
+    assert engine.jobs[4].reason == "AssocGrpJobsLimit"
+    assert (engine.jobs[8].state, engine.jobs[8].reason) == ("PENDING", "Priority")
+
+
+def test_a_job_held_in_a_later_partition_counts_as_held_in_the_next(tmp_path):
+    """assoc_limit_stop, J in p0,p1,p2 (p1 and p2 with partition QOS pq at GrpJobs=1, used up):
+    (J,p0) fails on Resources, (J,p1) in select_nodes on QOSGrpJobsLimit, which stops p1 and
+    becomes J's reason; (J,p2) is then passed over without stopping p2, so L in p3, on p2's
+    node, starts at once (a review of this change: squeue's first reason, Resources, was read,
+    p2 stopped and its node was withheld)."""
+    parts = ("PartitionName=p0 Nodes=n01 Default=YES MaxTime=60 State=UP\n"
+             "PartitionName=p1 Nodes=n02 MaxTime=60 State=UP QOS=pq\n"
+             "PartitionName=p2 Nodes=n03 MaxTime=60 State=UP QOS=pq\n"
+             "PartitionName=p3 Nodes=n03 MaxTime=60 State=UP")
+    (tmp_path / "accounts.cfg").write_text(_ACCOUNTS.format(jobs="").replace("'scav':Priority=0:GrpTRES=gres/gpu=8",
+                                                                             "'pq':Priority=0:GrpJobs=1")
+                                           .replace("QOS='normal,scav'", "QOS='normal,pq'"))
+    pool = slurm_pool(tmp_path, _cpu_conf("assoc_limit_stop", nodes=4, parts=parts))
+    subs = ["-A teamB -p p0 -w n01 -n16 -t 30", "-A teamB -p p1 -w n02 -n8 -t 30",
+            "-A teamA -p p0,p1,p2 -N1 -n16 -t 10", "-A teamB -p p3 -n1 -t 5"]
+    wls = [workload(f"j{k}", o, t, k + 1) for k, (o, t) in enumerate(zip(subs, (0.0, 0.0, 1.0, 2.0)))]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=10)
+    engine.run()
+    assert engine.jobs[3].state == "PENDING"
+    assert engine.jobs[4].start == 2.0
+

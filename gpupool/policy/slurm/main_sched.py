@@ -52,6 +52,7 @@ def run(cy, records, full: bool) -> None:
         if lim is not None:
             if skipped_as_held(cy, job, lim):
                 cy.reason(job, lim, first=True)  # (pre_select sets the reason it fails on)
+                cy.state_reasons[jid] = lim
             else:
                 _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
             continue
@@ -112,7 +113,9 @@ def run(cy, records, full: bool) -> None:
         # GPUs per job counted with its nodes' GPUs; failing them is no "nodes busy" (finding 58)
         over = None if job.id in cy.preempting else cy.failed_select_limit(job, info)
         lim = job_nodes(job.wl, nodes)
-        cy.reason(job, over or (_unavailable(lim.required, nodes) if lim.required else "Resources"), first=True)
+        why = over or (_unavailable(lim.required, nodes) if lim.required else "Resources")
+        cy.reason(job, why, first=True)
+        cy.state_reasons[jid] = why
         if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
             # only them from lower jobs and goes on with the partition (a real 22.05.8 started
@@ -136,7 +139,7 @@ def skipped_as_held(cy, job, reason: str) -> bool:
     it, before select_nodes, so even under assoc_limit_stop it holds no partition back. Any
     other limit fails in select_nodes (ESLURM_ACCOUNTING_POLICY), which under
     assoc_limit_stop stops the partition: a GRES limit does so at every pass."""
-    return reason in PRE_SELECT_REASONS and cy.reasons.get(job.id, job.reason) in LIMIT_STATE_REASONS
+    return reason in PRE_SELECT_REASONS and cy.state_reasons.get(job.id, job.reason) in LIMIT_STATE_REASONS
 
 
 def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usable_of: dict) -> None:
@@ -144,6 +147,7 @@ def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usabl
     partition is held back for the rest of the pass (and of gpupool's co-allocation pass after
     it, ``Cycle.held_back``), else the pass goes on with it."""
     cy.reason(job, reason, first=True)
+    cy.state_reasons[job.id] = reason
     if cy.pol.s.assoc_limit_stop:
         cy.held_back.add((job.id, info.name))
         failed.add(info.name)

@@ -78,6 +78,11 @@ class Cycle:
         self.preempting: set[int] = set()
         self.victims: set[int] = set()
         self.reasons: dict[int, str] = {}
+        #: the reason slurmctld's job record holds after the main pass's latest test of the job
+        #: (the last one set, where ``reasons``, what squeue shows, keeps the pass's first): a job
+        #: listed in several partitions may fail a limit in a later one after Resources in the
+        #: first, and then counts as held by a limit (``main_sched.skipped_as_held``)
+        self.state_reasons: dict[int, str] = {}
         #: (job, partition) records at which this cycle's main pass held its partition back for
         #: a limit (assoc_limit_stop): gpupool's co-allocation pass, the rest of that pass in
         #: slurmctld, stops there too
