@@ -20,7 +20,6 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
 from gpupool.policy.slurm.jobinfo import raised_least
-from gpupool.policy.slurm.limits import PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -889,7 +888,7 @@ def run(cy, records) -> None:
                     est = later_start if later_start else pol.whole_second(now) + _ACCOUNTING_RETRY
                     refused = limited = own = True
                     refusals += 1
-                    if over.startswith("QOSGrp") and over not in PRE_SELECT_REASONS:  # (GrpJobs: none)
+                    if over.startswith("QOSGrp") and over not in limits.PRE_SELECT_REASONS:  # (GrpJobs: none)
                         qname = cy.blocking_qos(job, info, over)
                         if qname is not None and qos_blocked.get(qname, 0.0) < est:
                             qos_blocked[qname] = est

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
-from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
+from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
