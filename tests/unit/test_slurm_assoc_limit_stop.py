@@ -301,8 +301,8 @@ def test_a_test_only_job_of_a_blocked_qos_keeps_the_blocked_start(tmp_path):
     22.05's raised start_time ("StartTime set but no backfill reservation")."""
     holders = _HOLDERS[:2] + [("R3", "-A teamB --qos=scav -w gpu03 --gres=gpu:6 -t 30"), _HOLDERS[3]]
     later = [("A", "-A teamB --qos=scav --gres=gpu:4 -t 10"), ("B5", "-A teamB --qos=scav --gres=gpu:2 -t 5")]
-    engine, pol, ids = _run(tmp_path, later, holders=holders,
-                            edits=(("bf_continue,assoc_limit_stop", "bf_continue,bf_min_age_reserve=600,assoc_limit_stop"),))
+    min_age = ("bf_continue,assoc_limit_stop", "bf_continue,bf_min_age_reserve=600,assoc_limit_stop")
+    engine, pol, ids = _run(tmp_path, later, holders=holders, edits=(min_age,))
     assert pol.plan_log[20.0][ids["A"]] == 520.0
     assert pol.plan_log[20.0][ids["B5"]] == 520.0
     assert not _reserved(pol, 20.0, ids["B5"])
