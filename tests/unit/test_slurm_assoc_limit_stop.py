@@ -179,25 +179,10 @@ def test_a_held_job_stops_co_allocation_in_its_partition_too(tmp_path, stop):
     partition at the held job under assoc_limit_stop (from the source: select_nodes fails on
     the TRES limit at every pass), so the co-allocation gpupool tries after it does too;
     without it the teamB job shares CPUs at once."""
-    conf = f"""ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=100
-SchedulerType=sched/builtin
-SchedulerParameters={"assoc_limit_stop" if stop else "default_queue_depth=100"}
-PreemptMode=GANG
-PriorityType=priority/basic
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageEnforce=associations,limits,qos
-NodeName=n[01-02] CPUs=16 RealMemory=64000
-PartitionName=p Nodes=n[01-02] Default=YES MaxTime=60 State=UP OverSubscribe=FORCE:2
-"""
-    (tmp_path / "accounts.cfg").write_text(team_accounts("cpu=4"))
-    pool = slurm_pool(tmp_path, conf)
     subs = ["-A teamB -w n01 -n16 -t 30", "-A teamB -w n02 -n16 -t 30", "-A teamA -n8 -t 10", "-A teamB -n2 -t 10"]
-    wls = [workload(f"j{k}", o, 3.0 * k, k + 1) for k, o in enumerate(subs)]
-    engine = Engine(pool, wls, make_policy("slurm", pool), until=200)
-    engine.run()
+    engine = _cpu_run(tmp_path, "assoc_limit_stop" if stop else "default_queue_depth=100", "cpu=4",
+                      [(o, 3.0 * k) for k, o in enumerate(subs)], extra="PreemptMode=GANG",
+                      parts=_ONE_PART + " OverSubscribe=FORCE:2")
     assert (engine.jobs[3].state, engine.jobs[3].reason) == ("PENDING", "AssocGrpCpuLimit")
     assert engine.jobs[4].start == (None if stop else 9.0)
 

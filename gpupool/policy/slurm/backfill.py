@@ -678,7 +678,7 @@ def run(cy, records) -> None:
     #: assoc_limit_stop: QOS name -> the planned start of a job whose start failed on that
     #: QOS's group limit in this cycle (22.05's blocked_until, cleared as a cycle begins)
     qos_blocked: dict[str, float] = {}
-    refusals = 0  # starts failed on a limit under assoc_limit_stop (planned from ``now`` on)
+    moving = False  # a start failed on a limit under assoc_limit_stop (planned from ``now`` on)
     map_size = s.bf_node_space_size
     no_reserve_qos = frozenset(name for name, q in pol.qos.items() if limits.has_flag(q, "noreserve")
                                ) if s.preempt_mode.upper() != "OFF" else frozenset()
@@ -753,7 +753,7 @@ def run(cy, records) -> None:
         # assoc_limit_stop: a QOS whose limit failed a start in this cycle holds its jobs back
         # until that job's planned start (``qos_blocked``): such a record's tries start there,
         # and it neither reads nor leaves answers for its kind
-        blocked = _blocked_until(qos_blocked, pol.req(job).qos, info.part.qos) if qos_blocked else 0.0
+        blocked = _blocked_until(qos_blocked, skey[0], info.part.qos) if qos_blocked else 0.0
         own = blocked > now  # answers of this record alone (its walk included)
         kept = unset if own else outcome.get(okey, unset)
         if kept is not unset:
@@ -886,8 +886,7 @@ def run(cy, records) -> None:
                     # QOS's later jobs back until then
                     cy.reason(job, over)
                     est = later_start if later_start else pol.whole_second(now) + _ACCOUNTING_RETRY
-                    refused = limited = own = True
-                    refusals += 1
+                    refused = limited = own = moving = True
                     if over.startswith("QOSGrp") and over not in limits.PRE_SELECT_REASONS:  # (GrpJobs: none)
                         qname = cy.blocking_qos(job, info, over)
                         if qname is not None and qos_blocked.get(qname, 0.0) < est:
@@ -1027,7 +1026,7 @@ def run(cy, records) -> None:
     pol.planned = planned
     # a start planned from this cycle's own instant moves with the next cycle even where
     # nothing else changes: that cycle is not skipped (``SlurmPolicy.decide``)
-    pol.bf_moving = refusals > 0
+    pol.bf_moving = moving
     # Every change to the free resources or the running entries in this cycle went through
     # ``cy.start``, after which ``memo`` and ``timeline`` were dropped: they describe the state
     # the cycle ends with, which the next cycle may find again.

@@ -51,8 +51,7 @@ def run(cy, records, full: bool) -> None:
         lim = cy.limit_reason(job, info)
         if lim is not None:
             if skipped_as_held(cy, job, lim):
-                cy.reason(job, lim, first=True)  # (pre_select sets the reason it fails on)
-                cy.state_reasons[jid] = lim
+                _note(cy, job, lim)  # (pre_select sets the reason it fails on)
             else:
                 _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
             continue
@@ -113,9 +112,7 @@ def run(cy, records, full: bool) -> None:
         # GPUs per job counted with its nodes' GPUs; failing them is no "nodes busy" (finding 58)
         over = None if job.id in cy.preempting else cy.failed_select_limit(job, info)
         lim = job_nodes(job.wl, nodes)
-        why = over or (_unavailable(lim.required, nodes) if lim.required else "Resources")
-        cy.reason(job, why, first=True)
-        cy.state_reasons[jid] = why
+        _note(cy, job, over or (_unavailable(lim.required, nodes) if lim.required else "Resources"))
         if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
             # only them from lower jobs and goes on with the partition (a real 22.05.8 started
@@ -142,12 +139,18 @@ def skipped_as_held(cy, job, reason: str) -> bool:
     return reason in PRE_SELECT_REASONS and cy.state_reasons.get(job.id, job.reason) in LIMIT_STATE_REASONS
 
 
+def _note(cy, job, why: str) -> None:
+    """The pass's reason for ``job``: squeue's (the pass's first, ``Cycle.reasons``) and the one
+    slurmctld's record then holds (the last, ``Cycle.state_reasons``)."""
+    cy.reason(job, why, first=True)
+    cy.state_reasons[job.id] = why
+
+
 def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usable_of: dict) -> None:
     """``job`` held by a QOS or association limit (``reason``): under assoc_limit_stop its
     partition is held back for the rest of the pass (and of gpupool's co-allocation pass after
     it, ``Cycle.held_back``), else the pass goes on with it."""
-    cy.reason(job, reason, first=True)
-    cy.state_reasons[job.id] = reason
+    _note(cy, job, reason)
     if cy.pol.s.assoc_limit_stop:
         cy.held_back.add((job.id, info.name))
         failed.add(info.name)

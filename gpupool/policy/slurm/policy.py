@@ -1645,20 +1645,18 @@ class SlurmPolicy:
             placement = place(job.wl, info.nodes, cy.free, usable)
             if placement is not None:
                 over = cy.placed_limit(job, info, placement)
-                if over is not None:  # as in the main pass: held by the limit
-                    cy.reason(job, over, first=True)
-                    if stop:  # (under assoc_limit_stop, its partition with it)
-                        failed.add(info.name)
+                if over is None:
+                    cy.start(job, placement, info, main_sched.VIA_MAIN)
                     continue
-                cy.start(job, placement, info, main_sched.VIA_MAIN)
-                continue
-            got = cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN)
-            if isinstance(got, str):  # as in the main pass: held by the limit
-                cy.reason(job, got, first=True)
+            else:
+                got = cy.try_coallocate(job, info, usable, main_sched.VIA_MAIN)
+                if got is True:
+                    continue
+                over = got or None  # (False: fits no row)
+            if over is not None:  # as in the main pass: the selection's limit holds the job
+                cy.reason(job, over, first=True)
                 if stop:  # (under assoc_limit_stop, its partition with it)
                     failed.add(info.name)
-                continue
-            if got:
                 continue
             over = cy.failed_select_limit(job, info)  # as in the main pass (finding 58)
             cy.reason(job, over or "Resources", first=True)
