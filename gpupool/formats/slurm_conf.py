@@ -256,12 +256,12 @@ _PART_MODELLED = ("Nodes", "Default", "MaxTime", "DefaultTime", "PriorityTier", 
                   "PreemptMode", "State", "MaxNodes", "MinNodes", "QOS")
 #: Partition keys the Slurm policy acts on that stay in ``Partition.extra`` as written (the
 #: ``Def*`` ones checked here: a count of MB or CPUs)
-_PART_IN_EXTRA = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "GraceTime",
+_PART_IN_EXTRA = ("Alternate", "DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "GraceTime",
                   "LLN", "MaxCPUsPerNode", "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit", "TRESBillingWeights")
 _PART_COUNTS = ("DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
 #: counts that may also be UNLIMITED
 _PART_LIMITS = ("MaxCPUsPerNode", "MaxMemPerCPU", "MaxMemPerNode", "OverTimeLimit")
-_PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "Alternate", "CpuBind", "DisableRootJobs", "ExclusiveUser",
+_PART_NOT_MODELLED = ("AllocNodes", "AllowGroups", "CpuBind", "DisableRootJobs", "ExclusiveUser",
                       "Hidden", "MaxCPUsPerSocket",
                       "RootOnly", "ReqResv", "ResumeTimeout", "SelectTypeParameters",
                       "SuspendTime", "SuspendTimeout")

@@ -44,9 +44,11 @@ def run(cy, records, full: bool) -> None:
         info = rec.part
         if info.name in failed:
             # only a job with no reason or Resources gets Priority (22.05's _schedule keeps any
-            # other, a limit's among them); inline: most records
-            if jid not in reasons and job.reason in _TO_PRIORITY:
-                reasons[jid] = "Priority"
+            # other, a limit's among them): the reason its record holds now, set by an earlier
+            # record of this pass (a job in several partitions) or else kept from before;
+            # inline: most records
+            if reasons.get(jid, job.reason) in _TO_PRIORITY:
+                reasons[jid] = cy.state_reasons[jid] = "Priority"
             continue
         lim = cy.limit_reason(job, info)
         if lim is not None:
@@ -57,7 +59,7 @@ def run(cy, records, full: bool) -> None:
             continue
         arr = cy.array_limit(job) or cy.license_limit(job)
         if arr is not None:  # neither holds the partition back
-            cy.reason(job, arr, first=True)
+            _note(cy, job, arr)
             continue
         # A partition's usable nodes change only when a partition fails (nodes' up/drain
         # states are fixed for the pass): computed once per partition between failures, with
@@ -84,7 +86,7 @@ def run(cy, records, full: bool) -> None:
             # or withheld for a higher-priority partition's job; slurmctld skips the job
             # untried, its partition not held back, with this text as its reason (a real
             # 22.05.8 showed it for a job of p while q, on the same nodes, had failed first)
-            cy.reason(job, REASON_NO_NODES, first=True)
+            _note(cy, job, REASON_NO_NODES)
             continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
@@ -140,10 +142,11 @@ def skipped_as_held(cy, job, reason: str) -> bool:
 
 
 def _note(cy, job, why: str) -> None:
-    """The pass's reason for ``job``: squeue's (the pass's first, ``Cycle.reasons``) and the one
-    slurmctld's record then holds (the last, ``Cycle.state_reasons``)."""
-    cy.reason(job, why, first=True)
-    cy.state_reasons[job.id] = why
+    """The pass's reason for ``job``, what squeue shows (``Cycle.reasons``) and what the main
+    pass reads back (``Cycle.state_reasons``): slurmctld's one record per job holds the reason
+    its latest test set, so a job in several partitions shows its last partition's (probe p132:
+    ``-p p,q`` waiting for Resources in p and behind a higher job in q showed Priority)."""
+    cy.reasons[job.id] = cy.state_reasons[job.id] = why
 
 
 def _held_by_limit(cy, job, info, reason: str, failed: set, withheld: set, usable_of: dict) -> None:

@@ -26,6 +26,7 @@ from gpupool.policy.slurm import (
     job_defaults,
     limits,
     main_sched,
+    part_submit,
     priority,
     queue,
     sharing,
@@ -79,9 +80,10 @@ class Cycle:
         self.victims: set[int] = set()
         self.reasons: dict[int, str] = {}
         #: the reason slurmctld's job record holds after the main pass's latest test of the job
-        #: (the last one set, where ``reasons``, what squeue shows, keeps the pass's first): a job
-        #: listed in several partitions may fail a limit in a later one after Resources in the
-        #: first, and then counts as held by a limit (``main_sched.skipped_as_held``)
+        #: (the last one set: a job listed in several partitions may fail a limit in a later one
+        #: after Resources in the first, and then counts as held by a limit,
+        #: ``main_sched.skipped_as_held``). ``reasons`` shows the same after the main pass, but
+        #: backfill and gpupool's co-allocation pass write there too, which this one leaves out
         self.state_reasons: dict[int, str] = {}
         #: (job, partition) records at which this cycle's main pass held its partition back for
         #: a limit (assoc_limit_stop): gpupool's co-allocation pass, the rest of that pass in
@@ -1278,7 +1280,17 @@ class SlurmPolicy:
     def resolve_request(self, wl):
         """The request slurmctld stores for ``wl`` at submit: the CPUs and memory it left to
         slurm.conf filled in from the defaults of the first partition it names, else the
-        default partition (``job_defaults``). The engine calls this once per submission."""
+        default partition (``job_defaults``). The engine calls this once per submission.
+
+        First the partitions it lands in: one that takes no submissions (DRAIN, INACTIVE)
+        gives way to its Alternate or is dropped from a list, and a job left with none is
+        refused (``part_submit``)."""
+        landed, refused = part_submit.submit_partitions(wl.partition, self.cfg.partitions, self.default_part)
+        if refused is not None:
+            self._submit_refusal[wl.id] = refused
+            return wl
+        if landed != wl.partition:
+            wl = replace(wl, partition=landed)
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
@@ -1400,6 +1412,8 @@ class SlurmPolicy:
         refused = self._submit_refusal.get(job.id)
         if refused in job_defaults.OWN_REFUSALS:
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
+        if refused in part_submit.REFUSALS:  # no partition took the job (_get_job_parts)
+            return submit_check.array_refusal(job.wl, self.cfg) or refused
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
                                      self._fit_empty, lambda info: self.time_limit(job, info))
         return why if why is not None else refused
@@ -1547,10 +1561,13 @@ class SlurmPolicy:
         if self.main_at is not None:
             full = self._main_now(now, cy.out)
             if full is not None:
+                queue.apply_build_reasons(cy)
                 main_sched.run(cy, records, full)
         elif self._main_now_unlisted(snap, cy):
+            queue.apply_build_reasons(cy)
             main_sched.run(cy, records, now % s.sched_interval == 0)
         if s.backfill and self._bf_ran_at != now and self._backfill_now(now, cy.out):
+            queue.apply_build_reasons(cy)  # (a cycle skipped below would have built it too)
             # A cycle is skipped when no job, node or partition changed since the last one (a
             # node that left COMPLETING counts), and no fair-share pass reordered the queue (a
             # real 22.05 starts jobs right after one). A replay's listed instants are cycles the

@@ -55,11 +55,14 @@ class _Static:
     run: the queue is rebuilt at every scheduler instant and a deep queue holds the same jobs
     for hours. ``parts`` is the partition table it was computed against."""
 
-    __slots__ = ("jobs", "last", "last_ids", "parts", "recs", "states")
+    __slots__ = ("jobs", "last", "last_ids", "mixed", "parts", "recs", "states")
 
     def __init__(self, parts) -> None:
         self.parts = parts
         self.jobs: dict[int, tuple] = {}
+        #: job id -> its partitions' failures in list order, for a job some of whose
+        #: partitions can run it and some not (``_mixed``; their reasons at every build)
+        self.mixed: dict[int, tuple] = {}
         #: job id -> (eligible, submit, priority period or None, its records, whether its
         #: priority is fixed): the records a job without dependencies got at the last build,
         #: valid while its eligibility, submit time, priority period (unless its priority is
@@ -85,11 +88,74 @@ def _static_of(pol) -> _Static:
     return st
 
 
+#: the partition states whose jobs are scheduled (PARTITION_SCHED): DRAIN stops submissions
+#: only (a real 22.05.8 ran a job queued in a partition drained after its submission)
+_SCHEDULED = frozenset({"UP", "DRAIN"})
+
+
+#: the reasons a partition's test gives (``job_limits_check``), which a later partition of the
+#: job's list that takes it clears again (``part_policy_job_runnable_state``); PartitionConfig
+#: and a partition's account or QOS refusal stay
+_PART_REASONS = frozenset({"PartitionDown", "PartitionInactive", "PartitionNodeLimit", "PartitionTimeLimit",
+                           "QOSUsageThreshold"})
+
+
+#: a partition's refusal of the job's QOS or account (``limits.part_policy``)
+_POLICY_REASONS = frozenset({"QOSNotAllowed", "AccountNotAllowed"})
+
+
+def _part_fail(info, why: str | None) -> str | None:
+    """Why partition ``info`` cannot run the job now, or None: its size and time limits count
+    only where it schedules jobs (``_part_access_check`` tests them under PARTITION_SCHED), and
+    then come before its state, which alone holds a DOWN or INACTIVE partition's jobs (but for
+    an account or QOS it refuses under EnforcePartLimits, PartitionConfig)."""
+    if info.state in _SCHEDULED or why == "PartitionConfig":
+        return why
+    return "PartitionDown" if info.state == "DOWN" else "PartitionInactive"
+
+
+def _tier_order(per_part) -> list:
+    """The job's partitions in the order of slurmctld's list: PriorityTier first, highest first
+    (the priority plugin sorts it), then as submitted."""
+    return sorted(per_part, key=lambda p: -p[0].tier)
+
+
+def _part_reason(per_part) -> str:
+    """The reason of a job none of whose partitions can run it: the queue build tests each in
+    the list's order, each failure setting the reason, so the last one's shows."""
+    if not per_part:
+        return "PartitionConfig"
+    info, why = _tier_order(per_part)[-1]
+    return _part_fail(info, why) or "PartitionConfig"
+
+
+def _mixed(per_part) -> tuple | None:
+    """For a job some of whose partitions can run it and some not: each partition's failure
+    (None: it can), in the list's order, which the queue build applies to the job's reason
+    (``_build_reason``); else None."""
+    fails = tuple(_part_fail(info, why) for info, why in _tier_order(per_part))
+    return fails if any(f is None for f in fails) and any(f is not None for f in fails) else None
+
+
+def _build_reason(reason: str, fails: tuple) -> str:
+    """The reason slurmctld's queue build leaves a job with (``_job_runnable_test2`` per
+    partition): a partition that cannot run it sets its failure, one that can clears a
+    partition's reason. A job in p and a DOWN q, behind a failed p, thus shows PartitionDown,
+    listed as q and p it shows Priority (the main pass turns the cleared reason into that)."""
+    for fail in fails:
+        if fail is not None:
+            reason = fail
+        elif reason in _PART_REASONS:
+            reason = ""
+    return reason
+
+
 def _job_static(pol, job) -> tuple:
     """(per partition of the job: (its info, why its limits refuse the job or None)), array
     job id, task id). The partition's state is read at each build, the rest is fixed."""
     req = pol.req(job)
     per_part = []
+    enforce = pol.s.enforce_part_limits.upper() != "NO"
     job_qos = pol.qos.get(req.qos or "")
     most, least = stored_node_counts(job.wl, req.nodes, [pol.parts[p].part for p in req.parts if p in pol.parts])
     for pname in req.parts:
@@ -99,7 +165,12 @@ def _job_static(pol, job) -> tuple:
         # node counts as the job holds them once created
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
-        per_part.append((info, limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)))
+        why = limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)
+        if why in _POLICY_REASONS and enforce:
+            # under EnforcePartLimits ``_part_access_check`` tests the accounts and QOS itself,
+            # whatever the partition's state, and its refusal reads PartitionConfig
+            why = "PartitionConfig"
+        per_part.append((info, why))
     wl = job.wl
     arr = wl.array_job_id if wl.array_job_id is not None else job.id
     task = wl.array_task_id if wl.array_task_id is not None else 0
@@ -118,6 +189,7 @@ def build(cy) -> list[Record]:
     if states != st_all.states or len(cached) > 2 * len(pending) + 1024:
         if states != st_all.states:
             cached.clear()
+            st_all.mixed.clear()
             st_all.last, st_all.last_ids = [], set()
         else:  # drop jobs no longer pending
             st_all.recs = cached = {jid: c for jid, c in cached.items() if jid in pending}
@@ -174,18 +246,12 @@ def build(cy) -> list[Record]:
         if st is None:
             st = static[job.id] = _job_static(pol, job)
         per_part, arr, task = st
-        bad = None
-        usable_parts = []
-        for info, why in per_part:
-            if info.state != "UP":
-                bad = bad or ("PartitionDown" if info.state == "DOWN" else "PartitionInactive")
-            elif why is not None:
-                bad = bad or why
-            else:
-                usable_parts.append(info)
+        usable_parts = [info for info, why in per_part if _part_fail(info, why) is None]
         if not usable_parts:
-            cy.reason(job, bad or "PartitionConfig")
+            cy.reason(job, _part_reason(per_part))
             continue
+        if len(usable_parts) < len(per_part):
+            st_all.mixed[jid] = _mixed(per_part)
         kept[jid] = accrue  # when it became eligible (slurmctld's begin time: bf_min_age_reserve)
         fresh_ids.append(jid)
         submit = job.submit
@@ -203,6 +269,29 @@ def build(cy) -> list[Record]:
             cached[jid] = (kept[jid], submit, period, mine, wl.priority is not None)
     accrue_of.update(kept)
     return _order(st_all, kept, fresh_ids, fresh)
+
+
+def apply_build_reasons(cy) -> None:
+    """The reasons slurmctld's queue build sets on jobs some of whose partitions cannot run
+    them (``_build_reason``): at the start of each main pass and of each backfill cycle, which
+    each build the queue anew (a backfill cycle sets no Priority or Resources, so after one a
+    job in a failed p and a DOWN q shows PartitionDown, or, listed as q,p, None); jobs gone
+    are forgotten."""
+    st_all = _static_of(cy.pol)
+    if not st_all.mixed:
+        return
+    pending, kept, reasons = cy.snap.pending, cy.accrue, cy.reasons
+    for jid, fails in list(st_all.mixed.items()):
+        job = pending.get(jid)
+        if job is None:
+            del st_all.mixed[jid]
+            continue
+        if jid not in kept:
+            continue
+        now = reasons.get(jid, job.reason)
+        reason = _build_reason(now, fails)
+        if reason != now:
+            reasons[jid] = cy.state_reasons[jid] = reason
 
 
 #: fewest new records for which a build sorts instead of inserting them one by one

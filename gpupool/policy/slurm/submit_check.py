@@ -18,7 +18,7 @@ from gpupool.engine.nodes import NodeTable
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import Workload
-from gpupool.policy.slurm import job_defaults, limits
+from gpupool.policy.slurm import job_defaults, limits, part_submit
 from gpupool.policy.slurm.config import (
     PartInfo,
     Settings,
@@ -39,6 +39,20 @@ def slurm_config(pool: Pool) -> SlurmConfig:
     return SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)})
 
 
+def array_refusal(wl: Workload, cfg: SlurmConfig) -> str | None:
+    """"Invalid job array specification" where the array's spec reaches MaxArraySize: indices
+    run to MaxArraySize - 1 (0 disables arrays), and every task carries the spec's largest
+    index, so the whole array is refused. slurmctld tests it first of all
+    (``validate_job_create_req``), before it looks at the partitions."""
+    last = wl.array_last_task_id
+    if last is None:
+        return None
+    size = cfg.params.get("MaxArraySize")
+    if last >= (limits.DEFAULT_MAX_ARRAY_SIZE if size is None else int(size)):  # type: ignore[call-overload]
+        return limits.MSG_ARRAY
+    return None
+
+
 def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: NodeTable, cfg: SlurmConfig,
               s: Settings, fit_memo: dict | None = None,
               stored_time: Callable[[PartInfo], float | None] | None = None) -> str | None:
@@ -48,13 +62,8 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     ``stored_time`` gives the limit slurmctld stores for a job without ``--time``
     (``SlurmPolicy.time_limit``; without it, the partition's DefaultTime)."""
     acct = cfg.accounting
-    last = wl.array_last_task_id
-    if last is not None:
-        size = cfg.params.get("MaxArraySize")
-        # indices run to MaxArraySize - 1 (0 disables arrays); every task carries the spec's
-        # largest index, so the whole array is refused
-        if last >= (limits.DEFAULT_MAX_ARRAY_SIZE if size is None else int(size)):  # type: ignore[call-overload]
-            return limits.MSG_ARRAY
+    if array_refusal(wl, cfg) is not None:
+        return limits.MSG_ARRAY
     if wl.licenses:
         # a license the cluster lacks, or more of one than it has (a real 22.05.8 refused
         # -L lic:3 under Licenses=lic:2, and -L other:1)
@@ -312,7 +321,13 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     if user is not None:
         wl = replace(wl, user=user)
     acct = view.cfg.accounting
-    # slurmctld checks the request with slurm.conf's defaults filled in
+    # the partitions the job lands in first (DRAIN or INACTIVE ones give way to their
+    # Alternate, or are dropped), then the request with slurm.conf's defaults filled in
+    landed, refused = part_submit.submit_partitions(wl.partition, view.cfg.partitions, view.default_part)
+    if refused is not None:
+        return array_refusal(wl, view.cfg) or refused
+    if landed != wl.partition:
+        wl = replace(wl, partition=landed)
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)

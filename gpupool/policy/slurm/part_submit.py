@@ -1,0 +1,78 @@
+"""The partitions a job lands in at submit: slurmctld's ``_get_job_parts`` and
+``_alt_part_test`` (22.05.8).
+
+Why this is its own step: a partition that takes no submissions (State=DRAIN or INACTIVE) is
+not an error for the job as long as another partition stands in for it. slurmctld replaces it by
+its ``Alternate`` (following alternates until one takes submissions) and, in a list of several
+partitions, drops one that has no such alternate; the job is refused only when nothing is left.
+What is left becomes the job's partition list, the one squeue shows and every later step reads
+(its defaults, limits and records). Probe p132 (2026-12-05, a real 22.05.8, partition p DRAIN):
+``-p p`` was refused ("Required partition not available (inactive or drain)"), ``-p p,q`` and
+``-p q,p`` were queued as ``q``, and with ``Alternate=q`` on p, ``-p p`` and ``-p p,q`` were
+queued as ``q`` too; with q INACTIVE as well both were refused. A job queued in p before it was
+drained still ran there: DRAIN stops submissions, not scheduling.
+"""
+from __future__ import annotations
+
+from gpupool.model.slurm import Partition
+from gpupool.policy.slurm import limits
+
+#: ESLURM_PARTITION_NOT_AVAIL, as sbatch prints it
+MSG_PART_NOT_AVAIL = "Required partition not available (inactive or drain)"
+#: what ``submit_partitions`` refuses with (an Alternate naming no partition: ESLURM_INVALID_PARTITION_NAME)
+REFUSALS = frozenset({MSG_PART_NOT_AVAIL, limits.MSG_PARTITION})
+#: the partition states that take submissions (PARTITION_SUBMIT): UP and DOWN
+SUBMIT_STATES = frozenset({"UP", "DOWN"})
+
+
+def takes_submissions(part: Partition) -> bool:
+    return (part.state or "UP").upper() in SUBMIT_STATES
+
+
+def _stand_in(part: Partition, partitions: dict[str, Partition]) -> tuple[str | None, str | None]:
+    """(the partition a job asking ``part`` is queued in, or None; the refusal, or None):
+    ``part`` itself where it takes submissions, else the first of its alternates that does."""
+    if takes_submissions(part):
+        return part.name, None
+    seen = {part.name}
+    name = part.extra.get("Alternate") or None
+    while name:
+        alt = partitions.get(name)
+        if alt is None:
+            return None, limits.MSG_PARTITION
+        if alt.name in seen:  # back at one already tried (slurmctld tests only the first)
+            return None, MSG_PART_NOT_AVAIL
+        if takes_submissions(alt):
+            return alt.name, None
+        seen.add(alt.name)
+        name = alt.extra.get("Alternate") or None
+    return None, MSG_PART_NOT_AVAIL
+
+
+def submit_partitions(asked: str | None, partitions: dict[str, Partition],
+                      default: str | None) -> tuple[str | None, str | None]:
+    """(the job's partition text after submit, the refusal or None) for a job asking ``asked``
+    (``-p``; None: the default partition). The text is ``asked`` itself where nothing changes,
+    and where a name is unknown (the submit check refuses that: Invalid partition name)."""
+    names = [n.strip() for n in (asked or "").split(",") if n.strip()]
+    if not names:
+        part = partitions.get(default or "")
+        if part is None or takes_submissions(part):
+            return asked, None
+        name, why = _stand_in(part, partitions)
+        return (name, None) if name is not None else (asked, why)
+    if any(n not in partitions for n in names):
+        return asked, None
+    kept: list[str] = []
+    why = None
+    for n in names:
+        name, fail = _stand_in(partitions[n], partitions)
+        if name is None:
+            why = fail  # dropped; the job is refused with the last such reason if none is left
+        elif name not in kept:  # (a real 22.05.8 showed ``-p p,q`` with p's alternate q as "q")
+            kept.append(name)
+    if not kept:
+        return asked, why
+    if kept == names:
+        return asked, None
+    return ",".join(kept), None

@@ -1,0 +1,204 @@
+"""Jobs listed in several partitions, and partitions that take no submissions (probe p132).
+
+Probe p132 (2026-12-05, a real 22.05.8, the seed pool's four 8-GPU nodes split into p =
+gpu01-02 and q = gpu03-04, both PriorityTier=1, q with MaxTime=00:05:00; slurmdbd):
+
+- prio: all four nodes held; H (``-p q``, the highest priority) waiting for Resources; then J1
+  ``-p p,q`` and J2 ``-p q,p``. Both showed Priority throughout: slurmctld keeps one record per
+  job, and the main pass's last test of it (J1 in q, behind H) sets what squeue shows.
+- state: p DOWN, q INACTIVE. ``-p q`` was refused ("Required partition not available (inactive
+  or drain)"); ``-p p,q`` and ``-p q,p`` were queued as ``p`` and waited with PartitionDown.
+- drain: with p DRAIN, ``-p p`` was refused; ``-p p,q`` and ``-p q,p`` were queued as ``q``;
+  with p's Alternate=q, ``-p p`` and ``-p p,q`` were queued as ``q``; once q was INACTIVE too,
+  both were refused. A job queued in p before it was drained ran there (SchedMain).
+"""
+from __future__ import annotations
+
+import pytest
+
+from gpupool.engine.core import Engine
+from gpupool.engine.policy_api import make_policy
+from gpupool.model.slurm import Partition
+from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.part_submit import MSG_PART_NOT_AVAIL, submit_partitions
+from tests.unit.sbatch_plans import slurm_pool, workload
+
+_CONF = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=1000
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=10,bf_resolution=60,bf_continue
+PriorityType=priority/basic
+GresTypes=gpu
+NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-02] Default=YES MaxTime=60 PriorityTier=1 State={p}{p_extra}
+PartitionName=q Nodes=gpu[03-04] MaxTime=5 PriorityTier={q_tier} State={q}{q_extra}
+"""
+
+_FILL = [("S1", "-p p -w gpu01 --gres=gpu:8 -t 20"), ("S2", "-p p -w gpu02 --gres=gpu:8 -t 30"),
+         ("R3", "-p q -w gpu03 --gres=gpu:8 -t 5"), ("R4", "-p q -w gpu04 --gres=gpu:8 -t 5")]
+
+
+def _run(tmp_path, jobs, *, p="UP", q="UP", p_extra="", q_tier=1, until=60.0, conf_extra="", q_extra=""):
+    """``jobs`` (name, sbatch options) submitted a second apart from 0 s (ids from 1): the engine
+    and name -> job."""
+    pool = slurm_pool(tmp_path, _CONF.format(p=p, q=q, p_extra=p_extra, q_tier=q_tier, q_extra=q_extra) + conf_extra)
+    wls = [workload(n, o, float(k), k + 1, runtime=3000.0) for k, (n, o) in enumerate(jobs)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=until)
+    engine.run()
+    return engine, {n: engine.jobs[k + 1] for k, (n, _o) in enumerate(jobs)}
+
+
+def test_a_job_in_two_partitions_shows_its_last_tests_reason(tmp_path):
+    """p132 prio: J1 waits for Resources in p, then behind H in q (Priority): squeue shows the
+    last. J2 (q first) waits behind H in q, then in p, failed by J1: Priority too."""
+    later = [("H", "-p q --gres=gpu:8 -t 4 --nice=-100"), ("J1", "-p p,q --gres=gpu:8 -t 4"),
+             ("J2", "-p q,p --gres=gpu:8 -t 4")]
+    _engine, jobs = _run(tmp_path, _FILL + later)
+    assert jobs["H"].reason == "Resources"
+    assert (jobs["J1"].state, jobs["J1"].reason) == ("PENDING", "Priority")
+    assert (jobs["J2"].state, jobs["J2"].reason) == ("PENDING", "Priority")
+
+
+def test_a_failed_partition_keeps_a_reason_set_earlier_in_the_pass(tmp_path):
+    """J1 waits for the one license in p's test (Licenses), then reaches q, failed by H: only no
+    reason or Resources gives way to Priority, so Licenses stays."""
+    later = [("L", "-p p -w gpu01 -L lic:1 -t 4"), ("H", "-p q --gres=gpu:8 -t 4 --nice=-100"),
+             ("J1", "-p p,q --gres=gpu:8 -L lic:1 -t 4")]
+    _engine, jobs = _run(tmp_path, _FILL[1:] + later, conf_extra="Licenses=lic:1\n")
+    assert jobs["L"].state == "RUNNING"  # on gpu01 (S1 left out), holding the license
+    assert jobs["J1"].reason == "Licenses"
+
+
+def test_no_partition_can_run_the_job_the_last_ones_reason_shows(tmp_path):
+    """p DOWN, q's MaxTime (5 min) under the job's 10: the reason is the last partition's in
+    the list (PartitionDown for p, PartitionTimeLimit for q). A DOWN partition's own size and
+    time limits are not tested (``_part_access_check`` tests them only where the partition
+    schedules jobs): its state shows."""
+    jobs = [("A", "-p p,q --gres=gpu:1 -t 10"), ("B", "-p q,p --gres=gpu:1 -t 10"),
+            ("C", "-p p --gres=gpu:1 -t 61")]
+    _engine, got = _run(tmp_path, jobs, p="DOWN")
+    assert got["A"].reason == "PartitionTimeLimit"
+    assert got["B"].reason == "PartitionDown"
+    assert got["C"].reason == "PartitionDown"
+
+
+def test_a_partition_that_cannot_run_the_job_sets_its_reason_at_every_queue_build(tmp_path):
+    """q DOWN; S1, S2 fill p and H (``-p p``, the highest) waits there. J ``-p p,q``: the queue
+    build tests p (it can) then q (PartitionDown), and the main pass, p failed by H, keeps
+    that reason; K ``-p q,p``: p's test clears q's reason, which the failed p turns into
+    Priority, and which a backfill cycle, building its own queue and setting no Priority,
+    leaves cleared (None). At every pass, the queue's cached records notwithstanding."""
+    jobs = _FILL[:2] + [("H", "-p p --gres=gpu:8 -t 4 --nice=-100"), ("J", "-p p,q --gres=gpu:8 -t 4"),
+                        ("K", "-p q,p --gres=gpu:8 -t 4")]
+    pool = slurm_pool(tmp_path, _CONF.format(p="UP", q="DOWN", p_extra="", q_tier=1, q_extra=""))
+    wls = [workload(n, o, float(k), k + 1) for k, (n, o) in enumerate(jobs)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=200.0)
+    h, j, k = engine.jobs[3], engine.jobs[4], engine.jobs[5]
+    seen = []
+    for t in (4.5, 9.5, 10.5, 59.5, 119.5, 120.5):
+        engine.run_until(t)
+        seen.append((t, h.reason, j.reason, k.reason))
+    assert seen == [(4.5, "Resources", "PartitionDown", "Priority"),  # the main pass at K's submission
+                    (9.5, "Resources", "PartitionDown", "Priority"),
+                    (10.5, "Resources", "PartitionDown", ""),  # the backfill cycle at 10 s
+                    (59.5, "Resources", "PartitionDown", ""),
+                    (119.5, "Resources", "PartitionDown", ""),  # (main pass and backfill at 60 s)
+                    (120.5, "Resources", "PartitionDown", "")]
+
+
+def test_an_account_a_down_partition_refuses_under_enforce_part_limits(tmp_path):
+    """EnforcePartLimits=ANY: ``_part_access_check`` tests q's AllowAccounts whatever q's state,
+    and its refusal reads PartitionConfig, which p's test does not clear (p failed by H)."""
+    jobs = _FILL[:2] + [("H", "-p p --gres=gpu:8 -t 4 --nice=-100"), ("J", "-p p,q --gres=gpu:8 -t 4")]
+    _engine, got = _run(tmp_path, jobs, q="DOWN", q_extra=" AllowAccounts=other",
+                        conf_extra="EnforcePartLimits=ANY\n")
+    assert got["J"].reason == "PartitionConfig"
+    _engine, got = _run(tmp_path, jobs, q="DOWN", q_extra=" AllowAccounts=other")
+    assert got["J"].reason == "PartitionDown"  # without it, the state comes first
+
+
+def test_the_list_is_read_in_priority_tier_order(tmp_path):
+    """q of tier 2 comes first whatever the order asked: its reason, then p's, shows p's."""
+    jobs = [("A", "-p p,q --gres=gpu:1 -t 10"), ("B", "-p q,p --gres=gpu:1 -t 10")]
+    _engine, got = _run(tmp_path, jobs, p="DOWN", q_tier=2)
+    assert got["A"].reason == got["B"].reason == "PartitionDown"
+
+
+def test_inactive_and_drained_partitions_refuse_or_drop_at_submit(tmp_path):
+    """p132 state: p DOWN, q INACTIVE."""
+    jobs = [("J1", "-p p,q --gres=gpu:8 -t 4"), ("J2", "-p q,p --gres=gpu:8 -t 4"),
+            ("J3", "-p p --gres=gpu:8 -t 4"), ("J4", "-p q --gres=gpu:8 -t 4")]
+    _engine, got = _run(tmp_path, jobs, p="DOWN", q="INACTIVE")
+    for name in ("J1", "J2", "J3"):
+        assert (got[name].state, got[name].reason, got[name].wl.partition) == ("PENDING", "PartitionDown", "p")
+    assert (got["J4"].state, got["J4"].reason) == ("REJECTED", MSG_PART_NOT_AVAIL)
+
+
+def test_a_drained_partition_gives_way_to_the_other_one_in_the_list(tmp_path):
+    """p132 drain: p DRAIN; ``-p p,q`` and ``-p q,p`` run in q, ``-p p`` is refused."""
+    jobs = [("J1", "-p p --gres=gpu:1 -t 4"), ("J2", "-p p,q --gres=gpu:1 -t 4"),
+            ("J2b", "-p q,p --gres=gpu:1 -t 4")]
+    _engine, got = _run(tmp_path, jobs, p="DRAIN")
+    assert (got["J1"].state, got["J1"].reason) == ("REJECTED", MSG_PART_NOT_AVAIL)
+    for name in ("J2", "J2b"):
+        assert got[name].state == "RUNNING" and got[name].wl.partition == "q"
+        assert got[name].placement[0][0] in (2, 3)
+
+
+def test_an_alternate_takes_the_jobs_of_a_drained_partition(tmp_path):
+    """p132 drain, p with Alternate=q: ``-p p`` and ``-p p,q`` (listed once) run in q, and so
+    does a job that names no partition (p is the default)."""
+    jobs = [("J3", "-p p --gres=gpu:1 -t 4"), ("J4", "-p p,q --gres=gpu:1 -t 4"), ("D", "--gres=gpu:1 -t 4")]
+    _engine, got = _run(tmp_path, jobs, p="DRAIN", p_extra=" Alternate=q")
+    for name in ("J3", "J4", "D"):
+        assert got[name].state == "RUNNING" and got[name].wl.partition == "q", name
+
+
+def _parts(**states) -> dict[str, Partition]:
+    out = {}
+    for name, spec in states.items():
+        state, _, alt = spec.partition(">")
+        out[name] = Partition(name, ("n1",), state=state, extra={"Alternate": alt} if alt else {})
+    return out
+
+
+@pytest.mark.parametrize(("asked", "parts", "default", "expected"), [
+    ("p", {"p": "UP"}, "p", ("p", None)),
+    ("p", {"p": "DOWN"}, "p", ("p", None)),  # DOWN takes submissions
+    ("p", {"p": "DRAIN"}, "p", ("p", MSG_PART_NOT_AVAIL)),
+    ("p", {"p": "INACTIVE>q", "q": "UP"}, "p", ("q", None)),
+    ("p", {"p": "DRAIN>q", "q": "DRAIN>r", "r": "DOWN"}, "p", ("r", None)),  # followed on
+    ("p", {"p": "DRAIN>q", "q": "DRAIN>p"}, "p", ("p", MSG_PART_NOT_AVAIL)),  # back at p
+    ("p", {"p": "DRAIN>q", "q": "DRAIN>r", "r": "DRAIN>q"}, "p", ("p", MSG_PART_NOT_AVAIL)),
+    ("p", {"p": "DRAIN>nope"}, "p", ("p", limits.MSG_PARTITION)),
+    ("p,q", {"p": "DRAIN", "q": "UP"}, "p", ("q", None)),
+    ("q,p", {"p": "INACTIVE", "q": "UP"}, "p", ("q", None)),
+    ("p,q", {"p": "DRAIN>q", "q": "UP"}, "p", ("q", None)),  # once
+    ("p,q,r", {"p": "UP", "q": "DRAIN>r", "r": "UP"}, "p", ("p,r", None)),
+    ("p,q", {"p": "DRAIN", "q": "INACTIVE"}, "p", ("p,q", MSG_PART_NOT_AVAIL)),
+    ("p,x", {"p": "DRAIN"}, "p", ("p,x", None)),  # an unknown name: the submit check's refusal
+    (None, {"p": "DRAIN>q", "q": "UP"}, "p", ("q", None)),  # the default partition
+    (None, {"p": "DRAIN"}, "p", (None, MSG_PART_NOT_AVAIL)),
+    (None, {"p": "UP"}, "p", (None, None)),
+])
+def test_submit_partitions(asked, parts, default, expected):
+    assert submit_partitions(asked, _parts(**parts), default) == expected
+
+
+def test_an_array_too_large_is_refused_for_that_first(tmp_path):
+    """slurmctld tests the array's spec before the partitions (``validate_job_create_req``)."""
+    jobs = [("A", "-p p --gres=gpu:1 -t 4 --array=1001"), ("B", "-p p --gres=gpu:1 -t 4 --array=3")]
+    _engine, got = _run(tmp_path, jobs, p="DRAIN")
+    assert (got["A"].state, got["A"].reason) == ("REJECTED", limits.MSG_ARRAY)
+    assert (got["B"].state, got["B"].reason) == ("REJECTED", MSG_PART_NOT_AVAIL)
+
+
+def test_the_live_daemons_submit_check_refuses_alike(tmp_path):
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, _CONF.format(p="DRAIN", q="UP", p_extra="", q_tier=1, q_extra=""))
+    assert submit_rejection(pool, workload("A", "-p p --gres=gpu:1 -t 4", 0.0, 1)) == MSG_PART_NOT_AVAIL
+    assert submit_rejection(pool, workload("B", "-p p,q --gres=gpu:1 -t 4", 0.0, 2)) is None
+    assert submit_rejection(pool, workload("C", "-p p --gres=gpu:1 -t 4 --array=1001", 0.0, 3)) == limits.MSG_ARRAY
