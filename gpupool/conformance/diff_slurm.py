@@ -178,6 +178,18 @@ def accounts_of(pool: Pool) -> list[str]:
     return [a for a in acct.accounts if a != "root" and a not in parents]
 
 
+def partitions_of(pool: Pool, node_names) -> list[tuple[str, int, int | None]]:
+    """(name, nodes the run has, MaxTime in whole minutes or None) of each partition that is
+    UP, the default one first: where ``mix="parts"`` may send a job."""
+    if pool.slurm is None:
+        return []
+    names = set(node_names)
+    out = [(p.name, sum(1 for n in p.nodes if n in names), None if p.max_time is None else int(p.max_time // 60))
+           for p in pool.slurm.partitions.values() if (p.state or "UP").upper() == "UP"]
+    out.sort(key=lambda row: not pool.slurm.partitions[row[0]].default)
+    return [row for row in out if row[1]]
+
+
 def gpu_caps(pool: Pool) -> dict[str, int]:
     """Per account, the fewest GPUs its GrpTRES or any parent's allows (accounts with a cap)."""
     acct = pool.slurm.accounting if pool.slurm is not None else None
@@ -486,7 +498,8 @@ def diff_slurm(pool_path: str | Path, *, jobs: int = 100, seed: int = 1, account
             gpus_per_node = min(len(n.gpus) for n in pool.nodes.values() if n.name in rs.node_names)
             workload = generate(seed, jobs, accounts_of(pool), max_nodes=len(rs.node_names),
                                 gpus_per_node=gpus_per_node, max_limit_min=max_limit_min, mean_gap_s=mean_gap_s,
-                                gpu_caps=gpu_caps(pool), mix=mix)
+                                gpu_caps=gpu_caps(pool), mix=mix,
+                                partitions=partitions_of(pool, rs.node_names) if mix == "parts" else None)
             # Start once slurmctld has computed fair share with the accounts loaded (before
             # its first decay pass after sacctmgr's load every FairShare is 0, README gotcha
             # 13), and replay on the decay thread's clock: its passes then fall on the same

@@ -206,16 +206,18 @@ def main_passes_seen(log_text: str) -> list[float]:
 
 
 _BF_LINE = re.compile(r"^\[(\S+)\] sched/backfill: (.*)$", re.MULTILINE)
-_BF_TEST = re.compile(r"BACKFILL: test for JobId=(\d+) ")
+_BF_TEST = re.compile(r"BACKFILL: test for JobId=(\d+) (?:.*?Partition=(\S+))?")
 _BF_JOB = re.compile(r"JobId=(\d+)\b")
 #: how a cycle that did not stop on its own time limit ends (slurmctld 22.05 backfill.c)
 _BF_ENDED = ("reached end of job queue", "bf_max_job_test: limit", "breaking out after testing")
 
 
-def backfill_cuts(log_text: str) -> dict[float, tuple[tuple[int, ...], bool]]:
-    """Backfill cycles that ran out of time, by begin instant (epoch s): (the jobs the cycle
-    logged "test for", in order, the last being where it stopped; whether that last one was
-    still tested); no jobs: it stopped before testing any.
+def backfill_cuts(log_text: str) -> dict[float, tuple[tuple[tuple[int, str | None], ...], bool]]:
+    """Backfill cycles that ran out of time, by begin instant (epoch s): (the queue records the
+    cycle logged "test for", as (job id, partition), in order, the last being where it stopped;
+    whether that last one was still tested); no records: it stopped before testing any. A job
+    listed in several partitions has a record per partition, and a cut may fall between them
+    (the parts mix's seed 52: job 70 of ``-p q,p`` reached in q only).
 
     slurmctld 22.05 ends a cycle silently once ``time(NULL) - start >= bf_max_time``
     (default ``bf_interval``), checked before each queue record and before each try. Both are
@@ -228,9 +230,9 @@ def backfill_cuts(log_text: str) -> dict[float, tuple[tuple[int, ...], bool]]:
     that one counts as tested when anything about it was logged after that line (a plan, an
     overlap, a start).
     """
-    out: dict[float, tuple[tuple[int, ...], bool]] = {}
+    out: dict[float, tuple[tuple[tuple[int, str | None], ...], bool]] = {}
     begin: float | None = None
-    seen: list[int] = []
+    seen: list[tuple[int, str | None]] = []
     last: int | None = None
     tested = False
     for m in _BF_LINE.finditer(log_text):
@@ -244,7 +246,7 @@ def backfill_cuts(log_text: str) -> dict[float, tuple[tuple[int, ...], bool]]:
         t = _BF_TEST.search(msg)
         if t:
             last, tested = int(t.group(1)), False
-            seen.append(last)
+            seen.append((last, t.group(2)))
         elif "completed testing" in msg:
             out[begin] = (tuple(seen), tested)
             begin = None

@@ -70,14 +70,17 @@ class DiffJob:
 #: asks some ``--nodes=A-B --gpus=X``, so that slurmctld walks A to B nodes for the GPUs;
 #: ``gpus-few`` asks some ``--ntasks=T --gpus=X`` with more tasks than GPUs; ``gpus-cpg`` asks
 #: some ``--gpus=X`` beside ``--cpus-per-gpu`` or ``--exclusive``; ``gpus-cpg-tasks`` asks some
-#: ``--ntasks=T --gpus=X --cpus-per-gpu=C`` with no ``--nodes``
+#: ``--ntasks=T --gpus=X --cpus-per-gpu=C`` with no ``--nodes``; ``parts`` sends some jobs to
+#: the pool's partitions with ``-p``, one or two of them in either order, each able to hold the
+#: job (its nodes and MaxTime: the harness runs EnforcePartLimits=ALL)
 MIXES = ("gpus", "rich", "gpus-job", "gpus-walk", "gpus-tasks", "gpus-per-task", "gres-tasks", "gpus-uneven",
-         "gpus-range", "gpus-few", "gpus-cpg", "gpus-cpg-tasks")
+         "gpus-range", "gpus-few", "gpus-cpg", "gpus-cpg-tasks", "parts")
 
 
 def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_per_node: int,
              max_limit_min: int = 5, mean_gap_s: float = 6.0, timeout_share: float = 0.1,
-             gpu_caps: dict[str, int] | None = None, mix: str = "gpus") -> list[DiffJob]:
+             gpu_caps: dict[str, int] | None = None, mix: str = "gpus",
+             partitions: list[tuple[str, int, int | None]] | None = None) -> list[DiffJob]:
     """``jobs`` jobs drawn from ``seed``: shapes from :data:`SHAPES` that fit the pool, whole-minute
     limits 1..``max_limit_min``, runtimes mostly 20 % of the limit to 15 s before it and ``timeout_share`` of
     them longer than it, exponential gaps between arrivals (whole seconds), accounts uniform.
@@ -116,7 +119,11 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     shown as one node of X GPUs); ``mix="gpus-cpg-tasks"``, from a twelfth, asks 60 % of the
     jobs of two GPUs or more ``--ntasks=T --gpus=X --cpus-per-gpu=C`` with no ``--nodes``: X
     from 2 to the shape's GPUs, T from 2 to X, C from 1 to 16, and a third of them
-    ``--mem-per-gpu`` (shown as one node of X GPUs).
+    ``--mem-per-gpu`` (shown as one node of X GPUs); ``mix="parts"``, from a thirteenth, sends
+    60 % of the jobs to one or two of ``partitions`` ((name, nodes, MaxTime in minutes or None),
+    the default first) with ``-p``, in a random order, each of them holding the job's nodes
+    and limit; the others go to the default partition (to one that holds them where it does
+    not).
     """
     if not accounts:
         raise ValueError("the differential workload needs at least one account")
@@ -134,6 +141,9 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
     few = random.Random(seed * 1_000_003 + 103) if mix == "gpus-few" else None
     per_gpu = random.Random(seed * 1_000_003 + 107) if mix == "gpus-cpg" else None
     cpg_tasks = random.Random(seed * 1_000_003 + 109) if mix == "gpus-cpg-tasks" else None
+    parted = random.Random(seed * 1_000_003 + 113) if mix == "parts" else None
+    if parted is not None and not partitions:
+        raise ValueError("the parts mix needs the pool's partitions")
     shapes = [(w, n, g) for (w, n, g) in SHAPES if n <= max_nodes and g <= gpus_per_node]
     out: list[DiffJob] = []
     t = 0.0
@@ -208,11 +218,27 @@ def generate(seed: int, jobs: int, accounts: list[str], *, max_nodes: int, gpus_
             if cpg_tasks.random() < 1 / 3:
                 options += (f"--mem-per-gpu={cpg_tasks.choice((1000, 20000, 100000))}",)
             given, g_shown, gres = False, x, False
+        if parted is not None:
+            options = _partition_option(parted, partitions or [], n, limit)
         if given:
             out.append(DiffJob(i, f"d{i:03d}", t, n, g, limit, run, account, options, gres))
         else:  # the walk decides the node count
             out.append(DiffJob(i, f"d{i:03d}", t, 1, g_shown, limit, run, account, options, gres, False))
     return out
+
+
+def _partition_option(rng: random.Random, partitions: list[tuple[str, int, int | None]], nodes: int,
+                      limit_min: int) -> tuple[str, ...]:
+    """``-p`` for ``mix="parts"``: one or two of the partitions that hold ``nodes`` nodes for
+    ``limit_min`` minutes, in a random order (60 %), else none where the default partition
+    (the first) holds the job, else one that does."""
+    fit = [name for name, count, max_min in partitions if nodes <= count and (max_min is None or limit_min <= max_min)]
+    if not fit:
+        return ()
+    if rng.random() < 0.6 or fit[0] != partitions[0][0]:
+        chosen = rng.sample(fit, 2 if len(fit) >= 2 and rng.random() < 0.5 else 1)
+        return (f"--partition={','.join(chosen)}",)
+    return ()
 
 
 def _node_range(rng: random.Random, gpus: int, max_nodes: int, gpus_per_node: int) -> tuple[int, int]:

@@ -387,8 +387,8 @@ def test_backfill_cuts_are_read_from_the_log():
         f"[2026-12-01T22:00:08.002] {bf}completed testing 1(1) jobs, usec=100",
     ])
     assert backfill_cuts(log) == {
-        at("2026-12-01T22:00:01.900"): ((4, 5), True),
-        at("2026-12-01T22:00:03.950"): ((6,), False),  # the log line after it is about job 3
+        at("2026-12-01T22:00:01.900"): (((4, "train"), (5, "train")), True),
+        at("2026-12-01T22:00:03.950"): (((6, "train"),), False),  # the log line after it is about job 3
         at("2026-12-01T22:00:05.990"): ((), False),
     }
 
@@ -406,12 +406,32 @@ def test_a_cut_backfill_cycle_walks_the_queue_only_to_its_cut():
     pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
     pol = make_policy("slurm", pool, {"backfill_at": [5.0, 7.0, 9.0],
                                        "backfill_cut": {5.0: ((1, 2), False), 7.0: ((2, 1), True), 9.0: ((), False)}})
-    recs = [SimpleNamespace(job=SimpleNamespace(id=i)) for i in (1, 2, 3)]
+    train = SimpleNamespace(name="train")
+    recs = [SimpleNamespace(job=SimpleNamespace(id=i), part=train) for i in (1, 2, 3)]
     assert [r.job.id for r in pol._bf_records(5.0, recs)] == [1]
     assert [r.job.id for r in pol._bf_records(7.0, recs)] == [1, 2]
     assert pol._bf_records(9.0, recs) == []
     assert pol._bf_records(6.0, recs) == recs
     assert [r.job.id for r in pol._bf_records(7.0, [recs[1], recs[2]])] == [2]  # job 1 not pending here
+
+
+def test_a_cut_falls_between_the_records_of_a_job_in_two_partitions():
+    """The parts mix's seed 52: the real cycle reached job 70's record in q and stopped before
+    its record in p, which gpupool's cycle must not test (it started job 70 there)."""
+    from types import SimpleNamespace
+
+    from gpupool.engine.policy_api import make_policy
+    from gpupool.formats.pool_dir import load_pool
+
+    pool = load_pool(Path(__file__).resolve().parents[2] / "examples" / "seed-pool")
+    pol = make_policy("slurm", pool, {"backfill_at": [5.0, 7.0],
+                                       "backfill_cut": {5.0: (((72, "q"), (70, "q"), (67, "p")), True),
+                                                        7.0: (((70, "q"), (70, "p")), False)}})
+    p, q = SimpleNamespace(name="p"), SimpleNamespace(name="q")
+    recs = [SimpleNamespace(job=SimpleNamespace(id=j), part=part)
+            for j, part in ((72, q), (70, q), (67, p), (70, p), (68, p))]
+    assert [(r.job.id, r.part.name) for r in pol._bf_records(5.0, recs)] == [(72, "q"), (70, "q"), (67, "p")]
+    assert [(r.job.id, r.part.name) for r in pol._bf_records(7.0, recs)] == [(70, "q")]
     with pytest.raises(Exception, match="backfill_cuts"):
         make_policy("slurm", pool, {"backfill_cuts": {}})
 

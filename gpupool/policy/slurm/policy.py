@@ -676,9 +676,12 @@ class SlurmPolicy:
             int(j): (float(a), float(t)) for j, (a, t) in stamps.items()}
         #: the replayed slurmctld's known pass instants, sorted (``start_stamp``)
         self._pass_instants = [at for at in (self.backfill_at, self.main_at, self.main_seen) if at]
-        self.backfill_cut: dict[float, tuple[frozenset[int], int | None, bool]] = {
-            float(t): (frozenset(int(j) for j in jobs), int(jobs[-1]) if jobs else None, bool(tested))
-            for t, (jobs, tested) in (options.get("backfill_cut") or {}).items()}
+        #: instant -> (the (job, partition) records the real cycle reached, a partition of None
+        #: standing for every one of the job's; the one it stopped at; whether that was tested)
+        self.backfill_cut: dict[float, tuple[frozenset, tuple | None, bool]] = {}
+        for t, (recs, tested) in (options.get("backfill_cut") or {}).items():
+            pairs = [(int(r), None) if isinstance(r, (int, str)) else (int(r[0]), r[1]) for r in recs]
+            self.backfill_cut[float(t)] = (frozenset(pairs), pairs[-1] if pairs else None, bool(tested))
         cfg = submit_check.slurm_config(pool)
         self.cfg = cfg
         self.s = load_settings(cfg)
@@ -1591,14 +1594,20 @@ class SlurmPolicy:
 
     def _bf_records(self, now: float, records: list) -> list:
         """The queue records the backfill cycle at ``now`` walks: all of them, or, where a
-        replayed real cycle ran out of time (``backfill_cut``), those of the jobs it reached, in
-        this policy's order, the job it stopped at only when it was still tested (a job the
-        real cycle reached that is not pending here, gpupool having started it, is no record)."""
+        replayed real cycle ran out of time (``backfill_cut``), those it reached (per job and
+        partition), in this policy's order, the one it stopped at only when it was still tested
+        (a job the real cycle reached that is not pending here, gpupool having started it, is
+        no record)."""
         cut = self.backfill_cut.get(now) if self.backfill_cut else None
         if cut is None:
             return records
         reached, last, tested = cut
-        return [rec for rec in records if rec.job.id in reached and (tested or rec.job.id != last)]
+        out = []
+        for rec in records:
+            key = (rec.job.id, rec.part.name) if (rec.job.id, None) not in reached else (rec.job.id, None)
+            if key in reached and (tested or key != last):
+                out.append(rec)
+        return out
 
     def _main_now_unlisted(self, snap: Snapshot, cy: Cycle) -> bool:
         """Without ``main_at``: whether a main pass runs now.
