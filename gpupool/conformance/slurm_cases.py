@@ -149,6 +149,10 @@ def build_config(config: dict) -> SlurmConfig:
             continue
         cfg.params[key] = _parse_global(key, kind, text, line)
         cfg.raw[key] = text
+    if "EnforcePartLimits" not in cfg.params:
+        # likewise the harness that ran them sets EnforcePartLimits=ALL, which decides a pending
+        # multi-partition job's Partition text (sched-003; probe p134, finding 85)
+        cfg.params["EnforcePartLimits"] = cfg.raw["EnforcePartLimits"] = "ALL"
     if "AccountingStorageTRES" not in cfg.params:
         # the spec's cases ran on a real Slurm tracking GPUs (their GRES limits and TRES
         # weights bind); a case may say otherwise with its own AccountingStorageTRES
@@ -449,7 +453,7 @@ def _check_run(case: dict, expected: dict, res: CaseResult) -> None:
                     res.failures.append(f"runs_in_partition[{k}]: expected {want}, got {got}")
         elif key == "pending_partition_string":
             for k, want in value.items():
-                got = jobs[jid(k)].wl.partition
+                got = policy.pending_partition_text(jobs[jid(k)])
                 if got != want:
                     res.failures.append(f"pending_partition_string[{k}]: expected {want}, got {got}")
         elif key.startswith("gpus_in_use_at_t"):

@@ -186,8 +186,10 @@ def _job_info(inst: Instant, job, pol) -> dict:
         return info
     req = pol.req(job)
     part = pol.run_part.get(job.id) if hasattr(pol, "run_part") else None
-    part = part or (",".join(req.parts) if req.parts else "")
-    pinfo = pol.parts.get(part.split(",")[0])
+    pinfo = pol.parts.get(part or (req.parts[0] if req.parts else ""))
+    if not part:  # pending: in the order slurmctld's submit-time test left its partitions
+        text = getattr(pol, "pending_partition_text", None)
+        part = text(job) if text is not None else ",".join(req.parts)
     info.update(user=req.user, account=req.account, qos=req.qos or "", partition=part)
     if pinfo is not None:
         info["timelimit"] = pol.time_limit(job, pinfo)

@@ -202,3 +202,44 @@ def test_the_live_daemons_submit_check_refuses_alike(tmp_path):
     assert submit_rejection(pool, workload("A", "-p p --gres=gpu:1 -t 4", 0.0, 1)) == MSG_PART_NOT_AVAIL
     assert submit_rejection(pool, workload("B", "-p p,q --gres=gpu:1 -t 4", 0.0, 2)) is None
     assert submit_rejection(pool, workload("C", "-p p --gres=gpu:1 -t 4 --array=1001", 0.0, 3)) == limits.MSG_ARRAY
+
+
+_TIERED = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=1000
+SchedulerType=sched/backfill
+PriorityType=priority/basic
+GresTypes=gpu
+EnforcePartLimits={epl}
+NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 PriorityTier=1 State=UP
+PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier={q_tier} State=UP
+"""
+
+
+@pytest.mark.parametrize(("epl", "q_tier", "expected"), [
+    # probe p134: p = gpu[01-04] tier 1, q = gpu[03-04] tier 2, MaxTime 3 minutes
+    ("NO", 2, {"J1": "q,p", "J2": "q,p", "J3": "p,q", "J4": "p,q", "J5": "q,p", "J6": "q,p"}),
+    ("ANY", 2, {"J1": "q,p", "J2": "q,p", "J3": "p,q", "J4": "p,q", "J5": "p,q", "J6": "p,q"}),
+    ("ALL", 2, {"J1": "p,q", "J2": "p,q"}),  # (J3-J6 refused at submit under ALL)
+    # probe p132: equal tiers under ALL, the last as submitted first
+    ("ALL", 1, {"J1": "q,p", "J2": "p,q"}),
+])
+def test_the_pending_partition_text_follows_the_submit_time_test(tmp_path, epl, q_tier, expected):
+    from gpupool.report.slurm_views import squeue_rows
+
+    pool = slurm_pool(tmp_path, _TIERED.format(epl=epl, q_tier=q_tier))
+    jobs = [("S1", "-p p -w gpu01 --gres=gpu:8 -t 20"), ("S2", "-p p -w gpu02 --gres=gpu:8 -t 20"),
+            ("S3", "-p p -w gpu03 --gres=gpu:8 -t 20"), ("S4", "-p p -w gpu04 --gres=gpu:8 -t 20"),
+            ("J1", "-p p,q --gres=gpu:8 -t 2"), ("J2", "-p q,p --gres=gpu:8 -t 2"),
+            ("J3", "-p p,q -N3 --gres=gpu:8 -t 2"), ("J4", "-p q,p -N3 --gres=gpu:8 -t 2"),
+            ("J5", "-p p,q --gres=gpu:8 -t 5"), ("J6", "-p q,p --gres=gpu:8 -t 5")]
+    wls = [workload(n, o, float(k), k + 1) for k, (n, o) in enumerate(jobs)]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, wls, pol, until=60.0)
+    engine.run()
+    got = {engine.jobs[k + 1].wl.name: pol.pending_partition_text(engine.jobs[k + 1])
+           for k in range(4, len(jobs)) if engine.jobs[k + 1].state == "PENDING"}
+    assert got == expected
+    assert engine.jobs[1].wl.partition == "p"  # a job of one partition: as given

@@ -14,6 +14,8 @@ drained still ran there: DRAIN stops submissions, not scheduling.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpupool.model.slurm import Partition
 from gpupool.policy.slurm import limits
 
@@ -76,3 +78,27 @@ def submit_partitions(asked: str | None, partitions: dict[str, Partition],
     if kept == names:
         return asked, None
     return ",".join(kept), None
+
+
+def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_run: Callable[[str], bool],
+                 limits_ok: Callable[[str], bool]) -> str:
+    """The Partition text squeue and scontrol show for a pending job listed in ``names``.
+
+    At submit sbatch's ``job_allocate`` runs a test-only selection over the job's list, sorted
+    by PriorityTier (highest first, then as submitted), and ``rebuild_job_part_list`` then puts
+    the partition it ended at first, the others after it in the list's order. Under
+    EnforcePartLimits=ALL the loop never stops early, so it ends at the last partition; under
+    NO or ANY it stops at the first one the job could run in (its shape fits the partition's
+    nodes; under ANY its limits must admit it too), else it ends at the last. Probe p134
+    (2026-12-05, p = gpu[01-04] tier 1, q = gpu[03-04] tier 2, MaxTime 3 minutes): ``-p p,q``
+    and ``-p q,p`` showed "q,p" under NO and ANY and "p,q" under ALL; ``-N3`` (too many nodes
+    for q) "p,q" under NO and ANY; ``-t 5`` (over q's MaxTime) "q,p" under NO and "p,q" under
+    ANY. p132 (equal tiers, ALL): ``-p p,q`` showed "q,p" and ``-p q,p`` "p,q"."""
+    order = sorted(names, key=lambda n: -tiers.get(n, 1))
+    if len(order) < 2:
+        return ",".join(order)
+    chosen = order[-1]
+    if enforce.upper() != "ALL":
+        any_ = enforce.upper() in ("ANY", "YES")
+        chosen = next((n for n in order if could_run(n) and (not any_ or limits_ok(n))), order[-1])
+    return ",".join([chosen] + [n for n in order if n != chosen])

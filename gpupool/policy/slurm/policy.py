@@ -835,6 +835,19 @@ class SlurmPolicy:
         """The partition a running or suspended job runs in."""
         return self.run_part.get(job.id) or job.partition
 
+    def pending_partition_text(self, job) -> str:
+        """The Partition text squeue shows for ``job`` while it is pending: its partitions in
+        the order slurmctld's submit-time test left them (``part_submit.pending_text``)."""
+        names = list(self.req(job).parts)
+        nodes = self._nodes
+        if len(names) < 2 or nodes is None or any(n not in self.parts for n in names):
+            return ",".join(names)
+        fails = {info.name: queue.part_fail(info, why) for info, why in queue.job_static(self, job)[0]}
+        return part_submit.pending_text(
+            names, {n: self.parts[n].tier for n in names}, self.s.enforce_part_limits,
+            lambda n: submit_check.fits_empty_partition(job.wl, self.parts[n], nodes, self._fit_empty),
+            lambda n: fails.get(n) is None)
+
     def part_qos(self, job) -> str | None:
         """The QOS of the partition a running or suspended job runs in (slurm.conf's QOS=), or None."""
         part = self.cfg.partitions.get(self.part_of(job) or "")

@@ -104,7 +104,7 @@ _PART_REASONS = frozenset({"PartitionDown", "PartitionInactive", "PartitionNodeL
 _POLICY_REASONS = frozenset({"QOSNotAllowed", "AccountNotAllowed"})
 
 
-def _part_fail(info, why: str | None) -> str | None:
+def part_fail(info, why: str | None) -> str | None:
     """Why partition ``info`` cannot run the job now, or None: its size and time limits count
     only where it schedules jobs (``_part_access_check`` tests them under PARTITION_SCHED), and
     then come before its state, which alone holds a DOWN or INACTIVE partition's jobs (but for
@@ -126,14 +126,14 @@ def _part_reason(per_part) -> str:
     if not per_part:
         return "PartitionConfig"
     info, why = _tier_order(per_part)[-1]
-    return _part_fail(info, why) or "PartitionConfig"
+    return part_fail(info, why) or "PartitionConfig"
 
 
 def _mixed(per_part) -> tuple | None:
     """For a job some of whose partitions can run it and some not: each partition's failure
     (None: it can), in the list's order, which the queue build applies to the job's reason
     (``_build_reason``); else None."""
-    fails = tuple(_part_fail(info, why) for info, why in _tier_order(per_part))
+    fails = tuple(part_fail(info, why) for info, why in _tier_order(per_part))
     return fails if any(f is None for f in fails) and any(f is not None for f in fails) else None
 
 
@@ -150,7 +150,7 @@ def _build_reason(reason: str, fails: tuple) -> str:
     return reason
 
 
-def _job_static(pol, job) -> tuple:
+def job_static(pol, job) -> tuple:
     """(per partition of the job: (its info, why its limits refuse the job or None)), array
     job id, task id). The partition's state is read at each build, the rest is fixed."""
     req = pol.req(job)
@@ -244,9 +244,9 @@ def build(cy) -> list[Record]:
             accrue = max(accrue, dependency_time(job, jobs))
         st = static.get(job.id)
         if st is None:
-            st = static[job.id] = _job_static(pol, job)
+            st = static[job.id] = job_static(pol, job)
         per_part, arr, task = st
-        usable_parts = [info for info, why in per_part if _part_fail(info, why) is None]
+        usable_parts = [info for info, why in per_part if part_fail(info, why) is None]
         if not usable_parts:
             cy.reason(job, _part_reason(per_part))
             continue

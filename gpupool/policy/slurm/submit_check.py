@@ -102,6 +102,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     # against MaxNodes, its least against MinNodes), none without it
     most, least = given_node_counts(wl, req.nodes)
     outside = 0  # partitions lacking a node the job requires
+    enforced = s.enforce_part_limits.upper() != "NO"
     misfit = None  # why the first partition the shape does not fit refuses it
     for pname in req.parts:
         info = parts[pname]
@@ -111,6 +112,12 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             continue
         # the partition's own limits on the request as submitted (no DefaultTime yet)
         why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos)
+        if why is None and enforced and least is not None and part.nodes and least > len(part.nodes):
+            # more nodes than the partition has (``_part_access_check``'s total_nodes test):
+            # under EnforcePartLimits a partition refusal (probe p134: ``-p p,q -N3`` with q of
+            # two nodes, "Node count specification invalid"); without it the shape test below
+            # finds the job fits nowhere there
+            why = "PartitionNodeLimit"
         if why is None:
             # under EnforcePartLimits ``_part_access_check`` tests the partition's accounts and
             # QOS last (``part_policy_valid_acct``, then ``..._qos``); otherwise the job waits
@@ -128,17 +135,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             # not available")
             ok_parts += 1
             continue
-        # whether the shape fits the empty partition depends only on the pod sets, the
-        # partition and which of its nodes are up and not drained: memoised on exactly that
-        key = (wl.pod_sets, wl.gang, limits_key(wl), pname, node_ok)
-        fits = memo.get(key)
-        if fits is None:
-            # nodes a job requires count whatever their state: slurmctld accepts a job naming a
-            # DOWN or DRAINED node and leaves it pending
-            fits = place(wl, info.nodes, empty_state(nodes, info), None,
-                         list(info.nodes) if lim.required else None) is not None
-            memo[key] = fits
-        if fits:
+        if _fits_empty(wl, info, nodes, lim, memo, node_ok):
             ok_parts += 1
         elif misfit is None:
             misfit = _misfit(wl, info)
@@ -153,6 +150,29 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     # before the accounting policy's (``acct_policy_validate``: DenyOnLimit)
     return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, most, parts, acct, s))
+
+
+def _fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, lim, memo: dict, node_ok: object) -> bool:
+    """Whether ``wl``'s shape fits partition ``info`` with every node free (slurmctld's
+    test-only selection at submit). It depends only on the pod sets, the partition and which of
+    its nodes are up and not drained (``node_ok``, a token per such state): memoised on exactly
+    that. Nodes a job requires count whatever their state: slurmctld accepts a job naming a
+    DOWN or DRAINED node and leaves it pending."""
+    key = (wl.pod_sets, wl.gang, limits_key(wl), info.name, node_ok)
+    fits = memo.get(key)
+    if fits is None:
+        fits = memo[key] = place(wl, info.nodes, empty_state(nodes, info), None,
+                                 list(info.nodes) if lim.required else None) is not None
+    return fits
+
+
+def fits_empty_partition(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict) -> bool:
+    """``_fits_empty`` for a caller outside the submit check (the pending Partition text)."""
+    state = (tuple(nodes.up), tuple(nodes.drain))
+    node_ok = memo.get(state)
+    if node_ok is None:
+        node_ok = memo[state] = object()
+    return _fits_empty(wl, info, nodes, job_nodes(wl, nodes), memo, node_ok)
 
 
 def _held_as_stored(req: JobReq, wl: Workload, info: PartInfo, job_qos,
