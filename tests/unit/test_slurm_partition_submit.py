@@ -243,3 +243,38 @@ def test_the_pending_partition_text_follows_the_submit_time_test(tmp_path, epl, 
            for k in range(4, len(jobs)) if engine.jobs[k + 1].state == "PENDING"}
     assert got == expected
     assert engine.jobs[1].wl.partition == "p"  # a job of one partition: as given
+
+
+@pytest.mark.parametrize(("epl", "p_state", "q_state", "asked", "expected"), [
+    # the submit-time test ends in an error (a DOWN partition where it stops): the text stays
+    # as submitted (``job_allocate`` returns before ``rebuild_job_part_list``); a review of
+    # finding 85, from the source
+    ("ALL", "DOWN", "UP", "q,p", "q,p"),  # p, the last in tier order, DOWN
+    ("ALL", "UP", "DOWN", "q,p", "p,q"),  # the last, p, is UP: it comes first
+    ("NO", "UP", "DOWN", "p,q", "p,q"),  # q, the first in tier order, DOWN: stops there in error
+    ("ANY", "UP", "DOWN", "q,p", "p,q"),  # under ANY a DOWN q is passed over
+    ("ANY", "DOWN", "DOWN", "q,p", "q,p"),  # none: as submitted
+])
+def test_a_submit_time_test_ending_in_error_keeps_the_text_as_submitted(tmp_path, epl, p_state, q_state, asked,
+                                                                          expected):
+    conf = _TIERED.format(epl=epl, q_tier=2).replace("PriorityTier=1 State=UP", f"PriorityTier=1 State={p_state}")
+    conf = conf.replace("PriorityTier=2 State=UP", f"PriorityTier=2 State={q_state}")
+    pool = slurm_pool(tmp_path, conf)
+    jobs = [("S1", "-p p -w gpu01 --gres=gpu:8 -t 20"), ("J", f"-p {asked} --gres=gpu:8 -t 2")]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, [workload(n, o, float(k), k + 1) for k, (n, o) in enumerate(jobs)], pol, until=30.0)
+    engine.run()
+    # fixed at the job's first queue build, its submission, whether it then starts or waits
+    assert pol.pending_partition_text(engine.jobs[2]) == expected
+
+
+def test_under_all_the_node_count_comes_before_the_time_limit(tmp_path):
+    """``_part_access_check`` tests a partition's node count before its MaxTime; a DOWN
+    partition's neither (it tests them only where the partition schedules jobs)."""
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, _TIERED.format(epl="ALL", q_tier=2))
+    assert submit_rejection(pool, workload("A", "-p p,q -N3 --gres=gpu:1 -t 5", 0.0, 1)) == limits.MSG_NODE_COUNT
+    down = slurm_pool(tmp_path, _TIERED.format(epl="ALL", q_tier=2).replace("PriorityTier=2 State=UP",
+                                                                            "PriorityTier=2 State=DOWN"))
+    assert submit_rejection(down, workload("B", "-p p,q -N3 --gres=gpu:1 -t 2", 0.0, 2)) is None

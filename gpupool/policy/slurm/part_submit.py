@@ -81,24 +81,50 @@ def submit_partitions(asked: str | None, partitions: dict[str, Partition],
 
 
 def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_run: Callable[[str], bool],
-                 limits_ok: Callable[[str], bool]) -> str:
-    """The Partition text squeue and scontrol show for a pending job listed in ``names``.
+                 fails: Callable[[str], str | None]) -> str:
+    """The Partition text squeue and scontrol show for a pending job listed in ``names`` (as
+    submitted, after ``submit_partitions``), set once at submit.
 
-    At submit sbatch's ``job_allocate`` runs a test-only selection over the job's list, sorted
-    by PriorityTier (highest first, then as submitted), and ``rebuild_job_part_list`` then puts
-    the partition it ended at first, the others after it in the list's order. Under
-    EnforcePartLimits=ALL the loop never stops early, so it ends at the last partition; under
-    NO or ANY it stops at the first one the job could run in (its shape fits the partition's
-    nodes; under ANY its limits must admit it too), else it ends at the last. Probe p134
-    (2026-12-05, p = gpu[01-04] tier 1, q = gpu[03-04] tier 2, MaxTime 3 minutes): ``-p p,q``
-    and ``-p q,p`` showed "q,p" under NO and ANY and "p,q" under ALL; ``-N3`` (too many nodes
-    for q) "p,q" under NO and ANY; ``-t 5`` (over q's MaxTime) "q,p" under NO and "p,q" under
-    ANY. p132 (equal tiers, ALL): ``-p p,q`` showed "q,p" and ``-p q,p`` "p,q"."""
+    sbatch's ``job_allocate`` runs a test-only selection over the job's list, sorted by
+    PriorityTier (highest first, then as submitted), and, where that ends in success,
+    ``rebuild_job_part_list`` puts the partition it ended at first and the others after it in
+    the list's order; where it ends in an error (a DOWN partition, nothing that fits) the text
+    stays as submitted. ``could_run``: the job's shape fits the partition's nodes; ``fails``:
+    why the partition cannot run the job (``queue.part_fail``), or None.
+
+    - EnforcePartLimits=ALL: the loop never stops early and ends at the last partition, an
+      error where that one is DOWN.
+    - NO: it stops at the first partition the job could run in, its own limits aside, but a
+      DOWN one ends it in error; one refusing the job's account or QOS is passed over.
+    - ANY: it stops at the first the job could run in within its limits and state.
+
+    Probe p134 (2026-12-05, p = gpu[01-04] tier 1, q = gpu[03-04] tier 2, MaxTime 3 minutes):
+    ``-p p,q`` and ``-p q,p`` showed "q,p" under NO and ANY and "p,q" under ALL; ``-N3`` (too
+    many nodes for q) "p,q" under NO and ANY; ``-t 5`` (over q's MaxTime) "q,p" under NO and
+    "p,q" under ANY. p132 (equal tiers, ALL): ``-p p,q`` showed "q,p" and ``-p q,p`` "p,q"."""
+    as_submitted = ",".join(names)
     order = sorted(names, key=lambda n: -tiers.get(n, 1))
     if len(order) < 2:
-        return ",".join(order)
-    chosen = order[-1]
-    if enforce.upper() != "ALL":
-        any_ = enforce.upper() in ("ANY", "YES")
-        chosen = next((n for n in order if could_run(n) and (not any_ or limits_ok(n))), order[-1])
+        return as_submitted
+    mode = enforce.upper()
+    chosen = None
+    if mode == "ALL":
+        if fails(order[-1]) != "PartitionDown":
+            chosen = order[-1]
+    elif mode in ("ANY", "YES"):
+        chosen = next((n for n in order if fails(n) is None and could_run(n)), None)
+    else:
+        for n in order:
+            why = fails(n)
+            if why in _POLICY_REFUSALS or not could_run(n):
+                continue
+            chosen = n if why != "PartitionDown" else None
+            break
+    if chosen is None:
+        return as_submitted
     return ",".join([chosen] + [n for n in order if n != chosen])
+
+
+#: a partition's refusal of the job's QOS or account, which ``select_nodes`` answers with
+#: "partition configuration not available" (the loop goes on)
+_POLICY_REFUSALS = frozenset({"QOSNotAllowed", "AccountNotAllowed", "PartitionConfig"})

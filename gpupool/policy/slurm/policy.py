@@ -763,6 +763,8 @@ class SlurmPolicy:
         self._req: dict[int, object] = {}
         self._verdict: dict[int, str | None] = {}
         self.run_part: dict[int, str] = {}
+        #: job id -> its pending Partition text, fixed at its first queue build
+        self._pending_text: dict[int, str] = {}
         self.run_limit: dict[int, float | None] = {}
         #: jobs backfill started with their ``--time-min`` as the limit (22.05.8, see backfill)
         self.short_limit: dict[int, float] = {}
@@ -837,16 +839,21 @@ class SlurmPolicy:
 
     def pending_partition_text(self, job) -> str:
         """The Partition text squeue shows for ``job`` while it is pending: its partitions in
-        the order slurmctld's submit-time test left them (``part_submit.pending_text``)."""
+        the order slurmctld's submit-time test left them (``part_submit.pending_text``), fixed
+        the first time it is asked (the queue asks at the job's first build, its submission)."""
+        got = self._pending_text.get(job.id)
+        if got is not None:
+            return got
         names = list(self.req(job).parts)
         nodes = self._nodes
         if len(names) < 2 or nodes is None or any(n not in self.parts for n in names):
             return ",".join(names)
         fails = {info.name: queue.part_fail(info, why) for info, why in queue.job_static(self, job)[0]}
-        return part_submit.pending_text(
+        got = self._pending_text[job.id] = part_submit.pending_text(
             names, {n: self.parts[n].tier for n in names}, self.s.enforce_part_limits,
             lambda n: submit_check.fits_empty_partition(job.wl, self.parts[n], nodes, self._fit_empty),
-            lambda n: fails.get(n) is None)
+            fails.get)
+        return got
 
     def part_qos(self, job) -> str | None:
         """The QOS of the partition a running or suspended job runs in (slurm.conf's QOS=), or None."""

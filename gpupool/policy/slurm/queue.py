@@ -252,6 +252,8 @@ def build(cy) -> list[Record]:
             continue
         if len(usable_parts) < len(per_part):
             st_all.mixed[jid] = _mixed(per_part)
+        if len(per_part) > 1:
+            pol.pending_partition_text(job)  # fixed now, at its first build (its submission)
         kept[jid] = accrue  # when it became eligible (slurmctld's begin time: bf_min_age_reserve)
         fresh_ids.append(jid)
         submit = job.submit

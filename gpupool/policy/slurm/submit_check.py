@@ -111,13 +111,14 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             outside += 1
             continue
         # the partition's own limits on the request as submitted (no DefaultTime yet)
-        why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos)
-        if why is None and enforced and least is not None and part.nodes and least > len(part.nodes):
-            # more nodes than the partition has (``_part_access_check``'s total_nodes test):
-            # under EnforcePartLimits a partition refusal (probe p134: ``-p p,q -N3`` with q of
-            # two nodes, "Node count specification invalid"); without it the shape test below
-            # finds the job fits nowhere there
+        if enforced and least is not None and part.nodes and least > len(part.nodes) and info.state in ("UP", "DRAIN"):
+            # more nodes than the partition has: ``_part_access_check`` tests that first, where
+            # the partition schedules jobs; under EnforcePartLimits a partition refusal (probe
+            # p134: ``-p p,q -N3`` with q of two nodes, "Node count specification invalid");
+            # without it the shape test below finds the job fits nowhere there
             why = "PartitionNodeLimit"
+        else:
+            why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos)
         if why is None:
             # under EnforcePartLimits ``_part_access_check`` tests the partition's accounts and
             # QOS last (``part_policy_valid_acct``, then ``..._qos``); otherwise the job waits
