@@ -265,8 +265,9 @@ class RealTiming:
 
     #: each backfill cycle's beginning (``backfill_cycles``)
     backfill_at: list[float]
-    #: the cycles that ran out of time, and the jobs they reached (``backfill_cuts``)
-    backfill_cut: dict[float, tuple[tuple[int, ...], bool]]
+    #: the cycles that ran out of time, the (job, partition) records they reached and whether
+    #: the last was still tested (``backfill_cuts``)
+    backfill_cut: dict[float, tuple[tuple[tuple[int, str | None], ...], bool]]
     #: each main scheduler pass's beginning and whether it was a full one (``main_passes``;
     #: empty for a log written at ``verbose``)
     main_at: list[tuple[float, bool]]

@@ -203,6 +203,10 @@ def part_hold(time_limit: float | None, most: int | None, least: int | None, inf
             or part_policy(info.part, account, qos))
 
 
+#: the reasons :func:`part_policy` gives: a partition's refusal of the job's QOS or account
+PART_POLICY_REASONS = frozenset({"QOSNotAllowed", "AccountNotAllowed"})
+
+
 def part_policy(part, account: str | None, qos: str | None) -> str | None:
     """Why partition ``part``'s AllowQos/DenyQos or AllowAccounts/DenyAccounts keep a job of
     ``account`` and ``qos`` out, as its pending reason, else None: QOSNotAllowed, then

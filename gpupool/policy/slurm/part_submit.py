@@ -127,4 +127,4 @@ def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_ru
 
 #: a partition's refusal of the job's QOS or account, which ``select_nodes`` answers with
 #: "partition configuration not available" (the loop goes on)
-_POLICY_REFUSALS = frozenset({"QOSNotAllowed", "AccountNotAllowed", "PartitionConfig"})
+_POLICY_REFUSALS = limits.PART_POLICY_REASONS | {"PartitionConfig"}

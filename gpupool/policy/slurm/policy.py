@@ -848,7 +848,7 @@ class SlurmPolicy:
         nodes = self._nodes
         if len(names) < 2 or nodes is None or any(n not in self.parts for n in names):
             return ",".join(names)
-        fails = {info.name: queue.part_fail(info, why) for info, why in queue.job_static(self, job)[0]}
+        fails = {info.name: queue.part_fail(info, why) for info, why in queue.cached_job_static(self, job)[0]}
         got = self._pending_text[job.id] = part_submit.pending_text(
             names, {n: self.parts[n].tier for n in names}, self.s.enforce_part_limits,
             lambda n: submit_check.fits_empty_partition(job.wl, self.parts[n], nodes, self._fit_empty),

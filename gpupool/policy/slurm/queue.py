@@ -100,10 +100,6 @@ _PART_REASONS = frozenset({"PartitionDown", "PartitionInactive", "PartitionNodeL
                            "QOSUsageThreshold"})
 
 
-#: a partition's refusal of the job's QOS or account (``limits.part_policy``)
-_POLICY_REASONS = frozenset({"QOSNotAllowed", "AccountNotAllowed"})
-
-
 def part_fail(info, why: str | None) -> str | None:
     """Why partition ``info`` cannot run the job now, or None: its size and time limits count
     only where it schedules jobs (``_part_access_check`` tests them under PARTITION_SCHED), and
@@ -166,7 +162,7 @@ def job_static(pol, job) -> tuple:
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
         why = limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)
-        if why in _POLICY_REASONS and enforce:
+        if why in limits.PART_POLICY_REASONS and enforce:
             # under EnforcePartLimits ``_part_access_check`` tests the accounts and QOS itself,
             # whatever the partition's state, and its refusal reads PartitionConfig
             why = "PartitionConfig"
@@ -175,6 +171,15 @@ def job_static(pol, job) -> tuple:
     arr = wl.array_job_id if wl.array_job_id is not None else job.id
     task = wl.array_task_id if wl.array_task_id is not None else 0
     return tuple(per_part), arr, task
+
+
+def cached_job_static(pol, job) -> tuple:
+    """:func:`job_static` of ``job``, from (or into) the run's cache the queue builds read."""
+    static = _static_of(pol).jobs
+    st = static.get(job.id)
+    if st is None:
+        st = static[job.id] = job_static(pol, job)
+    return st
 
 
 def build(cy) -> list[Record]:
@@ -242,9 +247,9 @@ def build(cy) -> list[Record]:
                 cy.reason(job, "Dependency")
                 continue
             accrue = max(accrue, dependency_time(job, jobs))
-        st = static.get(job.id)
+        st = static.get(jid)
         if st is None:
-            st = static[job.id] = job_static(pol, job)
+            st = static[jid] = job_static(pol, job)
         per_part, arr, task = st
         usable_parts = [info for info, why in per_part if part_fail(info, why) is None]
         if not usable_parts:
