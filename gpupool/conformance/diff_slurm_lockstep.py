@@ -60,9 +60,9 @@ class LockstepPolicy:
     same decision (the report's scheduler interval).
     """
 
-    def resolve_request(self, wl):
+    def resolve_request(self, wl, **how):
         """The inner policy's submit-time view of a request (slurm.conf's job defaults)."""
-        return self.inner.resolve_request(wl)
+        return self.inner.resolve_request(wl, **how)
 
     def __init__(self, inner, real: dict[int, tuple[float, tuple[tuple[int, int], ...] | None]],
                  tolerance: float = 1.0, decided: dict[int, float] | None = None,

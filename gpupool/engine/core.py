@@ -375,19 +375,24 @@ class Engine:
             self._poked = t
             self._push(t, EV_PASS, 0, None)
 
-    def _job_of(self, wl: Workload) -> Job:
-        """A new job for ``wl`` as the policy takes it in (``resolve_request``, when it has one)."""
-        return Job(wl if self._resolve is None else self._resolve(wl))
+    def _job_of(self, wl: Workload, recovered: bool = False) -> Job:
+        """A new job for ``wl`` as the policy takes it in (``resolve_request``, when it has one).
+        ``recovered``: a job a restarted daemon takes back, accepted before (the policy does not
+        apply its submit-time partition rules again)."""
+        if self._resolve is None:
+            return Job(wl)
+        return Job(self._resolve(wl, recovered=True) if recovered else self._resolve(wl))
 
-    def submit(self, wl: Workload, at: float | None = None) -> Job:
+    def submit(self, wl: Workload, at: float | None = None, *, recovered: bool = False) -> Job:
         """Add a workload that arrives at ``at`` (default: now) while the run goes on.
 
         Its ``submit_time`` is taken as ``at``. Ids must stay unique within the run.
+        ``recovered``: see ``_job_of``.
         """
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
         t = self._at(at if at is not None else max(self.now, wl.submit_time))
-        job = self._job_of(wl)
+        job = self._job_of(wl, recovered)
         job.submit = t
         job.eligible = t if wl.begin_time is None else max(t, wl.begin_time)
         self.jobs[wl.id] = job
@@ -401,10 +406,11 @@ class Engine:
         restarting finds its processes still alive). The placement is taken at once, before any
         policy pass, so nobody else can be given those devices; the executor's ``launch`` is
         called as for any start and must re-attach to the process, not spawn one. ``cpu_share``:
-        as ``Start.cpu_share`` (the policy's ``cpu_share_of`` for a job sharing CPUs)."""
+        as ``Start.cpu_share`` (the policy's ``cpu_share_of`` for a job sharing CPUs). The job
+        was accepted before: it is taken in as ``recovered`` (``_job_of``)."""
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
-        job = self._job_of(wl)
+        job = self._job_of(wl, True)
         job.submit = submitted
         job.eligible = self.now
         job.requeues = requeues

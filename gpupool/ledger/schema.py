@@ -220,10 +220,12 @@ live_jobs = sa.Table(
     sa.Column("end", sa.Float, nullable=True),
     sa.Column("placement", sa.Text, nullable=False, server_default=""),  # JSON [[node, mask, cpu_m, mem]]
     sa.Column("time_limit", sa.Float, nullable=True),
-    sa.Column("partition", sa.String(200), nullable=False, server_default=""),
+    sa.Column("partition", sa.String(200), nullable=False, server_default=""),  # the one a job runs in
     sa.Column("exit_code", sa.String(32), nullable=False, server_default=""),
     sa.Column("requeues", sa.Integer, nullable=False, server_default="0"),
     sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    # the partitions it landed in at submission, kept across a restart (migration 0006)
+    sa.Column("job_partitions", sa.String(200), nullable=False, server_default=""),
 )
 sa.Index("ix_live_jobs_state", live_jobs.c.daemon, live_jobs.c.state)  # migration 0003
 

@@ -231,8 +231,9 @@ class Daemon:
                 continue
             if s:
                 for wl in res["workloads"]:
-                    self.engine.submit(wl, at=now)
+                    job = self.engine.submit(wl, at=now)
                     self._submit_wall[wl.id] = res["submit_wall"]
+                    self._landed(batch, wl, job.wl.partition)
                 res = res["ids"]
             results.append((fut, res, None))
         if any(s for s, _, _ in items):
@@ -317,6 +318,19 @@ class Daemon:
                 batch.meta[f"service:{first}"] = json.dumps({"start": wall_now})
         self.submitted_total += len(ids)
         return {"ids": ids, "workloads": out, "submit_wall": wall_now}
+
+    def _landed(self, batch: Batch, wl, landed: str | None) -> None:
+        """Record the partitions a new job landed in (the policy's submit rules may drop a
+        DRAIN or INACTIVE one, or send it to an Alternate; None: the default partition, named
+        as it is now): a restart takes the job back in them (``recover``), as slurmctld keeps
+        a job's partitions, and its accounting row names them where they differ from those
+        it asked for."""
+        stored = landed or getattr(self.policy, "default_part", None)
+        if stored:
+            batch.update(wl.id, job_partitions=stored)
+        row = batch.ledger_jobs.get(wl.id)
+        if landed and landed != wl.partition and row is not None:
+            row["partition"] = row["queue"] = landed
 
     def _register(self, batch: Batch, req: SubmitRequest, caller: Caller, sb, spec, wl, k: int, first: int,
                   tasks: tuple, wall_now: float) -> None:
@@ -656,7 +670,7 @@ class Daemon:
                 fairshare.adopt(self.policy, job, placement, started - self.epoch)
             counts["adopted"] += 1
         for row, wl in queue:
-            job = self.engine.submit(wl, at=t0)
+            job = self.engine.submit(wl, at=t0, recovered=True)  # in the partitions it landed in
             job.submit = row["submit"] - self.epoch  # keeps its age (priority) across the restart
             job.requeues = int(row["requeues"] or 0)
             if row["state"] == PENDING:
@@ -771,6 +785,8 @@ class Daemon:
                      array_job_id=row["array_job_id"], source=row["source"])
         if wl.begin_time is not None:
             wl = replace(wl, begin_time=None)  # its --begin was placed on the first daemon's clock
+        if row.get("job_partitions"):
+            wl = replace(wl, partition=row["job_partitions"])  # as it landed at submission (``_landed``)
         tasks = tuple(w.array_task_id for w in wls if w.array_task_id is not None)
         sub = Submission(int(row["job_id"]), sb, row["script"], row["user"], int(row["uid"]), int(row["gid"]),
                          row["cwd"], json.loads(row["env"] or "{}"), array_task_ids=tasks)

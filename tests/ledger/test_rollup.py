@@ -142,7 +142,7 @@ def test_migration_0005_moves_hourly_rows_into_day_rows(db_url):
         before = sorted(conn.execute(sa.select(hourly.c.origin, hourly.c.tres, hourly.c.account,
                                                sa.func.sum(hourly.c.seconds))
                                      .group_by(hourly.c.origin, hourly.c.tres, hourly.c.account)).all())
-    upgrade(engine)
+    upgrade(engine, "0005")
     assert current_revision(engine) == "0005"
     with engine.connect() as conn:
         assert sorted(usage_hours(conn)) == sorted(rows)

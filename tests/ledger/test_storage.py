@@ -41,7 +41,7 @@ def test_database_from_first_migration_upgrades_in_place(db_url):
                              "VALUES ('old', '1', 'COMPLETED', 4, 400.0)"))
     engine.dispose()
     led = Ledger(db_url)  # opening upgrades
-    assert current_revision(led.engine) == head_revision() == "0005"
+    assert current_revision(led.engine) == head_revision() == "0006"
     with led.read() as conn:
         row = conn.execute(sa.select(s.jobs).where(s.jobs.c.origin == "old")).mappings().one()
         assert row["gpus"] == 4 and row["gpu_seconds"] == 400.0 and row["gpu_seconds_idle"] == 0.0

@@ -23,6 +23,7 @@ from gpupool.live.client import Client
 from gpupool.live.fairshare import META_KEY, SavedUsage
 from gpupool.policy.slurm.decay import decay_factor, segment_usage, usage_end
 from gpupool.policy.slurm.fairshare import build_tree, fair_tree
+from gpupool.policy.slurm.part_submit import MSG_PART_NOT_AVAIL
 from tests.live.conftest import SLURM_CONF, DaemonProc, cancel_all, script, wait_for
 
 RUN_LOG = 'echo "$SLURM_JOB_ID $$" >> {log}\n'
@@ -278,3 +279,61 @@ def _forget_saved_usage(d: DaemonProc) -> None:
             conn.execute(s.live_meta.delete().where(m.daemon == "live:pool", m.key == META_KEY))
     finally:
         led.close()
+
+
+def _partitions_conf(spare: str, hold: str) -> str:
+    """The live pool's slurm.conf with two more partitions on its one node: ``spare`` and
+    ``hold`` (a DRAIN hold sends its jobs to spare, its Alternate)."""
+    return SLURM_CONF.format(cpus=64) + (f"PartitionName=spare Nodes=host01 MaxTime=1-00:00:00 State={spare}\n"
+                                         f"PartitionName=hold Nodes=host01 MaxTime=1-00:00:00 State={hold} "
+                                         "Alternate=spare\n")
+
+
+def test_queued_jobs_keep_their_partitions_across_a_restart(tmp_path):
+    """slurmctld keeps a queued job's partitions across a restart whatever slurm.conf now says
+    of them (DRAIN only stops new submissions: finding 83). A job queued in spare, and one sent
+    to spare as hold's Alternate, stay queued there after a restart that drains spare and
+    opens hold, and start there once the GPUs free; a new job for spare is then refused.
+    (Before: the restart applied the submit rules again and refused both queued jobs.)"""
+    d = DaemonProc(tmp_path)
+    (d.pool / "slurm.conf").write_text(_partitions_conf("UP", "DRAIN"))
+    d.start()
+    try:
+        with d.client() as c:
+            env = {"PATH": os.defpath}
+            (j1,) = c.submit([(script("sleep 600", "--gres=gpu:4"), "j1.sbatch")], cwd=str(tmp_path), env=env)
+            wait_for(lambda: c.job(j1)["state"] == "RUNNING")
+            (j2,) = c.submit([(script("sleep 600", "-p spare", "--gres=gpu:1"), "j2.sbatch")], cwd=str(tmp_path),
+                             env=env)
+            (j3,) = c.submit([(script("sleep 600", "-p hold", "--gres=gpu:1"), "j3.sbatch")], cwd=str(tmp_path),
+                             env=env)
+            before = {r["id"]: r["partition"] for r in c.queue()}
+        assert before == {j1: "main", j2: "spare", j3: "spare"}
+        rows = _live_rows(d)
+        assert (rows[j2]["job_partitions"], rows[j3]["job_partitions"]) == ("spare", "spare")
+        led = Ledger(str(d.db))
+        try:
+            with led.read() as conn:
+                acct = dict(conn.execute(sa.select(s.jobs.c.job_id, s.jobs.c.partition)
+                                         .where(s.jobs.c.job_id.in_([str(j2), str(j3)]))).all())
+        finally:
+            led.close()
+        assert acct == {str(j2): "spare", str(j3): "spare"}  # the partition it landed in, not hold
+        d.kill9()
+        (d.pool / "slurm.conf").write_text(_partitions_conf("DRAIN", "UP"))
+        d.start()
+        with d.client() as c:
+            assert c.health()["recovered"]["queued"] == 2
+            after = {r["id"]: (r["partition"], r["state"]) for r in c.queue()}
+            assert after == {j1: ("main", "RUNNING"), j2: ("spare", "PENDING"), j3: ("spare", "PENDING")}
+            c.cancel([j1])
+            wait_for(lambda: c.job(j2)["state"] == "RUNNING" and c.job(j3)["state"] == "RUNNING")
+            ran = {r["id"]: r["partition"] for r in c.queue()}
+            assert ran == {j2: "spare", j3: "spare"}
+        new = tmp_path / "new.sbatch"
+        new.write_text(script("true", "-p spare", "--gres=gpu:1"))
+        r = d.cli("submit", str(new), check=False)
+        assert r.returncode == 2 and f"Batch job submission failed: {MSG_PART_NOT_AVAIL}" in r.stderr
+    finally:
+        cancel_all(d)
+        d.stop()

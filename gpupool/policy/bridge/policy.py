@@ -152,14 +152,14 @@ class BridgePolicy:
             self._mirror(v, b, real, False)
 
     # ------------------------------------------------------------------ the decision
-    def resolve_request(self, wl):
+    def resolve_request(self, wl, *, recovered: bool = False):
         """Native sbatch jobs get slurm.conf's job defaults and submit checks as under
         ``--policy slurm`` (``SlurmPolicy.resolve_request``). A Kubernetes workload is no sbatch
         submission: its pods become the bridge's own external jobs (other ids), so it passes
         unchanged."""
         if is_kubernetes(wl, self.rule):
             return wl
-        return self.slurm.resolve_request(wl)
+        return self.slurm.resolve_request(wl, recovered=recovered)
 
     def decide(self, snap: Snapshot) -> list:
         view = self._view

@@ -94,13 +94,13 @@ class OperatorPolicy:
         lent = self._lent_idx
         return [slurm_side(o, i in lent) for i, o in enumerate(nodes.owner)]
 
-    def resolve_request(self, wl):
+    def resolve_request(self, wl, *, recovered: bool = False):
         """Jobs submitted to its Slurm get slurm.conf's job defaults and submit checks as under
         ``--policy slurm`` (``SlurmPolicy.resolve_request``); Kubernetes workloads go to Kueue
         and pass unchanged."""
         if is_kubernetes(wl, self.rule):
             return wl
-        return self.slurm.resolve_request(wl)
+        return self.slurm.resolve_request(wl, recovered=recovered)
 
     def decide(self, snap: Snapshot) -> list:
         if self._views is None or self._src is not snap.nodes:

@@ -1300,20 +1300,23 @@ class SlurmPolicy:
         self.reported_start.pop(jid, None)
 
     # ------------------------------------------------------------ submit-time checks
-    def resolve_request(self, wl):
+    def resolve_request(self, wl, *, recovered: bool = False):
         """The request slurmctld stores for ``wl`` at submit: the CPUs and memory it left to
         slurm.conf filled in from the defaults of the first partition it names, else the
         default partition (``job_defaults``). The engine calls this once per submission.
 
         First the partitions it lands in: one that takes no submissions (DRAIN, INACTIVE)
         gives way to its Alternate or is dropped from a list, and a job left with none is
-        refused (``part_submit``)."""
-        landed, refused = part_submit.submit_partitions(wl.partition, self.cfg.partitions, self.default_part)
-        if refused is not None:
-            self._submit_refusal[wl.id] = refused
-            return wl
-        if landed != wl.partition:
-            wl = replace(wl, partition=landed)
+        refused (``part_submit``). Not for a job a restarted daemon takes back
+        (``recovered``, its partitions as it landed in them): slurmctld keeps a job's
+        partitions across a restart whatever their state is now."""
+        if not recovered:
+            landed, refused = part_submit.submit_partitions(wl.partition, self.cfg.partitions, self.default_part)
+            if refused is not None:
+                self._submit_refusal[wl.id] = refused
+                return wl
+            if landed != wl.partition:
+                wl = replace(wl, partition=landed)
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
