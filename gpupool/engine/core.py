@@ -401,16 +401,17 @@ class Engine:
 
     def adopt(self, wl: Workload, placement: tuple, *, started: float, submitted: float,
               time_limit: float | None = None, partition: str | None = None, requeues: int = 0,
-              cpu_share: int = 1) -> Job:
+              cpu_share: int = 1, recovered: bool = True) -> Job:
         """Register ``wl`` as already running on ``placement`` since ``started`` (a live daemon
         restarting finds its processes still alive). The placement is taken at once, before any
         policy pass, so nobody else can be given those devices; the executor's ``launch`` is
         called as for any start and must re-attach to the process, not spawn one. ``cpu_share``:
         as ``Start.cpu_share`` (the policy's ``cpu_share_of`` for a job sharing CPUs). The job
-        was accepted before: it is taken in as ``recovered`` (``_job_of``)."""
+        was accepted before: by default it is taken in as ``recovered`` (``_job_of``); False
+        where its partitions as it landed in them are not known."""
         if wl.id in self.jobs:
             raise GpupoolError(f"workload id {wl.id} is already in this run")
-        job = self._job_of(wl, True)
+        job = self._job_of(wl, recovered)
         job.submit = submitted
         job.eligible = self.now
         job.requeues = requeues

@@ -11,8 +11,10 @@ from gpupool.model.workload import Workload
 
 
 def adopt_running(engine: Engine, wl: Workload, placement: tuple, *, started: float, submitted: float,
-                  time_limit: float | None, partition: str | None, requeues: int = 0, cpu_share: int = 1) -> Job:
+                  time_limit: float | None, partition: str | None, requeues: int = 0, cpu_share: int = 1,
+                  recovered: bool = True) -> Job:
     """Register ``wl`` as running since engine time ``started`` on ``placement``; the
-    executor's ``launch`` is called as for any start and must re-attach, not spawn."""
+    executor's ``launch`` is called as for any start and must re-attach, not spawn.
+    ``recovered``: as ``Engine.adopt``."""
     return engine.adopt(wl, placement, started=started, submitted=submitted, time_limit=time_limit,
-                        partition=partition, requeues=requeues, cpu_share=cpu_share)
+                        partition=partition, requeues=requeues, cpu_share=cpu_share, recovered=recovered)

@@ -325,7 +325,7 @@ class Daemon:
         as it is now): a restart takes the job back in them (``recover``), as slurmctld keeps
         a job's partitions, and its accounting row names them where they differ from those
         it asked for."""
-        stored = landed or getattr(self.policy, "default_part", None)
+        stored = landed or self.default_partition
         if stored:
             batch.update(wl.id, job_partitions=stored)
         row = batch.ledger_jobs.get(wl.id)
@@ -382,7 +382,8 @@ class Daemon:
                     self.next_id += 1
                     wl = replace(replica_workload(sc.spec, k, jid, sc.caller.user, now), source=sc.request.source)
                     self._register(batch, sc.request, sc.caller, None, sc.spec, wl, k, first, (), wall_now)
-                    self.engine.submit(wl, at=now)
+                    job = self.engine.submit(wl, at=now)
+                    self._landed(batch, wl, job.wl.partition)
                     self._submit_wall[jid] = wall_now
                     sc.replicas[jid] = k
                     self.submitted_total += 1
@@ -597,6 +598,8 @@ class Daemon:
         its exit status; one whose process is gone without a status is requeued (NODE_FAIL when
         it was submitted with --no-requeue). Processes of jobs the ledger does not hold as
         queued or running are killed: nothing runs that the ledger does not account for.
+        Queued jobs keep the partitions they landed in at submission; a job naming one that
+        slurm.conf no longer has ends NODE_FAIL (its process killed), as slurmctld ends it.
         """
         meta = self.store.meta()
         self.next_id = int(meta.get("next_job_id", "1"))
@@ -630,6 +633,16 @@ class Daemon:
                     pid = cand
             if pid is None and jid in wrappers and proc.alive(wrappers[jid]):
                 pid = wrappers[jid]
+            gone = self._gone_partitions(wl)
+            if gone:
+                # slurmctld ends a job one of whose partitions slurm.conf no longer has as it
+                # starts (``_sync_jobs_to_conf``: NODE_FAIL, a running one killed)
+                if pid is not None:
+                    proc.signal_group(pid, signal.SIGKILL)
+                counts["node_fail"] += 1
+                self._end_offline(batch, row, wl, "NODE_FAIL", "0:0")
+                batch.update(jid, reason=f"Invalid partition ({gone}) after daemon restart")
+                continue
             jobdir = self.spool / str(jid)
             requeues = int(row["requeues"] or 0)
             if pid is not None and _placement(jobdir, row):
@@ -665,12 +678,15 @@ class Daemon:
             share = self.policy.cpu_share_of(wl, part) if slurm else 1  # co-allocated CPUs stay shared
             job = adopt_running(self.engine, wl, placement, started=started - self.epoch,
                                 submitted=row["submit"] - self.epoch, time_limit=row["time_limit"],
-                                partition=part, requeues=int(row["requeues"] or 0), cpu_share=share)
+                                partition=part, requeues=int(row["requeues"] or 0), cpu_share=share,
+                                recovered=bool(row.get("job_partitions")))
             if slurm:
                 fairshare.adopt(self.policy, job, placement, started - self.epoch)
             counts["adopted"] += 1
         for row, wl in queue:
-            job = self.engine.submit(wl, at=t0, recovered=True)  # in the partitions it landed in
+            # in the partitions it landed in; a row written before they were kept (migration
+            # 0006) has none, and its job goes through the submit rules again
+            job = self.engine.submit(wl, at=t0, recovered=bool(row.get("job_partitions")))
             job.submit = row["submit"] - self.epoch  # keeps its age (priority) across the restart
             job.requeues = int(row["requeues"] or 0)
             if row["state"] == PENDING:
@@ -764,6 +780,14 @@ class Daemon:
                 self.scalers[first] = sc
             sc.replicas[jid] = sub.replica
 
+    def _gone_partitions(self, wl) -> str:
+        """The partitions ``wl`` names that slurm.conf no longer has, comma-separated ("" when
+        none, or when the pool has no slurm.conf or the policy no Slurm side)."""
+        conf = self.host.pool.slurm
+        if conf is None or not wl.partition or not hasattr(self.policy, "resolve_request"):
+            return ""  # (only a policy running slurm.conf's submit rules has partitions)
+        return ",".join(n for n in (x.strip() for x in wl.partition.split(",")) if n and n not in conf.partitions)
+
     def _rebuild(self, row: dict):
         source = row["source"] or f"job {row['job_id']}"
         if row["kind"] == "service":
@@ -773,6 +797,8 @@ class Daemon:
             if spec is None:
                 raise GpupoolError(f"{source}: no service replica {row['name']} in the stored file")
             wl = replace(replica_workload(spec, k, int(row["job_id"]), row["user"], 0.0), source=row["source"])
+            if row.get("job_partitions"):
+                wl = replace(wl, partition=row["job_partitions"])  # as it landed (``_landed``)
             sub = Submission(int(row["job_id"]), SbatchJob(), row["script"], row["user"], int(row["uid"]),
                              int(row["gid"]), row["cwd"], json.loads(row["env"] or "{}"), service=spec, replica=k)
             return wl, sub

@@ -281,6 +281,15 @@ def _forget_saved_usage(d: DaemonProc) -> None:
         led.close()
 
 
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def _partitions_conf(spare: str, hold: str) -> str:
     """The live pool's slurm.conf with two more partitions on its one node: ``spare`` and
     ``hold`` (a DRAIN hold sends its jobs to spare, its Alternate)."""
@@ -334,6 +343,87 @@ def test_queued_jobs_keep_their_partitions_across_a_restart(tmp_path):
         new.write_text(script("true", "-p spare", "--gres=gpu:1"))
         r = d.cli("submit", str(new), check=False)
         assert r.returncode == 2 and f"Batch job submission failed: {MSG_PART_NOT_AVAIL}" in r.stderr
+    finally:
+        cancel_all(d)
+        d.stop()
+
+
+_WEB = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: server
+        command: ["sleep", "600"]
+        resources:
+          limits: {nvidia.com/gpu: 1, cpu: "1", memory: 1Gi}
+"""
+
+
+def _main_with_alternate(state: str) -> str:
+    """The live pool's slurm.conf with its default partition main in ``state``, Alternate=spare."""
+    return (SLURM_CONF.format(cpus=64).replace("Default=YES MaxTime=1-00:00:00 State=UP",
+                                                f"Default=YES MaxTime=1-00:00:00 State={state} Alternate=spare")
+            + "PartitionName=spare Nodes=host01 MaxTime=1-00:00:00 State=UP\n")
+
+
+def test_a_queued_service_replica_keeps_its_partition_across_a_restart(tmp_path):
+    """A Deployment's replica sent to spare (the DRAIN default's Alternate) stays there after a
+    restart that makes the default INACTIVE, and runs once the GPUs free."""
+    d = DaemonProc(tmp_path)
+    (d.pool / "slurm.conf").write_text(_main_with_alternate("DRAIN"))
+    d.start()
+    try:
+        with d.client() as c:
+            env = {"PATH": os.defpath}
+            (j1,) = c.submit([(script("sleep 600", "-p spare", "--gres=gpu:4"), "j1.sbatch")], cwd=str(tmp_path),
+                             env=env)
+            wait_for(lambda: c.job(j1)["state"] == "RUNNING")
+            (web,) = c.submit([(_WEB, "web.yaml")], cwd=str(tmp_path), env=env)
+            assert {r["id"]: r["partition"] for r in c.queue()} == {j1: "spare", web: "spare"}
+        assert _live_rows(d)[web]["job_partitions"] == "spare"
+        d.kill9()
+        (d.pool / "slurm.conf").write_text(_main_with_alternate("INACTIVE"))
+        d.start()
+        with d.client() as c:
+            assert {r["id"]: (r["partition"], r["state"]) for r in c.queue()} == {
+                j1: ("spare", "RUNNING"), web: ("spare", "PENDING")}
+            c.cancel([j1])
+            wait_for(lambda: c.job(web)["state"] == "RUNNING")
+    finally:
+        cancel_all(d)
+        d.stop()
+
+
+def test_jobs_of_a_partition_gone_from_slurm_conf_end_node_fail_at_restart(tmp_path):
+    """slurmctld ends a job one of whose partitions slurm.conf no longer has as it starts
+    (NODE_FAIL; a running one killed): here the default partition is renamed, ending a running
+    job and one queued without ``-p`` (recorded as queued in main)."""
+    d = DaemonProc(tmp_path)
+    d.start()
+    try:
+        with d.client() as c:
+            env = {"PATH": os.defpath}
+            (j1,) = c.submit([(script("sleep 600", "--gres=gpu:4"), "j1.sbatch")], cwd=str(tmp_path), env=env)
+            wait_for(lambda: c.job(j1)["state"] == "RUNNING")
+            pid = c.job(j1)["pid"]
+            (j2,) = c.submit([(script("sleep 600", "--gres=gpu:1"), "j2.sbatch")], cwd=str(tmp_path), env=env)
+        assert _live_rows(d)[j2]["job_partitions"] == "main"
+        d.kill9()
+        (d.pool / "slurm.conf").write_text(SLURM_CONF.format(cpus=64).replace("PartitionName=main", "PartitionName=gpu"))
+        d.start()
+        with d.client() as c:
+            assert c.health()["recovered"]["node_fail"] == 2
+            assert c.queue() == []
+            assert c.job(j1)["state"] == c.job(j2)["state"] == "NODE_FAIL"
+        wait_for(lambda: _gone(pid))  # killed
+        rows = _live_rows(d)
+        assert rows[j2]["reason"] == "Invalid partition (main) after daemon restart"
     finally:
         cancel_all(d)
         d.stop()
