@@ -278,3 +278,64 @@ def test_under_all_the_node_count_comes_before_the_time_limit(tmp_path):
     down = slurm_pool(tmp_path, _TIERED.format(epl="ALL", q_tier=2).replace("PriorityTier=2 State=UP",
                                                                             "PriorityTier=2 State=DOWN"))
     assert submit_rejection(down, workload("B", "-p p,q -N3 --gres=gpu:1 -t 2", 0.0, 2)) is None
+
+
+_DOWN_LIMITS = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=1000
+SchedulerType=sched/backfill
+PriorityType=priority/basic
+GresTypes=gpu
+EnforcePartLimits={epl}
+NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-04] Default=YES DefaultTime=1 MaxTime=3 PriorityTier=1 State=UP
+PartitionName=d Nodes=gpu[01-02] DefaultTime=1 MaxTime=1 MaxNodes=1 PriorityTier=1 State=DOWN
+"""
+
+_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
+_COUNT = "Node count specification invalid"
+_CONFIG = "Requested partition configuration not available now"
+#: probe p135 (2026-12-06, a real 22.05.8; every node held, each job --gres=gpu:8): sbatch's
+#: refusal, or None where the job was queued, per EnforcePartLimits
+_P135 = {
+    "-p d -t 5": {"ALL": _TIME, "ANY": _TIME, "NO": None},
+    "-p p,d -t 2": {"ALL": None, "ANY": None, "NO": None},
+    "-p p,d -N2 -t 1": {"ALL": _CONFIG, "ANY": None, "NO": None},
+    "-p d -N2 -t 1": {"ALL": _COUNT, "ANY": _COUNT, "NO": None},
+    "-p d -t 1": {"ALL": None, "ANY": None, "NO": None},
+    "-p p,d -t 5": {"ALL": _TIME, "ANY": _TIME, "NO": None},
+    "-p d,p -t 2": {"ALL": None, "ANY": None, "NO": None},
+    "-p d,p -N2 -t 1": {"ALL": _CONFIG, "ANY": None, "NO": None},
+    "-p d -N3 -t 1": {"ALL": _COUNT, "ANY": _COUNT, "NO": None},
+    "-p p,d -N3 -t 1": {"ALL": _CONFIG, "ANY": None, "NO": None},
+}
+
+
+@pytest.mark.parametrize("epl", ["ALL", "ANY", "NO"])
+def test_a_down_partitions_limits_at_submit(tmp_path, epl):
+    """Probe p135: a DOWN partition's own limits are not tested per partition
+    (``_part_access_check`` tests them only where the partition schedules jobs), but the
+    list's widest limits are (``_valid_job_part``: d alone, MaxTime=1 and MaxNodes=1, refuses
+    ``-t 5`` and ``-N2``; beside p, MaxTime=3, ``-t 2`` passes), and under ALL the DOWN
+    partition's select test refuses node counts its MaxNodes leaves no room for ("Requested
+    partition configuration not available now"). Before: gpupool tested d's limits as any
+    partition's, refusing ``-p p,d -t 2`` with the time message and ``-p p,d -N2`` with the
+    node count one."""
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, _DOWN_LIMITS.format(epl=epl))
+    got = {o: submit_rejection(pool, workload(f"J{k}", o + " --gres=gpu:8", 0.0, k + 1))
+           for k, o in enumerate(_P135)}
+    assert got == {o: answers[epl] for o, answers in _P135.items()}
+
+
+def test_time_min_is_held_against_the_lists_longest_max_time(tmp_path):
+    """``_valid_job_part`` tests ``--time-min`` against the largest MaxTime of the job's
+    partitions (here p's 3 minutes beside d's 1), not the first one's (read from the 22.05.8
+    source, not probed; before, d's limit refused A)."""
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, _DOWN_LIMITS.format(epl="ALL"))
+    assert submit_rejection(pool, workload("A", "-p d,p --time-min=2 -t 3 --gres=gpu:8", 0.0, 1)) is None
+    assert submit_rejection(pool, workload("B", "-p d,p --time-min=4 --gres=gpu:8", 0.0, 2)) == limits.MSG_TIME_MIN

@@ -203,6 +203,12 @@ def part_hold(time_limit: float | None, most: int | None, least: int | None, inf
             or part_policy(info.part, account, qos))
 
 
+#: the partition states whose jobs are scheduled (PARTITION_SCHED), and whose own size and
+#: time limits ``_part_access_check`` tests: DRAIN stops submissions only (a real 22.05.8 ran
+#: a job queued in a partition drained after its submission)
+SCHEDULED_STATES = frozenset({"UP", "DRAIN"})
+
+
 #: the reasons :func:`part_policy` gives: a partition's refusal of the job's QOS or account
 PART_POLICY_REASONS = frozenset({"QOSNotAllowed", "AccountNotAllowed"})
 

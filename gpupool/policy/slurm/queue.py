@@ -88,9 +88,7 @@ def _static_of(pol) -> _Static:
     return st
 
 
-#: the partition states whose jobs are scheduled (PARTITION_SCHED): DRAIN stops submissions
-#: only (a real 22.05.8 ran a job queued in a partition drained after its submission)
-_SCHEDULED = frozenset({"UP", "DRAIN"})
+_SCHEDULED = limits.SCHEDULED_STATES
 
 
 #: the reasons a partition's test gives (``job_limits_check``), which a later partition of the

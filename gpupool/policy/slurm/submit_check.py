@@ -110,12 +110,17 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         if lim.required and lim.required & ~_mask_of(info):
             outside += 1
             continue
-        # the partition's own limits on the request as submitted (no DefaultTime yet)
-        if enforced and least is not None and part.nodes and least > len(part.nodes) and info.state in ("UP", "DRAIN"):
-            # more nodes than the partition has: ``_part_access_check`` tests that first, where
-            # the partition schedules jobs; under EnforcePartLimits a partition refusal (probe
-            # p134: ``-p p,q -N3`` with q of two nodes, "Node count specification invalid");
-            # without it the shape test below finds the job fits nowhere there
+        # the partition's own limits on the request as submitted (no DefaultTime yet), tested
+        # only where it schedules jobs (``_part_access_check``; a DOWN partition's count in
+        # the list's widest limits, ``_list_limit_refusal``, and, under ALL, in the select
+        # test, ``_part_config_refusal``: probe p135)
+        if info.state not in limits.SCHEDULED_STATES:
+            why = None
+        elif enforced and least is not None and part.nodes and least > len(part.nodes):
+            # more nodes than the partition has: ``_part_access_check`` tests that first;
+            # under EnforcePartLimits a partition refusal (probe p134: ``-p p,q -N3`` with q
+            # of two nodes, "Node count specification invalid"); without it the shape test
+            # below finds the job fits nowhere there
             why = "PartitionNodeLimit"
         else:
             why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos)
@@ -147,10 +152,40 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     epl = s.enforce_part_limits
     if part_bad and (epl == "ALL" or (epl in ("YES", "ANY") and len(part_bad) == len(req.parts))):
         return part_bad[0] if epl == "ALL" else part_bad[-1]
-    # ``gres_job_state_validate`` comes after ``_valid_job_part`` (its --time-min test) and
-    # before the accounting policy's (``acct_policy_validate``: DenyOnLimit)
-    return (_time_min_refusal(req, wl, parts[req.parts[0]], acct) or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
-            or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, most, parts, acct, s))
+    # then ``_valid_job_part``'s tests against the widest limits of the job's partitions (its
+    # node counts, --time-min, --time); ``gres_job_state_validate`` comes after it and before
+    # the accounting policy's (``acct_policy_validate``: DenyOnLimit)
+    listed = [parts[p] for p in req.parts]
+    return ((_list_limit_refusal(req, wl, most, least, listed, job_qos, "nodes") if enforced else None)
+            or _time_min_refusal(req, wl, listed, acct)
+            or (_list_limit_refusal(req, wl, most, least, listed, job_qos, "time") if enforced else None)
+            or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
+            or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, wl, most, parts, acct, s))
+
+
+def _list_limit_refusal(req: JobReq, wl: Workload, most: int | None, least: int | None, listed: list[PartInfo],
+                        job_qos, which: str) -> str | None:
+    """Under EnforcePartLimits, ``_valid_job_part``'s test of the request against the widest
+    limits of all its partitions, whatever their state (``which``: "nodes", the least count
+    given against the largest MaxNodes and the largest against the least MinNodes; "time",
+    a ``--time`` without ``--time-min`` against the largest MaxTime), each lifted by its QOS
+    flag. A partition's own test (``_part_access_check``) is stricter where it schedules jobs,
+    so this refuses only what a DOWN partition of the list let through: probe p135 (a real
+    22.05.8, d DOWN with MaxTime=1 and MaxNodes=1, p UP with MaxTime=3) refused ``-p d -t 5``
+    (under ALL and ANY) and ``-p d -N2``, but took ``-p p,d -t 2`` under ALL."""
+    if which == "nodes":
+        widest = max((math.inf if i.part.max_nodes is None else i.part.max_nodes) for i in listed)
+        narrowest = min((i.part.min_nodes or 0) for i in listed)
+        if least is not None and least > widest and not limits.has_flag(job_qos, "partitionmaxnodes"):
+            return limits.MSG_NODE_COUNT
+        if most is not None and most < narrowest and not limits.has_flag(job_qos, "partitionminnodes"):
+            return limits.MSG_NODE_COUNT
+        return None
+    longest = max((math.inf if i.max_time is None else i.max_time) for i in listed)
+    if (req.time_limit is not None and wl.time_min is None and req.time_limit > longest
+            and not limits.has_flag(job_qos, "partitiontimelimit")):
+        return limits.MSG_TIME
+    return None
 
 
 def _fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, lim, memo: dict, node_ok: object) -> bool:
@@ -193,17 +228,30 @@ _PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimi
                  "AccountNotAllowed": limits.MSG_ACCOUNT, "QOSNotAllowed": limits.MSG_QOS}
 
 
-def _part_config_refusal(req: JobReq, most: int | None, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
-    """MSG_PART_CONFIG where, under EnforcePartLimits, the limit slurmctld gave a job without
-    ``--time`` (DefaultTime, else the MaxWall of a QOS or association) breaks its partitions'
-    MaxTime (``_select_nodes_parts`` tests the partition limits again once the job is
-    created: ALL refuses where one partition fails, YES/ANY where all do). A real 22.05.8
-    under EnforcePartLimits=ALL refused a job without ``--time`` under a QOS of MaxWall=120 in
-    a partition of MaxTime=60 without DefaultTime."""
+def _part_config_refusal(req: JobReq, wl: Workload, most: int | None, parts: dict[str, PartInfo], acct,
+                         s: Settings) -> str | None:
+    """MSG_PART_CONFIG where, under EnforcePartLimits, ``_select_nodes_parts`` finds once the
+    job is created that it cannot run in its partitions: the limit slurmctld gave a job
+    without ``--time`` (DefaultTime, else the MaxWall of a QOS or association) breaks a
+    partition's MaxTime (tested where the partition schedules jobs: ALL refuses where one
+    partition fails, YES/ANY where all do), or, under ALL, the node counts it stores conflict
+    with a DOWN partition's MinNodes or MaxNodes (that partition's select test,
+    ``get_node_cnts``). A real 22.05.8 under EnforcePartLimits=ALL refused a job without
+    ``--time`` under a QOS of MaxWall=120 in a partition of MaxTime=60 without DefaultTime;
+    probe p135 (d DOWN with MaxNodes=1) refused ``-p p,d -N2`` and ``-p d,p -N2``."""
     epl = s.enforce_part_limits
-    if epl not in ("ALL", "YES", "ANY") or req.time_limit is not None:
+    if epl not in ("ALL", "YES", "ANY"):
         return None
     job_qos = acct.qos.get(req.qos or "") if acct is not None else None
+    if epl == "ALL":
+        stored_most, stored_least = stored_node_counts(wl, req.nodes, [parts[p].part for p in req.parts])
+        for pname in req.parts:
+            info = parts[pname]
+            if info.state not in limits.SCHEDULED_STATES and _node_counts_conflict(
+                    stored_most, stored_least, info.part, job_qos):
+                return limits.MSG_PART_CONFIG
+    if req.time_limit is not None:
+        return None
     # the one limit the job gets: the first partition's DefaultTime, else the first MaxWall of
     # that partition's QOS pair or the association's (``SlurmPolicy.time_limit``)
     first = parts[req.parts[0]].part
@@ -214,11 +262,26 @@ def _part_config_refusal(req: JobReq, most: int | None, parts: dict[str, PartInf
     failed = 0
     for pname in req.parts:
         info = parts[pname]
-        if limits.part_limit(tl, most, None, info.part, info.max_time, job_qos) is not None:
+        if info.state in limits.SCHEDULED_STATES and limits.part_limit(
+                tl, most, None, info.part, info.max_time, job_qos) is not None:
             failed += 1
     if failed and (epl == "ALL" or failed == len(req.parts)):
         return limits.MSG_PART_CONFIG
     return None
+
+
+def _node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:
+    """Whether select's node counts for a job stored with ``least`` (and ``most``, None where
+    it gave none) nodes in ``part`` leave no count (``get_node_cnts``: the least raised to
+    MinNodes, the largest, else MaxNodes, lowered to MaxNodes, each unless the QOS flag lifts
+    it)."""
+    pmax = math.inf if part.max_nodes is None else part.max_nodes
+    low = least if limits.has_flag(job_qos, "partitionminnodes") else max(least, part.min_nodes or 0)
+    if most is None:
+        high = pmax
+    else:
+        high = most if limits.has_flag(job_qos, "partitionmaxnodes") else min(most, pmax)
+    return high < low
 
 
 def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings) -> str | None:
@@ -245,17 +308,19 @@ def _denied_on_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings)
     return None
 
 
-def _time_min_refusal(req: JobReq, wl: Workload, info: PartInfo, acct) -> str | None:
-    """slurmctld's refusal of a ``--time-min`` over the partition's MaxTime or over the job's
-    own limit (``--time``, else DefaultTime), unless the QOS has the flag PartitionTimeLimit
-    (``_job_create``); ``--time-min=0`` is UNLIMITED, so it is refused unless both are too."""
+def _time_min_refusal(req: JobReq, wl: Workload, listed: list[PartInfo], acct) -> str | None:
+    """slurmctld's refusal of a ``--time-min`` over the largest MaxTime of the job's partitions
+    or over the job's own limit (``--time``, else the first partition's DefaultTime), unless
+    the QOS has the flag PartitionTimeLimit (``_valid_job_part``); ``--time-min=0`` is
+    UNLIMITED, so it is refused unless both are too."""
     if wl.time_min is None:
         return None
     qos = acct.qos.get(req.qos or "") if acct is not None else None
     if limits.has_flag(qos, "partitiontimelimit"):
         return None
-    limit = req.time_limit if req.time_limit is not None else info.part.default_time
-    if (info.max_time is not None and wl.time_min > info.max_time) or (limit is not None and wl.time_min > limit):
+    limit = req.time_limit if req.time_limit is not None else listed[0].part.default_time
+    longest = max((math.inf if i.max_time is None else i.max_time) for i in listed)
+    if wl.time_min > longest or (limit is not None and wl.time_min > limit):
         return limits.MSG_TIME_MIN
     return None
 
