@@ -339,3 +339,33 @@ def test_time_min_is_held_against_the_lists_longest_max_time(tmp_path):
     pool = slurm_pool(tmp_path, _DOWN_LIMITS.format(epl="ALL"))
     assert submit_rejection(pool, workload("A", "-p d,p --time-min=2 -t 3 --gres=gpu:8", 0.0, 1)) is None
     assert submit_rejection(pool, workload("B", "-p d,p --time-min=4 --gres=gpu:8", 0.0, 2)) == limits.MSG_TIME_MIN
+
+
+#: probe p135 under EnforcePartLimits=NO, about 80 s after the submissions (a main pass and
+#: a queue build later; every node still held): each job's reason and Partition text ("":
+#: squeue's None)
+_P135_NO_LATE = {
+    "-p d -t 5": ("PartitionDown", "d"), "-p p,d -t 2": ("PartitionDown", "p,d"),
+    "-p p,d -N2 -t 1": ("PartitionDown", "p,d"), "-p d -N2 -t 1": ("PartitionDown", "d"),
+    "-p d -t 1": ("PartitionDown", "d"), "-p p,d -t 5": ("PartitionDown", "p,d"), "-p d,p -t 2": ("", "d,p"),
+    "-p d,p -N2 -t 1": ("", "p,d"), "-p d -N3 -t 1": ("PartitionDown", "d"),
+    "-p p,d -N3 -t 1": ("PartitionDown", "p,d"),
+}
+
+
+def test_under_no_a_partition_leaving_no_node_count_is_passed_over_in_the_pending_text(tmp_path):
+    """Probe p135 under EnforcePartLimits=NO: ``-p d,p -N2`` (d DOWN with MaxNodes=1) showed
+    "p,d" (the submit-time test passed d over: select found no node count there), ``-p d,p
+    -t 2`` "d,p" (it ended in error at the DOWN d: as submitted); before: "d,p" for both. The
+    reasons a minute on: PartitionDown where the DOWN partition is tested last (or alone),
+    none where the job was last tested in p behind the others."""
+    pool = slurm_pool(tmp_path, _DOWN_LIMITS.format(epl="NO"))
+    hold = [workload(f"S{k}", f"-p p -w gpu0{k} -t 3 --gres=gpu:8", 0.0, k, runtime=3000.0) for k in range(1, 5)]
+    jobs = [workload(f"J{k}", o + " --gres=gpu:8", 5.0 + 0.1 * k, 10 + k, runtime=60.0)
+            for k, o in enumerate(_P135_NO_LATE)]
+    pol = make_policy("slurm", pool)
+    engine = Engine(pool, hold + jobs, pol, until=70.0)
+    engine.run()
+    got = {o: (engine.jobs[10 + k].reason or "", pol.pending_partition_text(engine.jobs[10 + k]))
+           for k, o in enumerate(_P135_NO_LATE)}
+    assert got == _P135_NO_LATE

@@ -89,13 +89,16 @@ def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_ru
     PriorityTier (highest first, then as submitted), and, where that ends in success,
     ``rebuild_job_part_list`` puts the partition it ended at first and the others after it in
     the list's order; where it ends in an error (a DOWN partition, nothing that fits) the text
-    stays as submitted. ``could_run``: the job's shape fits the partition's nodes; ``fails``:
-    why the partition cannot run the job (``queue.part_fail``), or None.
+    stays as submitted. ``could_run``: select's test in the partition could pass (its node
+    counts leave the job a count and the shape fits its nodes); ``fails``: why the partition
+    cannot run the job (``queue.part_fail``), or None.
 
     - EnforcePartLimits=ALL: the loop never stops early and ends at the last partition, an
       error where that one is DOWN.
     - NO: it stops at the first partition the job could run in, its own limits aside, but a
-      DOWN one ends it in error; one refusing the job's account or QOS is passed over.
+      DOWN one ends it in error; one refusing the job's account or QOS is passed over, and so
+      is one whose MaxNodes or MinNodes leave no node count (probe p135: ``-p d,p -N2`` with d
+      DOWN of MaxNodes=1 showed "p,d").
     - ANY: it stops at the first the job could run in within its limits and state.
 
     Probe p134 (2026-12-05, p = gpu[01-04] tier 1, q = gpu[03-04] tier 2, MaxTime 3 minutes):

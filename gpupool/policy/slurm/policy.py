@@ -36,7 +36,7 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req
+from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req, stored_node_counts
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory
 from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
@@ -849,10 +849,19 @@ class SlurmPolicy:
         if len(names) < 2 or nodes is None or any(n not in self.parts for n in names):
             return ",".join(names)
         fails = {info.name: queue.part_fail(info, why) for info, why in queue.cached_job_static(self, job)[0]}
+        req = self.req(job)
+        most, least = stored_node_counts(job.wl, req.nodes, [self.parts[n].part for n in names])
+        job_qos = self.qos.get(req.qos or "")
+
+        def could_run(name: str) -> bool:
+            # select's test in the partition: its node counts leave a count (``get_node_cnts``;
+            # probe p135: ``-p d,p -N2`` with d of MaxNodes=1 showed "p,d" under NO) and the
+            # shape fits its nodes
+            info = self.parts[name]
+            return (not submit_check.node_counts_conflict(most, least, info.part, job_qos)
+                    and submit_check.fits_empty_partition(job.wl, info, nodes, self._fit_empty))
         got = self._pending_text[job.id] = part_submit.pending_text(
-            names, {n: self.parts[n].tier for n in names}, self.s.enforce_part_limits,
-            lambda n: submit_check.fits_empty_partition(job.wl, self.parts[n], nodes, self._fit_empty),
-            fails.get)
+            names, {n: self.parts[n].tier for n in names}, self.s.enforce_part_limits, could_run, fails.get)
         return got
 
     def part_qos(self, job) -> str | None:

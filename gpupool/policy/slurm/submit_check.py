@@ -247,7 +247,7 @@ def _part_config_refusal(req: JobReq, wl: Workload, most: int | None, parts: dic
         stored_most, stored_least = stored_node_counts(wl, req.nodes, [parts[p].part for p in req.parts])
         for pname in req.parts:
             info = parts[pname]
-            if info.state not in limits.SCHEDULED_STATES and _node_counts_conflict(
+            if info.state not in limits.SCHEDULED_STATES and node_counts_conflict(
                     stored_most, stored_least, info.part, job_qos):
                 return limits.MSG_PART_CONFIG
     if req.time_limit is not None:
@@ -270,7 +270,7 @@ def _part_config_refusal(req: JobReq, wl: Workload, most: int | None, parts: dic
     return None
 
 
-def _node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:
+def node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:
     """Whether select's node counts for a job stored with ``least`` (and ``most``, None where
     it gave none) nodes in ``part`` leave no count (``get_node_cnts``: the least raised to
     MinNodes, the largest, else MaxNodes, lowered to MaxNodes, each unless the QOS flag lifts
