@@ -369,3 +369,77 @@ def test_under_no_a_partition_leaving_no_node_count_is_passed_over_in_the_pendin
     got = {o: (engine.jobs[10 + k].reason or "", pol.pending_partition_text(engine.jobs[10 + k]))
            for k, o in enumerate(_P135_NO_LATE)}
     assert got == _P135_NO_LATE
+
+
+_TIERED_DOWN = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=1000
+SchedulerType=sched/backfill
+PriorityType=priority/basic
+GresTypes=gpu
+EnforcePartLimits={epl}
+NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-04] Default=YES DefaultTime=1 MaxTime=3 PriorityTier=1 State=UP
+PartitionName=d Nodes=gpu[01-02] DefaultTime=5 MaxTime=10 PriorityTier=2 State=DOWN
+PartitionName=e Nodes=gpu[01-02] DefaultTime=5 MaxTime=10 PriorityTier=1 State=DOWN
+"""
+
+_NODES = "Requested node configuration is not available"
+_TIME_MIN = "Invalid time-min specification (exceeds job's time or other limits)"
+#: probe p136 (2026-12-06, a real 22.05.8, every node held): sbatch's refusal or None (queued)
+_P136 = [
+    # _DOWN_LIMITS (p UP MaxTime 3, d DOWN MaxTime 1 MaxNodes=1, both tier 1): the list's
+    # limits and a DOWN partition's node counts come before the shape; a shape no partition
+    # holds is queued where the select loop ends at a DOWN partition
+    (_DOWN_LIMITS, "ALL", "-p p,d -N2 --gres=gpu:9 -t 1", _CONFIG),
+    (_DOWN_LIMITS, "ANY", "-p p,d -N2 --gres=gpu:9 -t 1", None),
+    (_DOWN_LIMITS, "ALL", "-p p,d -t 5 --gres=gpu:9", _TIME),
+    (_DOWN_LIMITS, "ANY", "-p p,d -t 5 --gres=gpu:9", _TIME),
+    (_DOWN_LIMITS, "ALL", "-p d,p --time-min=4 --gres=gpu:9", _TIME_MIN),
+    (_DOWN_LIMITS, "ANY", "-p d,p --time-min=4 --gres=gpu:9", _TIME_MIN),
+    (_DOWN_LIMITS, "ALL", "-p p,d --gres=gpu:9 -t 1", None),
+    (_DOWN_LIMITS, "ANY", "-p p,d --gres=gpu:9 -t 1", None),
+    (_DOWN_LIMITS, "ALL", "-p p,d -N3 --gres=gpu:9 -t 1", _CONFIG),
+    (_DOWN_LIMITS, "ANY", "-p p,d -N3 --gres=gpu:9 -t 1", None),
+    # a lone DOWN partition's limits are not the job's to wait on: a shape it cannot hold is
+    # refused (before: queued under NO, its time limit holding it); in a list the loop's last
+    # partition decides under ANY and NO
+    (_DOWN_LIMITS, "NO", "-p d -t 5 --gres=gpu:9", _NODES),
+    (_DOWN_LIMITS, "ANY", "-p d -t 5 --gres=gpu:9", _TIME),
+    (_DOWN_LIMITS, "NO", "-p d --gres=gpu:9 -t 1", _NODES),
+    (_DOWN_LIMITS, "ANY", "-p d --gres=gpu:9 -t 1", _NODES),
+    (_DOWN_LIMITS, "NO", "-p d,p --gres=gpu:9 -t 1", _NODES),
+    (_DOWN_LIMITS, "ANY", "-p d,p --gres=gpu:9 -t 1", _NODES),
+    (_DOWN_LIMITS, "NO", "-p p,d --gres=gpu:9 -t 1", None),
+    # _TIERED_DOWN: the limit from the first partition as submitted (d's and e's DefaultTime
+    # of 5 minutes is over p's MaxTime), the select loop in PriorityTier order (d before p,
+    # e beside p): under ANY a job no UP partition takes is refused unless the loop's last
+    # partition is DOWN
+    (_TIERED_DOWN, "ALL", "-p d,p --gres=gpu:8", _CONFIG),
+    (_TIERED_DOWN, "ANY", "-p d,p --gres=gpu:8", _CONFIG),
+    (_TIERED_DOWN, "ALL", "-p p,d --gres=gpu:8", None),
+    (_TIERED_DOWN, "ANY", "-p p,d --gres=gpu:8", None),
+    (_TIERED_DOWN, "ALL", "-p p,e -t 5 --gres=gpu:8", _TIME),
+    (_TIERED_DOWN, "ANY", "-p p,e -t 5 --gres=gpu:8", None),
+    (_TIERED_DOWN, "ALL", "-p e,p -t 5 --gres=gpu:8", _TIME),
+    (_TIERED_DOWN, "ANY", "-p e,p -t 5 --gres=gpu:8", _CONFIG),
+    (_TIERED_DOWN, "ALL", "-p p,e --gres=gpu:8", None),
+    (_TIERED_DOWN, "ANY", "-p p,e --gres=gpu:8", None),
+    (_TIERED_DOWN, "ALL", "-p e,p --gres=gpu:8", _CONFIG),
+    (_TIERED_DOWN, "ANY", "-p e,p --gres=gpu:8", _CONFIG),
+]
+
+
+@pytest.mark.parametrize("conf,epl,options,expected", _P136)
+def test_submit_checks_around_down_partitions_in_slurms_order(tmp_path, conf, epl, options, expected):
+    """Probe p136: ``_valid_job_part``'s tests (each partition's, then the list's widest
+    limits and --time-min) come before the select loop; in the loop a DOWN partition's node
+    counts (under ALL) and a partition's limits on the job's stored time refuse before a shape
+    no partition holds, which is queued where the loop ends at a DOWN partition. Before: the
+    shape's refusal came first, and under ANY a job with a DOWN partition listed was never
+    refused for its time limit."""
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, conf.format(epl=epl))
+    assert submit_rejection(pool, workload("J", options, 0.0, 1)) == expected

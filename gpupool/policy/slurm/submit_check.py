@@ -131,7 +131,16 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             why = limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)
         if why is not None:
             part_bad.append(_PART_MESSAGE[why])
-        if len(req.parts) == 1 and _held_as_stored(req, wl, info, job_qos, stored_time):
+        scheduled = info.state in limits.SCHEDULED_STATES
+        if len(req.parts) == 1 and not scheduled and node_counts_conflict(
+                *stored_node_counts(wl, req.nodes, [part]), part, job_qos):
+            # a lone DOWN partition whose MaxNodes or MinNodes leave the job no node count:
+            # select's test ends there ("partition configuration"), before the shape, which
+            # EnforcePartLimits=NO queues (probe p135: ``-p d -N3``, d of two nodes and
+            # MaxNodes=1, PartitionConfig); under ALL or ANY the list's limits refused it
+            ok_parts += 1
+            continue
+        if len(req.parts) == 1 and scheduled and _held_as_stored(req, wl, info, job_qos, stored_time):
             # one partition whose own limits hold the job as slurmctld stores it: the shape is
             # not tested at submit (``_select_nodes_parts`` calls no ``select_nodes``), so a
             # shape no node holds is accepted and left pending with the limit's reason (a
@@ -142,11 +151,16 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             ok_parts += 1
             continue
         if _fits_empty(wl, info, nodes, lim, memo, node_ok):
-            ok_parts += 1
+            # (in a list, a DOWN partition's select test ends in an error whatever the shape:
+            # see below)
+            if scheduled or len(req.parts) == 1:
+                ok_parts += 1
         elif misfit is None:
             misfit = _misfit(wl, info)
-    if not ok_parts:
-        return MSG_NOT_IN_PARTITION if outside else misfit or limits.MSG_NODES
+    if not ok_parts and outside:
+        return MSG_NOT_IN_PARTITION
+    if not ok_parts and len(req.parts) > 1 and _ends_partition_down(req, parts, s):
+        ok_parts = 1
     # EnforcePartLimits: ALL refuses a job any of its partitions' limits refuse, YES (= ANY)
     # one all of them refuse (``_valid_job_part``: the last one's message)
     epl = s.enforce_part_limits
@@ -154,13 +168,29 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         return part_bad[0] if epl == "ALL" else part_bad[-1]
     # then ``_valid_job_part``'s tests against the widest limits of the job's partitions (its
     # node counts, --time-min, --time); ``gres_job_state_validate`` comes after it and before
-    # the accounting policy's (``acct_policy_validate``: DenyOnLimit)
+    # the accounting policy's (``acct_policy_validate``: DenyOnLimit); the job then exists, and
+    # ``_select_nodes_parts`` tests it in its partitions: a partition configuration refusal
+    # ends that loop, a shape no partition holds is its last answer
     listed = [parts[p] for p in req.parts]
     return ((_list_limit_refusal(req, wl, most, least, listed, job_qos, "nodes") if enforced else None)
             or _time_min_refusal(req, wl, listed, acct)
             or (_list_limit_refusal(req, wl, most, least, listed, job_qos, "time") if enforced else None)
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
-            or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, wl, most, parts, acct, s))
+            or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, wl, most, parts, acct, s)
+            or (None if ok_parts else misfit or limits.MSG_NODES))
+
+
+def _ends_partition_down(req: JobReq, parts: dict[str, PartInfo], s: Settings) -> bool:
+    """Whether ``_select_nodes_parts``' test of a job listed in several partitions, none of
+    which (that schedules jobs) holds its shape, ends in PartitionDown, so that the job is
+    queued rather than refused: under EnforcePartLimits=ALL where a DOWN partition is listed
+    (its state is kept as the loop's answer), else where the last partition in PriorityTier
+    order is one (the loop's answer is the last one's). Probe p136 (p UP, d DOWN, both tier 1,
+    ``--gres=gpu:9`` on 8-GPU nodes): ``-p p,d`` queued under ALL and ANY."""
+    if s.enforce_part_limits.upper() == "ALL":
+        return any(parts[p].state not in limits.SCHEDULED_STATES for p in req.parts)
+    last = sorted(req.parts, key=lambda p: -parts[p].tier)[-1]
+    return parts[last].state not in limits.SCHEDULED_STATES
 
 
 def _list_limit_refusal(req: JobReq, wl: Workload, most: int | None, least: int | None, listed: list[PartInfo],
@@ -234,7 +264,8 @@ def _part_config_refusal(req: JobReq, wl: Workload, most: int | None, parts: dic
     job is created that it cannot run in its partitions: the limit slurmctld gave a job
     without ``--time`` (DefaultTime, else the MaxWall of a QOS or association) breaks a
     partition's MaxTime (tested where the partition schedules jobs: ALL refuses where one
-    partition fails, YES/ANY where all do), or, under ALL, the node counts it stores conflict
+    partition fails, YES/ANY where none passes and the last in PriorityTier order is not
+    DOWN, which holds for ``--time`` too), or, under ALL, the node counts it stores conflict
     with a DOWN partition's MinNodes or MaxNodes (that partition's select test,
     ``get_node_cnts``). A real 22.05.8 under EnforcePartLimits=ALL refused a job without
     ``--time`` under a QOS of MaxWall=120 in a partition of MaxTime=60 without DefaultTime;
@@ -250,24 +281,30 @@ def _part_config_refusal(req: JobReq, wl: Workload, most: int | None, parts: dic
             if info.state not in limits.SCHEDULED_STATES and node_counts_conflict(
                     stored_most, stored_least, info.part, job_qos):
                 return limits.MSG_PART_CONFIG
-    if req.time_limit is not None:
+    # the limit the job holds: --time, else the first partition's DefaultTime, else the first
+    # MaxWall of that partition's QOS pair or the association's (``SlurmPolicy.time_limit``)
+    tl = req.time_limit
+    if tl is None:
+        first = parts[req.parts[0]].part
+        tl = first.default_time
+        if tl is None and acct is not None and s.limits_enforced:
+            assocs = limits.association_limits(acct, req.user, req.account, account_chain(acct, req.account))
+            tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(first.qos or "")), assocs)
+    # ``job_limits_check`` per partition: a limit failure where the partition schedules jobs,
+    # else its state (PartitionDown)
+    failed = {p: parts[p].state in limits.SCHEDULED_STATES and limits.part_limit(
+        tl, most, None, parts[p].part, parts[p].max_time, job_qos) is not None for p in req.parts}
+    if epl == "ALL":
+        # a failure other than the state ends the loop in a refusal (a job with ``--time``
+        # failing one was refused before, by ``_valid_job_part``)
+        return limits.MSG_PART_CONFIG if any(failed.values()) else None
+    # YES/ANY: every failing partition is passed over; where none passes, the loop's answer
+    # stays the refusal it starts with unless the last one tested (in PriorityTier order) is
+    # one that schedules no jobs (PartitionDown: the job is queued)
+    if any(parts[p].state in limits.SCHEDULED_STATES and not failed[p] for p in req.parts):
         return None
-    # the one limit the job gets: the first partition's DefaultTime, else the first MaxWall of
-    # that partition's QOS pair or the association's (``SlurmPolicy.time_limit``)
-    first = parts[req.parts[0]].part
-    tl = first.default_time
-    if tl is None and acct is not None and s.limits_enforced:
-        assocs = limits.association_limits(acct, req.user, req.account, account_chain(acct, req.account))
-        tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(first.qos or "")), assocs)
-    failed = 0
-    for pname in req.parts:
-        info = parts[pname]
-        if info.state in limits.SCHEDULED_STATES and limits.part_limit(
-                tl, most, None, info.part, info.max_time, job_qos) is not None:
-            failed += 1
-    if failed and (epl == "ALL" or failed == len(req.parts)):
-        return limits.MSG_PART_CONFIG
-    return None
+    last = sorted(req.parts, key=lambda p: -parts[p].tier)[-1]
+    return limits.MSG_PART_CONFIG if parts[last].state in limits.SCHEDULED_STATES else None
 
 
 def node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:
