@@ -281,6 +281,14 @@ def _forget_saved_usage(d: DaemonProc) -> None:
         led.close()
 
 
+def _hold_the_gpus(c, tmp_path, *options: str) -> int:
+    """Submit a job holding the node's four GPUs for ten minutes and wait until it runs."""
+    (jid,) = c.submit([(script("sleep 600", *options, "--gres=gpu:4"), "hold.sbatch")], cwd=str(tmp_path),
+                      env={"PATH": os.defpath})
+    wait_for(lambda: c.job(jid)["state"] == "RUNNING")
+    return jid
+
+
 def _gone(pid: int) -> bool:
     """Whether process ``pid`` has ended (a zombie counts as ended)."""
     try:
@@ -310,8 +318,7 @@ def test_queued_jobs_keep_their_partitions_across_a_restart(tmp_path):
     try:
         with d.client() as c:
             env = {"PATH": os.defpath}
-            (j1,) = c.submit([(script("sleep 600", "--gres=gpu:4"), "j1.sbatch")], cwd=str(tmp_path), env=env)
-            wait_for(lambda: c.job(j1)["state"] == "RUNNING")
+            j1 = _hold_the_gpus(c, tmp_path)
             (j2,) = c.submit([(script("sleep 600", "-p spare", "--gres=gpu:1"), "j2.sbatch")], cwd=str(tmp_path),
                              env=env)
             (j3,) = c.submit([(script("sleep 600", "-p hold", "--gres=gpu:1"), "j3.sbatch")], cwd=str(tmp_path),
@@ -381,9 +388,7 @@ def test_a_queued_service_replica_keeps_its_partition_across_a_restart(tmp_path)
     try:
         with d.client() as c:
             env = {"PATH": os.defpath}
-            (j1,) = c.submit([(script("sleep 600", "-p spare", "--gres=gpu:4"), "j1.sbatch")], cwd=str(tmp_path),
-                             env=env)
-            wait_for(lambda: c.job(j1)["state"] == "RUNNING")
+            j1 = _hold_the_gpus(c, tmp_path, "-p spare")
             (web,) = c.submit([(_WEB, "web.yaml")], cwd=str(tmp_path), env=env)
             assert {r["id"]: r["partition"] for r in c.queue()} == {j1: "spare", web: "spare"}
         assert _live_rows(d)[web]["job_partitions"] == "spare"
@@ -409,8 +414,7 @@ def test_jobs_of_a_partition_gone_from_slurm_conf_end_node_fail_at_restart(tmp_p
     try:
         with d.client() as c:
             env = {"PATH": os.defpath}
-            (j1,) = c.submit([(script("sleep 600", "--gres=gpu:4"), "j1.sbatch")], cwd=str(tmp_path), env=env)
-            wait_for(lambda: c.job(j1)["state"] == "RUNNING")
+            j1 = _hold_the_gpus(c, tmp_path)
             pid = c.job(j1)["pid"]
             (j2,) = c.submit([(script("sleep 600", "--gres=gpu:1"), "j2.sbatch")], cwd=str(tmp_path), env=env)
         assert _live_rows(d)[j2]["job_partitions"] == "main"

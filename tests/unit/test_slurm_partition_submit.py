@@ -204,7 +204,8 @@ def test_the_live_daemons_submit_check_refuses_alike(tmp_path):
     assert submit_rejection(pool, workload("C", "-p p --gres=gpu:1 -t 4 --array=1001", 0.0, 3)) == limits.MSG_ARRAY
 
 
-_TIERED = """ClusterName=t
+#: four 8-GPU nodes under EnforcePartLimits={epl}, before their partitions
+_NODES_EPL = """ClusterName=t
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerGPU=1000
@@ -213,7 +214,8 @@ PriorityType=priority/basic
 GresTypes=gpu
 EnforcePartLimits={epl}
 NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
-PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 PriorityTier=1 State=UP
+"""
+_TIERED = _NODES_EPL + """PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 PriorityTier=1 State=UP
 PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier={q_tier} State=UP
 """
 
@@ -227,8 +229,6 @@ PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier={q_tier} State=UP
     ("ALL", 1, {"J1": "q,p", "J2": "p,q"}),
 ])
 def test_the_pending_partition_text_follows_the_submit_time_test(tmp_path, epl, q_tier, expected):
-    from gpupool.report.slurm_views import squeue_rows
-
     pool = slurm_pool(tmp_path, _TIERED.format(epl=epl, q_tier=q_tier))
     jobs = [("S1", "-p p -w gpu01 --gres=gpu:8 -t 20"), ("S2", "-p p -w gpu02 --gres=gpu:8 -t 20"),
             ("S3", "-p p -w gpu03 --gres=gpu:8 -t 20"), ("S4", "-p p -w gpu04 --gres=gpu:8 -t 20"),
@@ -280,18 +280,10 @@ def test_under_all_the_node_count_comes_before_the_time_limit(tmp_path):
     assert submit_rejection(down, workload("B", "-p p,q -N3 --gres=gpu:1 -t 2", 0.0, 2)) is None
 
 
-_DOWN_LIMITS = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerGPU=1000
-SchedulerType=sched/backfill
-PriorityType=priority/basic
-GresTypes=gpu
-EnforcePartLimits={epl}
-NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
-PartitionName=p Nodes=gpu[01-04] Default=YES DefaultTime=1 MaxTime=3 PriorityTier=1 State=UP
-PartitionName=d Nodes=gpu[01-02] DefaultTime=1 MaxTime=1 MaxNodes=1 PriorityTier=1 State=DOWN
-"""
+#: the probes' pool (p135, p136): four 8-GPU nodes all in p, UP, MaxTime 3 minutes; the
+#: DOWN partitions follow
+_UP_P = _NODES_EPL + "PartitionName=p Nodes=gpu[01-04] Default=YES DefaultTime=1 MaxTime=3 PriorityTier=1 State=UP\n"
+_DOWN_LIMITS = _UP_P + "PartitionName=d Nodes=gpu[01-02] DefaultTime=1 MaxTime=1 MaxNodes=1 PriorityTier=1 State=DOWN\n"
 
 _TIME = "Requested time limit is invalid (missing or exceeds some limit)"
 _COUNT = "Node count specification invalid"
@@ -371,19 +363,8 @@ def test_under_no_a_partition_leaving_no_node_count_is_passed_over_in_the_pendin
     assert got == _P135_NO_LATE
 
 
-_TIERED_DOWN = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerGPU=1000
-SchedulerType=sched/backfill
-PriorityType=priority/basic
-GresTypes=gpu
-EnforcePartLimits={epl}
-NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
-PartitionName=p Nodes=gpu[01-04] Default=YES DefaultTime=1 MaxTime=3 PriorityTier=1 State=UP
-PartitionName=d Nodes=gpu[01-02] DefaultTime=5 MaxTime=10 PriorityTier=2 State=DOWN
-PartitionName=e Nodes=gpu[01-02] DefaultTime=5 MaxTime=10 PriorityTier=1 State=DOWN
-"""
+_TIERED_DOWN = _UP_P + ("PartitionName=d Nodes=gpu[01-02] DefaultTime=5 MaxTime=10 PriorityTier=2 State=DOWN\n"
+                        "PartitionName=e Nodes=gpu[01-02] DefaultTime=5 MaxTime=10 PriorityTier=1 State=DOWN\n")
 
 _NODES = "Requested node configuration is not available"
 _TIME_MIN = "Invalid time-min specification (exceeds job's time or other limits)"
