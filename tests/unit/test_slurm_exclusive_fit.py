@@ -17,8 +17,11 @@ from gpupool.policy.slurm.select import Free, holds_exclusive, place
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
 
+#: (EnforcePartLimits=ALL as the real-Slurm harness runs it: under slurmctld's default, NO, a
+#: job asking more nodes than the partition has is queued for ever, probe p137)
 CONF = """\
 ClusterName=excl
+EnforcePartLimits=ALL
 SchedulerType=sched/backfill
 SchedulerParameters={params}
 SelectType=select/cons_tres
@@ -157,7 +160,8 @@ def test_a_node_range_over_the_partitions_max_nodes_waits(tmp_path: Path) -> Non
     without EnforcePartLimits left ``-N1-2`` pending with PartitionNodeLimit in a partition of
     MaxNodes=1 (probe p97, 2026-12-04; this test once had it run on one node)."""
     (tmp_path / "slurm.conf").write_text(CONF.format(params="bf_interval=30").replace(
-        "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60", "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60 MaxNodes=1"))
+        "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60", "PartitionName=p Nodes=n[1-2] Default=YES MaxTime=60 MaxNodes=1"
+    ).replace("EnforcePartLimits=ALL\n", ""))
     pool = load_pool(tmp_path)
     wls = [workload("r", "-N1-2 -c2", 0.0, 1), workload("w", "-N2 -c2", 0.0, 2), workload("o", "-N1 -c2", 0.0, 3)]
     out = Engine(pool, wls, make_policy("slurm", pool), until=30).run()

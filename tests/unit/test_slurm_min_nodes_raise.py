@@ -12,6 +12,7 @@ import pytest
 
 from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
+from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, per_node_pods
 from gpupool.formats.pool_dir import load_pool
 from tests.unit.sbatch_plans import workload
@@ -139,7 +140,10 @@ def test_pools_without_min_nodes_keep_every_job_as_submitted():
 def test_fewer_gpus_for_the_job_than_min_nodes_are_refused_at_submit(tmp_path, enforce):
     """Probe p99: ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` in the MinNodes=2 partition were
     refused, "Invalid generic resource (gres) specification", whatever EnforcePartLimits; with
-    train beside mn the least MinNodes is 1 and the job runs."""
+    train beside mn the least MinNodes is 1 and the job runs, but under ALL the select loop's
+    test of mn (one node below its MinNodes) refuses it, idle nodes or not (probe p138:
+    ``-p m,p -n1 --gpus=1``, "Requested partition configuration not available now"; this
+    test once had it run under ALL too)."""
     from gpupool.policy.slurm.min_nodes import MSG_GRES
 
     pool = _node_count_pool(tmp_path, enforce)
@@ -148,7 +152,11 @@ def test_fewer_gpus_for_the_job_than_min_nodes_are_refused_at_submit(tmp_path, e
     assert [(jobs[k].state, jobs[k].reason) for k in (1, 2)] == [("REJECTED", MSG_GRES)] * 2
     # as many GPUs for the job as the nodes: one on each
     assert [[bin(p[1]).count("1") for p in jobs[k].placement] for k in (3, 4)] == [[1, 1]] * 2
-    assert _jobs(pool, ["-n1 --gpus=1 --mem=100"], parts="mn,train")[1].first_start == 0.0
+    both = _jobs(pool, ["-n1 --gpus=1 --mem=100"], parts="mn,train")[1]
+    if enforce == "ALL":
+        assert (both.state, both.reason) == ("REJECTED", limits.MSG_PART_CONFIG)
+    else:
+        assert both.first_start == 0.0
 
 
 def _pool_with(tmp_path, enforce: str, lines: str):
@@ -162,13 +170,19 @@ def _pool_with(tmp_path, enforce: str, lines: str):
 
 
 def test_the_partitions_node_limits_are_tested_at_submit_before_the_raise(tmp_path):
-    """``_part_access_check`` runs while the job has no node count, so under
-    EnforcePartLimits=ALL ``-p mn,mn3 -n1`` is not refused for mn3's MinNodes=3; it gets the least
-    MinNodes, 2, and runs in mn (a reviewer's reading of ``_valid_job_part``)."""
-    pool = _pool_with(tmp_path, "ALL", "PartitionName=mn3 Nodes=gpu[02-04] MinNodes=3 MaxTime=60 State=UP\n")
+    """``_part_access_check`` runs while the job has no node count, so ``-p mn,mn3 -n1`` is not
+    refused for mn3's MinNodes=3 there (a reviewer's reading of ``_valid_job_part``); it gets
+    the least MinNodes, 2, and under NO runs in mn. Under ALL the select loop then tests it in
+    mn3 with those two nodes, below MinNodes=3, and refuses it (probe p138: ``-p p,m -n1``
+    with m of MinNodes=2 refused on idle nodes, "Requested partition configuration not
+    available now"; this test once had it run under ALL)."""
+    pool = _pool_with(tmp_path, "NO", "PartitionName=mn3 Nodes=gpu[02-04] MinNodes=3 MaxTime=60 State=UP\n")
     jobs = _jobs(pool, ["-n1 --mem=100"], parts="mn,mn3")
     assert jobs[1].first_start == 0.0 and len(jobs[1].placement) == 2
     assert {list(pool.nodes)[p[0]] for p in jobs[1].placement} == {"gpu03", "gpu04"}
+    pool = _pool_with(tmp_path / "all", "ALL", "PartitionName=mn3 Nodes=gpu[02-04] MinNodes=3 MaxTime=60 State=UP\n")
+    job = _jobs(pool, ["-n1 --mem=100"], parts="mn,mn3")[1]
+    assert (job.state, job.reason) == ("REJECTED", limits.MSG_PART_CONFIG)
 
 
 def test_a_time_min_refusal_comes_before_the_gres_one(tmp_path):

@@ -115,9 +115,16 @@ def test_required_excluded_and_featured_nodes_shape_placements(tmp_path):
 
 @pytest.mark.parametrize("key", sorted(REFUSED))
 def test_sbatch_refusals_use_slurms_wording(tmp_path, key):
-    (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+    """Under EnforcePartLimits=ALL, as the real-Slurm harness ran it; under NO a required node
+    outside the partition is select's "Requested node configuration is not available" (probe
+    p137: ``-p q -w gpu01``)."""
+    (tmp_path / "slurm.conf").write_text("EnforcePartLimits=ALL\n" + SLURM_CONF)
     want = {"unknown node": "Invalid node name specified", "unknown feature": "Invalid feature specification",
             "node outside the partition": "Requested nodes not in this partition"}[key]
+    assert refusal(tmp_path, REFUSED[key]) == want
+    (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+    if key == "node outside the partition":
+        want = "Requested node configuration is not available"
     assert refusal(tmp_path, REFUSED[key]) == want
 
 

@@ -424,3 +424,39 @@ def test_submit_checks_around_down_partitions_in_slurms_order(tmp_path, conf, ep
 
     pool = slurm_pool(tmp_path, conf.format(epl=epl))
     assert submit_rejection(pool, workload("J", options, 0.0, 1)) == expected
+
+
+_SMALL_Q = _NODES_EPL + """PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=3 PriorityTier=1 State=UP
+PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier=1 State=UP
+"""
+_MIN_M = _NODES_EPL + """PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=3 PriorityTier=1 State=UP
+PartitionName=m Nodes=gpu[03-04] MinNodes=2 MaxTime=3 PriorityTier=1 State=UP
+"""
+_NOT_IN = "Requested nodes not in this partition"
+#: probes p137 and p138 (2026-12-06, a real 22.05.8, partitions all UP; jobs of --gres=gpu:1)
+_P137_138 = [
+    # more nodes than q has: refused under ALL, queued for ever under NO (PartitionConfig,
+    # PartitionNodeLimit over MaxTime) where q is alone; in a list p takes it
+    (_SMALL_Q, "ALL", "-p q -N3 -t 1", _COUNT), (_SMALL_Q, "NO", "-p q -N3 -t 1", None),
+    (_SMALL_Q, "ALL", "-p p,q -N3 -t 1", _COUNT), (_SMALL_Q, "NO", "-p p,q -N3 -t 1", None),
+    (_SMALL_Q, "ALL", "-p q,p -N3 -t 1", _COUNT), (_SMALL_Q, "NO", "-p q,p -N3 -t 1", None),
+    (_SMALL_Q, "NO", "-p q -N3 -t 5", None),
+    # a required node outside the partition: its own message under ALL, select's under NO
+    (_SMALL_Q, "ALL", "-p q -w gpu01 -t 1", _NOT_IN), (_SMALL_Q, "NO", "-p q -w gpu01 -t 1", _NODES),
+    # one node below m's MinNodes=2: under ALL the select loop's test of m refuses the job,
+    # whichever partition comes first and whether the nodes are idle or held; under NO it runs in p
+    (_MIN_M, "ALL", "-p m,p -n1 -t 1", _CONFIG), (_MIN_M, "ALL", "-p p,m -n1 -t 1", _CONFIG),
+    (_MIN_M, "ALL", "-p p,m -N2 -t 1", None),
+    (_MIN_M, "NO", "-p m,p -n1 -t 1", None), (_MIN_M, "NO", "-p p,m -n1 -t 1", None),
+]
+
+
+@pytest.mark.parametrize("conf,epl,options,expected", _P137_138)
+def test_node_counts_and_required_nodes_at_submit_as_slurm_answers(tmp_path, conf, epl, options, expected):
+    """Probes p137 and p138. Before: under NO ``-p q -N3`` was refused ("Node count specification
+    invalid", from the shape) and ``-w gpu01`` outside q "Requested nodes not in this
+    partition"; under ALL ``-p m,p -n1`` and ``-p p,m -n1`` were taken."""
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, conf.format(epl=epl))
+    assert submit_rejection(pool, workload("J", options + " --gres=gpu:1", 0.0, 1)) == expected

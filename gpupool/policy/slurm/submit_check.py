@@ -30,13 +30,19 @@ from gpupool.policy.slurm.jobinfo import (JobReq, account_chain, association_qos
 from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
+from gpupool.policy.slurm.submit_select import NODE_CONFIG, OK, PART_CONFIG, PartTest, outcome, select_loop
 
 
 def slurm_config(pool: Pool) -> SlurmConfig:
-    """The pool's slurm.conf, or (a pool without one) one default partition over every node."""
+    """The pool's slurm.conf, or (a pool without one) one default partition over every node
+    under EnforcePartLimits=ALL: gpupool's choice where nobody wrote a slurm.conf, so that a
+    job no node can ever hold is refused at submit, as the real-Slurm harness runs
+    (slurmctld's own default, NO, leaves a job asking more nodes than the partition has
+    pending for ever: probe p137)."""
     if pool.slurm is not None:
         return pool.slurm
-    return SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)})
+    return SlurmConfig(partitions={"all": Partition("all", tuple(pool.nodes), default=True)},
+                       params={"EnforcePartLimits": "ALL"}, raw={"EnforcePartLimits": "ALL"})
 
 
 def array_refusal(wl: Workload, cfg: SlurmConfig) -> str | None:
@@ -95,72 +101,40 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     lim = job_nodes(wl, nodes)
     if lim.problem is not None:
         return lim.problem  # a node or feature the cluster lacks (sbatch's own wording)
-    ok_parts = 0
     part_bad: list[str] = []  # the message of each partition whose own limits the job breaks
     job_qos = acct.qos.get(req.qos or "") if acct is not None else None
     # the node counts slurmctld tests at submit: those ``--nodes`` gave (a range's largest
     # against MaxNodes, its least against MinNodes), none without it
     most, least = given_node_counts(wl, req.nodes)
-    outside = 0  # partitions lacking a node the job requires
     enforced = s.enforce_part_limits.upper() != "NO"
-    misfit = None  # why the first partition the shape does not fit refuses it
+    # what the job holds once created: its node counts and its limit (``_valid_job_part``)
+    stored_most, stored_least = stored_node_counts(wl, req.nodes, [parts[p].part for p in req.parts])
+    stored_limit = _stored_limit(req, parts, acct, s, stored_time)
+    tests: list[PartTest] = []  # each partition as the select loop sees it
+    misfits: dict[str, str] = {}  # partition -> why select finds no node for the job there
     for pname in req.parts:
         info = parts[pname]
         part = info.part
-        if lim.required and lim.required & ~_mask_of(info):
-            outside += 1
-            continue
-        # the partition's own limits on the request as submitted (no DefaultTime yet), tested
-        # only where it schedules jobs (``_part_access_check``; a DOWN partition's count in
-        # the list's widest limits, ``_list_limit_refusal``, and, under ALL, in the select
-        # test, ``_part_config_refusal``: probe p135)
-        if info.state not in limits.SCHEDULED_STATES:
-            why = None
-        elif enforced and least is not None and part.nodes and least > len(part.nodes):
-            # more nodes than the partition has: ``_part_access_check`` tests that first;
-            # under EnforcePartLimits a partition refusal (probe p134: ``-p p,q -N3`` with q
-            # of two nodes, "Node count specification invalid"); without it the shape test
-            # below finds the job fits nowhere there
-            why = "PartitionNodeLimit"
-        else:
-            why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos)
-        if why is None:
-            # under EnforcePartLimits ``_part_access_check`` tests the partition's accounts and
-            # QOS last (``part_policy_valid_acct``, then ``..._qos``); otherwise the job waits
-            # (``limits.part_policy``, in the queue)
-            why = limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)
+        scheduled = info.state in limits.SCHEDULED_STATES
+        outside = bool(lim.required and lim.required & ~_mask_of(info))
+        why = _access_refusal(req, wl, info, scheduled, outside, most, least, job_qos, enforced)
         if why is not None:
             part_bad.append(_PART_MESSAGE[why])
-        scheduled = info.state in limits.SCHEDULED_STATES
-        if len(req.parts) == 1 and not scheduled and node_counts_conflict(
-                *stored_node_counts(wl, req.nodes, [part]), part, job_qos):
-            # a lone DOWN partition whose MaxNodes or MinNodes leave the job no node count:
-            # select's test ends there ("partition configuration"), before the shape, which
-            # EnforcePartLimits=NO queues (probe p135: ``-p d -N3``, d of two nodes and
-            # MaxNodes=1, PartitionConfig); under ALL or ANY the list's limits refused it
-            ok_parts += 1
-            continue
-        if len(req.parts) == 1 and scheduled and _held_as_stored(req, wl, info, job_qos, stored_time):
-            # one partition whose own limits hold the job as slurmctld stores it: the shape is
-            # not tested at submit (``_select_nodes_parts`` calls no ``select_nodes``), so a
-            # shape no node holds is accepted and left pending with the limit's reason (a
-            # real 22.05.8 with EnforcePartLimits=NO, probe p111: ``-p short -N2
-            # --gres=gpu:9``, MaxNodes=1, PartitionNodeLimit; ``-t 90``, MaxTime=60,
-            # PartitionTimeLimit; without a limit broken, "Requested node configuration is
-            # not available")
-            ok_parts += 1
-            continue
-        if _fits_empty(wl, info, nodes, lim, memo, node_ok):
-            # (in a list, a DOWN partition's select test ends in an error whatever the shape:
-            # see below)
-            if scheduled or len(req.parts) == 1:
-                ok_parts += 1
-        elif misfit is None:
-            misfit = _misfit(wl, info)
-    if not ok_parts and outside:
-        return MSG_NOT_IN_PARTITION
-    if not ok_parts and len(req.parts) > 1 and _ends_partition_down(req, parts, s):
-        ok_parts = 1
+        # select's test-only answer there: the partition's QOS and accounts and the node
+        # counts it leaves (``select_nodes``, ``get_node_cnts``) come before the shape
+        if limits.part_policy(part, req.account, req.qos) or node_counts_conflict(
+                stored_most, stored_least, part, job_qos):
+            chosen = PART_CONFIG
+        elif outside:
+            # (select's own answer; under EnforcePartLimits ``_part_access_check`` refused it
+            # first, "Requested nodes not in this partition": probe p137)
+            chosen, misfits[pname] = NODE_CONFIG, limits.MSG_NODES
+        elif _fits_empty(wl, info, nodes, lim, memo, node_ok):
+            chosen = OK
+        else:
+            chosen, misfits[pname] = NODE_CONFIG, _misfit(wl, info)
+        tests.append(PartTest(pname, info.tier, _limits_check(req, info, scheduled, stored_limit, stored_most,
+                                                              stored_least, job_qos, enforced), chosen))
     # EnforcePartLimits: ALL refuses a job any of its partitions' limits refuse, YES (= ANY)
     # one all of them refuse (``_valid_job_part``: the last one's message)
     epl = s.enforce_part_limits
@@ -169,28 +143,82 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     # then ``_valid_job_part``'s tests against the widest limits of the job's partitions (its
     # node counts, --time-min, --time); ``gres_job_state_validate`` comes after it and before
     # the accounting policy's (``acct_policy_validate``: DenyOnLimit); the job then exists, and
-    # ``_select_nodes_parts`` tests it in its partitions: a partition configuration refusal
-    # ends that loop, a shape no partition holds is its last answer
+    # ``_select_nodes_parts`` tests it in its partitions (``submit_select``)
     listed = [parts[p] for p in req.parts]
     return ((_list_limit_refusal(req, wl, most, least, listed, job_qos, "nodes") if enforced else None)
             or _time_min_refusal(req, wl, listed, acct)
             or (_list_limit_refusal(req, wl, most, least, listed, job_qos, "time") if enforced else None)
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
-            or _denied_on_limit(req, parts, acct, s) or _part_config_refusal(req, wl, most, parts, acct, s)
-            or (None if ok_parts else misfit or limits.MSG_NODES))
+            or _denied_on_limit(req, parts, acct, s)
+            or outcome(select_loop(tests, epl, len(req.parts) > 1), enforced,
+                       lambda name: misfits.get(name) or limits.MSG_NODES, limits.MSG_PART_CONFIG))
 
 
-def _ends_partition_down(req: JobReq, parts: dict[str, PartInfo], s: Settings) -> bool:
-    """Whether ``_select_nodes_parts``' test of a job listed in several partitions, none of
-    which (that schedules jobs) holds its shape, ends in PartitionDown, so that the job is
-    queued rather than refused: under EnforcePartLimits=ALL where a DOWN partition is listed
-    (its state is kept as the loop's answer), else where the last partition in PriorityTier
-    order is one (the loop's answer is the last one's). Probe p136 (p UP, d DOWN, both tier 1,
-    ``--gres=gpu:9`` on 8-GPU nodes): ``-p p,d`` queued under ALL and ANY."""
-    if s.enforce_part_limits.upper() == "ALL":
-        return any(parts[p].state not in limits.SCHEDULED_STATES for p in req.parts)
-    last = sorted(req.parts, key=lambda p: -parts[p].tier)[-1]
-    return parts[last].state not in limits.SCHEDULED_STATES
+def _access_refusal(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, outside: bool,
+                    most: int | None, least: int | None, job_qos, enforced: bool) -> str | None:
+    """``_part_access_check`` of the request as submitted in partition ``info``, as a reason
+    (its message in ``_PART_MESSAGE``), in its order: the CPUs against the partition's, the
+    node count against its nodes, a required node outside it ("NotInPartition"), MinNodes, MaxNodes and MaxTime (the
+    size and time tests only where the partition schedules jobs: probe p135), then under
+    EnforcePartLimits its accounts and QOS."""
+    part = info.part
+    if scheduled and enforced and _min_cpus(wl) > info.tres_total["cpu"] * 1000:
+        return "TooManyCpus"  # (more CPUs than the partition has in all: tested first)
+    if scheduled and enforced and least is not None and part.nodes and least > len(part.nodes):
+        # (probe p134: ``-p p,q -N3`` with q of two nodes, "Node count specification
+        # invalid"; without EnforcePartLimits the select test finds the job fits nowhere there)
+        return "PartitionNodeLimit"
+    if outside:
+        return "NotInPartition"
+    why = limits.part_limit(req.time_limit, most, least, part, info.max_time, job_qos) if scheduled else None
+    if why is None and enforced:
+        why = limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)
+    return why
+
+
+_PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME,
+                 "AccountNotAllowed": limits.MSG_ACCOUNT, "QOSNotAllowed": limits.MSG_QOS,
+                 "NotInPartition": MSG_NOT_IN_PARTITION, "TooManyCpus": limits.MSG_CPUS}
+
+
+def _limits_check(req: JobReq, info: PartInfo, scheduled: bool, time_limit: float | None, most: int | None,
+                  least: int, job_qos, enforced: bool) -> str | None:
+    """``job_limits_check`` of the created job in partition ``info`` (its stored counts and
+    limit): a size or time limit's reason where the partition schedules jobs, PartitionConfig
+    for an account or QOS it refuses under EnforcePartLimits, else PartitionDown where it
+    schedules none, else None."""
+    part = info.part
+    if scheduled:
+        if part.nodes and least > len(part.nodes):
+            return "PartitionNodeLimit"
+        why = limits.part_limit(time_limit, most, least, part, info.max_time, job_qos)
+        if why is not None:
+            return why
+    if enforced and (limits.account_not_allowed(part, req.account) or limits.qos_not_allowed(part, req.qos)):
+        return "PartitionConfig"
+    return None if scheduled else "PartitionDown"
+
+
+def _stored_limit(req: JobReq, parts: dict[str, PartInfo], acct, s: Settings,
+                  stored_time: Callable[[PartInfo], float | None] | None) -> float | None:
+    """The limit slurmctld gives the created job: ``--time``, else the first partition's
+    DefaultTime, else the first MaxWall of that partition's QOS pair or the association's
+    (``SlurmPolicy.time_limit``, which ``stored_time`` is where the policy asks). A real
+    22.05.8 under EnforcePartLimits=ALL refused a job without ``--time`` under a QOS of
+    MaxWall=120 in a partition of MaxTime=60 without DefaultTime; probe p136 took the
+    DefaultTime from the first partition as submitted."""
+    if req.time_limit is not None:
+        return req.time_limit
+    first_info = parts[req.parts[0]]
+    if stored_time is not None:
+        return stored_time(first_info)
+    first = first_info.part
+    tl = first.default_time
+    if tl is None and acct is not None and s.limits_enforced:
+        job_qos = acct.qos.get(req.qos or "")
+        assocs = limits.association_limits(acct, req.user, req.account, account_chain(acct, req.account))
+        tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(first.qos or "")), assocs)
+    return tl
 
 
 def _list_limit_refusal(req: JobReq, wl: Workload, most: int | None, least: int | None, listed: list[PartInfo],
@@ -239,72 +267,6 @@ def fits_empty_partition(wl: Workload, info: PartInfo, nodes: NodeTable, memo: d
     if node_ok is None:
         node_ok = memo[state] = object()
     return _fits_empty(wl, info, nodes, job_nodes(wl, nodes), memo, node_ok)
-
-
-def _held_as_stored(req: JobReq, wl: Workload, info: PartInfo, job_qos,
-                    stored_time: Callable[[PartInfo], float | None] | None) -> bool:
-    """Whether partition ``info``'s own limits hold the job as slurmctld stores it once created,
-    as ``job_limits_check`` tests them: its node counts with MinNodes' raise
-    (``jobinfo.stored_node_counts``), its limit with DefaultTime or a MaxWall filled in, then
-    the partition's QOS and accounts (``queue._job_static`` tests the same)."""
-    most, least = stored_node_counts(wl, req.nodes, [info.part])
-    tl = req.time_limit
-    if tl is None:
-        tl = stored_time(info) if stored_time is not None else info.part.default_time
-    return limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos) is not None
-
-
-_PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimit": limits.MSG_TIME,
-                 "AccountNotAllowed": limits.MSG_ACCOUNT, "QOSNotAllowed": limits.MSG_QOS}
-
-
-def _part_config_refusal(req: JobReq, wl: Workload, most: int | None, parts: dict[str, PartInfo], acct,
-                         s: Settings) -> str | None:
-    """MSG_PART_CONFIG where, under EnforcePartLimits, ``_select_nodes_parts`` finds once the
-    job is created that it cannot run in its partitions: the limit slurmctld gave a job
-    without ``--time`` (DefaultTime, else the MaxWall of a QOS or association) breaks a
-    partition's MaxTime (tested where the partition schedules jobs: ALL refuses where one
-    partition fails, YES/ANY where none passes and the last in PriorityTier order is not
-    DOWN, which holds for ``--time`` too), or, under ALL, the node counts it stores conflict
-    with a DOWN partition's MinNodes or MaxNodes (that partition's select test,
-    ``get_node_cnts``). A real 22.05.8 under EnforcePartLimits=ALL refused a job without
-    ``--time`` under a QOS of MaxWall=120 in a partition of MaxTime=60 without DefaultTime;
-    probe p135 (d DOWN with MaxNodes=1) refused ``-p p,d -N2`` and ``-p d,p -N2``."""
-    epl = s.enforce_part_limits
-    if epl not in ("ALL", "YES", "ANY"):
-        return None
-    job_qos = acct.qos.get(req.qos or "") if acct is not None else None
-    if epl == "ALL":
-        stored_most, stored_least = stored_node_counts(wl, req.nodes, [parts[p].part for p in req.parts])
-        for pname in req.parts:
-            info = parts[pname]
-            if info.state not in limits.SCHEDULED_STATES and node_counts_conflict(
-                    stored_most, stored_least, info.part, job_qos):
-                return limits.MSG_PART_CONFIG
-    # the limit the job holds: --time, else the first partition's DefaultTime, else the first
-    # MaxWall of that partition's QOS pair or the association's (``SlurmPolicy.time_limit``)
-    tl = req.time_limit
-    if tl is None:
-        first = parts[req.parts[0]].part
-        tl = first.default_time
-        if tl is None and acct is not None and s.limits_enforced:
-            assocs = limits.association_limits(acct, req.user, req.account, account_chain(acct, req.account))
-            tl = limits.limit_wall(limits.qos_order(job_qos, acct.qos.get(first.qos or "")), assocs)
-    # ``job_limits_check`` per partition: a limit failure where the partition schedules jobs,
-    # else its state (PartitionDown)
-    failed = {p: parts[p].state in limits.SCHEDULED_STATES and limits.part_limit(
-        tl, most, None, parts[p].part, parts[p].max_time, job_qos) is not None for p in req.parts}
-    if epl == "ALL":
-        # a failure other than the state ends the loop in a refusal (a job with ``--time``
-        # failing one was refused before, by ``_valid_job_part``)
-        return limits.MSG_PART_CONFIG if any(failed.values()) else None
-    # YES/ANY: every failing partition is passed over; where none passes, the loop's answer
-    # stays the refusal it starts with unless the last one tested (in PriorityTier order) is
-    # one that schedules no jobs (PartitionDown: the job is queued)
-    if any(parts[p].state in limits.SCHEDULED_STATES and not failed[p] for p in req.parts):
-        return None
-    last = sorted(req.parts, key=lambda p: -parts[p].tier)[-1]
-    return limits.MSG_PART_CONFIG if parts[last].state in limits.SCHEDULED_STATES else None
 
 
 def node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:
@@ -368,17 +330,22 @@ def _misfit(wl: Workload, info: PartInfo) -> str:
     with two 16-core nodes refused ``-n33`` and ``-N2 -c17`` ("More processors requested than
     permitted"), ``-N3 -c2`` ("Node count specification invalid"), ``-N3 -c20`` with the first
     message and ``-N1 -c20`` with the last."""
-    cpus = nodes = 0
-    for ps in wl.pod_sets:
-        count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
-        cpus += ps.cpus_total * 1000 if ps.split else count * ps.cpu_m
-        if ps.one_per_node:
-            nodes += count
-    if cpus > info.tres_total["cpu"] * 1000:
+    if _min_cpus(wl) > info.tres_total["cpu"] * 1000:
         return limits.MSG_CPUS
+    nodes = sum((ps.min_count or ps.count) for ps in wl.pod_sets if ps.one_per_node)
     if nodes > len(info.nodes):
         return limits.MSG_NODE_COUNT
     return limits.MSG_NODES
+
+
+def _min_cpus(wl: Workload) -> int:
+    """The least CPUs (millicores) the job asks in all, as slurmctld holds them against a
+    partition's CPUs (``min_cpus``)."""
+    cpus = 0
+    for ps in wl.pod_sets:
+        count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
+        cpus += ps.cpus_total * 1000 if ps.split else count * ps.cpu_m
+    return cpus
 
 
 def _assoc_pairs(acct, memo: dict) -> frozenset:

@@ -1,0 +1,99 @@
+"""sbatch's last test before a job is queued: slurmctld's ``_select_nodes_parts`` run over the
+job's partitions once the job exists (22.05.8 ``job_allocate``), as a pure function of the
+job's stored request and the partitions.
+
+Why a loop and not a rule per case: which answer the job gets (queued, "Requested partition
+configuration not available now", "Requested node configuration is not available") depends on
+the order the partitions are tried in (PriorityTier, highest first, then as listed), on
+EnforcePartLimits (ANY passes over a partition whose limits fail, ALL stops at it) and on which
+partition the loop ends at: a DOWN partition that could hold the job ends it in PartitionDown,
+which queues a batch job. Probes p135 and p136 (docs/differential.md, finding 86) checked 47
+answers of lists with DOWN partitions against a real 22.05.8.
+
+Per partition, the loop reads ``job_limits_check`` (``limit``: None, a limit's reason,
+"PartitionConfig" for a refused account or QOS, or "PartitionDown") and then select's test
+(``select``: "ok" where the job could run there, "config" where its node counts leave no count
+or the partition refuses its QOS or account, "nodes" where its shape fits no node). The
+loop's ``rc`` is the last test's answer. Under ALL a partition that could run the job does
+not end the loop, even on idle nodes (probe p138: ``-p p,m -n1 --gres=gpu:1`` with m of
+MinNodes=2 was refused, "partition configuration", on an idle cluster; probes p135 and p136,
+every node held: a later DOWN partition's node counts refused the job).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: the loop's answers
+QUEUED, PART_CONFIG, NODE_CONFIG = "queued", "config", "nodes"
+#: select's answer where the job could run in the partition
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class PartTest:
+    """One partition of the job's list as the loop sees it."""
+
+    name: str
+    tier: int
+    #: ``job_limits_check``: None (passes), "PartitionDown", or another failure
+    limit: str | None
+    #: select's answer: OK, PART_CONFIG or NODE_CONFIG
+    select: str
+
+
+def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str, str | None]:
+    """(the loop's answer: QUEUED, PART_CONFIG or NODE_CONFIG; the partition whose test gave
+    a NODE_CONFIG answer, else None). ``listed``: the job names several partitions (a job of
+    one partition runs the single test, where a failed limit other than the state skips
+    select and leaves "partition configuration", which EnforcePartLimits=NO queues)."""
+    mode = enforce.upper()
+    if mode == "YES":
+        mode = "ANY"
+    if not listed:
+        t = tests[0]
+        if t.limit is None or t.limit == "PartitionDown":
+            return _answer(t.select, t)
+        return PART_CONFIG, None
+    best = None
+    rc, rc_part = PART_CONFIG, None  # the loop's starting answer
+    last_limit = None
+    for t in sorted(tests, key=lambda t: -t.tier):
+        last_limit = t.limit
+        if t.limit is not None:
+            if mode == "ANY":
+                continue  # passed over
+            if mode == "ALL":
+                if t.limit != "PartitionDown":
+                    return PART_CONFIG, None  # the job cannot run there: refused
+                best = QUEUED  # PartitionDown, kept unless a later answer replaces it
+        rc, rc_part = (t.select, t.name) if t.select != OK else (QUEUED, None)
+        if rc == PART_CONFIG and mode == "ALL":
+            return PART_CONFIG, None
+        if rc == QUEUED:
+            if mode in ("ANY", "NO"):
+                return QUEUED, None  # could run there (or PartitionDown): the loop ends
+            best = QUEUED
+    if best is not None:
+        return best, None
+    if last_limit == "PartitionDown":
+        return QUEUED, None
+    return rc, rc_part
+
+
+def _answer(select: str, t: PartTest) -> tuple[str, str | None]:
+    if select == OK:
+        return QUEUED, None
+    return select, t.name if select == NODE_CONFIG else None
+
+
+def outcome(answer: tuple[str, str | None], enforced: bool, misfit: Callable[[str], str],
+            part_config_message: str) -> str | None:
+    """sbatch's message for the loop's ``answer``, or None where the job is queued
+    (``job_allocate``: "partition configuration" is refused only under EnforcePartLimits)."""
+    what, part = answer
+    if what == QUEUED:
+        return None
+    if what == PART_CONFIG:
+        return part_config_message if enforced else None
+    return misfit(part or "")
