@@ -243,7 +243,7 @@ def test_without_enforce_part_limits_a_range_over_max_nodes_waits_and_one_reachi
 def test_part_limit_tests_nodes_before_time_and_reads_each_flag():
     from gpupool.model.slurm import Partition
 
-    part = Partition("p", ("n",), max_nodes=1, min_nodes=None)
+    part = Partition("p", ("n1", "n2", "n3"), max_nodes=1, min_nodes=None)
     assert limits.part_limit(7200.0, 2, 2, part, 3600.0, None) == "PartitionNodeLimit"
     assert limits.part_limit(7200.0, 1, 1, part, 3600.0, None) == "PartitionTimeLimit"
     assert limits.part_limit(7200.0, 1, 1, part, 3600.0, Qos("q", flags=("PartitionTimeLimit",))) is None
@@ -256,6 +256,8 @@ def test_part_limit_tests_nodes_before_time_and_reads_each_flag():
     assert limits.part_limit(60.0, 2, 1, part, None, None) == "PartitionNodeLimit"
     assert limits.part_limit(60.0, None, None, part, None, None) is None
     assert limits.part_limit(60.0, 1, 1, mins, None, Qos("q", flags=("PartitionMinNodes",))) is None
+    # more nodes than the partition has: tested first, whatever the flags (probe p137)
+    assert limits.part_limit(60.0, 4, 4, part, 3600.0, Qos("q", flags=("PartitionMaxNodes",))) == "PartitionNodeLimit"
 
 
 def test_sprio_lists_a_job_its_partitions_limits_hold(tmp_path):

@@ -460,3 +460,16 @@ def test_node_counts_and_required_nodes_at_submit_as_slurm_answers(tmp_path, con
 
     pool = slurm_pool(tmp_path, conf.format(epl=epl))
     assert submit_rejection(pool, workload("J", options + " --gres=gpu:1", 0.0, 1)) == expected
+
+
+def test_more_nodes_than_the_partition_has_waits_with_partition_node_limit(tmp_path):
+    """Probe p137 under EnforcePartLimits=NO: ``-p q -N3 -t 5`` (q of two nodes, MaxTime=3)
+    waited with PartitionNodeLimit, ``_part_access_check`` testing the node count before the
+    time limit; ``-p q -N3 -t 1`` waits for ever too (before: the first showed
+    PartitionTimeLimit, the second gpupool's text for a shape that never fits)."""
+    pool = slurm_pool(tmp_path, _SMALL_Q.format(epl="NO"))
+    wls = [workload("A", "-p q -N3 -t 1 --gres=gpu:1", 0.0, 1, runtime=30.0),
+           workload("E", "-p q -N3 -t 5 --gres=gpu:1", 0.0, 2, runtime=30.0)]
+    engine = Engine(pool, wls, make_policy("slurm", pool), until=200.0)
+    engine.run()
+    assert [(engine.jobs[i].state, engine.jobs[i].reason) for i in (1, 2)] == [("PENDING", "PartitionNodeLimit")] * 2

@@ -183,6 +183,10 @@ def part_limit(time_limit: float | None, most: int | None, least: int | None, pa
     PartitionTimeLimit lift the matching limit (a real 22.05.8 ran ``-N2`` in a partition of
     MaxNodes=1 and ``-t 120`` over MaxTime=60 under QOS with those flags, and kept the limit
     of 2:00:00)."""
+    if least is not None and part.nodes and least > len(part.nodes):
+        # more nodes than the partition has, tested first (``_part_access_check``; probe p137:
+        # ``-p q -N3 -t 5`` with q of two nodes and MaxTime=3 waited with PartitionNodeLimit)
+        return "PartitionNodeLimit"
     if (part.max_nodes is not None and most is not None and most > part.max_nodes
             and not has_flag(job_qos, "partitionmaxnodes")) or (
             part.min_nodes is not None and least is not None and least < part.min_nodes

@@ -189,8 +189,6 @@ def _limits_check(req: JobReq, info: PartInfo, scheduled: bool, time_limit: floa
     schedules none, else None."""
     part = info.part
     if scheduled:
-        if part.nodes and least > len(part.nodes):
-            return "PartitionNodeLimit"
         why = limits.part_limit(time_limit, most, least, part, info.max_time, job_qos)
         if why is not None:
             return why
