@@ -473,3 +473,37 @@ def test_more_nodes_than_the_partition_has_waits_with_partition_node_limit(tmp_p
     engine = Engine(pool, wls, make_policy("slurm", pool), until=200.0)
     engine.run()
     assert [(engine.jobs[i].state, engine.jobs[i].reason) for i in (1, 2)] == [("PENDING", "PartitionNodeLimit")] * 2
+
+
+#: a fourth review's reading of the 22.05.8 source (not probed): select's own answer is the
+#: node configuration message whatever the shape asks; it finds a required node outside the
+#: partition before the node counts; ``job_limits_check`` tests the CPUs first; and a list the
+#: submit rules shrink to one partition keeps the list's path
+_REVIEW4 = [
+    (_DOWN_LIMITS, "NO", "-p d -N2 -w gpu03 --gres=gpu:8 -t 1", _NODES),
+    (_SMALL_Q, "NO", "-p q -n300 -t 1", None),
+    (_SMALL_Q, "ANY", "-p p,q -N1 -n300 -t 1", _NODES),
+    (_SMALL_Q, "NO", "-p p,q -N1 -n300 -t 1", _NODES),
+    (_DOWN_LIMITS, "ALL", "-p d -n300 -t 1", _NODES),
+    (_SMALL_Q + "PartitionName=dr Nodes=gpu[01-02] MaxTime=3 State=DRAIN\n", "NO", "-p dr,q -N3 -t 1 --gres=gpu:1",
+     _NODES),
+    (_SMALL_Q + "PartitionName=dr Nodes=gpu[01-02] MaxTime=3 State=DRAIN\n", "NO", "-p q -N3 -t 1 --gres=gpu:1", None),
+]
+
+
+@pytest.mark.parametrize("conf,epl,options,expected", _REVIEW4)
+def test_select_answers_and_the_list_path_as_the_source_reads(tmp_path, conf, epl, options, expected):
+    from gpupool.policy.slurm.submit_check import submit_rejection
+
+    pool = slurm_pool(tmp_path, conf.format(epl=epl))
+    assert submit_rejection(pool, workload("J", options, 0.0, 1)) == expected
+
+
+def test_the_policy_keeps_the_list_path_of_a_list_the_submit_rules_shrink(tmp_path):
+    """The same answer from the policy's own submit check (``SlurmPolicy.resolve_request``
+    notes that the job was submitted with a list)."""
+    pool = slurm_pool(tmp_path, (_SMALL_Q + "PartitionName=dr Nodes=gpu[01-02] MaxTime=3 State=DRAIN\n").format(epl="NO"))
+    engine = Engine(pool, [workload("J", "-p dr,q -N3 -t 1 --gres=gpu:1", 0.0, 1, runtime=30.0)],
+                    make_policy("slurm", pool), until=10.0)
+    engine.run()
+    assert (engine.jobs[1].state, engine.jobs[1].reason) == ("REJECTED", _NODES)

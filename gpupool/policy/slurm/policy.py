@@ -688,6 +688,9 @@ class SlurmPolicy:
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
         self._submit_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message, or MSG_UNWALKED
+        #: job id -> whether it was submitted with a list of partitions, for a job whose list
+        #: the submit rules changed (``resolve_request``; else read from its partitions)
+        self._listed: dict[int, bool] = {}
         #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)
         self.license_total: dict[str, int] = dict(cfg.params.get("Licenses") or {})  # type: ignore[call-overload]
         self.over_time_limit = self.s.over_time_limit
@@ -1325,6 +1328,9 @@ class SlurmPolicy:
                 self._submit_refusal[wl.id] = refused
                 return wl
             if landed != wl.partition:
+                # a list the rules shrink to one partition keeps slurmctld's list path
+                # (``submit_select.select_loop``)
+                self._listed[wl.id] = "," in (wl.partition or "")
                 wl = replace(wl, partition=landed)
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
@@ -1450,7 +1456,8 @@ class SlurmPolicy:
         if refused in part_submit.REFUSALS:  # no partition took the job (_get_job_parts)
             return submit_check.array_refusal(job.wl, self.cfg) or refused
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
-                                     self._fit_empty, lambda info: self.time_limit(job, info))
+                                     self._fit_empty, lambda info: self.time_limit(job, info),
+                                     self._listed.get(job.id))
         return why if why is not None else refused
 
     # ------------------------------------------------------------ priority

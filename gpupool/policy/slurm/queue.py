@@ -13,7 +13,7 @@ from gpupool.policy.dependencies import (
     dependency_state,
     parse_dependency,
 )
-from gpupool.policy.slurm import limits
+from gpupool.policy.slurm import limits, submit_check
 from gpupool.policy.slurm.jobinfo import stored_node_counts
 
 
@@ -160,6 +160,10 @@ def job_static(pol, job) -> tuple:
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
         why = limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)
+        if info.state in _SCHEDULED and submit_check.min_cpus(job.wl) > info.tres_total["cpu"] * 1000:
+            # more CPUs than the partition has in all: ``_part_access_check`` tests that first,
+            # and ``job_limits_check`` reads its refusal as PartitionConfig
+            why = "PartitionConfig"
         if why in limits.PART_POLICY_REASONS and enforce:
             # under EnforcePartLimits ``_part_access_check`` tests the accounts and QOS itself,
             # whatever the partition's state, and its refusal reads PartitionConfig

@@ -61,12 +61,15 @@ def array_refusal(wl: Workload, cfg: SlurmConfig) -> str | None:
 
 def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: NodeTable, cfg: SlurmConfig,
               s: Settings, fit_memo: dict | None = None,
-              stored_time: Callable[[PartInfo], float | None] | None = None) -> str | None:
+              stored_time: Callable[[PartInfo], float | None] | None = None,
+              listed: bool | None = None) -> str | None:
     """Slurm's message if a job asking ``req`` (derived from ``wl``) is refused at submit, else None.
 
     ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run);
     ``stored_time`` gives the limit slurmctld stores for a job without ``--time``
-    (``SlurmPolicy.time_limit``; without it, the partition's DefaultTime)."""
+    (``SlurmPolicy.time_limit``; without it, the partition's DefaultTime); ``listed``: the job
+    was submitted with a list of partitions (slurmctld keeps the list's path where the submit
+    rules leave one partition of it); None: read from ``req``."""
     acct = cfg.accounting
     if array_refusal(wl, cfg) is not None:
         return limits.MSG_ARRAY
@@ -111,7 +114,6 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     stored_most, stored_least = stored_node_counts(wl, req.nodes, [parts[p].part for p in req.parts])
     stored_limit = _stored_limit(req, parts, acct, s, stored_time)
     tests: list[PartTest] = []  # each partition as the select loop sees it
-    misfits: dict[str, str] = {}  # partition -> why select finds no node for the job there
     for pname in req.parts:
         info = parts[pname]
         part = info.part
@@ -122,18 +124,22 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             part_bad.append(_PART_MESSAGE[why])
         # select's test-only answer there: the partition's QOS and accounts and the node
         # counts it leaves (``select_nodes``, ``get_node_cnts``) come before the shape
-        if limits.part_policy(part, req.account, req.qos) or node_counts_conflict(
-                stored_most, stored_least, part, job_qos):
+        if limits.part_policy(part, req.account, req.qos):
             chosen = PART_CONFIG
         elif outside:
-            # (select's own answer; under EnforcePartLimits ``_part_access_check`` refused it
-            # first, "Requested nodes not in this partition": probe p137)
-            chosen, misfits[pname] = NODE_CONFIG, limits.MSG_NODES
+            # (select's own answer, before the node counts; under EnforcePartLimits
+            # ``_part_access_check`` refused it first, "Requested nodes not in this
+            # partition": probe p137)
+            chosen = NODE_CONFIG
+        elif node_counts_conflict(stored_most, stored_least, part, job_qos):
+            chosen = PART_CONFIG
         elif _fits_empty(wl, info, nodes, lim, memo, node_ok):
             chosen = OK
         else:
-            chosen, misfits[pname] = NODE_CONFIG, _misfit(wl, info)
-        tests.append(PartTest(pname, info.tier, _limits_check(req, info, scheduled, stored_limit, stored_most,
+            # select's answer is "node configuration" whatever the shape asks: the CPU and
+            # node count messages come from ``_part_access_check`` (above)
+            chosen = NODE_CONFIG
+        tests.append(PartTest(pname, info.tier, _limits_check(req, wl, info, scheduled, stored_limit, stored_most,
                                                               stored_least, job_qos, enforced), chosen))
     # EnforcePartLimits: ALL refuses a job any of its partitions' limits refuse, YES (= ANY)
     # one all of them refuse (``_valid_job_part``: the last one's message)
@@ -144,14 +150,14 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     # node counts, --time-min, --time); ``gres_job_state_validate`` comes after it and before
     # the accounting policy's (``acct_policy_validate``: DenyOnLimit); the job then exists, and
     # ``_select_nodes_parts`` tests it in its partitions (``submit_select``)
-    listed = [parts[p] for p in req.parts]
-    return ((_list_limit_refusal(req, wl, most, least, listed, job_qos, "nodes") if enforced else None)
-            or _time_min_refusal(req, wl, listed, acct)
-            or (_list_limit_refusal(req, wl, most, least, listed, job_qos, "time") if enforced else None)
+    infos = [parts[p] for p in req.parts]
+    return ((_list_limit_refusal(req, wl, most, least, infos, job_qos, "nodes") if enforced else None)
+            or _time_min_refusal(req, wl, infos, acct)
+            or (_list_limit_refusal(req, wl, most, least, infos, job_qos, "time") if enforced else None)
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s)
-            or outcome(select_loop(tests, epl, len(req.parts) > 1), enforced,
-                       lambda name: misfits.get(name) or limits.MSG_NODES, limits.MSG_PART_CONFIG))
+            or outcome(select_loop(tests, epl, len(req.parts) > 1 if listed is None else listed), enforced,
+                       limits.MSG_PART_CONFIG))
 
 
 def _access_refusal(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, outside: bool,
@@ -162,7 +168,7 @@ def _access_refusal(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, 
     size and time tests only where the partition schedules jobs: probe p135), then under
     EnforcePartLimits its accounts and QOS."""
     part = info.part
-    if scheduled and enforced and _min_cpus(wl) > info.tres_total["cpu"] * 1000:
+    if scheduled and enforced and min_cpus(wl) > info.tres_total["cpu"] * 1000:
         return "TooManyCpus"  # (more CPUs than the partition has in all: tested first)
     if scheduled and enforced and least is not None and part.nodes and least > len(part.nodes):
         # (probe p134: ``-p p,q -N3`` with q of two nodes, "Node count specification
@@ -181,7 +187,7 @@ _PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimi
                  "NotInPartition": MSG_NOT_IN_PARTITION, "TooManyCpus": limits.MSG_CPUS}
 
 
-def _limits_check(req: JobReq, info: PartInfo, scheduled: bool, time_limit: float | None, most: int | None,
+def _limits_check(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, time_limit: float | None, most: int | None,
                   least: int, job_qos, enforced: bool) -> str | None:
     """``job_limits_check`` of the created job in partition ``info`` (its stored counts and
     limit): a size or time limit's reason where the partition schedules jobs, PartitionConfig
@@ -189,6 +195,8 @@ def _limits_check(req: JobReq, info: PartInfo, scheduled: bool, time_limit: floa
     schedules none, else None."""
     part = info.part
     if scheduled:
+        if min_cpus(wl) > info.tres_total["cpu"] * 1000:
+            return "PartitionConfig"  # (more CPUs than the partition has: tested first)
         why = limits.part_limit(time_limit, most, least, part, info.max_time, job_qos)
         if why is not None:
             return why
@@ -322,21 +330,7 @@ def _time_min_refusal(req: JobReq, wl: Workload, listed: list[PartInfo], acct) -
     return None
 
 
-def _misfit(wl: Workload, info: PartInfo) -> str:
-    """sbatch's message for a shape ``info`` can never hold: more CPUs than the partition has
-    in all, else more nodes than it has, else no node configuration that fits. A real 22.05.8
-    with two 16-core nodes refused ``-n33`` and ``-N2 -c17`` ("More processors requested than
-    permitted"), ``-N3 -c2`` ("Node count specification invalid"), ``-N3 -c20`` with the first
-    message and ``-N1 -c20`` with the last."""
-    if _min_cpus(wl) > info.tres_total["cpu"] * 1000:
-        return limits.MSG_CPUS
-    nodes = sum((ps.min_count or ps.count) for ps in wl.pod_sets if ps.one_per_node)
-    if nodes > len(info.nodes):
-        return limits.MSG_NODE_COUNT
-    return limits.MSG_NODES
-
-
-def _min_cpus(wl: Workload) -> int:
+def min_cpus(wl: Workload) -> int:
     """The least CPUs (millicores) the job asks in all, as slurmctld holds them against a
     partition's CPUs (``min_cpus``)."""
     cpus = 0
@@ -414,6 +408,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     landed, refused = part_submit.submit_partitions(wl.partition, view.cfg.partitions, view.default_part)
     if refused is not None:
         return array_refusal(wl, view.cfg) or refused
+    listed = "," in (wl.partition or "")  # as submitted (``select_loop``)
     if landed != wl.partition:
         wl = replace(wl, partition=landed)
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
@@ -421,7 +416,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
     if refused in job_defaults.OWN_REFUSALS:
         return refused  # gpupool's: slurmctld's checks would read a shape it does not give
-    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo) or refused
+    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo, listed=listed) or refused
 
 
 def _mask_of(info: PartInfo) -> int:

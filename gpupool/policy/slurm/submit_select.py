@@ -21,8 +21,9 @@ every node held: a later DOWN partition's node counts refused the job).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from gpupool.policy.slurm.limits import MSG_NODES
 
 #: the loop's answers
 QUEUED, PART_CONFIG, NODE_CONFIG = "queued", "config", "nodes"
@@ -42,21 +43,21 @@ class PartTest:
     select: str
 
 
-def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str, str | None]:
-    """(the loop's answer: QUEUED, PART_CONFIG or NODE_CONFIG; the partition whose test gave
-    a NODE_CONFIG answer, else None). ``listed``: the job names several partitions (a job of
-    one partition runs the single test, where a failed limit other than the state skips
-    select and leaves "partition configuration", which EnforcePartLimits=NO queues)."""
+def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> str:
+    """The loop's answer: QUEUED, PART_CONFIG or NODE_CONFIG. ``listed``: the job was
+    submitted with a list of partitions (a job of one partition runs the single test, where a
+    failed limit other than the state skips select and leaves "partition configuration",
+    which EnforcePartLimits=NO queues)."""
     mode = enforce.upper()
     if mode == "YES":
         mode = "ANY"
     if not listed:
         t = tests[0]
         if t.limit is None or t.limit == "PartitionDown":
-            return _answer(t.select, t)
-        return PART_CONFIG, None
+            return QUEUED if t.select == OK else t.select
+        return PART_CONFIG
     best = None
-    rc, rc_part = PART_CONFIG, None  # the loop's starting answer
+    rc = PART_CONFIG  # the loop's starting answer
     last_limit = None
     for t in sorted(tests, key=lambda t: -t.tier):
         last_limit = t.limit
@@ -65,35 +66,28 @@ def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str,
                 continue  # passed over
             if mode == "ALL":
                 if t.limit != "PartitionDown":
-                    return PART_CONFIG, None  # the job cannot run there: refused
+                    return PART_CONFIG  # the job cannot run there: refused
                 best = QUEUED  # PartitionDown, kept unless a later answer replaces it
-        rc, rc_part = (t.select, t.name) if t.select != OK else (QUEUED, None)
+        rc = QUEUED if t.select == OK else t.select
         if rc == PART_CONFIG and mode == "ALL":
-            return PART_CONFIG, None
+            return PART_CONFIG
         if rc == QUEUED:
             if mode in ("ANY", "NO"):
-                return QUEUED, None  # could run there (or PartitionDown): the loop ends
+                return QUEUED  # could run there (or PartitionDown): the loop ends
             best = QUEUED
     if best is not None:
-        return best, None
+        return best
     if last_limit == "PartitionDown":
-        return QUEUED, None
-    return rc, rc_part
+        return QUEUED
+    return rc
 
 
-def _answer(select: str, t: PartTest) -> tuple[str, str | None]:
-    if select == OK:
-        return QUEUED, None
-    return select, t.name if select == NODE_CONFIG else None
-
-
-def outcome(answer: tuple[str, str | None], enforced: bool, misfit: Callable[[str], str],
-            part_config_message: str) -> str | None:
+def outcome(answer: str, enforced: bool, part_config_message: str) -> str | None:
     """sbatch's message for the loop's ``answer``, or None where the job is queued
-    (``job_allocate``: "partition configuration" is refused only under EnforcePartLimits)."""
-    what, part = answer
-    if what == QUEUED:
+    (``job_allocate``: "partition configuration" is refused only under EnforcePartLimits,
+    "node configuration" always)."""
+    if answer == QUEUED:
         return None
-    if what == PART_CONFIG:
+    if answer == PART_CONFIG:
         return part_config_message if enforced else None
-    return misfit(part or "")
+    return MSG_NODES
