@@ -164,9 +164,9 @@ def _access_refusal(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, 
                     most: int | None, least: int | None, job_qos, enforced: bool) -> str | None:
     """``_part_access_check`` of the request as submitted in partition ``info``, as a reason
     (its message in ``_PART_MESSAGE``), in its order: the CPUs against the partition's, the
-    node count against its nodes, a required node outside it ("NotInPartition"), MinNodes, MaxNodes and MaxTime (the
-    size and time tests only where the partition schedules jobs: probe p135), then under
-    EnforcePartLimits its accounts and QOS."""
+    node count against its nodes, a required node outside it ("NotInPartition"), MinNodes,
+    MaxNodes and MaxTime (the size and time tests only where the partition schedules jobs:
+    probe p135), then under EnforcePartLimits its accounts and QOS."""
     part = info.part
     if scheduled and enforced and min_cpus(wl) > info.tres_total["cpu"] * 1000:
         return "TooManyCpus"  # (more CPUs than the partition has in all: tested first)
@@ -187,12 +187,12 @@ _PART_MESSAGE = {"PartitionNodeLimit": limits.MSG_NODE_COUNT, "PartitionTimeLimi
                  "NotInPartition": MSG_NOT_IN_PARTITION, "TooManyCpus": limits.MSG_CPUS}
 
 
-def _limits_check(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, time_limit: float | None, most: int | None,
-                  least: int, job_qos, enforced: bool) -> str | None:
+def _limits_check(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, time_limit: float | None,
+                  most: int | None, least: int, job_qos, enforced: bool) -> str | None:
     """``job_limits_check`` of the created job in partition ``info`` (its stored counts and
-    limit): a size or time limit's reason where the partition schedules jobs, PartitionConfig
-    for an account or QOS it refuses under EnforcePartLimits, else PartitionDown where it
-    schedules none, else None."""
+    limit), where the partition schedules jobs: PartitionConfig for more CPUs than it has, else
+    a size or time limit's reason; then PartitionConfig for an account or QOS it refuses under
+    EnforcePartLimits; else PartitionDown where it schedules none, else None."""
     part = info.part
     if scheduled:
         if min_cpus(wl) > info.tres_total["cpu"] * 1000:
