@@ -1,6 +1,6 @@
 """Shapes a partition can never hold, and exclusive jobs, on a real Slurm 22.05 and in gpupool
 (the rules: ``select.holds_exclusive``, ``select._packed``, ``select.exclusive_memory``,
-``select._node_count``, ``submit_check._misfit``; without a real Slurm: ``tests/unit/test_slurm_exclusive_fit.py``).
+``select._node_count``, ``submit_check._access_refusal``; without a real Slurm: ``tests/unit/test_slurm_exclusive_fit.py``).
 
 Two 16-core, 64000 MB, 8-GPU nodes in one partition (CR_Core_Memory, DefMemPerCPU=1000). Each
 case submits its jobs a couple of seconds apart and reads, per job, sbatch's refusal or the
