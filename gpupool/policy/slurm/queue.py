@@ -88,9 +88,6 @@ def _static_of(pol) -> _Static:
     return st
 
 
-_SCHEDULED = limits.SCHEDULED_STATES
-
-
 #: the reasons a partition's test gives (``job_limits_check``), which a later partition of the
 #: job's list that takes it clears again (``part_policy_job_runnable_state``); PartitionConfig
 #: and a partition's account or QOS refusal stay
@@ -103,7 +100,7 @@ def part_fail(info, why: str | None) -> str | None:
     only where it schedules jobs (``_part_access_check`` tests them under PARTITION_SCHED), and
     then come before its state, which alone holds a DOWN or INACTIVE partition's jobs (but for
     an account or QOS it refuses under EnforcePartLimits, PartitionConfig)."""
-    if info.state in _SCHEDULED or why == "PartitionConfig":
+    if info.state in limits.SCHEDULED_STATES or why == "PartitionConfig":
         return why
     return "PartitionDown" if info.state == "DOWN" else "PartitionInactive"
 
@@ -160,7 +157,7 @@ def job_static(pol, job) -> tuple:
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
         why = limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)
-        if info.state in _SCHEDULED and submit_check.min_cpus(job.wl) > info.tres_total["cpu"] * 1000:
+        if info.state in limits.SCHEDULED_STATES and submit_check.min_cpus(job.wl) > info.tres_total["cpu"] * 1000:
             # more CPUs than the partition has in all: ``_part_access_check`` tests that first,
             # and ``job_limits_check`` reads its refusal as PartitionConfig
             why = "PartitionConfig"
