@@ -7,8 +7,8 @@ configuration not available now", "Requested node configuration is not available
 the order the partitions are tried in (PriorityTier, highest first, then as listed), on
 EnforcePartLimits (ANY passes over a partition whose limits fail, ALL stops at it) and on which
 partition the loop ends at: a DOWN partition that could hold the job ends it in PartitionDown,
-which queues a batch job. Probes p135 and p136 (docs/differential.md, finding 86) checked 47
-answers of lists with DOWN partitions against a real 22.05.8.
+which queues a batch job. Probes p135-p138 (docs/differential.md, finding 86) checked 84
+answers, 60 of them with DOWN partitions, against a real 22.05.8.
 
 Per partition, the loop reads ``job_limits_check`` (``limit``: None, a limit's reason,
 "PartitionConfig" for a refused account or QOS, or "PartitionDown") and then select's test
