@@ -934,6 +934,7 @@ class Engine:
                     self._final(job, t, "NODE_FAIL")
         elif event == NODE_UP:
             nodes.up[node] = True
+            nodes.future[node] = False  # (a FUTURE node brought up is in the cluster from now on)
         elif event == NODE_DRAIN:
             nodes.drain[node] = True
         elif event == NODE_RESUME:

@@ -39,7 +39,7 @@ class NodeTable:
         "names", "index", "gpu_total", "cpu_total", "mem_total", "full_mask", "gpu_type",
         "labels", "weight", "free_mask", "free_gpus", "free_cpu", "free_mem", "up", "drain",
         "check", "memory_overcommit", "overcommit_now", "owner", "shared_cpu", "share_n", "type_mask", "features", "cpu_step", "stepped", "core_cpus", "threaded",
-        "gres_topology",
+        "gres_topology", "future",
     )
 
     def __init__(self, pool: Pool, *, check: bool = False) -> None:
@@ -75,6 +75,9 @@ class NodeTable:
         self.free_mem = list(self.mem_total)
         self.up = [n.state.upper() not in ("DOWN", "FAIL", "FUTURE") for n in nodes]
         self.drain = [n.state.upper().startswith("DRAIN") for n in nodes]
+        #: State=FUTURE nodes: not in the cluster yet, so no test of what a job could ever run
+        #: on counts them (slurmctld leaves them out of its active nodes); a fixed list
+        self.future = [n.state.upper() == "FUTURE" for n in nodes]
         #: A free-form tag per node set by controllers (``Engine.set_node_owner``): which side
         #: of a shared pool a node currently serves ("slurm", "fleet"); None = not assigned.
         self.owner: list[str | None] = [None] * len(nodes)

@@ -34,6 +34,7 @@ class NodeView(NodeTable):
         self.free_mem[:] = src.free_mem
         self.up[:] = src.up
         self.drain[:] = src.drain
+        self.future[:] = src.future
         self.owner[:] = src.owner
         for i in hidden:
             self.free_mask[i] = 0

@@ -10,10 +10,13 @@ from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
+from gpupool.policy.slurm.submit_check import fits_empty
 
 VIA_MAIN = "SchedMain"
 #: the pending reason (squeue's text) of a job none of whose partition's nodes is available
 REASON_NO_NODES = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+#: how the reason of a job whose selection failed with ESLURM_NODE_NOT_AVAIL begins
+NODE_NOT_AVAIL = "ReqNodeNotAvail"
 #: the reasons a job in a partition the pass has failed loses for Priority: none, and
 #: Resources (with or without REASON_NO_NODES's description); BeginTime and Dependency too,
 #: which job_independent clears once the job may run; a limit's or a required node's reason
@@ -57,8 +60,8 @@ def run(cy, records, full: bool) -> None:
             else:
                 _held_by_limit(cy, job, info, lim, failed, withheld, usable_of)
             continue
-        arr = cy.array_limit(job) or cy.license_limit(job)
-        if arr is not None:  # neither holds the partition back
+        arr = cy.array_limit(job)
+        if arr is not None:  # (holds the partition back no more than licenses do, below)
             _note(cy, job, arr)
             continue
         # A partition's usable nodes change only when a partition fails (nodes' up/drain
@@ -76,6 +79,13 @@ def run(cy, records, full: bool) -> None:
             usable = cy.off_completing(info, usable)
             got = usable_of[info.name] = (usable, eligible_nodes(info.nodes, nodes, usable), available)
         usable, eligible, available = got
+        lim = job_nodes(job.wl, nodes)
+        if (lim.required and reasons.get(jid, job.reason).startswith(NODE_NOT_AVAIL)
+                and _required_gone(lim.required, nodes, withheld)):
+            # a job already waiting for its required nodes while one is still unavailable is
+            # passed over, its reason kept, nothing held back (22.05.8 ``_schedule``, before
+            # the node count test)
+            continue
         least = least_nodes(job.wl)
         if info.part.min_nodes is not None:  # a range's least count as slurmctld stored it
             # (against the range's largest: a walked range's request counts its least)
@@ -84,9 +94,20 @@ def run(cy, records, full: bool) -> None:
         if least > available:
             # fewer of the partition's nodes are available than the job needs: DOWN, DRAINED
             # or withheld for a higher-priority partition's job; slurmctld skips the job
-            # untried, its partition not held back, with this text as its reason (a real
-            # 22.05.8 showed it for a job of p while q, on the same nodes, had failed first)
+            # untried with this text as its reason (a real 22.05.8 showed it for a job of p
+            # while q, on the same nodes, had failed first) and holds its partition back,
+            # whatever bf_min_age_reserve or bf_min_prio_reserve say (22.05.8 ``_schedule``:
+            # ``goto fail_this_part``; probe p139: ``-p p -N3`` with two of p's four nodes
+            # drained showed it, and a later 4-GPU job of p waited with Priority until backfill
+            # started it)
             _note(cy, job, REASON_NO_NODES)
+            failed.add(info.name)
+            withheld |= info.node_set
+            usable_of.clear()
+            continue
+        lic = cy.license_limit(job)
+        if lic is not None:  # (after the node count: ``_schedule``'s order) holds nothing back
+            _note(cy, job, lic)
             continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
@@ -113,14 +134,19 @@ def run(cy, records, full: bool) -> None:
         # select_nodes tests the TRES limits even after a failed selection, a job asking its
         # GPUs per job counted with its nodes' GPUs; failing them is no "nodes busy" (finding 58)
         over = None if job.id in cy.preempting else cy.failed_select_limit(job, info)
-        lim = job_nodes(job.wl, nodes)
-        _note(cy, job, over or (_unavailable(lim.required, nodes) if lim.required else "Resources"))
+        why = over or _failed_select_reason(cy, job, info, withheld, lim.required)
+        _note(cy, job, why)
         if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
             # only them from lower jobs and goes on with the partition (a real 22.05.8 started
             # lower jobs at once on other nodes)
             withheld.update(mask_nodes(lim.required))
             usable_of.clear()
+            continue
+        if why.startswith(NODE_NOT_AVAIL):
+            # ESLURM_NODE_NOT_AVAIL holds nothing back: ``_schedule`` sets ``fail_by_part``
+            # for ESLURM_NODES_BUSY only (probe p139: a 4-GPU job of p started while 8-GPU
+            # jobs of p waited with ReqNodeNotAvail)
             continue
         if over is not None and not s.assoc_limit_stop:
             continue  # ESLURM_ACCOUNTING_POLICY: the partition is not held back
@@ -169,11 +195,86 @@ def _min_nodes(wl, required: int) -> int:
     return required
 
 
-def _unavailable(required: int, nodes) -> str:
-    """The reason of a job that did not start: slurmctld's "ReqNodeNotAvail, UnavailableNodes:…"
-    when a node it requires is DOWN or DRAINED (a real 22.05.8 showed it for ``-w gpu01`` and
-    ``-N2 -w gpu01,gpu02`` while gpu01 was drained, naming gpu01 only), else Resources."""
-    down = [nodes.names[i] for i in mask_nodes(required) if not nodes.up[i] or nodes.drain[i]]
-    if not down:
+def _failed_select_reason(cy, job, info, withheld: set[int], required: int) -> str:
+    """The reason of a job whose selection failed, as ``_pick_best_nodes`` and select_nodes
+    give it:
+
+    * a required node (``--nodelist``) not available now (DOWN, DRAINED, or withheld in this
+      pass): "ReqNodeNotAvail, UnavailableNodes:<those nodes>" (a real 22.05.8 showed it for
+      ``-w gpu01`` and ``-N2 -w gpu01,gpu02`` while gpu01 was drained, naming gpu01 only);
+    * Resources where the job's shape fits the partition's available nodes with them empty
+      ("runable avail"), or one of them is busy (``_nodes_busy``): ESLURM_NODES_BUSY;
+    * else ESLURM_NODE_NOT_AVAIL (it fits only counting DOWN or DRAINED nodes):
+      "ReqNodeNotAvail, UnavailableNodes:<the partition's nodes not available>", narrowed to
+      the required nodes where it has some ("ReqNodeNotAvail, May be reserved for other job"
+      where that leaves none). Probe p139 on a real 22.05.8: with gpu[01-02], the only 8-GPU
+      nodes, drained (then gpu01 DOWN), ``--gres=gpu:8`` and ``-N2 --gres=gpu:8`` waited with
+      "ReqNodeNotAvail, UnavailableNodes:gpu[01-02]" while a 4-GPU job ran on gpu03.
+
+    "Available" is the pass's own: up, not drained, not withheld."""
+    nodes = cy.free.nodes
+    among = mask_nodes(required) if required else info.nodes
+    if required and _required_gone(required, nodes, withheld):
+        return unavailable_text(among, nodes, withheld)
+    up, drain = nodes.up, nodes.drain
+    if all(up[i] and not drain[i] and i not in withheld for i in info.nodes):
+        return "Resources"  # every node available: the job fits them empty (it was accepted)
+    avail = tuple(i for i in info.nodes if up[i] and not drain[i] and i not in withheld)
+    if fits_empty(job.wl, info, nodes, cy.pol._fit_empty, avail) or _nodes_busy(cy, job, avail):
         return "Resources"
-    return f"ReqNodeNotAvail, UnavailableNodes:{compress_hostlist(down)}"
+    return unavailable_text(among, nodes, withheld)
+
+
+def unavailable_text(among, nodes, withheld: set[int] | frozenset[int] = frozenset()) -> str:
+    """select_nodes' reason for ESLURM_NODE_NOT_AVAIL: "ReqNodeNotAvail, UnavailableNodes:" and
+    the nodes of ``among`` that are DOWN, DRAINED or ``withheld`` (not in slurmctld's available
+    nodes; FUTURE ones left out), or "ReqNodeNotAvail, May be reserved for other job" where
+    none is."""
+    up, drain, future = nodes.up, nodes.drain, nodes.future
+    gone = [nodes.names[i] for i in among if not future[i] and (not up[i] or drain[i] or i in withheld)]
+    if not gone:
+        return f"{NODE_NOT_AVAIL}, May be reserved for other job"
+    return f"{NODE_NOT_AVAIL}, UnavailableNodes:{compress_hostlist(gone)}"
+
+
+def submit_unavailable_text(wl, info, nodes) -> str:
+    """The reason select_nodes gives at submit where it answers ESLURM_NODE_NOT_AVAIL in
+    partition ``info``: its unavailable nodes, or only the required ones where ``wl`` names
+    some (a required node DOWN or DRAINED is that answer too)."""
+    required = job_nodes(wl, nodes).required
+    return unavailable_text(mask_nodes(required) if required else info.nodes, nodes)
+
+
+def _required_gone(required: int, nodes, withheld: set[int]) -> bool:
+    """Whether a node of the bit set ``required`` is not available now (DOWN, DRAINED or
+    withheld in this pass)."""
+    up, drain = nodes.up, nodes.drain
+    return any(not up[i] or drain[i] or i in withheld for i in mask_nodes(required))
+
+
+def _nodes_busy(cy, job, avail: tuple[int, ...]) -> bool:
+    """``_pick_best_nodes``' ``nodes_busy``: one of the available nodes the job could use is
+    COMPLETING or, unless the job may preempt (``preempt_flag``: only COMPLETING nodes count
+    then), held by an exclusive job where the job shares nodes, or by any job where it is
+    exclusive. Jobs started earlier in this pass count (slurmctld updates its idle and share
+    bit sets at each start); suspended ones do not (their nodes are given back)."""
+    allowed = job_nodes(job.wl, cy.free.nodes).allowed  # (--exclude and --constraint)
+    if allowed is not None:
+        avail = tuple(i for i in avail if allowed >> i & 1)
+    if cy.completing and any(i in cy.completing for i in avail):
+        return True
+    if cy.pol.s.preemption:
+        return False
+    exclusive = any(ps.exclusive for ps in job.wl.pod_sets)
+    snap = cy.snap
+    held: set[int] = set()
+    for other in snap.active.values():
+        if other.id not in snap.suspended and (exclusive or any(ps.exclusive for ps in other.wl.pod_sets)):
+            held.update(pod[0] for pod in other.placement)
+    for jid, (placement, _part, _via) in cy.started.items():
+        other = snap.pending.get(jid)
+        if other is not None and (exclusive or any(ps.exclusive for ps in other.wl.pod_sets)):
+            held.update(pod[0] for pod in placement)
+    return any(i in held for i in avail)
+
+

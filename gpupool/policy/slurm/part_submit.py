@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from gpupool.model.slurm import Partition
 from gpupool.policy.slurm import limits
+from gpupool.policy.slurm.submit_select import NOT_AVAIL
 
 #: ESLURM_PARTITION_NOT_AVAIL, as sbatch prints it
 MSG_PART_NOT_AVAIL = "Required partition not available (inactive or drain)"
@@ -80,7 +81,7 @@ def submit_partitions(asked: str | None, partitions: dict[str, Partition],
     return ",".join(kept), None
 
 
-def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_run: Callable[[str], bool],
+def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_run: Callable[[str], str | None],
                  fails: Callable[[str], str | None]) -> str:
     """The Partition text squeue and scontrol show for a pending job listed in ``names`` (as
     submitted, after ``submit_partitions``), set once at submit.
@@ -90,8 +91,11 @@ def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_ru
     ``rebuild_job_part_list`` puts the partition it ended at first and the others after it in
     the list's order; where it ends in an error (a DOWN partition, nothing that fits) the text
     stays as submitted. ``could_run``: select's test in the partition could pass (its node
-    counts leave the job a count and the shape fits its nodes); ``fails``: why the partition
-    cannot run the job (``queue.part_fail``), or None.
+    counts leave the job a count and the shape fits its nodes): ``submit_select.OK``, or
+    ``submit_select.NOT_AVAIL`` where the shape fits only counting DOWN or DRAINED nodes (an
+    error: a loop that ends there leaves the text as submitted; probe p139 under ALL:
+    ``-p q,p`` and ``-p p,q`` whose 8-GPU nodes were drained showed "q,p" and "p,q"), else
+    None; ``fails``: why the partition cannot run the job (``queue.part_fail``), or None.
 
     - EnforcePartLimits=ALL: the loop never stops early and ends at the last partition, an
       error where that one is DOWN.
@@ -123,7 +127,7 @@ def pending_text(names: list[str], tiers: dict[str, int], enforce: str, could_ru
                 continue
             chosen = n if why != "PartitionDown" else None
             break
-    if chosen is None:
+    if chosen is None or could_run(chosen) == NOT_AVAIL:
         return as_submitted
     return ",".join([chosen] + [n for n in order if n != chosen])
 

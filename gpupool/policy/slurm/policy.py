@@ -802,6 +802,9 @@ class SlurmPolicy:
         self._tl: dict[int, tuple] = {}
         self._alloc: dict[int, tuple] = {}
         self._fit_empty: dict[tuple, bool] = {}
+        #: job id -> the partition where select answered ESLURM_NODE_NOT_AVAIL at its submit:
+        #: its first reason is ReqNodeNotAvail there (``queue.build``)
+        self.unavailable_at_submit: dict[int, str] = {}
         self.running = RunningIndex(self)
         self.ledger = UsageLedger(s.calc_period, s.half_life, s.reset_period, s.limits_enforced)
         self._usage_tree = UsageTree(self.acct) if self.acct is not None else None
@@ -856,13 +859,14 @@ class SlurmPolicy:
         most, least = stored_node_counts(job.wl, req.nodes, [self.parts[n].part for n in names])
         job_qos = self.qos.get(req.qos or "")
 
-        def could_run(name: str) -> bool:
+        def could_run(name: str) -> str | None:
             # select's test in the partition: its node counts leave a count (``get_node_cnts``;
             # probe p135: ``-p d,p -N2`` with d of MaxNodes=1 showed "p,d" under NO) and the
-            # shape fits its nodes
+            # shape fits its nodes (OK), or only its DOWN or DRAINED ones (NOT_AVAIL)
             info = self.parts[name]
-            return (not submit_check.node_counts_conflict(most, least, info.part, job_qos)
-                    and submit_check.fits_empty_partition(job.wl, info, nodes, self._fit_empty))
+            if submit_check.node_counts_conflict(most, least, info.part, job_qos):
+                return None
+            return submit_check.select_answer(job.wl, info, nodes, self._fit_empty)
         got = self._pending_text[job.id] = part_submit.pending_text(
             names, {n: self.parts[n].tier for n in names}, self.s.enforce_part_limits, could_run, fails.get)
         return got
@@ -1455,9 +1459,12 @@ class SlurmPolicy:
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
         if refused in part_submit.REFUSALS:  # no partition took the job (_get_job_parts)
             return submit_check.array_refusal(job.wl, self.cfg) or refused
+        unavailable: list[str] = []
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
                                      self._fit_empty, lambda info: self.time_limit(job, info),
-                                     self._listed.get(job.id))
+                                     self._listed.get(job.id), unavailable)
+        if unavailable:
+            self.unavailable_at_submit[job.id] = unavailable[0]
         return why if why is not None else refused
 
     # ------------------------------------------------------------ priority

@@ -15,6 +15,7 @@ from gpupool.policy.dependencies import (
 )
 from gpupool.policy.slurm import limits, submit_check
 from gpupool.policy.slurm.jobinfo import stored_node_counts
+from gpupool.policy.slurm.main_sched import submit_unavailable_text
 
 
 class Record:
@@ -223,6 +224,12 @@ def build(cy) -> list[Record]:
         why = verdicts.get(job.id, _UNSET)
         if why is _UNSET:
             why = pol.submit_verdict(job, cy.snap)
+        if pol.unavailable_at_submit:
+            part = pol.unavailable_at_submit.pop(jid, None)
+            if part is not None and why is None:
+                # select_nodes at submit left ReqNodeNotAvail, which a pass keeps where the
+                # job's partition has failed before it (probe p139)
+                cy.reason(job, submit_unavailable_text(job.wl, pol.parts[part], cy.free.nodes))
         if why is not None:
             cy.out.append(Reject(job.id, why))
             continue

@@ -30,7 +30,8 @@ from gpupool.policy.slurm.jobinfo import (JobReq, account_chain, association_qos
 from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
-from gpupool.policy.slurm.submit_select import NODE_CONFIG, OK, PART_CONFIG, PartTest, outcome, select_loop
+from gpupool.policy.slurm.submit_select import (NODE_CONFIG, NOT_AVAIL, OK, PART_CONFIG, PartTest, outcome, select_loop,
+                                                unavailable_in)
 
 
 def slurm_config(pool: Pool) -> SlurmConfig:
@@ -62,14 +63,16 @@ def array_refusal(wl: Workload, cfg: SlurmConfig) -> str | None:
 def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: NodeTable, cfg: SlurmConfig,
               s: Settings, fit_memo: dict | None = None,
               stored_time: Callable[[PartInfo], float | None] | None = None,
-              listed: bool | None = None) -> str | None:
+              listed: bool | None = None, unavailable: list[str] | None = None) -> str | None:
     """Slurm's message if a job asking ``req`` (derived from ``wl``) is refused at submit, else None.
 
     ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run);
     ``stored_time`` gives the limit slurmctld stores for a job without ``--time``
     (``SlurmPolicy.time_limit``; without it, the partition's DefaultTime); ``listed``: the job
     was submitted with a list of partitions (slurmctld keeps the list's path where the submit
-    rules leave one partition of it); None: read from ``req``."""
+    rules leave one partition of it); None: read from ``req``. ``unavailable``: where the job is
+    accepted and select answered ESLURM_NODE_NOT_AVAIL in a partition (``unavailable_in``),
+    that partition's name is appended (the job's first reason is ReqNodeNotAvail there)."""
     acct = cfg.accounting
     if array_refusal(wl, cfg) is not None:
         return limits.MSG_ARRAY
@@ -94,13 +97,6 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
         # enforced (``_determine_and_validate_qos``); reservations are not modelled (sbatch's
         # --reservation is kept as not modelled), so no job here names one
         return limits.MSG_QOS
-    # every node's up and drain states, once per call, stand for "which of the partition's
-    # nodes are up and not drained" in the memo key below (a finer key, so the same answers),
-    # through a token per distinct state: hashed once here, not once per partition
-    state = (tuple(nodes.up), tuple(nodes.drain))
-    node_ok = memo.get(state)
-    if node_ok is None:
-        node_ok = memo[state] = object()
     lim = job_nodes(wl, nodes)
     if lim.problem is not None:
         return lim.problem  # a node or feature the cluster lacks (sbatch's own wording)
@@ -133,12 +129,10 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             chosen = NODE_CONFIG
         elif node_counts_conflict(stored_most, stored_least, part, job_qos):
             chosen = PART_CONFIG
-        elif _fits_empty(wl, info, nodes, lim, memo, node_ok):
-            chosen = OK
         else:
             # select's answer is "node configuration" whatever the shape asks: the CPU and
             # node count messages come from ``_part_access_check`` (above)
-            chosen = NODE_CONFIG
+            chosen = select_answer(wl, info, nodes, memo) or NODE_CONFIG
         tests.append(PartTest(pname, info.tier, _limits_check(req, wl, info, scheduled, stored_limit, stored_most,
                                                               stored_least, job_qos, enforced), chosen))
     # EnforcePartLimits: ALL refuses a job any of its partitions' limits refuse, YES (= ANY)
@@ -156,8 +150,19 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             or (_list_limit_refusal(req, wl, most, least, infos, job_qos, "time") if enforced else None)
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s)
-            or outcome(select_loop(tests, epl, len(req.parts) > 1 if listed is None else listed), enforced,
-                       limits.MSG_PART_CONFIG))
+            or _loop_outcome(tests, epl, len(req.parts) > 1 if listed is None else listed, enforced, unavailable))
+
+
+def _loop_outcome(tests: list[PartTest], epl: str, listed: bool, enforced: bool,
+                  unavailable: list[str] | None) -> str | None:
+    """sbatch's answer from the select loop; where the job is queued after select answered
+    ESLURM_NODE_NOT_AVAIL, that partition goes to ``unavailable``."""
+    why = outcome(select_loop(tests, epl, listed), enforced, limits.MSG_PART_CONFIG)
+    if why is None and unavailable is not None:
+        name = unavailable_in(tests, epl, listed)
+        if name is not None:
+            unavailable.append(name)
+    return why
 
 
 def _access_refusal(req: JobReq, wl: Workload, info: PartInfo, scheduled: bool, outside: bool,
@@ -252,27 +257,46 @@ def _list_limit_refusal(req: JobReq, wl: Workload, most: int | None, least: int 
     return None
 
 
-def _fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, lim, memo: dict, node_ok: object) -> bool:
+def fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
+               on: tuple[int, ...] | None = None) -> bool:
     """Whether ``wl``'s shape fits partition ``info`` with every node free (slurmctld's
-    test-only selection at submit). It depends only on the pod sets, the partition and which of
-    its nodes are up and not drained (``node_ok``, a token per such state): memoised on exactly
-    that. Nodes a job requires count whatever their state: slurmctld accepts a job naming a
-    DOWN or DRAINED node and leaves it pending."""
-    key = (wl.pod_sets, wl.gang, limits_key(wl), info.name, node_ok)
+    test-only selection at submit). Every node of the partition counts whatever its state but
+    FUTURE: ``_pick_best_nodes`` judges whether a job could ever run on all of them
+    (``total_bitmap``), so a shape only DOWN or DRAINED nodes hold is queued (ESLURM_NODE_NOT_AVAIL,
+    reason ReqNodeNotAvail; probe p139 on a real 22.05.8: ``--gres=gpu:8`` with the only 8-GPU
+    nodes drained or down was queued, ``-N3 --gres=gpu:8`` with two such nodes refused). The
+    answer depends only on the pod sets and the partition: memoised on exactly that. ``on``:
+    only those nodes of the partition count (the main pass's test on its available nodes)."""
+    if on is None:  # (a FUTURE node that comes up counts from then on)
+        future = nodes.future
+        on = tuple(i for i in info.nodes if not future[i])
+    key = (wl.pod_sets, wl.gang, limits_key(wl), info.name, on)
     fits = memo.get(key)
     if fits is None:
-        fits = memo[key] = place(wl, info.nodes, empty_state(nodes, info), None,
-                                 list(info.nodes) if lim.required else None) is not None
+        fits = memo[key] = place(wl, info.nodes, empty_state(nodes, info), None, list(on)) is not None
     return fits
 
 
-def fits_empty_partition(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict) -> bool:
-    """``_fits_empty`` for a caller outside the submit check (the pending Partition text)."""
-    state = (tuple(nodes.up), tuple(nodes.drain))
-    node_ok = memo.get(state)
-    if node_ok is None:
-        node_ok = memo[state] = object()
-    return _fits_empty(wl, info, nodes, job_nodes(wl, nodes), memo, node_ok)
+def select_answer(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict) -> str | None:
+    """Select's test-only answer for ``wl``'s shape in partition ``info`` at submit: OK where it
+    fits the nodes up and not drained, all free; NOT_AVAIL where it fits only counting DOWN or
+    DRAINED nodes, or a node it requires is one of them (ESLURM_NODE_NOT_AVAIL: queued); None
+    where it fits nowhere."""
+    if not fits_empty(wl, info, nodes, memo):
+        return None
+    return OK if _fits_available(wl, info, nodes, memo, job_nodes(wl, nodes).required) else NOT_AVAIL
+
+
+def _fits_available(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict, required: int) -> bool:
+    """Whether ``wl``'s shape fits partition ``info``'s nodes that are up and not drained, all
+    free (``_pick_best_nodes``' "runable avail"); else select answers ESLURM_NODE_NOT_AVAIL,
+    as it does at once where a ``required`` node (a bit set) is DOWN or DRAINED."""
+    up, drain, future = nodes.up, nodes.drain, nodes.future
+    if required:
+        return all(up[i] and not drain[i] for i in range(required.bit_length()) if required >> i & 1)
+    if all(up[i] and not drain[i] for i in info.nodes if not future[i]):
+        return True
+    return fits_empty(wl, info, nodes, memo, tuple(i for i in info.nodes if up[i] and not drain[i]))
 
 
 def node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:

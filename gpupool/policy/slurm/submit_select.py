@@ -29,6 +29,9 @@ from gpupool.policy.slurm.limits import MSG_NODES
 QUEUED, PART_CONFIG, NODE_CONFIG = "queued", "config", "nodes"
 #: select's answer where the job could run in the partition
 OK = "ok"
+#: select's answer where the job's shape fits the partition only counting its DOWN or DRAINED
+#: nodes (ESLURM_NODE_NOT_AVAIL): queued as OK is, with the reason ReqNodeNotAvail (probe p139)
+NOT_AVAIL = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -48,17 +51,30 @@ def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> str:
     submitted with a list of partitions (a job of one partition runs the single test, where a
     failed limit other than the state skips select and leaves "partition configuration",
     which EnforcePartLimits=NO queues)."""
+    return _walk(tests, enforce, listed)[0]
+
+
+def unavailable_in(tests: list[PartTest], enforce: str, listed: bool) -> str | None:
+    """The partition whose select answered NOT_AVAIL last in the loop's walk (select_nodes
+    set the job's reason to ReqNodeNotAvail there), else None."""
+    return _walk(tests, enforce, listed)[1]
+
+
+def _walk(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str, str | None]:
+    """``select_loop``'s answer and ``unavailable_in``'s partition."""
     mode = enforce.upper()
     if mode == "YES":
         mode = "ANY"
     if not listed:
         t = tests[0]
         if t.limit is None or t.limit == "PartitionDown":
-            return QUEUED if t.select == OK else t.select
-        return PART_CONFIG
+            return (QUEUED, t.name if t.select == NOT_AVAIL else None) if t.select in (OK, NOT_AVAIL) \
+                else (t.select, None)
+        return PART_CONFIG, None
     best = None
     rc = PART_CONFIG  # the loop's starting answer
     last_limit = None
+    unavailable = None
     for t in sorted(tests, key=lambda t: -t.tier):
         last_limit = t.limit
         if t.limit is not None:
@@ -66,20 +82,22 @@ def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> str:
                 continue  # passed over
             if mode == "ALL":
                 if t.limit != "PartitionDown":
-                    return PART_CONFIG  # the job cannot run there: refused
+                    return PART_CONFIG, unavailable  # the job cannot run there: refused
                 best = QUEUED  # PartitionDown, kept unless a later answer replaces it
-        rc = QUEUED if t.select == OK else t.select
+        if t.select == NOT_AVAIL:
+            unavailable = t.name
+        rc = QUEUED if t.select in (OK, NOT_AVAIL) else t.select
         if rc == PART_CONFIG and mode == "ALL":
-            return PART_CONFIG
+            return PART_CONFIG, unavailable
         if rc == QUEUED:
             if mode in ("ANY", "NO"):
-                return QUEUED  # could run there (or PartitionDown): the loop ends
+                return QUEUED, unavailable  # could run there (or PartitionDown): the loop ends
             best = QUEUED
     if best is not None:
-        return best
+        return best, unavailable
     if last_limit == "PartitionDown":
-        return QUEUED
-    return rc
+        return QUEUED, unavailable
+    return rc, unavailable
 
 
 def outcome(answer: str, enforced: bool, part_config_message: str) -> str | None:
