@@ -12,12 +12,15 @@ answers, 60 of them with DOWN partitions, against a real 22.05.8.
 
 Per partition, the loop reads ``job_limits_check`` (``limit``: None, a limit's reason,
 "PartitionConfig" for a refused account or QOS, or "PartitionDown") and then select's test
-(``select``: "ok" where the job could run there, "config" where its node counts leave no count
-or the partition refuses its QOS or account, "nodes" where its shape fits no node). The
-loop's ``rc`` is the last test's answer. Under ALL a partition that could run the job does
-not end the loop, even on idle nodes (probe p138: ``-p p,m -n1 --gres=gpu:1`` with m of
-MinNodes=2 was refused, "partition configuration", on an idle cluster; probes p135 and p136,
-every node held: a later DOWN partition's node counts refused the job).
+(``select``: "ok" where the job could run there, "unavailable" where it fits only counting
+DOWN or DRAINED nodes, "config" where its node counts leave no count or the partition refuses
+its QOS or account, "nodes" where its shape fits no node). The loop's ``rc`` is the last
+test's answer. Under ALL a partition that could run the job does not end the loop, even on
+idle nodes (probe p138: ``-p p,m -n1 --gres=gpu:1`` with m of MinNodes=2 was refused,
+"partition configuration", on an idle cluster; probes p135 and p136, every node held: a later
+DOWN partition's node counts refused the job): ``job_allocate`` runs the loop test-only for
+every batch job (its ``test_only`` holds whenever ``allocate`` is 0), so no sbatch job starts
+inside it and ALL's early return for a job started now never applies.
 """
 from __future__ import annotations
 
