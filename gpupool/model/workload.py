@@ -127,8 +127,9 @@ class PodSet:
     #: Slurm, a pod set the policy gave a node count at submit (a job without ``--nodes`` in
     #: partitions that all set MinNodes, ``policy/slurm/min_nodes.py``): slurmctld tested the
     #: partitions' node limits at submit before it raised the count, so the submit checks
-    #: read it as having given none
-    nodes_raised: bool = False
+    #: read it as having given none, and its CPUs as the tasks it was submitted with: their
+    #: count (0: not raised)
+    nodes_raised: int = 0
     #: Slurm, ``--gpus=X`` (X ≥ 2) with no node count (no ``--nodes``, ``--ntasks-per-node``,
     #: ``--nodelist``) and no ``--ntasks`` (or two or more): slurmctld gives the job as many nodes as its GPUs
     #: need, walking nodes until their free GPUs reach X, one task on each (a real 22.05.8 ran

@@ -37,6 +37,20 @@ PartitionName=p Nodes=gpu[01-{last:02d}] Default=YES MaxTime=60 State=UP
 """
 
 
+#: four 128-CPU, 8-GPU, 1000000 MB nodes under EnforcePartLimits={epl} (DefMemPerGPU=1000,
+#: priority/basic), before a test's partitions: the submit-check probes' cluster (p134-p140)
+NODES_EPL_CONF = """ClusterName=t
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=1000
+SchedulerType=sched/backfill
+PriorityType=priority/basic
+GresTypes=gpu
+EnforcePartLimits={epl}
+NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
+"""
+
+
 #: slurm.conf lines of the scenarios with slurmdbd limits (multifactor priority, limits
 #: enforced, GPUs accounted); a test adds its cluster name and memory keys before them, its
 #: nodes and partitions after

@@ -245,12 +245,15 @@ def test_the_limits_skipping_the_shape_test_are_those_of_the_job_as_stored(limit
 
 
 @pytest.mark.parametrize("enforce", ["YES", "ALL"])
-def test_enforced_partition_limits_read_the_range_as_given(tmp_path, enforce):
-    """Under EnforcePartLimits the range's largest count as given is held against MaxNodes
-    before the GPUs lower it (``_part_access_check`` in ``_valid_job_part``; from the source):
-    ``-p short -N1-3 --gpus=1`` is refused, "Node count specification invalid"."""
+def test_enforced_partition_limits_read_the_range_lowered_to_the_gpus(tmp_path, enforce):
+    """Under EnforcePartLimits the range's largest count is held against MaxNodes once sbatch
+    has lowered it to the job's GPUs (its own ``gres_job_state_validate``, before the job is
+    sent): probe p140 on a real 22.05.8 took ``-N1-3 --gpus=1`` in a MaxNodes=1 partition under
+    ANY and ALL, and refused ``-N1-3 --gpus=8`` there, "Node count specification invalid".
+    (This test had read the source alone and expected the first refused.)"""
     pool = _limited_pool(tmp_path / "pool", enforce)
-    job = _run(pool, {}, "-p short -N1-3 --gpus=1 --mem=100")
+    assert _run(pool, {}, "-p short -N1-3 --gpus=1 --mem=100").first_start == 1.0
+    job = _run(pool, {}, "-p short -N1-3 --gpus=2 --mem=100")
     assert (job.state, job.reason) == ("REJECTED", limits.MSG_NODE_COUNT)
     assert _run(pool, {}, "-N1-2 --gpus=1 --mem=100").first_start == 1.0
 

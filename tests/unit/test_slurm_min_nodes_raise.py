@@ -248,4 +248,4 @@ def test_kubernetes_pods_keep_their_own_memory_when_raised(tmp_path):
     wl = Workload(id=1, name="k", pod_sets=(PodSet(count=4, cpu_m=1000, memory_mib=1000, gpus=1),), partition="mn",
                   source="job.yaml (document 1)")
     (ps,) = raise_node_count(cfg, wl).pod_sets
-    assert (ps.count, ps.one_per_node, ps.memory_mib, ps.gpus, ps.nodes_raised) == (2, True, 2000, 2, True)
+    assert (ps.count, ps.one_per_node, ps.memory_mib, ps.gpus, ps.nodes_raised) == (2, True, 2000, 2, 4)

@@ -21,7 +21,7 @@ from gpupool.engine.policy_api import make_policy
 from gpupool.model.slurm import Partition
 from gpupool.policy.slurm import limits
 from gpupool.policy.slurm.part_submit import MSG_PART_NOT_AVAIL, submit_partitions
-from tests.unit.sbatch_plans import slurm_pool, workload
+from tests.unit.sbatch_plans import NODES_EPL_CONF, slurm_pool, workload
 
 _CONF = """ClusterName=t
 SelectType=select/cons_tres
@@ -205,16 +205,7 @@ def test_the_live_daemons_submit_check_refuses_alike(tmp_path):
 
 
 #: four 8-GPU nodes under EnforcePartLimits={epl}, before their partitions
-_NODES_EPL = """ClusterName=t
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerGPU=1000
-SchedulerType=sched/backfill
-PriorityType=priority/basic
-GresTypes=gpu
-EnforcePartLimits={epl}
-NodeName=gpu[01-04] CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2 RealMemory=1000000 Gres=gpu:8
-"""
+_NODES_EPL = NODES_EPL_CONF
 _TIERED = _NODES_EPL + """PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 PriorityTier=1 State=UP
 PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier={q_tier} State=UP
 """

@@ -22,6 +22,8 @@ from gpupool.engine.core import Engine
 from gpupool.engine.policy_api import make_policy
 from gpupool.policy.slurm.main_sched import REASON_NO_NODES
 from gpupool.policy.slurm.submit_check import submit_rejection
+from gpupool.policy.slurm.submit_select import NODE_CONFIG, QUEUED, PartTest, select_loop, unavailable_in
+from gpupool.policy.slurm.submit_select import NOT_AVAIL as SELECT_NOT_AVAIL
 
 from tests.unit.sbatch_plans import slurm_pool, workload
 
@@ -179,3 +181,23 @@ def test_a_future_node_brought_up_counts(tmp_path):
     big = "-p p --gres=gpu:1 --mem=1500000"
     assert submit_rejection(pool, workload("Z", big + " -t 2", 0.0, 1), "u") == "Requested node configuration is not available"
     assert _states(pool, [(big, 5.0)], 10.0, events=[("gpu05", "up", 0.0)]) == [("RUNNING", 4)]
+
+
+def test_a_partition_whose_nodes_never_hold_the_shape_holds_nothing_back(tmp_path):
+    """A job listed in q and small (gpu03-04, 4 GPUs each) asking ``--gres=gpu:8``: small can
+    never run it (ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE, which with a partition list
+    ``_schedule`` only logs), so it waits with Resources and a later job of small starts on
+    gpu03 (from the source, not probed)."""
+    conf = CONF.format(enforce="NO", s1="IDLE", s2="IDLE") + "PartitionName=small Nodes=gpu[03-04] MaxTime=5 State=UP\n"
+    plan = [("-p q -N2 --gres=gpu:8", 0.0), ("-p small,q --gres=gpu:8", 1.0), ("-p small --gres=gpu:1", 2.0)]
+    assert _states(slurm_pool(tmp_path, conf), plan, 2.5) == [("RUNNING", 0), ("PENDING", "Resources"), ("RUNNING", 2)]
+
+
+def test_a_later_failed_select_leaves_the_reason_bare():
+    """Under ALL the loop goes on after ESLURM_NODE_NOT_AVAIL in p; small's select then fails
+    ("node configuration"), freeing the reason's text, and the loop's answer sets the bare
+    ReqNodeNotAvail back (from the source, not probed); in the other order the text stays."""
+    p, small = PartTest("p", 1, None, SELECT_NOT_AVAIL), PartTest("small", 1, None, NODE_CONFIG)
+    assert select_loop([p, small], "ALL", True) == QUEUED
+    assert unavailable_in([p, small], "ALL", True) == ""
+    assert unavailable_in([small, p], "ALL", True) == "p"

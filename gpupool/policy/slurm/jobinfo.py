@@ -159,11 +159,13 @@ def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
     ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
     per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``), or a
-    walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its B and A as given, which
-    ``_valid_job_part`` tests before ``gres_job_state_validate`` lowers B to the GPUs)."""
+    walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its A, and its B lowered to the job's GPUs,
+    as sbatch's own ``gres_job_state_validate`` does before the job is sent: probe p140 under
+    EnforcePartLimits=ALL took ``-N1-3 --gpus=1`` in a MaxNodes=1 partition)."""
     for ps in wl.pod_sets:
         if ps.walk_nodes is not None:
-            return ps.walk_nodes[1], ps.walk_nodes[0]
+            least, most = ps.walk_nodes
+            return (min(most, ps.gpus_per_job) if ps.gpus_per_job else most), least
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
         return None, None
     return nodes, least_nodes(wl)

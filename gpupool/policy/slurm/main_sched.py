@@ -134,7 +134,8 @@ def run(cy, records, full: bool) -> None:
         # select_nodes tests the TRES limits even after a failed selection, a job asking its
         # GPUs per job counted with its nodes' GPUs; failing them is no "nodes busy" (finding 58)
         over = None if job.id in cy.preempting else cy.failed_select_limit(job, info)
-        why = over or _failed_select_reason(cy, job, info, withheld, lim.required)
+        never = over is None and len(pol.req(job).parts) > 1 and not fits_empty(job.wl, info, nodes, pol._fit_empty)
+        why = over or ("Resources" if never else _failed_select_reason(cy, job, info, withheld, lim.required))
         _note(cy, job, why)
         if lim.required and lim.required_count >= _min_nodes(job.wl, lim.required_count):
             # required nodes (--nodelist) covering the job's node count: slurmctld withholds
@@ -143,10 +144,13 @@ def run(cy, records, full: bool) -> None:
             withheld.update(mask_nodes(lim.required))
             usable_of.clear()
             continue
-        if why.startswith(NODE_NOT_AVAIL):
+        if never or why.startswith(NODE_NOT_AVAIL):
             # ESLURM_NODE_NOT_AVAIL holds nothing back: ``_schedule`` sets ``fail_by_part``
             # for ESLURM_NODES_BUSY only (probe p139: a 4-GPU job of p started while 8-GPU
-            # jobs of p waited with ReqNodeNotAvail)
+            # jobs of p waited with ReqNodeNotAvail); nor does a job of several partitions
+            # whose shape no node of this one holds (ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE
+            # with a partition list: logged, select_nodes having set Resources; from the
+            # source, not probed)
             continue
         if over is not None and not s.assoc_limit_stop:
             continue  # ESLURM_ACCOUNTING_POLICY: the partition is not held back
@@ -217,8 +221,10 @@ def _failed_select_reason(cy, job, info, withheld: set[int], required: int) -> s
     if required and _required_gone(required, nodes, withheld):
         return unavailable_text(among, nodes, withheld)
     up, drain = nodes.up, nodes.drain
+    if not withheld and all(up) and not any(drain):
+        return "Resources"  # every node available (the common case, tested in C)
     if all(up[i] and not drain[i] and i not in withheld for i in info.nodes):
-        return "Resources"  # every node available: the job fits them empty (it was accepted)
+        return "Resources"  # every node of the partition available: the shape fits them
     avail = tuple(i for i in info.nodes if up[i] and not drain[i] and i not in withheld)
     if fits_empty(job.wl, info, nodes, cy.pol._fit_empty, avail) or _nodes_busy(cy, job, avail):
         return "Resources"

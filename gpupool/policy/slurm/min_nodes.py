@@ -90,7 +90,7 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
         return wl
     raised = per_node_pods(ps, nodes, memory_per_pod="(document " in wl.source
                            or (ps.cpus_per_task is None and not ps.gpus_per_job))
-    return wl if raised is None else replace(wl, pod_sets=(replace(raised, nodes_raised=True, walk_gpus=False),))
+    return wl if raised is None else replace(wl, pod_sets=(replace(raised, nodes_raised=ps.count, walk_gpus=False),))
 
 
 def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSet | None:

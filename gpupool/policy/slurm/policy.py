@@ -691,6 +691,9 @@ class SlurmPolicy:
         #: job id -> whether it was submitted with a list of partitions, for a job whose list
         #: the submit rules changed (``resolve_request``; else read from its partitions)
         self._listed: dict[int, bool] = {}
+        #: job id -> the memory per node it asked with --mem as submitted, where it asked one
+        #: (``submit_check.asked_node_memory``)
+        self._asked_memory: dict[int, int] = {}
         #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)
         self.license_total: dict[str, int] = dict(cfg.params.get("Licenses") or {})  # type: ignore[call-overload]
         self.over_time_limit = self.s.over_time_limit
@@ -1336,6 +1339,9 @@ class SlurmPolicy:
                 # (``submit_select.select_loop``)
                 self._listed[wl.id] = "," in (wl.partition or "")
                 wl = replace(wl, partition=landed)
+        asked = submit_check.asked_node_memory(wl)
+        if asked:
+            self._asked_memory[wl.id] = asked  # (the submit check's node filter reads it)
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
@@ -1462,7 +1468,7 @@ class SlurmPolicy:
         unavailable: list[str] = []
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
                                      self._fit_empty, lambda info: self.time_limit(job, info),
-                                     self._listed.get(job.id), unavailable)
+                                     self._listed.get(job.id), unavailable, self._asked_memory.get(job.id, 0))
         if unavailable:
             self.unavailable_at_submit[job.id] = unavailable[0]
         return why if why is not None else refused

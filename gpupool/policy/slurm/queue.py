@@ -15,7 +15,8 @@ from gpupool.policy.dependencies import (
 )
 from gpupool.policy.slurm import limits, submit_check
 from gpupool.policy.slurm.jobinfo import stored_node_counts
-from gpupool.policy.slurm.main_sched import submit_unavailable_text
+from gpupool.policy.slurm.limits import PRE_SELECT_REASONS
+from gpupool.policy.slurm.main_sched import NODE_NOT_AVAIL, submit_unavailable_text
 
 
 class Record:
@@ -228,8 +229,11 @@ def build(cy) -> list[Record]:
             part = pol.unavailable_at_submit.pop(jid, None)
             if part is not None and why is None:
                 # select_nodes at submit left ReqNodeNotAvail, which a pass keeps where the
-                # job's partition has failed before it (probe p139)
-                cy.reason(job, submit_unavailable_text(job.wl, pol.parts[part], cy.free.nodes))
+                # job's partition has failed before it (probe p139), unless a limit tested
+                # before the selection held the job (its reason then)
+                info = pol.parts[part or pol.req(job).parts[0]]
+                if cy.limit_reason(job, info) not in PRE_SELECT_REASONS:
+                    cy.reason(job, submit_unavailable_text(job.wl, info, cy.free.nodes) if part else NODE_NOT_AVAIL)
         if why is not None:
             cy.out.append(Reject(job.id, why))
             continue

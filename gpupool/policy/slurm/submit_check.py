@@ -63,7 +63,8 @@ def array_refusal(wl: Workload, cfg: SlurmConfig) -> str | None:
 def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: NodeTable, cfg: SlurmConfig,
               s: Settings, fit_memo: dict | None = None,
               stored_time: Callable[[PartInfo], float | None] | None = None,
-              listed: bool | None = None, unavailable: list[str] | None = None) -> str | None:
+              listed: bool | None = None, unavailable: list[str] | None = None,
+              asked_memory: int = 0) -> str | None:
     """Slurm's message if a job asking ``req`` (derived from ``wl``) is refused at submit, else None.
 
     ``fit_memo`` caches whether a shape fits an empty partition (the policy keeps one per run);
@@ -72,7 +73,9 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     was submitted with a list of partitions (slurmctld keeps the list's path where the submit
     rules leave one partition of it); None: read from ``req``. ``unavailable``: where the job is
     accepted and select answered ESLURM_NODE_NOT_AVAIL in a partition (``unavailable_in``),
-    that partition's name is appended (the job's first reason is ReqNodeNotAvail there)."""
+    that partition's name is appended (the job's first reason is ReqNodeNotAvail there).
+    ``asked_memory``: the memory per node the job asked with ``--mem`` as submitted
+    (``asked_node_memory``), before slurm.conf's defaults filled anything in."""
     acct = cfg.accounting
     if array_refusal(wl, cfg) is not None:
         return limits.MSG_ARRAY
@@ -105,6 +108,11 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     # the node counts slurmctld tests at submit: those ``--nodes`` gave (a range's largest
     # against MaxNodes, its least against MinNodes), none without it
     most, least = given_node_counts(wl, req.nodes)
+    if lim.required and (least is None or least < lim.required_count):
+        # sbatch counts a --nodelist as a node count: its nodes, or more where --nodes asks
+        # more (probe p140: ``-w gpu04`` in a MinNodes=2 partition refused under ANY and ALL,
+        # "Node count specification invalid")
+        least = lim.required_count
     enforced = s.enforce_part_limits.upper() != "NO"
     # what the job holds once created: its node counts and its limit (``_valid_job_part``)
     stored_most, stored_least = stored_node_counts(wl, req.nodes, [parts[p].part for p in req.parts])
@@ -126,6 +134,11 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             # (select's own answer, before the node counts; under EnforcePartLimits
             # ``_part_access_check`` refused it first, "Requested nodes not in this
             # partition": probe p137)
+            chosen = NODE_CONFIG
+        elif not _configs_fit(wl, info, nodes, asked_memory):
+            # ``_build_node_list``: no node of the partition has the CPUs of one task or the
+            # memory per node asked, before the node counts (probe p140: ``-p p,m -N1 -c200``
+            # on 128-CPU nodes refused under NO, m's MinNodes=2 aside)
             chosen = NODE_CONFIG
         elif node_counts_conflict(stored_most, stored_least, part, job_qos):
             chosen = PART_CONFIG
@@ -267,14 +280,37 @@ def fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
     nodes drained or down was queued, ``-N3 --gres=gpu:8`` with two such nodes refused). The
     answer depends only on the pod sets and the partition: memoised on exactly that. ``on``:
     only those nodes of the partition count (the main pass's test on its available nodes)."""
-    if on is None:  # (a FUTURE node that comes up counts from then on)
+    if on is None and any(nodes.future):  # (a FUTURE node that comes up counts from then on)
         future = nodes.future
         on = tuple(i for i in info.nodes if not future[i])
-    key = (wl.pod_sets, wl.gang, limits_key(wl), info.name, on)
+    key = (wl.pod_sets, wl.gang, limits_key(wl), info.name, on)  # (on: None for all the nodes)
     fits = memo.get(key)
     if fits is None:
-        fits = memo[key] = place(wl, info.nodes, empty_state(nodes, info), None, list(on)) is not None
+        placement = place(wl, info.nodes, empty_state(nodes, info), None, list(info.nodes if on is None else on))
+        # task pods (no node count given) may spread over no more nodes than the partition's
+        # MaxNodes (probe p140: ``-n200`` on 128-CPU nodes in a MaxNodes=1 partition refused,
+        # "Requested node configuration is not available"); a node count is the limits' own
+        most = info.part.max_nodes
+        fits = memo[key] = placement is not None and (
+            most is None or any(ps.one_per_node for ps in wl.pod_sets) or len({pod[0] for pod in placement}) <= most)
     return fits
+
+
+def asked_node_memory(wl: Workload) -> int:
+    """The memory per node ``wl`` asks with ``--mem`` as submitted (slurmctld's pn_min_memory
+    for it; 0 where it asks none, or per CPU or GPU): read before slurm.conf's defaults fill
+    the request in, since memory left to DefMemPerGPU never filters nodes."""
+    return max((ps.memory_mib for ps in wl.pod_sets
+                if ps.memory_per == "" and not ps.memory_unset and not ps.memory_whole_node), default=0)
+
+
+def _configs_fit(wl: Workload, info: PartInfo, nodes: NodeTable, memory: int) -> bool:
+    """Whether some node of partition ``info`` (FUTURE ones aside) has the CPUs of one task of
+    every pod set (``--cpus-per-task``: slurmctld's pn_min_cpus) and ``memory`` (the memory per
+    node asked, pn_min_memory): ``_build_node_list``'s filter of node configurations."""
+    cpus = max((ps.cpus_per_task or 1) * 1000 for ps in wl.pod_sets)
+    future, cpu_total, mem_total = nodes.future, nodes.cpu_total, nodes.mem_total
+    return any(cpu_total[i] >= cpus and mem_total[i] >= memory for i in info.nodes if not future[i])
 
 
 def select_answer(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict) -> str | None:
@@ -292,6 +328,8 @@ def _fits_available(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict, 
     free (``_pick_best_nodes``' "runable avail"); else select answers ESLURM_NODE_NOT_AVAIL,
     as it does at once where a ``required`` node (a bit set) is DOWN or DRAINED."""
     up, drain, future = nodes.up, nodes.drain, nodes.future
+    if all(up) and not any(drain):
+        return True  # (every node available: the common case, tested in C)
     if required:
         return all(up[i] and not drain[i] for i in range(required.bit_length()) if required >> i & 1)
     if all(up[i] and not drain[i] for i in info.nodes if not future[i]):
@@ -356,9 +394,14 @@ def _time_min_refusal(req: JobReq, wl: Workload, listed: list[PartInfo], acct) -
 
 def min_cpus(wl: Workload) -> int:
     """The least CPUs (millicores) the job asks in all, as slurmctld holds them against a
-    partition's CPUs (``min_cpus``)."""
+    partition's CPUs (``min_cpus``): sbatch's count, so a pod set the policy spread over a
+    partition's MinNodes counts the tasks it was submitted with (probe p140: ``-c200`` in a
+    two-node MinNodes=2 partition of 128-CPU nodes was not refused for its CPUs)."""
     cpus = 0
     for ps in wl.pod_sets:
+        if ps.nodes_raised and ps.cpus_per_task is not None:
+            cpus += ps.nodes_raised * ps.cpus_per_task * 1000
+            continue
         count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
         cpus += ps.cpus_total * 1000 if ps.split else count * ps.cpu_m
     return cpus
@@ -435,12 +478,14 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     listed = "," in (wl.partition or "")  # as submitted (``select_loop``)
     if landed != wl.partition:
         wl = replace(wl, partition=landed)
+    asked_memory = asked_node_memory(wl)
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
     if refused in job_defaults.OWN_REFUSALS:
         return refused  # gpupool's: slurmctld's checks would read a shape it does not give
-    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo, listed=listed) or refused
+    return rejection(req, wl, view.parts, view.nodes, view.cfg, view.s, view.fit_memo, listed=listed,
+                     asked_memory=asked_memory) or refused
 
 
 def _mask_of(info: PartInfo) -> int:

@@ -59,7 +59,9 @@ def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> str:
 
 def unavailable_in(tests: list[PartTest], enforce: str, listed: bool) -> str | None:
     """The partition whose select answered NOT_AVAIL last in the loop's walk (select_nodes
-    set the job's reason to ReqNodeNotAvail there), else None."""
+    set the job's reason to ReqNodeNotAvail there), else None; "" where a later partition's
+    select failed (its message freed the reason's text, and the loop's answer set the bare
+    ReqNodeNotAvail back; from the source, not probed)."""
     return _walk(tests, enforce, listed)[1]
 
 
@@ -89,6 +91,8 @@ def _walk(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str, str |
                 best = QUEUED  # PartitionDown, kept unless a later answer replaces it
         if t.select == NOT_AVAIL:
             unavailable = t.name
+        elif unavailable and t.select in (PART_CONFIG, NODE_CONFIG):
+            unavailable = ""
         rc = QUEUED if t.select in (OK, NOT_AVAIL) else t.select
         if rc == PART_CONFIG and mode == "ALL":
             return PART_CONFIG, unavailable

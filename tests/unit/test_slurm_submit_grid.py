@@ -1,0 +1,73 @@
+"""sbatch's answers for a sample of option sets over small partition sets, against probe p140
+on a real 22.05.8 (docs/differential.md, finding 88): 3,240 sbatch calls, 18 partition sets
+under EnforcePartLimits NO, ANY and ALL, one slurmctld reconfigured between sets. The cases
+here are those gpupool answered differently before finding 88; all 3,240 answers are kept
+with the probe in the project's notes.
+
+What they show (22.05.8 source in brackets):
+
+* select's node filter comes before the node counts: no node with the CPUs of one task
+  (``-c200`` on 128-CPU nodes) or the memory per node asked (``--mem=2000000`` on 1000000 MB
+  nodes) is "Requested node configuration is not available" even where MinNodes or MaxNodes
+  leave no count (``_build_node_list`` before ``get_node_cnts``); memory left to DefMemPerGPU
+  filters nothing;
+* task pods spread over no more nodes than MaxNodes (``-n200`` in a MaxNodes=1 partition);
+* the CPU test counts the tasks as submitted, not as a MinNodes partition spreads them;
+* a ``--nodelist`` is a node count for the MinNodes test (sbatch sets ``min_nodes`` to its
+  node count);
+* a ``--nodes`` range's largest count is lowered to ``--gpus`` before the MaxNodes test (sbatch's
+  own ``gres_job_state_validate``).
+"""
+from __future__ import annotations
+
+import pytest
+
+from gpupool.policy.slurm.submit_check import submit_rejection
+
+from tests.unit.sbatch_plans import NODES_EPL_CONF, slurm_pool, workload
+
+HDR = NODES_EPL_CONF
+P = {
+ "p": "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 PriorityTier=1 State=UP",
+ "pd": "PartitionName=p Nodes=gpu[01-04] Default=YES DefaultTime=1 MaxTime=3 PriorityTier=1 State=UP",
+ "q": "PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier=1 State=UP",
+ "q2": "PartitionName=q Nodes=gpu[03-04] MaxTime=3 PriorityTier=2 State=UP",
+ "qD": "PartitionName=q Nodes=gpu[03-04] DefaultTime=1 MaxTime=3 PriorityTier=2 State=DOWN",
+ "m": "PartitionName=m Nodes=gpu[03-04] MinNodes=2 MaxTime=3 PriorityTier=1 State=UP",
+ "m2": "PartitionName=m Nodes=gpu[03-04] MinNodes=2 MaxTime=3 PriorityTier=2 State=UP",
+ "x": "PartitionName=x Nodes=gpu[01-02] MaxNodes=1 DefaultTime=1 MaxTime=1 PriorityTier=1 State=UP",
+ "xD": "PartitionName=x Nodes=gpu[01-02] MaxNodes=1 DefaultTime=1 MaxTime=1 PriorityTier=1 State=DOWN",
+ "x2": "PartitionName=x Nodes=gpu[01-02] MaxNodes=1 DefaultTime=5 MaxTime=10 PriorityTier=2 State=UP",
+ "s": "PartitionName=s Nodes=gpu04 MaxTime=60 PriorityTier=1 State=UP",
+ "s2": "PartitionName=s Nodes=gpu04 MaxNodes=2 MinNodes=1 MaxTime=60 PriorityTier=3 State=UP",
+}
+
+#: (EnforcePartLimits, partition set, sbatch options) -> the real answer (None: queued)
+CASES = {
+    ("ALL", "p+x2", "-p x -n200"): "Requested node configuration is not available",
+    ("ANY", "x", "-p x -n200"): "Requested node configuration is not available",
+    ("ANY", "s+x2", "-p x -n200 --time-min=5 --exclusive"): "Requested node configuration is not available",
+    ("NO", "p+m", "-p p,m -N1 -c200 -t 1"): "Requested node configuration is not available",
+    ("NO", "m+x", "-p m,x -N2 -c200 --mem=2000000"): "Requested node configuration is not available",
+    ("NO", "pd+xD", "-p x -N5 --gpus=8 -t 5 --mem=2000000"): "Requested node configuration is not available",
+    ("NO", "q2+x", "-p x,q -N2 -c200 -t 100 -w gpu01"): "Requested node configuration is not available",
+    ("ALL", "m", "-p m -c200 -t 1"): "Requested node configuration is not available",
+    ("ALL", "p+m", "-p m -c200 -t 5"): "Requested time limit is invalid (missing or exceeds some limit)",
+    ("ANY", "m2+s", "-p m -c200 --time-min=5 --mem=2000000"):
+        "Invalid time-min specification (exceeds job's time or other limits)",
+    ("ALL", "m", "-p m -n2 -c64 -t 5 -w gpu04"): "Node count specification invalid",
+    ("ANY", "m", "-p m --gres=gpu:8 -t 1 -w gpu04"): "Node count specification invalid",
+    ("ANY", "p+m2", "-p m --gpus=1 -w gpu04"): "Node count specification invalid",
+    ("ALL", "p+m", "-p m -c200 --time-min=5 -w gpu04"): "Node count specification invalid",
+    ("ALL", "x", "-p x -N1-3 --gpus=1 -t 1 --exclusive"): None,
+    ("ANY", "q+s2", "-p s -N1-3 --gpus=1 -t 5"): None,
+    ("ANY", "x", "-p x -N1-3 --gpus=1 -t 5 --mem=2000000"): "Requested time limit is invalid (missing or exceeds some limit)",
+    ("ANY", "x", "-p x -N1-3 --gpus=8 --time-min=5"): "Node count specification invalid",
+    ("ALL", "pd+xD", "-p p,x -N3 --gpus=8 -t 1 --mem=2000000"): None,
+}
+
+
+@pytest.mark.parametrize(("epl", "parts", "opts"), list(CASES))
+def test_sbatch_answers_as_the_real_system_gave_them(tmp_path, epl, parts, opts):
+    pool = slurm_pool(tmp_path, HDR.format(epl=epl) + "\n".join(P[k] for k in parts.split("+")) + "\n")
+    assert submit_rejection(pool, workload("J", opts, 0.0, 1)) == CASES[(epl, parts, opts)]
