@@ -1,5 +1,5 @@
-"""sbatch's answers for a sample of option sets over small partition sets, against probe p140
-on a real 22.05.8 (docs/differential.md, finding 88): 3,240 sbatch calls, 18 partition sets
+"""sbatch's answers for a sample of option sets over small partition sets, against probes p140
+and p141 on a real 22.05.8 (docs/differential.md, finding 88): p140 made 3,240 sbatch calls, 18 partition sets
 under EnforcePartLimits NO, ANY and ALL, one slurmctld reconfigured between sets. The cases
 here are those gpupool answered differently before finding 88; all 3,240 answers are kept
 with the probe in the project's notes.
@@ -64,6 +64,23 @@ CASES = {
     ("ANY", "x", "-p x -N1-3 --gpus=1 -t 5 --mem=2000000"): "Requested time limit is invalid (missing or exceeds some limit)",
     ("ANY", "x", "-p x -N1-3 --gpus=8 --time-min=5"): "Node count specification invalid",
     ("ALL", "pd+xD", "-p p,x -N3 --gpus=8 -t 1 --mem=2000000"): None,
+    # probe p141 (3,600 more answers, other options): a range without --ntasks asks one task's
+    # CPUs; a --nodelist of two nodes is no reason to hold task pods to MaxNodes=1
+    ("ALL", "q", "-p q -N2-4 -c129 -x gpu04"): "Requested node configuration is not available",
+    ("ALL", "p+m", "-p m -N2-4 -c129 -t 4 --exclusive"): "Requested time limit is invalid (missing or exceeds some limit)",
+    ("ANY", "s+x2", "-p s,x -N2-4 -c129 --time-min=1 -x gpu04"): "Node count specification invalid",
+    ("NO", "q+s2", "-p q -N2-4 -c129 --mem=900000"): "Requested node configuration is not available",
+    ("NO", "q2+x", "-p q,x -n8 -c32 --time-min=1 -w gpu01,gpu02"): None,
+    # probe p142: --exclusive beside --cpus-per-gpu needs that many CPUs for every GPU of a
+    # node (160 for 8 GPUs on 128-CPU nodes: refused; 16 a GPU: taken)
+    ("NO", "p", "-p p --cpus-per-gpu=20 --gpus=2 --exclusive -t 1"): "Requested node configuration is not available",
+    ("NO", "p", "-p p --cpus-per-gpu=20 --gres=gpu:2 --exclusive -t 1"): "Requested node configuration is not available",
+    ("NO", "p", "-p p --cpus-per-gpu=16 --gpus=8 --exclusive -t 1"): None,
+    ("NO", "p", "-p p --cpus-per-gpu=20 --gpus=2 -t 1"): None,
+    # from the source, not probed (a review): --mem-per-cpu above RealMemory filters every
+    # node; --cpus-per-gpu without -c asks a CPU a task of the partition
+    ("NO", "p+m", "-p p,m -N1 --mem-per-cpu=1000001 -t 1"): "Requested node configuration is not available",
+    ("ALL", "s", "-p s --gres=gpu:8 --cpus-per-gpu=17 -t 1"): "Requested node configuration is not available",
 }
 
 

@@ -150,6 +150,11 @@ def holds_exclusive(nodes: NodeTable, i: int, ps) -> bool:
         return False
     if not ps.gpus:
         return True
+    if ps.cpus_per_gpu_cap and ps.cpu_m // ps.gpus * nodes.gpu_total[i] > nodes.cpu_total[i]:
+        # the node's every GPU comes with --cpus-per-gpu CPUs (probe p142: ``--exclusive
+        # --cpus-per-gpu=20 --gpus=2`` refused on 128-CPU 8-GPU nodes, 160 CPUs for 8 GPUs,
+        # ``--cpus-per-gpu=16 --gpus=8`` taken)
+        return False
     full = nodes.full_mask[i]
     if ps.gpu_type:
         typed = nodes.typed_mask(i, ps.gpu_type)

@@ -287,21 +287,27 @@ def fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
     fits = memo.get(key)
     if fits is None:
         placement = place(wl, info.nodes, empty_state(nodes, info), None, list(info.nodes if on is None else on))
-        # task pods (no node count given) may spread over no more nodes than the partition's
-        # MaxNodes (probe p140: ``-n200`` on 128-CPU nodes in a MaxNodes=1 partition refused,
+        # task pods (no node count given, nor a --nodelist, which sbatch counts as one) may
+        # spread over no more nodes than the partition's MaxNodes (probe p140: ``-n200`` on 128-CPU nodes in a MaxNodes=1 partition refused,
         # "Requested node configuration is not available"); a node count is the limits' own
         most = info.part.max_nodes
         fits = memo[key] = placement is not None and (
-            most is None or any(ps.one_per_node for ps in wl.pod_sets) or len({pod[0] for pod in placement}) <= most)
+            most is None or any(ps.one_per_node for ps in wl.pod_sets) or job_nodes(wl, nodes).required
+            or len({pod[0] for pod in placement}) <= most)
     return fits
 
 
 def asked_node_memory(wl: Workload) -> int:
-    """The memory per node ``wl`` asks with ``--mem`` as submitted (slurmctld's pn_min_memory
-    for it; 0 where it asks none, or per CPU or GPU): read before slurm.conf's defaults fill
-    the request in, since memory left to DefMemPerGPU never filters nodes."""
-    return max((ps.memory_mib for ps in wl.pod_sets
-                if ps.memory_per == "" and not ps.memory_unset and not ps.memory_whole_node), default=0)
+    """The memory ``wl`` asks as submitted that slurmctld holds against each node's RealMemory
+    (its pn_min_memory): ``--mem`` per node, or ``--mem-per-cpu``'s amount per CPU; 0 where it
+    asks none, or per GPU. Read before slurm.conf's defaults fill the request in, since memory
+    left to DefMemPerGPU never filters nodes."""
+    asked = [ps.memory_mib for ps in wl.pod_sets if ps.memory_per == "" and not ps.memory_unset and not ps.memory_whole_node]
+    # --mem-per-cpu: slurmctld compares the amount per CPU itself with RealMemory (22.05.8
+    # ``_build_node_list``: ``pn_min_memory & ~MEM_PER_CPU``; from the source, not probed)
+    asked += [ps.memory_mib * 1000 // ps.cpu_m for ps in wl.pod_sets
+              if ps.memory_per == "cpu" and not ps.memory_unset and ps.cpu_m]
+    return max(asked, default=0)
 
 
 def _configs_fit(wl: Workload, info: PartInfo, nodes: NodeTable, memory: int) -> bool:
@@ -399,8 +405,20 @@ def min_cpus(wl: Workload) -> int:
     two-node MinNodes=2 partition of 128-CPU nodes was not refused for its CPUs)."""
     cpus = 0
     for ps in wl.pod_sets:
-        if ps.nodes_raised and ps.cpus_per_task is not None:
+        if ps.cpus_per_task is None:
+            # --cpus-per-gpu without -c: sbatch sends a CPU a task (22.05.8 ``slurm_opt.c``'s
+            # min_cpus; from the source, not probed)
+            cpus += (ps.nodes_raised or ((ps.min_count or ps.count) if ps.one_per_node else ps.count)) * 1000
+            continue
+        if ps.nodes_raised:
             cpus += ps.nodes_raised * ps.cpus_per_task * 1000
+            continue
+        if ps.one_per_node and ps.min_count is not None and ps.cpus_per_task and ps.cpu_m == ps.cpus_per_task * 1000:
+            # a --nodes range without --ntasks (a task a pod: with --ntasks sbatch lowers the
+            # range to the tasks, so a range left holds more than one a pod): sbatch sets no
+            # task count, and the job asks one task's CPUs (probe p141: ``-p q -N2-4 -c129``
+            # on two 128-CPU nodes was not "More processors requested than permitted")
+            cpus += ps.cpu_m
             continue
         count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
         cpus += ps.cpus_total * 1000 if ps.split else count * ps.cpu_m
