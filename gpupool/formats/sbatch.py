@@ -1218,6 +1218,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         node_memory_mib=job.mem if job.mem and not shape.one_per_node and shape.count > 1 else 0,
         walk_nodes=walk_nodes,
         cpus_per_gpu_cap=job.cpus_per_gpu is not None,
+        cpus_per_gpu=job.cpus_per_gpu or 0,
         walk_tasks=_walk_tasks(job) if walks else 0,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL

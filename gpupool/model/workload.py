@@ -163,6 +163,9 @@ class PodSet:
     #: but under DefCpuPerGPU=4 ``--gpus=12`` with 44 + 4; probes p116, p117,
     #: ``policy/slurm/spread_gpus.py``)
     cpus_per_gpu_cap: bool = False
+    #: Slurm, ``--cpus-per-gpu`` as asked (0: not asked): an exclusive job needs that many CPUs
+    #: for every GPU (of the type asked) of a node it takes (``select.holds_exclusive``)
+    cpus_per_gpu: int = 0
     #: Slurm, ``--ntasks=T`` (T >= 2) beside ``--gpus=X`` (T <= X) and ``--cpus-per-gpu`` with no
     #: node count (``walk_gpus`` set): the T tasks, which cap the nodes the walk may take (each
     #: node holds a task), while the CPUs follow the GPUs as without them (a real 22.05.8 ran

@@ -88,3 +88,18 @@ CASES = {
 def test_sbatch_answers_as_the_real_system_gave_them(tmp_path, epl, parts, opts):
     pool = slurm_pool(tmp_path, HDR.format(epl=epl) + "\n".join(P[k] for k in parts.split("+")) + "\n")
     assert submit_rejection(pool, workload("J", opts, 0.0, 1)) == CASES[(epl, parts, opts)]
+
+
+@pytest.mark.parametrize(("gres", "opts", "real"), [
+    ("gpu:8", "-c40 --cpus-per-gpu=1 --gres=gpu:2", None),
+    ("gpu:8", "-c4 --cpus-per-gpu=20 --gres=gpu:2", "Requested node configuration is not available"),
+    ("gpu:a100:4,gpu:v100:4", "--gres=gpu:a100:2 --cpus-per-gpu=20", None),
+])
+def test_an_exclusive_job_needs_its_cpus_per_gpu_for_each_gpu_of_the_type_asked(tmp_path, gres, opts, real):
+    """The count is ``--cpus-per-gpu`` as asked, whatever ``-c`` says, for each GPU of the type
+    asked on the node (cons_common ``gres_select_filter_remove_unusable``; from the source, not
+    probed): 40 CPUs at one a GPU fit 8 GPUs, 4 CPUs at 20 a GPU do not, and 20 for each of
+    four a100s fit 128 CPUs."""
+    conf = NODES_EPL_CONF.format(epl="ALL").replace("Gres=gpu:8", f"Gres={gres}")
+    pool = slurm_pool(tmp_path, conf + "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP\n")
+    assert submit_rejection(pool, workload("J", f"-p p {opts} --exclusive -t 1", 0.0, 1)) == real

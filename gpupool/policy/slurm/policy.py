@@ -691,7 +691,8 @@ class SlurmPolicy:
         #: job id -> whether it was submitted with a list of partitions, for a job whose list
         #: the submit rules changed (``resolve_request``; else read from its partitions)
         self._listed: dict[int, bool] = {}
-        #: job id -> the memory per node it asked with --mem as submitted, where it asked one
+        #: job id -> the memory it asked as submitted that slurmctld holds against each node's
+        #: RealMemory (``--mem``, or ``--mem-per-cpu`` per CPU), where it asked one
         #: (``submit_check.asked_node_memory``)
         self._asked_memory: dict[int, int] = {}
         #: slurm.conf ``Licenses=``: name -> count (empty: the cluster has none)

@@ -150,18 +150,20 @@ def holds_exclusive(nodes: NodeTable, i: int, ps) -> bool:
         return False
     if not ps.gpus:
         return True
-    if ps.cpus_per_gpu_cap and ps.cpu_m // ps.gpus * nodes.gpu_total[i] > nodes.cpu_total[i]:
-        # the node's every GPU comes with --cpus-per-gpu CPUs (probe p142: ``--exclusive
-        # --cpus-per-gpu=20 --gpus=2`` refused on 128-CPU 8-GPU nodes, 160 CPUs for 8 GPUs,
-        # ``--cpus-per-gpu=16 --gpus=8`` taken)
-        return False
     full = nodes.full_mask[i]
     if ps.gpu_type:
         typed = nodes.typed_mask(i, ps.gpu_type)
         if typed is None:
             return False
         full &= typed
-    return full.bit_count() >= ps.gpus
+    have = full.bit_count()
+    if ps.cpus_per_gpu and nodes.cpu_total[i] // (ps.cpus_per_gpu * 1000) < have:
+        # the node's every GPU of the type asked comes with --cpus-per-gpu CPUs (probe p142:
+        # ``--exclusive --cpus-per-gpu=20 --gpus=2`` refused on 128-CPU 8-GPU nodes, 160 CPUs
+        # for 8 GPUs, ``--cpus-per-gpu=16 --gpus=8`` taken; cons_common
+        # ``gres_select_filter_remove_unusable``)
+        return False
+    return have >= ps.gpus
 
 
 def exclusive_memory(nodes: NodeTable, i: int, ps) -> int:
