@@ -74,8 +74,8 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     rules leave one partition of it); None: read from ``req``. ``unavailable``: where the job is
     accepted and select answered ESLURM_NODE_NOT_AVAIL in a partition (``unavailable_in``),
     that partition's name is appended (the job's first reason is ReqNodeNotAvail there).
-    ``asked_memory``: the memory per node the job asked with ``--mem`` as submitted
-    (``asked_node_memory``), before slurm.conf's defaults filled anything in."""
+    ``asked_memory``: the memory the job asked as submitted that slurmctld holds against each
+    node's RealMemory (``asked_node_memory``), before slurm.conf's defaults filled anything in."""
     acct = cfg.accounting
     if array_refusal(wl, cfg) is not None:
         return limits.MSG_ARRAY
@@ -278,8 +278,9 @@ def fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
     (``total_bitmap``), so a shape only DOWN or DRAINED nodes hold is queued (ESLURM_NODE_NOT_AVAIL,
     reason ReqNodeNotAvail; probe p139 on a real 22.05.8: ``--gres=gpu:8`` with the only 8-GPU
     nodes drained or down was queued, ``-N3 --gres=gpu:8`` with two such nodes refused). The
-    answer depends only on the pod sets and the partition: memoised on exactly that. ``on``:
-    only those nodes of the partition count (the main pass's test on its available nodes)."""
+    answer depends only on the pod sets, the partition and which of its nodes count: memoised
+    on exactly that. ``on``: only those nodes of the partition count (the main pass's test on
+    its available nodes; None: all but FUTURE ones)."""
     if on is None and any(nodes.future):  # (a FUTURE node that comes up counts from then on)
         future = nodes.future
         on = tuple(i for i in info.nodes if not future[i])
@@ -288,8 +289,9 @@ def fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
     if fits is None:
         placement = place(wl, info.nodes, empty_state(nodes, info), None, list(info.nodes if on is None else on))
         # task pods (no node count given, nor a --nodelist, which sbatch counts as one) may
-        # spread over no more nodes than the partition's MaxNodes (probe p140: ``-n200`` on 128-CPU nodes in a MaxNodes=1 partition refused,
-        # "Requested node configuration is not available"); a node count is the limits' own
+        # spread over no more nodes than the partition's MaxNodes (probe p140: ``-n200`` on
+        # 128-CPU nodes in a MaxNodes=1 partition refused, "Requested node configuration is
+        # not available"); a node count is the limits' own
         most = info.part.max_nodes
         fits = memo[key] = placement is not None and (
             most is None or any(ps.one_per_node for ps in wl.pod_sets) or job_nodes(wl, nodes).required
