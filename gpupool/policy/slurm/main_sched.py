@@ -10,7 +10,7 @@ from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
 from gpupool.policy.slurm.select import eligible_nodes, place
-from gpupool.policy.slurm.submit_check import fits_empty
+from gpupool.policy.slurm.submit_check import available_nodes, fits_available, fits_empty
 
 VIA_MAIN = "SchedMain"
 #: the pending reason (squeue's text) of a job none of whose partition's nodes is available
@@ -220,13 +220,8 @@ def _failed_select_reason(cy, job, info, withheld: set[int], required: int) -> s
     among = mask_nodes(required) if required else info.nodes
     if required and _required_gone(required, nodes, withheld):
         return unavailable_text(among, nodes, withheld)
-    up, drain = nodes.up, nodes.drain
-    if not withheld and all(up) and not any(drain):
-        return "Resources"  # every node available (the common case, tested in C)
-    if all(up[i] and not drain[i] and i not in withheld for i in info.nodes):
-        return "Resources"  # every node of the partition available: the shape fits them
-    avail = tuple(i for i in info.nodes if up[i] and not drain[i] and i not in withheld)
-    if fits_empty(job.wl, info, nodes, cy.pol._fit_empty, avail) or _nodes_busy(cy, job, avail):
+    if fits_available(job.wl, info, nodes, cy.pol._fit_empty, withheld) or _nodes_busy(
+            cy, job, available_nodes(info, nodes, withheld)):
         return "Resources"
     return unavailable_text(among, nodes, withheld)
 

@@ -1469,7 +1469,7 @@ class SlurmPolicy:
         unavailable: list[str] = []
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,
                                      self._fit_empty, lambda info: self.time_limit(job, info),
-                                     self._listed.get(job.id), unavailable, self._asked_memory.get(job.id, 0))
+                                     self._listed.get(job.id), unavailable, self._asked_memory.pop(job.id, 0))
         if unavailable:
             self.unavailable_at_submit[job.id] = unavailable[0]
         return why if why is not None else refused

@@ -30,8 +30,8 @@ from gpupool.policy.slurm.jobinfo import (JobReq, account_chain, association_qos
 from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
-from gpupool.policy.slurm.submit_select import (NODE_CONFIG, NOT_AVAIL, OK, PART_CONFIG, PartTest, outcome, select_loop,
-                                                unavailable_in)
+from gpupool.policy.slurm.node_space import bits
+from gpupool.policy.slurm.submit_select import NODE_CONFIG, NOT_AVAIL, OK, PART_CONFIG, PartTest, outcome, walk
 
 
 def slurm_config(pool: Pool) -> SlurmConfig:
@@ -72,7 +72,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     (``SlurmPolicy.time_limit``; without it, the partition's DefaultTime); ``listed``: the job
     was submitted with a list of partitions (slurmctld keeps the list's path where the submit
     rules leave one partition of it); None: read from ``req``. ``unavailable``: where the job is
-    accepted and select answered ESLURM_NODE_NOT_AVAIL in a partition (``unavailable_in``),
+    accepted and select answered ESLURM_NODE_NOT_AVAIL in a partition (``submit_select.walk``),
     that partition's name is appended (the job's first reason is ReqNodeNotAvail there).
     ``asked_memory``: the memory the job asked as submitted that slurmctld holds against each
     node's RealMemory (``asked_node_memory``), before slurm.conf's defaults filled anything in."""
@@ -170,11 +170,10 @@ def _loop_outcome(tests: list[PartTest], epl: str, listed: bool, enforced: bool,
                   unavailable: list[str] | None) -> str | None:
     """sbatch's answer from the select loop; where the job is queued after select answered
     ESLURM_NODE_NOT_AVAIL, that partition goes to ``unavailable``."""
-    why = outcome(select_loop(tests, epl, listed), enforced, limits.MSG_PART_CONFIG)
-    if why is None and unavailable is not None:
-        name = unavailable_in(tests, epl, listed)
-        if name is not None:
-            unavailable.append(name)
+    answer, name = walk(tests, epl, listed)
+    why = outcome(answer, enforced, limits.MSG_PART_CONFIG)
+    if why is None and unavailable is not None and name is not None:
+        unavailable.append(name)
     return why
 
 
@@ -328,21 +327,31 @@ def select_answer(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict) ->
     where it fits nowhere."""
     if not fits_empty(wl, info, nodes, memo):
         return None
-    return OK if _fits_available(wl, info, nodes, memo, job_nodes(wl, nodes).required) else NOT_AVAIL
+    required = job_nodes(wl, nodes).required
+    if required:  # (select answers ESLURM_NODE_NOT_AVAIL at once where a required node is out)
+        up, drain = nodes.up, nodes.drain
+        return OK if all(up[i] and not drain[i] for i in bits(required)) else NOT_AVAIL
+    return OK if fits_available(wl, info, nodes, memo) else NOT_AVAIL
 
 
-def _fits_available(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict, required: int) -> bool:
-    """Whether ``wl``'s shape fits partition ``info``'s nodes that are up and not drained, all
-    free (``_pick_best_nodes``' "runable avail"); else select answers ESLURM_NODE_NOT_AVAIL,
-    as it does at once where a ``required`` node (a bit set) is DOWN or DRAINED."""
+def fits_available(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
+                   withheld: set[int] | frozenset[int] = frozenset()) -> bool:
+    """Whether ``wl``'s shape fits partition ``info``'s available nodes, all free
+    (``_pick_best_nodes``' "runable avail"): those up, not drained and not ``withheld`` (a main
+    pass's failed partitions and required nodes); else select answers ESLURM_NODE_NOT_AVAIL
+    unless a node is busy. At submit nothing is withheld."""
     up, drain, future = nodes.up, nodes.drain, nodes.future
-    if all(up) and not any(drain):
+    if not withheld and all(up) and not any(drain):
         return True  # (every node available: the common case, tested in C)
-    if required:
-        return all(up[i] and not drain[i] for i in range(required.bit_length()) if required >> i & 1)
-    if all(up[i] and not drain[i] for i in info.nodes if not future[i]):
-        return True
-    return fits_empty(wl, info, nodes, memo, tuple(i for i in info.nodes if up[i] and not drain[i]))
+    if all(up[i] and not drain[i] and i not in withheld for i in info.nodes if not future[i]):
+        return True  # (every node of the partition available: the shape fits them, it was accepted)
+    return fits_empty(wl, info, nodes, memo, available_nodes(info, nodes, withheld))
+
+
+def available_nodes(info: PartInfo, nodes: NodeTable, withheld: set[int] | frozenset[int] = frozenset()) -> tuple:
+    """Partition ``info``'s nodes up, not drained and not ``withheld``, in its order."""
+    up, drain = nodes.up, nodes.drain
+    return tuple(i for i in info.nodes if up[i] and not drain[i] and i not in withheld)
 
 
 def node_counts_conflict(most: int | None, least: int, part: Partition, job_qos) -> bool:
@@ -495,7 +504,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     landed, refused = part_submit.submit_partitions(wl.partition, view.cfg.partitions, view.default_part)
     if refused is not None:
         return array_refusal(wl, view.cfg) or refused
-    listed = "," in (wl.partition or "")  # as submitted (``select_loop``)
+    listed = "," in (wl.partition or "")  # as submitted (``submit_select.walk``)
     if landed != wl.partition:
         wl = replace(wl, partition=landed)
     asked_memory = asked_node_memory(wl)

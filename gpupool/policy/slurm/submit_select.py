@@ -54,7 +54,7 @@ def select_loop(tests: list[PartTest], enforce: str, listed: bool) -> str:
     submitted with a list of partitions (a job of one partition runs the single test, where a
     failed limit other than the state skips select and leaves "partition configuration",
     which EnforcePartLimits=NO queues)."""
-    return _walk(tests, enforce, listed)[0]
+    return walk(tests, enforce, listed)[0]
 
 
 def unavailable_in(tests: list[PartTest], enforce: str, listed: bool) -> str | None:
@@ -62,11 +62,11 @@ def unavailable_in(tests: list[PartTest], enforce: str, listed: bool) -> str | N
     set the job's reason to ReqNodeNotAvail there), else None; "" where a later partition's
     select failed (its message freed the reason's text, and the loop's answer set the bare
     ReqNodeNotAvail back; from the source, not probed)."""
-    return _walk(tests, enforce, listed)[1]
+    return walk(tests, enforce, listed)[1]
 
 
-def _walk(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str, str | None]:
-    """``select_loop``'s answer and ``unavailable_in``'s partition."""
+def walk(tests: list[PartTest], enforce: str, listed: bool) -> tuple[str, str | None]:
+    """``select_loop``'s answer and ``unavailable_in``'s partition, from one walk."""
     mode = enforce.upper()
     if mode == "YES":
         mode = "ANY"
