@@ -1239,8 +1239,24 @@ def _gpus_per_job(job: SbatchJob, shape: _Shape) -> int:
 
 def _split_tasks(job: SbatchJob, shape: _Shape) -> int:
     """``--ntasks`` where select/cons_tres spreads the tasks unevenly over a fixed node count
-    (``PodSet.split_tasks``), else 0 (``_splits``)."""
-    return _splits(job, shape.count) if shape.one_per_node and shape.min_count is None else 0
+    (``PodSet.split_tasks``; ``_splits``) or over a node range (``_range_splits``), else 0."""
+    if not shape.one_per_node:
+        return 0
+    return _splits(job, shape.count) if shape.min_count is None else _range_splits(job)
+
+
+def _range_splits(job: SbatchJob) -> int:
+    """``--ntasks`` beside ``--nodes=A-B`` (A < B once sbatch lowered B to the tasks) where
+    the tasks are dealt out over the nodes select/cons_tres takes, B where it can, A at least
+    (a real 22.05.8 on idle 16-core nodes ran ``-N1-2 -n8`` as 7 + 1 CPUs and ``-N1-2 -n20``
+    as 16 + 4, and ``-N1-2 -n20 --exclusive`` on two whole nodes; probes p143, p144,
+    ``policy/slurm/split_tasks.py``), else 0. Only CPU tasks: no GPU option,
+    ``--ntasks-per-node`` or ``--cpus-per-gpu`` (not probed), which keep ⌈T/A⌉ tasks a node."""
+    if (job.ntasks is None or job.ntasks_per_node is not None or job.cpus_per_gpu is not None
+            or job.gpus is not None or job.gpus_per_node is not None or job.gpus_per_task is not None
+            or _gres_gpus(job) is not None):
+        return 0
+    return job.ntasks
 
 
 def _splits(job: SbatchJob, nodes: int) -> int:

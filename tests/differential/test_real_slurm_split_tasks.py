@@ -1,6 +1,7 @@
-"""``--nodes=N --ntasks=T`` without ``--ntasks-per-node`` on a real Slurm 22.05 and in gpupool:
-the CPUs, memory and GPUs each node gets (the rules: ``gpupool/policy/slurm/split_tasks.py``; more
-cases without a real Slurm: ``tests/unit/test_slurm_split_tasks.py``).
+"""``--nodes=N --ntasks=T`` (or ``--nodes=A-B``) without ``--ntasks-per-node`` on a real Slurm
+22.05 and in gpupool: the CPUs, memory and GPUs each node gets (the rules:
+``gpupool/policy/slurm/split_tasks.py``; more cases without a real Slurm:
+``tests/unit/test_slurm_split_tasks.py`` and ``tests/unit/test_slurm_range_tasks.py``).
 
 One cluster of four 16-core 64000 MB nodes (CR_Core_Memory, DefMemPerCPU=100) runs each case
 in turn: its holders, then the job; the job's CPU_IDs, memory and GPU indices per node are read from
@@ -46,6 +47,13 @@ CASES = [
     # GPUs per task follow the tasks; nodes offering fewer GPUs are walked later (findings 52, 55)
     ([], "-N2 -n10 --gpus-per-task=1"),
     (["-w gpu01 -c1 --gres=gpu:6"], "-N2 -n6 --gpus-per-task=1"),
+    # a node range: up to its largest count, each node leaving a task for each node still to
+    # come up to its least count only, the tasks dealt out; --exclusive whole nodes (finding 89)
+    ([], "-N2-3 -n8"),
+    ([], "-N2-4 -n40"),
+    (["-w gpu01 -c14", "-w gpu02 -c14"], "-N1-2 -n6"),
+    (["-w gpu01 -c12", "-w gpu02 -c4", "-w gpu03 -c16"], "-N1-3 -n14"),
+    (["-w gpu01 -c1", "-w gpu03 -c1"], "-N1-3 -n20 --exclusive"),
 ]
 
 

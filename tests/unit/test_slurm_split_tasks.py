@@ -158,7 +158,7 @@ def test_other_policies_see_the_even_share() -> None:
     assert (ps.cpus_total, ps.memory_total) == (6, 600)
 
 
-@pytest.mark.parametrize("opts", ["-N2 -n6 --ntasks-per-node=3", "-N2 -n2", "-N1 -n4", "-N1-2 -n6", "-N2 -n6 --exclusive",
+@pytest.mark.parametrize("opts", ["-N2 -n6 --ntasks-per-node=3", "-N2 -n2", "-N1 -n4", "-N2 -n6 --exclusive",
                                   "-N2 -n6 --cpus-per-gpu=2 --gres=gpu:1"])
 def test_shapes_left_even(opts: str) -> None:
     assert workload("j", opts, 0.0, 1).pod_sets[0].split_tasks == 0

@@ -22,8 +22,11 @@ class _Shares:
     room for but one for each node still to come (cons_tres's ``_cpus_to_use``)."""
 
     def __init__(self, tasks: dict[int, int], nodes: int, total: int, keep: dict[int, int] | None = None,
-                 spill: bool = False) -> None:
+                 spill: bool = False, least: int | None = None, whole: bool = False) -> None:
         self.tasks = tasks
+        #: each node taken gives all it has (an exclusive job: ``_cpus_to_use`` leaves whole
+        #: nodes whole)
+        self.whole = whole
         #: more nodes than ``nodes`` may be taken, each taking what it has, until the tasks
         #: are placed (``-n T`` with no ``--nodes``: one node at least, as many as it takes)
         self.spill = spill
@@ -33,6 +36,11 @@ class _Shares:
         self.out: list[tuple[int, int]] = []
         self.placed: set[int] = set()
         self.left_nodes, self.left = nodes, total
+        #: the nodes still to take at least (``--nodes=A-B``: A, ``nodes`` being B; else
+        #: ``nodes``): each node taken leaves a task for each of these but itself
+        #: (``_cpus_to_use`` counts slurmctld's min_rem_nodes), and once the tasks are placed
+        #: the walk may end with no more than these taken
+        self.least_left = nodes if least is None else least
 
     def offer(self, i: int, required: bool = False) -> None:
         """Take node ``i`` unless it is the last one and cannot hold what is left (a required
@@ -41,15 +49,21 @@ class _Shares:
         if self.left_nodes == 1 and have < self.left and not required and not self.spill:
             return
         keep = 1 if self.keep is None else self.keep.get(i, 1)
-        take = min(have, max(1, self.left - max(0, self.left_nodes - 1) * keep))
+        take = have if self.whole else min(have, max(1, self.left - max(0, self.least_left - 1) * keep))
         self.out.append((i, take))
         self.placed.add(i)
         self.left -= take
         self.left_nodes -= 1
+        self.least_left -= 1
 
     @property
     def done(self) -> bool:
         return self.left_nodes <= 0 and (not self.spill or self.left <= 0)
+
+    def answer(self) -> list[tuple[int, int]] | None:
+        """The nodes taken when they hold the tasks: all ``nodes`` of them, or, for a range,
+        its least count at least (``_eval_nodes``' last test, ``_enough_nodes``)."""
+        return self.out if self.left <= 0 and (self.done or self.least_left <= 0) else None
 
 
 def beats(w, ok: bool, size: int, best_w, best_ok: bool, best_size: int) -> bool:
@@ -74,7 +88,8 @@ def node_order(weight, busy: int | None, cpu: list[int] | None):
 
 
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
-               order=None, keep: dict[int, int] | None = None, spill: bool = False) -> list[tuple[int, int]] | None:
+               order=None, keep: dict[int, int] | None = None, spill: bool = False,
+               least: int | None = None, whole: bool = False) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -95,10 +110,15 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     (node -> tasks): what a node leaves for each later node, where more than one task.
     ``spill``: ``nodes`` is the least count and more may be taken (``_Shares.spill``): a real
     22.05.8 ran ``-n3`` on the node with the fewest free CPUs that held all three (4 free,
-    passing one with 2), and ``-n20`` on nodes with 2, 4 and 16 free as 2 + 4 + 14."""
-    if len(tasks) < nodes or sum(tasks.values()) < total:
+    passing one with 2), and ``-n20`` on nodes with 2, 4 and 16 free as 2 + 4 + 14.
+    ``least`` (``--nodes=A-B``: A, ``nodes`` being B): the walk takes up to ``nodes`` nodes,
+    a node leaving one task for each node still to come up to ``least`` only, a node taken
+    once the tasks are placed offering one task; fewer than ``nodes`` nodes, ``least`` at
+    least, do when the runs are used up (``_Shares.answer``; ``split_tasks.split_nodes``).
+    ``whole``: each node taken gives all its tasks (an exclusive job's whole nodes)."""
+    if len(tasks) < (nodes if least is None else least) or sum(tasks.values()) < total:
         return None
-    shares = _Shares(tasks, nodes, total, keep, spill)
+    shares = _Shares(tasks, nodes, total, keep, spill, least, whole)
     for i in required:
         shares.offer(i, required=True)
     if order is not None:
@@ -106,15 +126,15 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
             if shares.done:
                 break
             shares.offer(i)
-        return shares.out if shares.done and shares.left <= 0 else None
+        return shares.answer()
     runs = _runs(tasks, weight, required)
     while runs and not shares.done:
-        left, left_nodes = shares.left, shares.left_nodes
+        left, left_nodes, least_left = shares.left, shares.left_nodes, shares.least_left
         best_k = -1
         best_size = best_w = 0
         best_ok = best_anchored = False
         for k, (run, size, free_nodes, w, anchor) in enumerate(runs):
-            ok = size >= left and free_nodes >= left_nodes
+            ok = size >= left and free_nodes >= least_left
             if best_k < 0 or (anchor is not None and not best_anchored) or beats(w, ok, size, best_w, best_ok, best_size):
                 best_k, best_size, best_w, best_ok, best_anchored = k, size, w, ok, anchor is not None
         run, _size, _free, _w, anchor = runs.pop(best_k)
@@ -134,7 +154,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                 shares.offer(i, required=anchor is not None)
                 if shares.done:
                     break
-    return shares.out if shares.done and shares.left <= 0 else None
+    return shares.answer()
 
 
 def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:

@@ -299,7 +299,9 @@ def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
                     and math.ceil(ps.memory_mib / d.max_mem_per_cpu) > (cpt or 0))
     # (a walked job's free memory for DefMemPerGPU is one GPU's, which ``_spread_form`` keeps)
     fit = ps.memory_fit and not asked.walk_gpus
-    if not cpt or ps.cpu_m != asked.cpu_m or fit or ps.memory_unit is not None or per_node_cap:
+    # (an exclusive range's nodes are whole, their memory per CPU too: ``memory_unit`` stays)
+    if (not cpt or ps.cpu_m != asked.cpu_m or fit or (ps.memory_unit is not None and not asked.exclusive)
+            or per_node_cap):
         return replace(ps, split_tasks=0, split_gpus=False)
     tasks = asked.cpu_m // (cpt * 1000)  # the even share's tasks per pod
     mem, per = ps.memory_mib, ps.memory_per

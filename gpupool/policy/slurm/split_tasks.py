@@ -1,6 +1,6 @@
-"""select/cons_tres's node choice for ``--nodes=N --ntasks=T`` (T > N, no ``--ntasks-per-node``):
-the tasks are not spread evenly, each node gets as many as it can while every later node
-keeps one.
+"""select/cons_tres's node choice for ``--nodes=N --ntasks=T`` (T > N, no ``--ntasks-per-node``)
+and for a node range ``--nodes=A-B --ntasks=T``: the tasks are not spread evenly, each node
+gets as many as it can while every later node keeps one.
 
 Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md finding 47):
 
@@ -28,6 +28,19 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   (2 + 1); a node needs one task's GPUs, not the even share's, as was thought before (finding
   55: on four 128-CPU nodes with two threads per core, DefMemPerGPU=120000, gpu01 idle, gpu02-03
   without a free GPU and gpu04 with 2, ``-N2 -n8`` ran as 6 + 2, gpu04 keeping a core's worth).
+
+With a node range ``--nodes=A-B`` (A < B once sbatch lowered B to the tasks; CPU tasks only;
+probes p143 and p144, docs/differential.md finding 89) the walk is the same with B nodes to
+take, but a node leaves a task for each node still to come up to A only (``_cpus_to_use``
+counts slurmctld's min_rem_nodes), a node taken once the tasks are placed offers one task,
+the last node the range allows must hold what is left, and the walk may end with A nodes or
+more once the runs are used up; the tasks are then dealt out over what the nodes offer
+(``deal_cyclic``). On idle nodes ``-N1-2 -n8`` ran as 7 + 1, ``-N2-3 -n8`` 6 + 1 + 1,
+``-N2-4 -n40`` 16 + 15 + 8 + 1, ``-N1-2 -n20`` 16 + 4; with gpu01-02 at 2 free CPUs,
+``-N1-2 -n6`` as gpu01 2 + gpu03 4; with eight free on each node ``-N1-2 -n20`` waited.
+With ``--exclusive`` each node taken is whole and gives all its CPUs: on idle nodes
+``-N1-2 -n8 --exclusive`` took two whole nodes, with only gpu04 idle it ran there and
+``-N1-2 -n20 --exclusive`` waited.
 
 Counted in whole tasks (a task is ``cpus_per_task`` CPUs: ``-N2 -n3 -c2`` ran as 4 + 2).
 Node weights are taken lowest first, as for other multi-node requests.
@@ -59,22 +72,62 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     for other jobs (``eval_nodes.node_order``): within each weight the busy nodes
     first, or the nodes with the most free CPUs first (a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
+    if ps.exclusive:
+        return _whole_nodes(ps, pool, free, weight, required, node_order(weight, busy, None))
     tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
     order = node_order(weight, busy, free.cpu if least_loaded else None)
     keep = kept_per_node(ps, tasks, free.nodes)
-    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, keep)
+    least = ps.min_count
+    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, keep, least=least)
     if got is None:
         got = _retry(ps, free, tasks, weight, required, order, keep)
     if got is None:
         return None
+    if least is not None and sum(n for _i, n in got) > ps.split_tasks:
+        # a node range: nodes taken once the tasks were placed offer one task each, and the
+        # tasks are dealt out over what the nodes offer (``_ranged``)
+        dealt = _ranged(got, ps, free.nodes)
+        if dealt is None:
+            return None
+        got = dealt
     cpu_m, per_task = ps.cpu_m, ps.memory_per == "task"
     out = []
     for i, n in sorted(got):
         mask = lowest_bits(_gpus(free, i, ps), n * ps.gpus if ps.split_gpus else ps.gpus) if ps.gpus else 0
         out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
     return out
+
+
+def _whole_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], order) -> list | None:
+    """The whole nodes of an exclusive split pod set (``--nodes=A-B --ntasks=T --exclusive``):
+    idle nodes that hold a task, each giving all its CPUs, taken as ``pick_nodes`` walks them
+    until B are taken or, the runs used up, A at least whose CPUs hold the T tasks; each is
+    held whole (``select.pod_fits``). A real 22.05.8 on idle 16-core nodes ran ``-N1-2 -n8
+    --exclusive`` and ``-N1-2 -n20 --exclusive`` on two whole nodes, ``-N1-3 -n20 --exclusive``
+    on three; with gpu01 and gpu03 busy, ``-N1-3 -n20`` on gpu02 and gpu04; with only gpu04
+    idle ``-N1-2 -n8 --exclusive`` ran there and ``-N1-2 -n20`` waited (probe p144)."""
+    from gpupool.policy.slurm.select import pod_fits  # (select imports this module)
+
+    cpt = max(1, ps.cpu_m // 1000)
+    pods = {i: pod for i in pool if (pod := pod_fits(free, i, ps)) is not None}
+    if any(i not in pods for i in required):
+        return None
+    tasks = {i: pod[2] // 1000 // cpt for i, pod in pods.items()}
+    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, least=ps.min_count, whole=True)
+    return None if got is None else [pods[i] for i, _n in sorted(got)]
+
+
+def _ranged(got: list[tuple[int, int]], ps: PodSet, nodes_table) -> list[tuple[int, int]] | None:
+    """(node, tasks) for a node range's walk ``got`` ((node, tasks it offers), more than the
+    job's in all): the tasks dealt out as ``dist_tasks_compute_c_b`` deals them
+    (``deal_cyclic``). A real 22.05.8 on idle 16-core nodes ran ``-N2-3 -n8`` as 6 + 1 + 1
+    (the walk offering 7 + 1 + 1) and ``-N2-4 -n40`` as 16 + 15 + 8 + 1 (offered 16 + 16 + 8
+    + 1; probe p143)."""
+    cpt = max(1, ps.cpu_m // 1000)
+    tasks = deal_cyclic({i: n * cpt for i, n in got}, ps.split_tasks, cpt, nodes_table)
+    return None if tasks is None else [(i, n) for i, n in tasks.items() if n]
 
 
 def deal_tasks(ps: PodSet, nodes: list[int], free) -> list | None:
@@ -195,18 +248,19 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
     gpu02 3 + gpu03 7 (finding 56)."""
     res = {i: _free_resources(free, i, ps) for i in tasks}
     left = dict(tasks)
+    floor = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
     for count in range(1, max(res.values(), default=0)):
-        if len(left) <= ps.count:
+        if len(left) <= floor:
             break
         dropped = False
         for i in sorted(left):
-            if len(left) <= ps.count:
+            if len(left) <= floor:
                 break
             if res[i] <= count and i not in required:
                 del left[i]
                 dropped = True
         if dropped or count == 1:
-            got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order, keep)
+            got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order, keep, least=ps.min_count)
             if got is not None:
                 return got
     return None

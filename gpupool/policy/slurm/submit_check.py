@@ -424,10 +424,10 @@ def min_cpus(wl: Workload) -> int:
         if ps.nodes_raised:
             cpus += ps.nodes_raised * ps.cpus_per_task * 1000
             continue
-        if ps.one_per_node and ps.min_count is not None and ps.cpus_per_task and ps.cpu_m == ps.cpus_per_task * 1000:
-            # a --nodes range without --ntasks (a task a pod: with --ntasks sbatch lowers the
-            # range to the tasks, so a range left holds more than one a pod): sbatch sets no
-            # task count, and the job asks one task's CPUs (probe p141: ``-p q -N2-4 -c129``
+        if (ps.one_per_node and ps.min_count is not None and ps.cpus_per_task and not ps.split_tasks
+                and ps.cpu_m == ps.cpus_per_task * 1000):
+            # a --nodes range without --ntasks (a task a pod, not the split form of a range
+            # with --ntasks): sbatch sets no task count, and the job asks one task's CPUs (probe p141: ``-p q -N2-4 -c129``
             # on two 128-CPU nodes was not "More processors requested than permitted")
             cpus += ps.cpu_m
             continue

@@ -1,0 +1,93 @@
+"""``--nodes=A-B --ntasks=T`` (CPU tasks, A < B): select/cons_tres takes up to B nodes, each
+leaving a task for each node still to come up to A only, a node taken once the tasks are
+placed offering one task, and deals the tasks out over what the nodes offer; with
+``--exclusive`` each node taken is whole and gives all its CPUs
+(``gpupool/policy/slurm/split_tasks.py``, ``eval_nodes.pick_nodes``' ``least`` and ``whole``).
+
+Every expectation is what a real 22.05.8 did with the same holders and submission on four
+16-core 64000 MB nodes, DefMemPerCPU=100 (probes p143 and p144, docs/differential.md finding 89;
+``tests/differential/test_real_slurm_split_tasks.py`` runs some of them on both)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.test_slurm_split_tasks import CONF, IDLE, ONE_FREE_ON_01_THREE_ON_03, TWO_FREE_ON_01_02, _ids
+
+EIGHT_FREE_ON_EACH = ["-w gpu01 -c8", "-w gpu02 -c8", "-w gpu03 -c8", "-w gpu04 -c8"]
+FOUR_TWELVE_NONE_SIXTEEN = ["-w gpu01 -c12", "-w gpu02 -c4", "-w gpu03 -c16"]
+
+#: (holders, the job, its pods as (node index, CPUs, MB) or its state)
+CASES = [
+    (IDLE, "-N1-2 -n20", [(0, 16, 1600), (1, 4, 400)]),
+    # B nodes where they are free: a node taken once the tasks are placed offers one task,
+    # and the deal gives each node one before the first takes the rest
+    (IDLE, "-N1-2 -n8", [(0, 7, 700), (1, 1, 100)]),
+    (IDLE, "-N2-3 -n8", [(0, 6, 600), (1, 1, 100), (2, 1, 100)]),
+    (IDLE, "-N2-4 -n40", [(0, 16, 1600), (1, 15, 1500), (2, 8, 800), (3, 1, 100)]),
+    (IDLE, "-N1-2 -n4 -c8", [(0, 16, 1600), (1, 16, 1600)]),
+    (IDLE, "-N1-3 -n10 -c4", [(0, 16, 1600), (1, 16, 1600), (2, 8, 800)]),
+    (IDLE, "-N1-2 -n33", "REJECTED"),
+    (IDLE, "-N2-3 -n2", [(0, 1, 100), (1, 1, 100)]),  # (sbatch lowers the range to -N2)
+    (IDLE, "-N1-2 -n20 --mem-per-cpu=3500", [(0, 16, 56000), (1, 4, 14000)]),
+    (IDLE, "-N1-2 -n20 -w gpu03", [(2, 16, 1600), (3, 4, 400)]),
+    # the last node the range allows must hold all that is left: gpu02 (2 free) is passed
+    (TWO_FREE_ON_01_02, "-N1-2 -n6", [(0, 2, 200), (2, 4, 400)]),
+    (TWO_FREE_ON_01_02, "-N2-3 -n6", [(0, 2, 200), (1, 2, 200), (2, 2, 200)]),
+    (TWO_FREE_ON_01_02, "-N1-3 -n20", [(0, 2, 200), (1, 2, 200), (2, 16, 1600)]),
+    (EIGHT_FREE_ON_EACH, "-N1-2 -n12", [(0, 8, 800), (1, 4, 400)]),
+    (EIGHT_FREE_ON_EACH, "-N1-2 -n20", "PENDING"),
+    (EIGHT_FREE_ON_EACH, "-N1-3 -n20", [(0, 8, 800), (1, 8, 800), (2, 4, 400)]),
+    # the run gpu01-02 holds the tasks; the walk goes on to gpu04's run for the third node
+    (FOUR_TWELVE_NONE_SIXTEEN, "-N1-3 -n14", [(0, 4, 400), (1, 9, 900), (3, 1, 100)]),
+    (FOUR_TWELVE_NONE_SIXTEEN, "-N2-3 -n14", [(0, 4, 400), (1, 9, 900), (3, 1, 100)]),
+    (ONE_FREE_ON_01_THREE_ON_03, "-N2-3 -n6", [(0, 1, 100), (1, 4, 400), (2, 1, 100)]),
+    # --exclusive: whole idle nodes, B where there are, A at least whose CPUs hold the tasks
+    # (probe p144; memory: DefMemPerCPU for each of the node's CPUs)
+    (IDLE, "-N1-2 -n20 --exclusive", [(0, 16, 1600), (1, 16, 1600)]),
+    (IDLE, "-N1-2 -n8 --exclusive", [(0, 16, 1600), (1, 16, 1600)]),
+    (IDLE, "-N2-3 -n8 --exclusive", [(0, 16, 1600), (1, 16, 1600), (2, 16, 1600)]),
+    (IDLE, "-N1-3 -n20 --exclusive", [(0, 16, 1600), (1, 16, 1600), (2, 16, 1600)]),
+    (IDLE, "-N1-3 -n40 --exclusive", [(0, 16, 1600), (1, 16, 1600), (2, 16, 1600)]),
+    (IDLE, "-N1-2 -n4 -c8 --exclusive", [(0, 16, 1600), (1, 16, 1600)]),
+    (["-w gpu01 -c1"], "-N1-2 -n8 --exclusive", [(1, 16, 1600), (2, 16, 1600)]),
+    (["-w gpu01 -c1"], "-N1-3 -n8 --exclusive", [(1, 16, 1600), (2, 16, 1600), (3, 16, 1600)]),
+    (["-w gpu01 -c1", "-w gpu03 -c1"], "-N1-3 -n20 --exclusive", [(1, 16, 1600), (3, 16, 1600)]),
+    (EIGHT_FREE_ON_EACH, "-N1-2 -n8 --exclusive", "PENDING"),
+    (["-w gpu01 -c1", "-w gpu02 -c1", "-w gpu03 -c1"], "-N1-2 -n8 --exclusive", [(3, 16, 1600)]),
+    (["-w gpu01 -c1", "-w gpu02 -c1", "-w gpu03 -c1"], "-N1-2 -n20 --exclusive", "PENDING"),
+]
+
+
+def _pods(tmp_path: Path, holders: list[str], job: str):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    last = engine.jobs[len(holders) + 1]
+    if last.state != "RUNNING":
+        return last.state
+    return sorted((node, cpu // 1000, mem) for node, _mask, cpu, mem in last.placement)
+
+
+@pytest.mark.parametrize("holders,job,expected", CASES, ids=_ids(CASES))
+def test_range_tasks_are_placed_as_a_real_slurm_placed_them(tmp_path: Path, holders, job, expected) -> None:
+    assert _pods(tmp_path, holders, job) == expected
+
+
+def test_the_job_asks_its_tasks_cpus(tmp_path: Path) -> None:
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-N1-2 -n20"], 2.0, 10)
+    job = engine.jobs[1]
+    (ps,) = job.wl.pod_sets
+    assert (ps.split, ps.split_tasks, ps.count, ps.min_count, ps.cpus_total) == (True, 20, 2, 1, 20)
+    assert pol.req(job).cpus == 20
+
+
+@pytest.mark.parametrize("opts", ["-N1-2 -n6 --ntasks-per-node=3", "-N1-2 -n6 --gres=gpu:1",
+                                  "-N1-2 -n6 --gpus-per-task=1", "-N1-2 -n6 --cpus-per-gpu=2 --gres=gpu:1", "-N1-2"])
+def test_range_shapes_left_as_submitted(opts: str) -> None:
+    assert workload("j", opts, 0.0, 1).pod_sets[0].split_tasks == 0
+
+
+def test_other_policies_see_the_least_count_share() -> None:
+    (ps,) = workload("j", "-N1-2 -n6", 0.0, 1).pod_sets
+    assert (ps.count, ps.min_count, ps.cpu_m, ps.split_tasks, ps.split) == (2, 1, 6000, 6, False)
