@@ -215,7 +215,7 @@ class LockstepPolicy:
                 walk_tasks[node] = max(1, min(nodes.cpu_total[node] // max(1, ps.cpu_m), left - (len(order) - k - 1)))
                 left -= walk_tasks[node]
         elif ps.split and not (ps.split_gpus and ps.gpus) and not alloc:
-            ps = even(ps)  # real Slurm's CPUs per node unknown: the even share
+            ps = even(ps, len(gpus))  # real Slurm's CPUs per node unknown: the even share
         per_task_mem = ps.split and ps.memory_per == "task"
         # CPUs that jobs sharing them hold (OverSubscribe) are not in the free count but the
         # engine keeps them from a start that does not share; one that shares may use its own

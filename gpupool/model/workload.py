@@ -98,10 +98,10 @@ class PodSet:
     #: as 5 + 1 CPUs on idle nodes). As submitted, ``cpu_m`` and ``memory_mib`` are the even
     #: share, ⌈T/N⌉ tasks (what other policies place); the Slurm policy turns the pod into one
     #: task, the least a node takes, and gives each node its tasks when it places the job
-    #: (``policy/slurm/split_tasks.py``). Also ``--nodes=A-B --ntasks=T`` (CPU tasks): B pods,
-    #: ``min_count`` A, ⌈T/A⌉ tasks each as submitted; select takes up to B nodes and deals the
-    #: tasks out (``-N1-2 -n8`` ran as 7 + 1 CPUs), with ``--exclusive`` whole nodes. 0: the
-    #: pods are as given.
+    #: (``policy/slurm/split_tasks.py``). Also ``--nodes=A-B --ntasks=T``: B pods, ``min_count``
+    #: A, ⌈T/A⌉ tasks each as submitted; select takes up to B nodes and deals the tasks out
+    #: (``-N1-2 -n8`` ran as 7 + 1 CPUs), with ``--exclusive`` whole nodes, with GPUs per task
+    #: from A nodes up. 0: the pods are as given.
     split_tasks: int = 0
     #: Slurm, a split pod set's GPUs are per task (``--gpus-per-task``): in the split form
     #: ``gpus`` is one task's and a node's GPUs follow its tasks (a real 22.05.8 gave ``-N2 -n6

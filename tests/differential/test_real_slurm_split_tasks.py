@@ -48,12 +48,15 @@ CASES = [
     ([], "-N2 -n10 --gpus-per-task=1"),
     (["-w gpu01 -c1 --gres=gpu:6"], "-N2 -n6 --gpus-per-task=1"),
     # a node range: up to its largest count, each node leaving a task for each node still to
-    # come up to its least count only, the tasks dealt out; --exclusive whole nodes (finding 89)
+    # come up to its least count only, the tasks dealt out; --exclusive whole nodes; GPUs per task
+    # from the least count up (finding 89)
     ([], "-N2-3 -n8"),
     ([], "-N2-4 -n40"),
     (["-w gpu01 -c14", "-w gpu02 -c14"], "-N1-2 -n6"),
     (["-w gpu01 -c12", "-w gpu02 -c4", "-w gpu03 -c16"], "-N1-3 -n14"),
     (["-w gpu01 -c1", "-w gpu03 -c1"], "-N1-3 -n20 --exclusive"),
+    ([], "-N1-2 -n12 --gpus-per-task=1"),
+    (["-w gpu01 -c1 --gres=gpu:7"], "-N1-2 -n6 --gres=gpu:2"),
 ]
 
 

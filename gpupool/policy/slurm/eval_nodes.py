@@ -22,8 +22,12 @@ class _Shares:
     room for but one for each node still to come (cons_tres's ``_cpus_to_use``)."""
 
     def __init__(self, tasks: dict[int, int], nodes: int, total: int, keep: dict[int, int] | None = None,
-                 spill: bool = False, least: int | None = None, whole: bool = False) -> None:
+                 spill: bool = False, least: int | None = None, whole: bool = False,
+                 most: int | None = None) -> None:
         self.tasks = tasks
+        #: with ``spill``, the nodes that may still be taken (None: no cap): the last of them
+        #: must hold what is left (slurmctld's max_nodes)
+        self.most_left = most
         #: each node taken gives all it has (an exclusive job: ``_cpus_to_use`` leaves whole
         #: nodes whole)
         self.whole = whole
@@ -46,7 +50,7 @@ class _Shares:
         """Take node ``i`` unless it is the last one and cannot hold what is left (a required
         node is taken anyway: the choice then fails)."""
         have = self.tasks[i]
-        if self.left_nodes == 1 and have < self.left and not required and not self.spill:
+        if not required and have < self.left and (self.most_left == 1 if self.spill else self.left_nodes == 1):
             return
         keep = 1 if self.keep is None else self.keep.get(i, 1)
         take = have if self.whole else min(have, max(1, self.left - max(0, self.least_left - 1) * keep))
@@ -55,10 +59,12 @@ class _Shares:
         self.left -= take
         self.left_nodes -= 1
         self.least_left -= 1
+        if self.most_left is not None:
+            self.most_left -= 1
 
     @property
     def done(self) -> bool:
-        return self.left_nodes <= 0 and (not self.spill or self.left <= 0)
+        return (self.left_nodes <= 0 and (not self.spill or self.left <= 0)) or self.most_left == 0
 
     def answer(self) -> list[tuple[int, int]] | None:
         """The nodes taken when they hold the tasks: all ``nodes`` of them, or, for a range,
@@ -89,7 +95,8 @@ def node_order(weight, busy: int | None, cpu: list[int] | None):
 
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
                order=None, keep: dict[int, int] | None = None, spill: bool = False,
-               least: int | None = None, whole: bool = False) -> list[tuple[int, int]] | None:
+               least: int | None = None, whole: bool = False,
+               most: int | None = None) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -115,10 +122,12 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     a node leaving one task for each node still to come up to ``least`` only, a node taken
     once the tasks are placed offering one task; fewer than ``nodes`` nodes, ``least`` at
     least, do when the runs are used up (``_Shares.answer``; ``split_tasks.split_nodes``).
-    ``whole``: each node taken gives all its tasks (an exclusive job's whole nodes)."""
+    ``whole``: each node taken gives all its tasks (an exclusive job's whole nodes). ``most``
+    (with ``spill``): no more nodes than that, the last of them holding what is left
+    (``--nodes=A-B`` beside ``--gpus-per-task``, ``nodes`` being A)."""
     if len(tasks) < (nodes if least is None else least) or sum(tasks.values()) < total:
         return None
-    shares = _Shares(tasks, nodes, total, keep, spill, least, whole)
+    shares = _Shares(tasks, nodes, total, keep, spill, least, whole, most)
     for i in required:
         shares.offer(i, required=True)
     if order is not None:

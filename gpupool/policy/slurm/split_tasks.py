@@ -54,10 +54,11 @@ from gpupool.model.workload import PodSet
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 
 
-def even(ps: PodSet) -> PodSet:
-    """``ps`` with its tasks spread evenly (⌈T/N⌉ per node, as submitted): what the
-    lockstep comparison adopts real starts with, not knowing real Slurm's CPUs per node."""
-    per_node = -(-ps.split_tasks // ps.count)
+def even(ps: PodSet, nodes: int | None = None) -> PodSet:
+    """``ps`` with its tasks spread evenly over ``nodes`` nodes (default its count: ⌈T/N⌉ per
+    node, as submitted): what the lockstep comparison adopts real starts with, not knowing
+    real Slurm's CPUs per node (a node range gives the nodes real Slurm took)."""
+    per_node = -(-ps.split_tasks // (nodes or ps.count))
     mem = ps.memory_mib * per_node if ps.memory_per == "task" else ps.memory_mib
     gpus = ps.gpus * per_node if ps.split_gpus else ps.gpus
     return replace(ps, cpu_m=ps.cpu_m * per_node, memory_mib=mem, gpus=gpus, split_tasks=0, split_gpus=False)
@@ -79,13 +80,13 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
         return None
     order = node_order(weight, busy, free.cpu if least_loaded else None)
     keep = kept_per_node(ps, tasks, free.nodes)
-    least = ps.min_count
-    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, keep, least=least)
+    nodes, walk = _range_walk(ps)
+    got = pick_nodes(tasks, nodes, ps.split_tasks, weight, required, order, keep, **walk)
     if got is None:
         got = _retry(ps, free, tasks, weight, required, order, keep)
     if got is None:
         return None
-    if least is not None and sum(n for _i, n in got) > ps.split_tasks:
+    if ps.min_count is not None and sum(n for _i, n in got) > ps.split_tasks:
         # a node range: nodes taken once the tasks were placed offer one task each, and the
         # tasks are dealt out over what the nodes offer (``_ranged``)
         dealt = _ranged(got, ps, free.nodes)
@@ -98,6 +99,20 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
         mask = lowest_bits(_gpus(free, i, ps), n * ps.gpus if ps.split_gpus else ps.gpus) if ps.gpus else 0
         out.append((i, mask, n * cpu_m, n * ps.memory_mib if per_task else ps.memory_mib))
     return out
+
+
+def _range_walk(ps: PodSet) -> tuple[int, dict]:
+    """``pick_nodes``' node count and keyword arguments for ``ps``: its count for a fixed one;
+    for a node range (``--nodes=A-B``, ``min_count`` A) B nodes to take, A at least; with
+    GPUs per task, whose count is the job's (slurmctld's gres_per_job starts ``_eval_nodes``
+    with A nodes to take), A, more while the tasks are not placed, B at most (a real 22.05.8
+    ran ``-N1-2 -n8 --gpus-per-task=1`` on one idle node, ``-N1-2 -n12 --gpus-per-task=1`` as
+    8 + 4 and ``-N2-3 -n6 --gpus-per-task=1`` as 5 + 1; probe p145)."""
+    if ps.min_count is None:
+        return ps.count, {}
+    if ps.split_gpus:
+        return ps.min_count, {"spill": True, "most": ps.count}
+    return ps.count, {"least": ps.min_count}
 
 
 def _whole_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], order) -> list | None:
@@ -116,6 +131,8 @@ def _whole_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int],
         return None
     tasks = {i: pod[2] // 1000 // cpt for i, pod in pods.items()}
     got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, least=ps.min_count, whole=True)
+    if got is None:
+        got = _retry(ps, free, tasks, weight, required, order, whole=True)
     return None if got is None else [pods[i] for i, _n in sorted(got)]
 
 
@@ -236,7 +253,7 @@ def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
 
 
 def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order,
-           keep: dict[int, int] | None = None):
+           keep: dict[int, int] | None = None, whole: bool = False):
     """cons_tres's second chance (``choose_nodes``): for count = 1, 2, … the nodes whose free
     resources (CPUs, plus free GPUs for a GPU job) are at most count are dropped one at a
     time in index order, never a required one and never below the job's node count, and the
@@ -260,7 +277,8 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
                 del left[i]
                 dropped = True
         if dropped or count == 1:
-            got = pick_nodes(left, ps.count, ps.split_tasks, weight, required, order, keep, least=ps.min_count)
+            nodes, walk = _range_walk(ps)
+            got = pick_nodes(left, nodes, ps.split_tasks, weight, required, order, keep, whole=whole, **walk)
             if got is not None:
                 return got
     return None
