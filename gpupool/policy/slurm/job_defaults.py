@@ -46,8 +46,8 @@ from dataclasses import dataclass, replace
 from gpupool.errors import InputError
 from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
-from gpupool.model.workload import PodSet, Workload
-from gpupool.policy.slurm.jobinfo import raised_least, requested_partitions
+from gpupool.model.workload import GANG_MIN, PodSet, Workload
+from gpupool.policy.slurm.jobinfo import raised_least, request_totals, requested_partitions
 from gpupool.policy.slurm.gpu_walk import walk_form
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
 
@@ -629,9 +629,9 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
     ``--mem`` over task pods (``-n3 --mem=1000``) counts once, as the reader kept it whole
     (``PodSet.node_memory_mib``), not as the pods' shares."""
     cpus = mem = 0
+    ranged = wl.gang == GANG_MIN
     for ps in wl.pod_sets:
-        ps_cpus = ps.cpus_total
-        ps_nodes = ps.count if ps.one_per_node else 1
+        ps_nodes, ps_cpus, ps_mem, _gpus = request_totals(ps, ranged)  # (a node range: its least count)
         cpus += ps_cpus
         if ps.memory_whole_node:
             mem += d.first_node_memory * ps_nodes
@@ -640,7 +640,7 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
         elif not ps.memory_unset and ps.node_memory_mib:
             mem += ps.node_memory_mib  # task pods' --mem, one node's until the job starts
         elif not ps.memory_unset:
-            mem += ps.memory_total  # per node, CPU or GPU as asked
+            mem += ps_mem  # per node, CPU or GPU as asked
         elif d.mem_per_cpu:
             mem += d.mem_per_cpu * ps_cpus
         elif d.mem_per_node:

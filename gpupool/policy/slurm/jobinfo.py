@@ -1,7 +1,7 @@
 """What the scheduler derives once from a workload: partitions, association, QOS, TRES request."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpupool.model.slurm import Accounting, qos_name
 from gpupool.model.workload import GANG_MIN
@@ -132,17 +132,19 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     nodes = 0
     cpus = gpus = mem = 0
     typed: dict[str, int] = {}
+    ranged = wl.gang == GANG_MIN
     for ps in wl.pod_sets:
-        nodes += ps.counted_pods if ps.one_per_node else 1  # walked: node=1 until placed
-        cpus += ps.cpus_total
-        gpus += ps.total_gpus
-        mem += ps.memory_total
+        ps_nodes, ps_cpus, ps_mem, ps_gpus = request_totals(ps, ranged)
+        nodes += ps_nodes
+        cpus += ps_cpus
+        gpus += ps_gpus
+        mem += ps_mem
         if ps.gpu_type and typed_gpu_tres:
             key = gpu_tres(ps.gpu_type)
             if key in typed_gpu_tres:
-                typed[key] = typed.get(key, 0) + ps.total_gpus
-        elif untyped_as is not None and not ps.gpu_type and ps.total_gpus:  # (None where gres/gpu is tracked)
-            typed[untyped_as] = typed.get(untyped_as, 0) + ps.total_gpus
+                typed[key] = typed.get(key, 0) + ps_gpus
+        elif untyped_as is not None and not ps.gpu_type and ps_gpus:  # (None where gres/gpu is tracked)
+            typed[untyped_as] = typed.get(untyped_as, 0) + ps_gpus
     nodes = max(1, nodes)
     tres = {"cpu": cpus, "mem": mem, "gres/gpu": gpus, "node": nodes} if gpu_tracked else \
         {"cpu": cpus, "mem": mem, "node": nodes}
@@ -154,9 +156,43 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     return JobReq(parts, user, account or "", qos, nodes, cpus, gpus, mem, tres, wl.time_limit, submit)
 
 
-def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
-    """(largest, least) node counts a job gave with ``--nodes`` (``nodes``: its count as
-    ``job_req`` counts it), as slurmctld holds them against MaxNodes and MinNodes at submit;
+def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
+    """(nodes, CPUs, MB, GPUs) of pod set ``ps`` as slurmctld's request counts them
+    (``job_set_req_tres``: min_nodes, min_cpus, memory and GPUs for those; ReqTRES and the
+    limits of a pending job). ``ranged``: the job's gang rule honours node ranges.
+
+    A node range counts its least nodes, and the pods' totals on them; beside no ``--ntasks``
+    one task's CPUs (and memory per CPU for those); the tasks of a split pod set as submitted
+    count as given, not as the even share's pods. A real 22.05.8 (probe p146, every node held)
+    recorded pending ``-N1-3 -c2`` as cpu=2,mem=200M,node=1 (DefMemPerCPU=100), ``-N2-4 -c2``
+    cpu=2,node=2, ``-N1-2 -n20`` cpu=20,node=1, ``-N2-4 -n8 --mem=100`` cpu=8,mem=200M,node=2,
+    ``-N1-3 --ntasks-per-node=2`` cpu=2,node=1, ``-N3 -n8`` cpu=8 (not the even share's 9)
+    and ``-N2 -c2`` cpu=4,node=2. A walked pod set counts one node's until the walk places it
+    (``PodSet.counted_pods``)."""
+    if not ps.one_per_node or ps.walked:
+        return (ps.counted_pods if ps.one_per_node else 1), ps.cpus_total, ps.memory_total, ps.total_gpus
+    nodes = ps.min_count if ranged and ps.min_count is not None else ps.count
+    pods = ps if nodes == ps.count else replace(ps, count=nodes, min_count=None)
+    cpus, mem, gpus = pods.cpus_total, pods.memory_total, pods.total_gpus
+    cpt = ps.cpus_per_task
+    per_cpu = ps.memory_per == "cpu" or bool(ps.memory_per_cpu)  # memory follows the CPUs
+    if ps.split_tasks and cpt and not ps.split:  # as submitted: the even share's pods
+        tasks = -(-ps.cpu_m // (cpt * 1000))
+        cpus = ps.split_tasks * cpt
+        if per_cpu:
+            mem = ps.memory_mib // (tasks * cpt) * cpus
+        if ps.split_gpus:
+            gpus = ps.gpus // tasks * ps.split_tasks
+    elif nodes != ps.count and not ps.split_tasks and cpt and ps.cpu_m == cpt * 1000:
+        cpus = cpt  # a range without --ntasks: one task's
+        if per_cpu:
+            mem = ps.memory_mib
+    return nodes, cpus, mem, gpus
+
+
+def given_node_counts(wl) -> tuple[int | None, int | None]:
+    """(largest, least) node counts a job gave with ``--nodes``, as slurmctld holds them
+    against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
     per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``), or a
     walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its A, and its B lowered to the job's GPUs,
@@ -168,7 +204,8 @@ def given_node_counts(wl, nodes: int) -> tuple[int | None, int | None]:
             return (min(most, ps.gpus_per_job) if ps.gpus_per_job else most), least
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
         return None, None
-    return nodes, least_nodes(wl)
+    # (a range's largest count: ``job_req`` counts its least, as slurmctld's request does)
+    return max(1, sum(ps.counted_pods if ps.one_per_node else 1 for ps in wl.pod_sets)), least_nodes(wl)
 
 
 def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
@@ -181,7 +218,7 @@ def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     job was given their least at submit (``min_nodes.raise_node_count``) and arrives here with
     that node count; one it does not raise (``min_nodes``' docstring lists which) waits
     (docs/policies/slurm.md, Known differences)."""
-    most, least = given_node_counts(wl, nodes)
+    most, least = given_node_counts(wl)
     if most is None:
         return None, nodes
     floor = min(((p.min_nodes or 1) for p in parts), default=1)

@@ -20,6 +20,7 @@ from gpupool.engine.job import RUNNING, SUSPENDED
 from gpupool.engine.policy_api import check_options, register
 from gpupool.engine.snapshot import CHANGED_ENDED, CHANGED_TICK, Snapshot
 from gpupool.model.pool import Pool
+from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import (
     backfill,
     gang,
@@ -626,6 +627,13 @@ def _with_cpus(placement, cpus: dict[int, int]) -> tuple:
         out.append((node, mask, 0 if node in seen else cpus.get(node, 0), mem))
         seen.add(node)
     return tuple(out)
+
+
+def _capped_by_node_limits(ps, wl) -> bool:
+    """Whether pod set ``ps`` of ``wl`` takes a node count select chooses, which node limits
+    cap (``SlurmPolicy._walk_node_cap``): a walked one, or a node range under the gang rule
+    "min" (``--nodes=A-B``: slurmctld's max_nodes)."""
+    return ps.walked or (ps.one_per_node and ps.min_count is not None and wl.gang == GANG_MIN)
 
 
 class SlurmPolicy:
@@ -1346,14 +1354,15 @@ class SlurmPolicy:
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
-        if self.s.limits_enforced and any(ps.walked for ps in filled.pod_sets):
+        if self.s.limits_enforced and any(_capped_by_node_limits(ps, filled) for ps in filled.pod_sets):
             filled = self._walk_node_cap(filled)
         return filled
 
     def _walk_node_cap(self, wl):
-        """A walked job (``gpu_walk``) takes no more nodes than the node limits of its QOS and
-        associations allow: slurmctld caps the nodes it selects by their values, not by what
-        is left of them (``acct_policy_get_max_nodes``, 22.05 source; ``limits.max_nodes``).
+        """A walked job (``gpu_walk``) or a node range takes no more nodes than the node limits
+        of its QOS and associations allow: slurmctld caps the nodes it selects by their values,
+        not by what is left of them (``acct_policy_get_max_nodes`` in ``get_node_cnts``, 22.05
+        source; ``limits.max_nodes``).
         The cap is read per partition the job lists (each with its own QOS) and the largest
         kept: a job listing several partitions is accepted where one of them takes it (the
         cap then holds in every partition, where slurmctld applies each partition's own). A
@@ -1371,7 +1380,8 @@ class SlurmPolicy:
         cap = max(caps)
         if cap < 1:
             return wl
-        return replace(wl, pod_sets=tuple(replace(ps, count=cap) if ps.walked and ps.count > cap >= (ps.min_count or 1)
+        return replace(wl, pod_sets=tuple(replace(ps, count=cap)
+                                          if _capped_by_node_limits(ps, wl) and ps.count > cap >= (ps.min_count or 1)
                                           else ps
                                           for ps in wl.pod_sets))
 

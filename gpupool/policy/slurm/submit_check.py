@@ -107,7 +107,7 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
     job_qos = acct.qos.get(req.qos or "") if acct is not None else None
     # the node counts slurmctld tests at submit: those ``--nodes`` gave (a range's largest
     # against MaxNodes, its least against MinNodes), none without it
-    most, least = given_node_counts(wl, req.nodes)
+    most, least = given_node_counts(wl)
     if lim.required and (least is None or least < lim.required_count):
         # sbatch counts a --nodelist as a node count: its nodes, or more where --nodes asks
         # more (probe p140: ``-w gpu04`` in a MinNodes=2 partition refused under ANY and ALL,
