@@ -1252,12 +1252,13 @@ def _range_splits(job: SbatchJob) -> int:
     as 16 + 4, and ``-N1-2 -n20 --exclusive`` on two whole nodes; with GPUs per node as
     without, with ``--gpus-per-task`` from A nodes up; probes p143-p145,
     ``policy/slurm/split_tasks.py``), else 0. Not probed, so kept at ⌈T/A⌉ tasks a node:
-    ``--gpus``, ``--gpus-per-task`` beside GPUs per node, ``--ntasks-per-node``,
+    ``--gpus``, ``--gpus-per-task`` beside GPUs per node or ``--exclusive``, ``--ntasks-per-node``,
     ``--cpus-per-gpu`` and the options of ``_OTHER_WALKS`` (``--use-min-nodes``,
     ``--spread-job``: other node walks)."""
     if (job.ntasks is None or job.ntasks_per_node is not None or job.cpus_per_gpu is not None
             or job.gpus is not None
-            or (job.gpus_per_task is not None and (job.gpus_per_node is not None or _gres_gpus(job) is not None))
+            or (job.gpus_per_task is not None and (job.gpus_per_node is not None or _gres_gpus(job) is not None
+                                                   or job.exclusive))
             or any(name in _OTHER_WALKS for name, _ in job.not_modelled)):
         return 0
     return job.ntasks

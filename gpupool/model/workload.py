@@ -160,6 +160,10 @@ class PodSet:
     #: most nodes the walk may take (as submitted one pod of X GPUs; a real 22.05.8 ran
     #: ``-N2-3 --gpus=8`` as 7 + 1 GPUs on idle nodes, ``-N1-3 --gpus=12`` as 8 + 4); None: 1 to X
     walk_nodes: tuple[int, int] | None = None
+    #: Slurm, a node range's largest count as submitted where a QOS or association node limit
+    #: lowered ``count`` (the nodes select may take): slurmctld keeps the job's max_nodes and
+    #: holds it against MaxNodes and MinNodes (``jobinfo.given_node_counts``); 0: ``count``
+    nodes_asked: int = 0
     #: Slurm, CPUs per GPU asked with ``--cpus-per-gpu`` (not from DefCpuPerGPU): select/cons_tres
     #: gives the job no more CPUs on a node than that many for each GPU the node's free CPUs pay
     #: for (a real 22.05.8 ran ``--gpus=12 --cpus-per-gpu=4`` with 32 + 16 CPUs on idle nodes,

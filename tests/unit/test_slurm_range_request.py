@@ -84,6 +84,31 @@ def test_a_node_limit_caps_a_range_as_on_the_real_system(tmp_path: Path, opts: s
     assert got == want
 
 
+def _limited(tmp_path: Path, accounts: str, conf: str, opts: str):
+    (tmp_path / "accounts.cfg").write_text(accounts)
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf + "AccountingStorageEnforce=associations,limits,qos\n"),
+                           [f"-A teamA --qos=lim -t 10 {opts}"], 1.0, 8)
+    return engine.jobs[1]
+
+
+def test_the_selection_of_a_range_is_held_against_the_limits(tmp_path: Path) -> None:
+    """From the source, not probed: the request counts a range's least nodes, but the limits
+    are tested again on the nodes select took (``acct_policy_job_runnable_post_select``):
+    ``-N1-3 -c2`` under MaxTRESPerJob=cpu=4 takes three nodes, 6 CPUs, and waits."""
+    job = _limited(tmp_path, ACCOUNTS.replace("MaxTRESPerJob=node=2", "MaxTRESPerJob=cpu=4"), CONF, "-N1-3 -c2")
+    assert (job.state, job.reason) == ("PENDING", "QOSMaxCpuPerJobLimit")
+
+
+@pytest.mark.parametrize("epl,want", [("ALL", ("REJECTED", "Node count specification invalid")),
+                                      ("NO", ("PENDING", "PartitionNodeLimit"))])
+def test_a_capped_range_keeps_its_largest_count_for_max_nodes(tmp_path: Path, epl: str, want) -> None:
+    """From the source, not probed: a node limit caps the nodes select takes, while the job
+    keeps its max_nodes, which MaxNodes is held against (``_part_access_check``)."""
+    conf = CONF.replace("MaxTime=60\n", "MaxTime=60 MaxNodes=2\n") + f"EnforcePartLimits={epl}\n"
+    job = _limited(tmp_path, ACCOUNTS, conf, "-N1-4 -n8")
+    assert (job.state, job.reason) == want
+
+
 def test_the_largest_count_still_meets_max_nodes(tmp_path: Path) -> None:
     """The request counts a range's least nodes, but the partition's MaxNodes is held against
     its largest (probe p96: ``-N1-2`` in a MaxNodes=1 partition waited, PartitionNodeLimit)."""

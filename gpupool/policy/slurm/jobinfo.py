@@ -205,7 +205,8 @@ def given_node_counts(wl) -> tuple[int | None, int | None]:
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
         return None, None
     # (a range's largest count: ``job_req`` counts its least, as slurmctld's request does)
-    return max(1, sum(ps.counted_pods if ps.one_per_node else 1 for ps in wl.pod_sets)), least_nodes(wl)
+    return max(1, sum((ps.nodes_asked or ps.counted_pods) if ps.one_per_node else 1 for ps in wl.pod_sets)), \
+        least_nodes(wl)
 
 
 def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:

@@ -449,9 +449,10 @@ class Cycle:
         without an allocation (``_planned_memory``). Failing at a start, the job does not
         start; before a reservation, it keeps its planned start but reserves nothing.
 
-        Only a walked job's selection differs from what the limits read before it
-        (``limit_reason``: for other jobs ``SlurmPolicy.limit_req`` already counts whole cores
-        and an exclusive job's whole nodes): its node count, GPUs per node and memory per node
+        Only a walked job's or a node range's selection differs from what the limits read
+        before it (``limit_reason``: for other jobs ``SlurmPolicy.limit_req`` already counts
+        whole cores and an exclusive job's whole nodes; a range's request counts its least
+        nodes, ``jobinfo.request_totals``): its node count, GPUs per node and memory per node
         (``PodSet.walk_gpus``; seen on a real 22.05.8, ``diff-slurm --mix gres-tasks`` seed 1:
         ``-n2 -c96 --gres=gpu:8`` of an account with GrpTRES=gres/gpu=16 and one GPU in use
         needed two nodes, 16 GPUs, and got no reservation, "adding reservation for JobId=21
@@ -463,7 +464,8 @@ class Cycle:
         if not pol.s.limits_enforced:
             return None
         pods = job.wl.pod_sets
-        if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) for ps in pods):
+        if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) or _capped_by_node_limits(ps, job.wl)
+                   for ps in pods):
             return None
         if any(_walks_gpus_per_node(ps) for ps in pods):
             # a full selection leaves its GPUs per node times its nodes on the job's request
@@ -1380,7 +1382,8 @@ class SlurmPolicy:
         cap = max(caps)
         if cap < 1:
             return wl
-        return replace(wl, pod_sets=tuple(replace(ps, count=cap)
+        # (a range keeps its largest count as submitted, which MaxNodes and MinNodes read)
+        return replace(wl, pod_sets=tuple(replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count)
                                           if _capped_by_node_limits(ps, wl) and ps.count > cap >= (ps.min_count or 1)
                                           else ps
                                           for ps in wl.pod_sets))
