@@ -107,6 +107,10 @@ class PodSet:
     #: ``gpus`` is one task's and a node's GPUs follow its tasks (a real 22.05.8 gave ``-N2 -n6
     #: --gpus-per-task=1`` 5 + 1 GPUs)
     split_gpus: bool = False
+    #: Slurm, a split pod set whose CPUs per task MaxMemPerCPU raised (``--mem-per-cpu`` above
+    #: it): the CPUs per task as asked, the least a node takes (slurmctld's pn_min_cpus stays
+    #: there while cpus_per_task is raised; ``split_tasks.split_cpus``); 0: not raised
+    split_min_cpus: int = 0
     #: Slurm, the job's GPUs where they were asked for the whole job (``--gpus``, or
     #: ``--gpus-per-task`` × ``--ntasks``), not per node: select/cons_tres counts up to that many
     #: on a node when it orders nodes by the GPUs they offer (``policy/slurm/near_gpus.py``);

@@ -5,7 +5,7 @@ placed offering one task, and deals the tasks out over what the nodes offer; wit
 (``gpupool/policy/slurm/split_tasks.py``, ``eval_nodes.pick_nodes``' ``least`` and ``whole``).
 
 Every expectation is what a real 22.05.8 did with the same holders and submission on four
-16-core 8-GPU 64000 MB nodes, DefMemPerCPU=100 (probes p143-p145, docs/differential.md finding 89;
+16-core 8-GPU 64000 MB nodes, DefMemPerCPU=100 (probes p143-p145 and p148, docs/differential.md finding 89;
 ``tests/differential/test_real_slurm_split_tasks.py`` runs some of them on both)."""
 from __future__ import annotations
 
@@ -99,6 +99,26 @@ def test_range_tasks_are_placed_as_a_real_slurm_placed_them(tmp_path: Path, hold
 def test_range_tasks_with_gpus_are_placed_as_a_real_slurm_placed_them(tmp_path: Path, holders, job,
                                                                        expected) -> None:
     assert _pods(tmp_path, holders, job, gpus=True) == expected
+
+
+#: MaxMemPerCPU=4000 with --mem-per-cpu above it (probe p148): the CPUs per task raised, a node's
+#: least take one CPU, the tasks dealt one to each node first (the last node holds one CPU of
+#: a two-CPU task), memory per CPU on the CPUs held
+RAISED = [
+    ("-N2 -n6 --mem-per-cpu=8000", [(0, 10, 40000), (1, 1, 4000)]),
+    ("-N1-2 -n12 --mem-per-cpu=8000", [(0, 16, 64000), (1, 8, 32000)]),
+    ("-N1-2 -n6 --mem-per-cpu=8000", [(0, 10, 40000), (1, 1, 4000)]),
+    ("-N2 -n3 --mem-per-cpu=9000", [(0, 6, 18000), (1, 1, 3000)]),
+    ("-N2-3 -n8 --mem-per-cpu=8000", [(0, 12, 48000), (1, 1, 4000), (2, 1, 4000)]),
+    ("-N2 -n6 -c2 --mem-per-cpu=8000", [(0, 16, 64000), (1, 8, 32000)]),
+]
+
+
+@pytest.mark.parametrize("job,expected", RAISED, ids=[r[0] for r in RAISED])
+def test_tasks_whose_cpus_max_mem_per_cpu_raised(tmp_path: Path, job: str, expected) -> None:
+    conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), [job], 2.0, 10)
+    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == expected
 
 
 def test_the_job_asks_its_tasks_cpus(tmp_path: Path) -> None:

@@ -299,6 +299,9 @@ def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
                     and math.ceil(ps.memory_mib / d.max_mem_per_cpu) > (cpt or 0))
     # (a walked job's free memory for DefMemPerGPU is one GPU's, which ``_spread_form`` keeps)
     fit = ps.memory_fit and not asked.walk_gpus
+    if (cpt and source == "cpu" and d.max_mem_per_cpu and ps.cpu_m > asked.cpu_m and not ps.cpu_m % asked.cpu_m
+            and not asked.gpus and not asked.exclusive and not fit and not per_node_cap):
+        return _raised_split_form(asked, ps, cpt)
     # (an exclusive range's nodes are whole, their memory per CPU too: ``memory_unit`` stays)
     if (not cpt or ps.cpu_m != asked.cpu_m or fit or (ps.memory_unit is not None and not asked.exclusive)
             or per_node_cap):
@@ -309,6 +312,18 @@ def _split_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
         mem, per = mem // tasks, "task"
     gpus = ps.gpus // tasks if ps.split_gpus else ps.gpus
     return replace(ps, cpu_m=cpt * 1000, memory_mib=mem, memory_per=per, gpus=gpus)
+
+
+def _raised_split_form(asked: PodSet, ps: PodSet, cpt: int) -> PodSet:
+    """The split form of a pod set whose ``--mem-per-cpu`` MaxMemPerCPU raised: slurmctld
+    multiplies the CPUs per task by the factor and divides the memory per CPU by it, while
+    the least CPUs a node takes stay one task's as asked (``PodSet.split_min_cpus``). A real
+    22.05.8 at MaxMemPerCPU=4000 on 16-core nodes (probe p148) ran ``-N2 -n6 --mem-per-cpu=8000``
+    as 10 + 1 CPUs at 4000 MB each and ``-N1-2 -n12 --mem-per-cpu=8000`` as 16 + 8."""
+    factor = ps.cpu_m // asked.cpu_m
+    tasks = asked.cpu_m // (cpt * 1000)  # the even share's tasks per pod
+    return replace(ps, cpu_m=cpt * factor * 1000, cpus_per_task=cpt * factor, memory_mib=ps.memory_mib // tasks,
+                   memory_per="task", split_min_cpus=cpt)
 
 
 def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:

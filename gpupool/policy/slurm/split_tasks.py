@@ -75,6 +75,8 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
     if ps.exclusive:
         return _whole_nodes(ps, pool, free, weight, required, node_order(weight, busy, None))
+    if ps.split_min_cpus and not free.nodes.threaded:
+        return split_cpus(ps, pool, free, weight, required, node_order(weight, busy, free.cpu if least_loaded else None))
     tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
@@ -113,6 +115,54 @@ def _range_walk(ps: PodSet) -> tuple[int, dict]:
     if ps.split_gpus:
         return ps.min_count, {"spill": True, "most": ps.count}
     return ps.count, {"least": ps.min_count}
+
+
+def split_cpus(ps: PodSet, pool: list[int], free, weight, required: list[int], order) -> list | None:
+    """The pods of a split pod set whose CPUs per task MaxMemPerCPU raised
+    (``PodSet.split_min_cpus``), counted in CPUs as cons_tres counts them: the walk of
+    ``split_nodes`` over the nodes' free CPUs (those their free memory pays for), each node
+    leaving a CPU for each node still to come and offering one at least, then the tasks dealt
+    one to each node, even to a node offering fewer CPUs than a task has, and round after
+    round to the nodes whose offer holds one more; a node holds its tasks' CPUs, no more than
+    it offered. A real 22.05.8 at MaxMemPerCPU=4000 (16-core nodes, probe p148): ``-N2 -n6
+    --mem-per-cpu=8000`` (2 CPUs a task) as 10 + 1 CPUs, ``-N2 -n3 --mem-per-cpu=9000`` (3 a
+    task) 6 + 1, ``-N2-3 -n8 --mem-per-cpu=8000`` 12 + 1 + 1, ``-N1-2 -n12 --mem-per-cpu=8000``
+    16 + 8. Not modelled: nodes of several threads per core (the task walk then), and a
+    least take of more than one CPU (``-c2`` raised: pn_min_cpus 2)."""
+    cpt = ps.cpu_m // 1000
+    per_cpu = ps.memory_mib // max(1, cpt)
+    cpus = {}
+    for i in pool:
+        c = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
+        n = min(c // 1000, free.mem[i] // per_cpu if per_cpu else c // 1000)
+        if n:
+            cpus[i] = n
+    if any(i not in cpus for i in required):
+        return None
+    nodes, walk = _range_walk(ps)
+    total = ps.split_tasks * cpt
+    got = pick_nodes(cpus, nodes, total, weight, required, order, **walk)
+    if got is None:
+        got = _retry(ps, free, cpus, weight, required, order, total=total)
+    if got is None:
+        return None
+    avail = dict(got)
+    order_i = sorted(avail)
+    tasks = dict.fromkeys(order_i, 1)  # a task on every node taken, whatever it offers
+    left = ps.split_tasks - len(order_i)
+    while left > 0:
+        before = left
+        for i in order_i:
+            if left and avail[i] - tasks[i] * cpt >= cpt:
+                tasks[i] += 1
+                left -= 1
+        if left == before:
+            return None
+    out = []
+    for i in order_i:
+        held = min(tasks[i] * cpt, avail[i])
+        out.append((i, 0, held * 1000, held * per_cpu))
+    return out
 
 
 def _whole_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], order) -> list | None:
@@ -253,7 +303,7 @@ def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
 
 
 def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order,
-           keep: dict[int, int] | None = None, whole: bool = False):
+           keep: dict[int, int] | None = None, whole: bool = False, total: int | None = None):
     """cons_tres's second chance (``choose_nodes``): for count = 1, 2, … the nodes whose free
     resources (CPUs, plus free GPUs for a GPU job) are at most count are dropped one at a
     time in index order, never a required one and never below the job's node count, and the
@@ -278,7 +328,8 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
                 dropped = True
         if dropped or count == 1:
             nodes, walk = _range_walk(ps)
-            got = pick_nodes(left, nodes, ps.split_tasks, weight, required, order, keep, whole=whole, **walk)
+            got = pick_nodes(left, nodes, ps.split_tasks if total is None else total, weight, required, order, keep,
+                             whole=whole, **walk)
             if got is not None:
                 return got
     return None
