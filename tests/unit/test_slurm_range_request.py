@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, team_accounts, workload
 from tests.unit.test_slurm_split_tasks import CONF
 
 HOLD_ALL = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
@@ -107,6 +107,27 @@ def test_a_capped_range_keeps_its_largest_count_for_max_nodes(tmp_path: Path, ep
     conf = CONF.replace("MaxTime=60\n", "MaxTime=60 MaxNodes=2\n") + f"EnforcePartLimits={epl}\n"
     job = _limited(tmp_path, ACCOUNTS, conf, "-N1-4 -n8")
     assert (job.state, job.reason) == want
+
+
+def test_a_cap_below_the_raised_least_count_holds_the_job(tmp_path: Path) -> None:
+    """From the source, not probed: in a MinNodes=3 partition ``-N1-4`` is stored with 3 nodes
+    at least, which node=2 never admits (``get_node_cnts``): the job waits on the limit."""
+    conf = CONF.replace("MaxTime=60\n", "MaxTime=60 MinNodes=3\n") + "EnforcePartLimits=NO\n"
+    job = _limited(tmp_path, ACCOUNTS, conf, "-N1-4 -n8")
+    assert (job.state, job.reason) == ("PENDING", "QOSMaxNodePerJobLimit")
+
+
+def test_a_planned_range_counts_its_memory_per_node_once(tmp_path: Path) -> None:
+    """From the source, not probed: backfill tests a later start's limits with memory per node
+    for the nodes will-run chose (``job_get_tres_mem``): ``-N3-4 --mem=20000`` of an account
+    with GrpTRES=mem=100000 counts 80000 on four nodes, keeps its reservation, and a later
+    job of another account waits behind it."""
+    (tmp_path / "accounts.cfg").write_text(team_accounts("mem=100000"))
+    conf = CONF.replace("ClusterName=split", "ClusterName=t") + "AccountingStorageEnforce=associations,limits,qos\n"
+    jobs = ["-A teamB -w gpu01 -c16 -t 2", "-A teamB -w gpu02 -c16 -t 2", "-A teamA -N3-4 --mem=20000 -t 10",
+            "-A teamB -w gpu03 -c1 -t 60"]
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), jobs, 1.0, 60, runtimes=[100, 100, 3000, 3000])
+    assert engine.jobs[4].state == "PENDING"
 
 
 def test_the_largest_count_still_meets_max_nodes(tmp_path: Path) -> None:

@@ -121,6 +121,34 @@ def test_tasks_whose_cpus_max_mem_per_cpu_raised(tmp_path: Path, job: str, expec
     assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == expected
 
 
+#: from the source, not probed (a review's reading of ``can_job_run_on_node`` and
+#: ``_cpus_to_use``): (holders, the job, its pods) at MaxMemPerCPU=4000, 2 CPUs a raised task
+RAISED_SOURCE = [
+    (["-w gpu01 -c11", "-w gpu02 -c11", "-w gpu03 -c11", "-w gpu04 -c11"], "-N2 -n4 --mem-per-cpu=8000",
+     [(0, 4, 16000), (1, 4, 16000)]),  # 5 free CPUs offer two whole tasks
+    (["-w gpu01 -c11"], "-N2 -n6 --mem-per-cpu=8000", [(0, 4, 16000), (1, 8, 32000)]),
+    (["-w gpu01 -c15"], "-N1-2 -n6 --mem-per-cpu=8000", [(1, 10, 40000), (2, 1, 4000)]),  # 1 CPU: no task
+    (IDLE, "-N2 -n3 -c2 --mem-per-cpu=8000", [(0, 8, 32000), (1, 2, 8000)]),  # pn_min_cpus 2
+]
+
+
+@pytest.mark.parametrize("holders,job,expected", RAISED_SOURCE, ids=_ids(RAISED_SOURCE))
+def test_raised_tasks_from_the_source(tmp_path: Path, holders, job: str, expected) -> None:
+    conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    last = engine.jobs[len(holders) + 1]
+    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in last.placement) == expected
+
+
+def test_raised_tasks_under_max_cpus_per_node(tmp_path: Path) -> None:
+    """From the source, not probed: MaxCPUsPerNode=5 lets each node offer two whole raised tasks."""
+    conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n").replace(
+        "MaxTime=60\n", "MaxTime=60 MaxCPUsPerNode=5\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-N2 -n4 --mem-per-cpu=8000"], 2.0, 10)
+    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == [
+        (0, 4, 16000), (1, 4, 16000)]
+
+
 def test_the_job_asks_its_tasks_cpus(tmp_path: Path) -> None:
     engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-N1-2 -n20"], 2.0, 10)
     job = engine.jobs[1]

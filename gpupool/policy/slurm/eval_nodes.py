@@ -23,8 +23,10 @@ class _Shares:
 
     def __init__(self, tasks: dict[int, int], nodes: int, total: int, keep: dict[int, int] | None = None,
                  spill: bool = False, least: int | None = None, whole: bool = False,
-                 most: int | None = None) -> None:
+                 most: int | None = None, floor: int = 1) -> None:
         self.tasks = tasks
+        #: the least a node taken offers (slurmctld's pn_min_cpus where counted in CPUs)
+        self.floor = floor
         #: with ``spill``, the nodes that may still be taken (None: no cap): the last of them
         #: must hold what is left (slurmctld's max_nodes)
         self.most_left = most
@@ -53,7 +55,7 @@ class _Shares:
         if not required and have < self.left and (self.most_left == 1 if self.spill else self.left_nodes == 1):
             return
         keep = 1 if self.keep is None else self.keep.get(i, 1)
-        take = have if self.whole else min(have, max(1, self.left - max(0, self.least_left - 1) * keep))
+        take = have if self.whole else min(have, max(self.floor, self.left - max(0, self.least_left - 1) * keep))
         self.out.append((i, take))
         self.placed.add(i)
         self.left -= take
@@ -96,7 +98,7 @@ def node_order(weight, busy: int | None, cpu: list[int] | None):
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
                order=None, keep: dict[int, int] | None = None, spill: bool = False,
                least: int | None = None, whole: bool = False,
-               most: int | None = None) -> list[tuple[int, int]] | None:
+               most: int | None = None, floor: int = 1) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -124,10 +126,11 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     least, do when the runs are used up (``_Shares.answer``; ``split_tasks.split_nodes``).
     ``whole``: each node taken gives all its tasks (an exclusive job's whole nodes). ``most``
     (with ``spill``): no more nodes than that, the last of them holding what is left
-    (``--nodes=A-B`` beside ``--gpus-per-task``, ``nodes`` being A)."""
+    (``--nodes=A-B`` beside ``--gpus-per-task``, ``nodes`` being A). ``floor``: the least a
+    node taken offers (one task; in CPUs, slurmctld's pn_min_cpus)."""
     if len(tasks) < (nodes if least is None else least) or sum(tasks.values()) < total:
         return None
-    shares = _Shares(tasks, nodes, total, keep, spill, least, whole, most)
+    shares = _Shares(tasks, nodes, total, keep, spill, least, whole, most, floor)
     for i in required:
         shares.offer(i, required=True)
     if order is not None:

@@ -37,7 +37,8 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req, stored_node_counts
+from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req, raised_least, stored_node_counts
+from gpupool.policy.slurm.min_nodes import partitions_min_nodes
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory
 from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
@@ -608,16 +609,17 @@ def _walks_gpus_per_node(ps) -> bool:
 def _planned_memory(ps, asked: dict, held: dict) -> int:
     """The memory backfill's limits test counts for walked pod set ``ps`` before it reserves the
     nodes of ``held`` (``alloc_tres`` of will-run's placement; ``asked``: the request's TRES,
-    one node's worth): ``job_get_tres_mem`` without an allocation, memory per node for each
-    node (``--mem``, or memory per GPU of a node's G GPUs), per CPU for will-run's CPUs, or per
-    GPU for the job's X GPUs as asked (``--gpus``). Not modelled: a job whose memory came from
-    DefMemPerGPU alone, where slurmctld counts a node's RealMemory for each node."""
+    its least nodes' worth): ``job_get_tres_mem`` without an allocation, memory per node for
+    each node (``--mem``, or memory per GPU of a node's G GPUs), per CPU for will-run's CPUs, or
+    per GPU for the job's X GPUs as asked (``--gpus``). Not modelled: a job whose memory came
+    from DefMemPerGPU alone, where slurmctld counts a node's RealMemory for each node."""
     mem = asked["mem"]
     if _memory_follows_cpus(ps):
         return mem * held["cpu"] // max(1, asked["cpu"])
     if ps.memory_per == "gpu" and ps.spread:
         return mem
-    return mem * held["node"]
+    # (the request counts memory per node for its least nodes: ``jobinfo.request_totals``)
+    return mem // max(1, asked.get("node", 1)) * held["node"]
 
 
 def _with_cpus(placement, cpus: dict[int, int]) -> tuple:
@@ -1382,11 +1384,15 @@ class SlurmPolicy:
         cap = max(caps)
         if cap < 1:
             return wl
-        # (a range keeps its largest count as submitted, which MaxNodes and MinNodes read)
-        return replace(wl, pod_sets=tuple(replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count)
-                                          if _capped_by_node_limits(ps, wl) and ps.count > cap >= (ps.min_count or 1)
-                                          else ps
-                                          for ps in wl.pod_sets))
+        # A range keeps its largest count as submitted, which MaxNodes and MinNodes read; a cap
+        # below the least count a MinNodes partition raises it to is left to the limits test
+        # (``get_node_cnts``: acct_max_nodes below min_nodes holds the job)
+        floor = partitions_min_nodes(self.cfg, wl)
+        return replace(wl, pod_sets=tuple(
+            replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count)
+            if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(ps.min_count or 1, ps.count, floor)
+            else ps
+            for ps in wl.pod_sets))
 
     def submit_verdict(self, job, snap=None) -> str | None:
         """Slurm's message if ``job`` is refused at submit, else None; decided once, from the

@@ -121,29 +121,34 @@ def split_cpus(ps: PodSet, pool: list[int], free, weight, required: list[int], o
     """The pods of a split pod set whose CPUs per task MaxMemPerCPU raised
     (``PodSet.split_min_cpus``), counted in CPUs as cons_tres counts them: the walk of
     ``split_nodes`` over the nodes' free CPUs (those their free memory pays for), each node
-    leaving a CPU for each node still to come and offering one at least, then the tasks dealt
+    leaving a CPU for each node still to come, then the tasks dealt
     one to each node, even to a node offering fewer CPUs than a task has, and round after
     round to the nodes whose offer holds one more; a node holds its tasks' CPUs, no more than
     it offered. A real 22.05.8 at MaxMemPerCPU=4000 (16-core nodes, probe p148): ``-N2 -n6
     --mem-per-cpu=8000`` (2 CPUs a task) as 10 + 1 CPUs, ``-N2 -n3 --mem-per-cpu=9000`` (3 a
     task) 6 + 1, ``-N2-3 -n8 --mem-per-cpu=8000`` 12 + 1 + 1, ``-N1-2 -n12 --mem-per-cpu=8000``
-    16 + 8. Not modelled: nodes of several threads per core (the task walk then), and a
-    least take of more than one CPU (``-c2`` raised: pn_min_cpus 2)."""
+    16 + 8. From the source (``can_job_run_on_node``, ``_cpus_to_use``): a node needs one raised
+    task's CPUs free and offers whole raised tasks', and a node offers the CPUs per task as
+    asked at least (pn_min_cpus: ``-N2 -n3 -c2`` raised to 4 a task gives 8 + 2). Nodes of
+    several threads per core take the task walk instead (``split_nodes``)."""
     cpt = ps.cpu_m // 1000
     per_cpu = ps.memory_mib // max(1, cpt)
     cpus = {}
     for i in pool:
-        c = free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])
-        n = min(c // 1000, free.mem[i] // per_cpu if per_cpu else c // 1000)
+        c = (free.cpu[i] if free.cap is None else min(free.cpu[i], free.cap[i])) // 1000
+        if c < cpt:
+            continue  # (``can_job_run_on_node``: the CPUs of one raised task at least)
+        n = min(c, free.mem[i] // per_cpu) if per_cpu else c
+        n -= n % cpt  # whole raised tasks (memory per CPU)
         if n:
             cpus[i] = n
     if any(i not in cpus for i in required):
         return None
     nodes, walk = _range_walk(ps)
     total = ps.split_tasks * cpt
-    got = pick_nodes(cpus, nodes, total, weight, required, order, **walk)
+    got = pick_nodes(cpus, nodes, total, weight, required, order, floor=ps.split_min_cpus, **walk)
     if got is None:
-        got = _retry(ps, free, cpus, weight, required, order, total=total)
+        got = _retry(ps, free, cpus, weight, required, order, total=total, floor=ps.split_min_cpus)
     if got is None:
         return None
     avail = dict(got)
@@ -303,7 +308,7 @@ def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
 
 
 def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order,
-           keep: dict[int, int] | None = None, whole: bool = False, total: int | None = None):
+           keep: dict[int, int] | None = None, whole: bool = False, total: int | None = None, floor: int = 1):
     """cons_tres's second chance (``choose_nodes``): for count = 1, 2, … the nodes whose free
     resources (CPUs, plus free GPUs for a GPU job) are at most count are dropped one at a
     time in index order, never a required one and never below the job's node count, and the
@@ -329,7 +334,7 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
         if dropped or count == 1:
             nodes, walk = _range_walk(ps)
             got = pick_nodes(left, nodes, ps.split_tasks if total is None else total, weight, required, order, keep,
-                             whole=whole, **walk)
+                             whole=whole, floor=floor, **walk)
             if got is not None:
                 return got
     return None
