@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
-from tests.unit.test_slurm_split_tasks import CONF, IDLE, ONE_FREE_ON_01_THREE_ON_03, TWO_FREE_ON_01_02, _ids
+from tests.unit.test_slurm_split_tasks import CONF, IDLE, ONE_FREE_ON_01_THREE_ON_03, TWO_FREE_ON_01_02, _ids, _pods
 
 EIGHT_FREE_ON_EACH = ["-w gpu01 -c8", "-w gpu02 -c8", "-w gpu03 -c8", "-w gpu04 -c8"]
 FOUR_TWELVE_NONE_SIXTEEN = ["-w gpu01 -c12", "-w gpu02 -c4", "-w gpu03 -c16"]
@@ -81,13 +81,9 @@ GPU_CASES = [
 ]
 
 
-def _pods(tmp_path: Path, holders: list[str], job: str, gpus: bool = False):
-    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
-    last = engine.jobs[len(holders) + 1]
-    if last.state != "RUNNING":
-        return last.state
-    return sorted((node, cpu // 1000, mem, mask.bit_count())[:4 if gpus else 3]
-                  for node, mask, cpu, mem in last.placement)
+def _held(job) -> list[tuple[int, int, int]]:
+    """(node index, CPUs, MB) of each pod of ``job``, in order."""
+    return sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in job.placement)
 
 
 @pytest.mark.parametrize("holders,job,expected", CASES, ids=_ids(CASES))
@@ -118,7 +114,7 @@ RAISED = [
 def test_tasks_whose_cpus_max_mem_per_cpu_raised(tmp_path: Path, job: str, expected) -> None:
     conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n")
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), [job], 2.0, 10)
-    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == expected
+    assert _held(engine.jobs[1]) == expected
 
 
 #: from the source, not probed (a review's reading of ``can_job_run_on_node`` and
@@ -137,7 +133,7 @@ def test_raised_tasks_from_the_source(tmp_path: Path, holders, job: str, expecte
     conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n")
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [job], 2.0, 2.0 * len(holders) + 10)
     last = engine.jobs[len(holders) + 1]
-    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in last.placement) == expected
+    assert _held(last) == expected
 
 
 def test_raised_tasks_under_max_cpus_per_node(tmp_path: Path) -> None:
@@ -145,7 +141,7 @@ def test_raised_tasks_under_max_cpus_per_node(tmp_path: Path) -> None:
     conf = CONF.replace("DefMemPerCPU=100\n", "DefMemPerCPU=100\nMaxMemPerCPU=4000\n").replace(
         "MaxTime=60\n", "MaxTime=60 MaxCPUsPerNode=5\n")
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-N2 -n4 --mem-per-cpu=8000"], 2.0, 10)
-    assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == [
+    assert _held(engine.jobs[1]) == [
         (0, 4, 16000), (1, 4, 16000)]
 
 
@@ -169,7 +165,7 @@ def test_an_exclusive_range_retries_without_its_smallest_node(tmp_path: Path) ->
                                       ("-N1-2 -n24 -w gpu01", [(0, 16, 1600), (2, 8, 800)]))):
         (tmp_path / str(k)).mkdir()
         engine, _ = run_spaced(slurm_pool(tmp_path / str(k), conf), [opts], 2.0, 10)
-        assert sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in engine.jobs[1].placement) == want, opts
+        assert _held(engine.jobs[1]) == want, opts
 
 
 @pytest.mark.parametrize("opts", ["-N1-2 -n6 --ntasks-per-node=3", "-N1-2 -n6 --gpus-per-task=1 --gres=gpu:2",
