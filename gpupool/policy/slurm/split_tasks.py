@@ -317,16 +317,18 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
     -n8`` as gpu02 1, gpu03 4, gpu04 3. A node's resources are its free CPUs as a whole (not
     capped by its free GPUs: ``_free_resources``): on 16-core nodes at 2, 15 and 15 free CPUs
     with 8, 3 and 7 free GPUs, ``-N2 -n10 --gpus-per-task=1`` dropped gpu01 (2 + 8) and ran as
-    gpu02 3 + gpu03 7 (finding 56)."""
+    gpu02 3 + gpu03 7 (finding 56). A node range drops nodes down to its least count.
+    ``whole``, ``total`` and ``floor`` go to ``pick_nodes`` (whole nodes; the total and the
+    least take in CPUs, for ``split_cpus``)."""
     res = {i: _free_resources(free, i, ps) for i in tasks}
     left = dict(tasks)
-    floor = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
+    fewest = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
     for count in range(1, max(res.values(), default=0)):
-        if len(left) <= floor:
+        if len(left) <= fewest:
             break
         dropped = False
         for i in sorted(left):
-            if len(left) <= floor:
+            if len(left) <= fewest:
                 break
             if res[i] <= count and i not in required:
                 del left[i]

@@ -427,8 +427,9 @@ def min_cpus(wl: Workload) -> int:
         if (ps.one_per_node and ps.min_count is not None and ps.cpus_per_task and not ps.split_tasks
                 and ps.cpu_m == ps.cpus_per_task * 1000):
             # a --nodes range without --ntasks (a task a pod, not the split form of a range
-            # with --ntasks): sbatch sets no task count, and the job asks one task's CPUs (probe p141: ``-p q -N2-4 -c129``
-            # on two 128-CPU nodes was not "More processors requested than permitted")
+            # with --ntasks): sbatch sets no task count, and the job asks one task's CPUs
+            # (probe p141: ``-p q -N2-4 -c129`` on two 128-CPU nodes was not "More processors
+            # requested than permitted"; ``jobinfo.request_totals`` counts it so too)
             cpus += ps.cpu_m
             continue
         count = (ps.min_count or ps.count) if ps.one_per_node else ps.count
