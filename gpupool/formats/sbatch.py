@@ -1183,7 +1183,9 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         else:
             shape = _node_shape(job, least, most)
     elif job.ntasks_per_node is not None:
-        nodes = math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node)
+        # ⌈T/K⌉ nodes at least, or the nodes a --nodelist names where those are more: a real
+        # 22.05.8 ran ``-n2 --ntasks-per-node=2 -w gpu01,gpu02`` on both, 2 CPUs each (probe p149)
+        nodes = max(math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node), _listed_nodes(job))
         shape = _node_shape(job, nodes, nodes)
     elif job.ntasks is None and _listed_nodes(job) > 1:
         # --nodelist alone sets the node count: a real 22.05.8 ran ``-w gpu01,gpu02
@@ -1191,7 +1193,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         shape = _node_shape(job, _listed_nodes(job), _listed_nodes(job))
     else:
         shape = _task_shape(job)
-    check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint, job.nodes is not None,
+    check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
                         shape.count, shape.one_per_node, shape.count)
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
@@ -1220,8 +1222,24 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         cpus_per_gpu_cap=job.cpus_per_gpu is not None,
         cpus_per_gpu=job.cpus_per_gpu or 0,
         walk_tasks=_walk_tasks(job) if walks else 0,
+        per_node_tasks=_per_node_tasks(job, shape),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
+
+
+def _per_node_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int] | None:
+    """``PodSet.per_node_tasks`` for ``--ntasks-per-node=K``: the least nodes slurmctld stores
+    (``--nodes``' least, raised to a nodelist's count as sbatch raises it; a nodelist's count
+    alone; 0 for neither) and the tasks (``--ntasks``, else those least nodes × K, as sbatch
+    and ``validate_job_create_req`` fill num_tasks in); else None."""
+    if job.ntasks_per_node is None or not shape.one_per_node:
+        return None
+    listed = _listed_nodes(job)
+    if job.nodes is not None:
+        least = max(shape.min_count or shape.count, listed)
+    else:
+        least = listed
+    return least, job.ntasks if job.ntasks is not None else max(least, 1) * job.ntasks_per_node
 
 
 def _gpus_per_job(job: SbatchJob, shape: _Shape) -> int:

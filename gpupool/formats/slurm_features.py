@@ -27,11 +27,11 @@ def parse_constraint(text: str) -> tuple[str, list[str]]:
 
 
 def check_sbatch_limits(source: str, lines: dict[str, int], nodelist: str | None, exclude: str | None,
-                        constraint: str | None, nodes_given: bool, nodes_max: int | None, one_per_node: bool,
+                        constraint: str | None, nodes_max: int | None, one_per_node: bool,
                         pods: int) -> None:
     """The sbatch-side checks, each error naming the option's line (``lines``: option -> line):
     hostlists that parse, a constraint gpupool models, and no more required nodes than the
-    job's node count (with ``--nodes``, sbatch's own "invalid number of nodes (-N L-N)")."""
+    job's node count (sbatch's own "invalid number of nodes (-N L-N)")."""
     if constraint:
         try:
             parse_constraint(constraint)
@@ -50,11 +50,10 @@ def check_sbatch_limits(source: str, lines: dict[str, int], nodelist: str | None
         return
     line = lines.get("nodelist")
     if one_per_node and nodes_max is not None and count > nodes_max:
-        if nodes_given:
-            raise InputError(source, f"invalid number of nodes (-N {count}-{nodes_max}): --nodelist names "
-                             f"{count} nodes", line=line)
-        raise InputError(source, f"--nodelist names {count} nodes but the tasks fill {nodes_max}: give "
-                         f"--nodes={count} (gpupool gives each node the same tasks)", line=line)
+        # (only --nodes leaves fewer nodes than the list: without it the reader gives each
+        # listed node a pod, ``sbatch.job_pod_set``)
+        raise InputError(source, f"invalid number of nodes (-N {count}-{nodes_max}): --nodelist names "
+                         f"{count} nodes", line=line)
     if not one_per_node and count > pods:
         raise InputError(source, f"--nodelist names {count} nodes for {pods} task(s): give --nodes or "
                          "--ntasks of at least that many", line=line)

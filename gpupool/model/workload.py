@@ -168,6 +168,16 @@ class PodSet:
     #: lowered ``count`` (the nodes select may take): slurmctld keeps the job's max_nodes and
     #: holds it against MaxNodes and MinNodes (``jobinfo.given_node_counts``); 0: ``count``
     nodes_asked: int = 0
+    #: Slurm, ``--ntasks-per-node=K`` (``count`` pods of K tasks: select gives each node it
+    #: takes K tasks' CPUs, ⌈T/K⌉ nodes at least, however few tasks the last one holds; a real
+    #: 22.05.8 ran ``-n10 --ntasks-per-node=4`` as 4 + 4 + 4 CPUs, probe p149): (least nodes,
+    #: tasks) as slurmctld stores them and its request counts them (min_nodes: ``--nodes``' least
+    #: or a nodelist's count, 0 where the job gave neither, so that it holds no node count and
+    #: its partitions' MinNodes raise it, ``min_nodes.raise_node_count``; num_tasks: T, else the
+    #: least nodes × K). A real 22.05.8 recorded pending ``-n6 --ntasks-per-node=4`` as
+    #: cpu=6,node=1 and ``-N3 -n10 --ntasks-per-node=4`` as cpu=10,node=3 (probe p150). None:
+    #: not that request
+    per_node_tasks: tuple[int, int] | None = None
     #: Slurm, CPUs per GPU asked with ``--cpus-per-gpu`` (not from DefCpuPerGPU): select/cons_tres
     #: gives the job no more CPUs on a node than that many for each GPU the node's free CPUs pay
     #: for (a real 22.05.8 ran ``--gpus=12 --cpus-per-gpu=4`` with 32 + 16 CPUs on idle nodes,

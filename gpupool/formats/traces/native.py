@@ -21,7 +21,8 @@ Fields the format does not hold (``nice``, ``dependency``, ``begin_time``, ``req
 topology/extra resources, and the Slurm marks of requests left to slurm.conf's defaults,
 ``cpu_unset``/``memory_unset``/``memory_whole_node``/``memory_per``, ``cpus_per_task``,
 ``memory_unit``, ``memory_fit``, ``split_tasks``, ``spread_gpus``, ``nodes_raised``,
-``walk_gpus``, ``walk_nodes``, ``cpus_per_gpu_cap``, ``cpus_per_gpu``, ``walk_tasks``, ``node_memory_mib`` and the Slurm policy's
+``walk_gpus``, ``walk_nodes``, ``cpus_per_gpu_cap``, ``cpus_per_gpu``, ``walk_tasks``, ``node_memory_mib``,
+``per_node_tasks`` and the Slurm policy's
 ``node_min_cpus``/``node_min_cpus_asked``) are written as nothing (a split or spread pod set as its even
 share, a walked one as the one pod it was submitted as):
 use sbatch scripts or manifests for those. A workload with more than one pod set cannot be

@@ -171,6 +171,9 @@ def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
     (``PodSet.counted_pods``)."""
     if not ps.one_per_node or ps.walked:
         return (ps.counted_pods if ps.one_per_node else 1), ps.cpus_total, ps.memory_total, ps.total_gpus
+    if ps.per_node_tasks is not None and ps.cpus_per_task and not ps.split_tasks \
+            and ps.cpu_m % (ps.cpus_per_task * 1000) == 0:
+        return _per_node_request(ps)
     nodes = ps.min_count if ranged and ps.min_count is not None else ps.count
     pods = ps if nodes == ps.count else replace(ps, count=nodes, min_count=None)
     cpus, mem, gpus = pods.cpus_total, pods.memory_total, pods.total_gpus
@@ -187,6 +190,27 @@ def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
         cpus = cpt  # a range without --ntasks: one task's
         if per_cpu:
             mem = ps.memory_mib
+    return nodes, cpus, mem, gpus
+
+
+def _per_node_request(ps) -> tuple[int, int, int, int]:
+    """``request_totals`` of ``--ntasks-per-node=K`` (``PodSet.per_node_tasks``): the least
+    nodes stored (1 where the job gave none) and the tasks as stored, not the K tasks of each
+    pod select will take: CPUs for the tasks, memory per CPU or per GPU for those, per node
+    for those nodes, GPUs per task for the tasks (``gpus_per_job``), per node for the nodes
+    (``job_set_req_tres``; probe p150: ``-n10 --ntasks-per-node=4 -c2`` cpu=20,mem=2000M,node=1
+    with DefMemPerCPU=100, ``-n10 --ntasks-per-node=4 --mem=1000`` cpu=10,mem=1000M,node=1)."""
+    least, tasks = ps.per_node_tasks
+    nodes = least or 1
+    cpus = tasks * ps.cpus_per_task
+    pod_cpus = ps.cpu_m // 1000
+    gpus = ps.gpus_per_job or ps.gpus * nodes
+    if ps.memory_per == "cpu" or ps.memory_per_cpu:
+        mem = ps.memory_mib * cpus // pod_cpus
+    elif ps.memory_per == "gpu" and ps.gpus:
+        mem = ps.memory_mib * gpus // ps.gpus
+    else:
+        mem = ps.memory_mib * nodes
     return nodes, cpus, mem, gpus
 
 

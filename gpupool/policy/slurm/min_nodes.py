@@ -81,6 +81,8 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     if len(wl.pod_sets) != 1:
         return wl
     ps = wl.pod_sets[0]
+    if ps.one_per_node and ps.per_node_tasks is not None and not ps.per_node_tasks[0]:
+        return _raised_per_node(cfg, wl, ps)
     if ps.one_per_node or ps.split_tasks or ps.walk_nodes is not None or (ps.walk_gpus and pod_tasks(ps) > 1):
         # (``--nodes=A-B --gpus=X`` gave a node count; the last: one pod of several tasks,
         # ``sbatch._walks_tasks`` and ``-n T --gpus=X``)
@@ -91,6 +93,19 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     raised = per_node_pods(ps, nodes, memory_per_pod="(document " in wl.source
                            or (ps.cpus_per_task is None and not ps.gpus_per_job))
     return wl if raised is None else replace(wl, pod_sets=(replace(raised, nodes_raised=ps.count, walk_gpus=False),))
+
+
+def _raised_per_node(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
+    """``--ntasks-per-node=K`` with no ``--nodes`` or nodelist (``PodSet.per_node_tasks``) in
+    partitions of MinNodes M > 1: M nodes at least, K tasks' CPUs on each, as select takes
+    them (a real 22.05.8 ran ``-p m -n2 --ntasks-per-node=2`` in a MinNodes=2 partition on
+    both nodes, 2 CPUs each, and recorded the pending job as node=2; probes p149, p150)."""
+    nodes = partitions_min_nodes(cfg, wl)
+    if nodes < 2:
+        return wl
+    tasks = ps.per_node_tasks[1]
+    return replace(wl, pod_sets=(replace(ps, count=max(ps.count, nodes), per_node_tasks=(nodes, tasks),
+                                         nodes_raised=tasks),))
 
 
 def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSet | None:

@@ -460,13 +460,16 @@ class Cycle:
         blocked by acct_policy_job_runnable_post_select", so a lower job ran on its nodes), and
         task pods holding memory per node (``select.task_node_memory``: their request counts
         one node's, the selection that memory on every node it took; ``-n20 --mem=0`` of an
-        account with GrpTRES=mem=100000 over two 64000 MB nodes, from the source)."""
+        account with GrpTRES=mem=100000 over two 64000 MB nodes, from the source), and
+        ``--ntasks-per-node=K`` (``PodSet.per_node_tasks``: the request counts the tasks as
+        given and the least nodes stored, the selection K tasks' CPUs on each of ⌈T/K⌉ nodes;
+        from the source, not probed)."""
         pol = self.pol
         if not pol.s.limits_enforced:
             return None
         pods = job.wl.pod_sets
         if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) or _capped_by_node_limits(ps, job.wl)
-                   for ps in pods):
+                   or ps.per_node_tasks is not None for ps in pods):
             return None
         if any(_walks_gpus_per_node(ps) for ps in pods):
             # a full selection leaves its GPUs per node times its nodes on the job's request

@@ -421,6 +421,9 @@ def min_cpus(wl: Workload) -> int:
             # min_cpus; from the source, not probed)
             cpus += (ps.nodes_raised or ((ps.min_count or ps.count) if ps.one_per_node else ps.count)) * 1000
             continue
+        if ps.per_node_tasks is not None:
+            cpus += ps.per_node_tasks[1] * ps.cpus_per_task * 1000  # --ntasks-per-node: the tasks
+            continue
         if ps.nodes_raised:
             cpus += ps.nodes_raised * ps.cpus_per_task * 1000
             continue
