@@ -982,11 +982,12 @@ def _node_shape(job: SbatchJob, nodes_min: int, nodes_max: int) -> _Shape:
     elif gres is not None:
         gpus = gres
     elif job.gpus is not None:
-        if _spreads_gpus(job, nodes_min, nodes_max):
+        if _spreads_gpus(job, nodes_min, nodes_max) or _whole_nodes_share(job, nodes_min, nodes_max):
             if job.gpus.count < nodes_min:
                 raise _error(job, f"--gpus={job.gpus.text()} asks fewer GPUs than the {nodes_min} nodes; Slurm "
                              "refuses the job (Invalid generic resource (gres) specification)", "gpus", "nodes")
-            gpus = -(-job.gpus.count // nodes_min)  # the even share, rounded up (PodSet.spread_gpus)
+            # the even share, rounded up (PodSet.spread_gpus; an exclusive job's whole nodes hold them all)
+            gpus = -(-job.gpus.count // nodes_min)
         elif nodes_min != nodes_max or job.gpus.count % nodes_min:
             raise _error(job, f"--gpus={job.gpus.text()} cannot be split evenly over "
                          f"{_nodes_text(job)} node(s); gpupool models identical pods: use "
@@ -1007,6 +1008,18 @@ def _gpus_for_job_only(job: SbatchJob) -> bool:
     per-task GPU option)."""
     return (job.gpus is not None and job.gpus_per_node is None and _gres_gpus(job) is None
             and job.gpus_per_task is None)
+
+
+def _whole_nodes_share(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
+    """Whether the job is ``--exclusive`` beside ``--gpus=X`` alone over a fixed count of two
+    nodes or more: each node is taken whole with every GPU it has, however the X would be
+    dealt, so its pods ask the even share rounded up, the GPUs a whole node needs (a real
+    22.05.8 ran ``-N2 --gpus=3 --exclusive`` and ``-N4 --gpus=5 --exclusive`` on whole idle
+    nodes, 8 GPUs each, and refused ``-N2 --gpus=17 --exclusive`` on 8-GPU nodes; probe p152).
+    Not modelled: nodes of several GPU counts, where a node with fewer than the share could
+    still be taken."""
+    return (job.exclusive and _gpus_for_job_only(job) and nodes_min == nodes_max >= 2
+            and not _spreads_gpus(job, nodes_min, nodes_max))
 
 
 def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:

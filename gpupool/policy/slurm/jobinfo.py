@@ -190,6 +190,8 @@ def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
         cpus = cpt  # a range without --ntasks: one task's
         if per_cpu:
             mem = ps.memory_mib
+    if ps.exclusive and ps.gpus_per_job and not ps.split:
+        gpus = ps.gpus_per_job  # the job's X, not whole nodes' pods of the share (``sbatch._whole_nodes_share``)
     return nodes, cpus, mem, gpus
 
 
