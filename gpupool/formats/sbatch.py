@@ -975,7 +975,7 @@ def _gres_gpus(job: SbatchJob) -> int | None:
 
 def _node_shape(job: SbatchJob, nodes_min: int, nodes_max: int) -> _Shape:
     """One pod per node (``--nodes``, or ``--ntasks-per-node`` implying a node count)."""
-    tasks = job.ntasks_per_node or (math.ceil(job.ntasks / nodes_min) if job.ntasks else 1)
+    tasks = _tasks_per_node(job) or (math.ceil(job.ntasks / nodes_min) if job.ntasks else 1)
     gres = _gres_gpus(job)
     if job.gpus_per_node is not None:
         gpus = job.gpus_per_node.count
@@ -1056,10 +1056,18 @@ def _walks_tasks(job: SbatchJob) -> bool:
     ``--gpus-per-node=G``, G >= 1, and no ``--gpus`` or ``--gpus-per-task``) and no node count:
     slurmctld takes nodes holding G free GPUs until their CPUs hold the tasks, G GPUs on each
     (a real 22.05.8 ran ``-n4 --gres=gpu:2`` on one idle node, and on two nodes with two CPUs
-    free each, 2 + 2 GPUs; probe p105, ``policy/slurm/gpu_walk.py``)."""
+    free each, 2 + 2 GPUs; probe p105, ``policy/slurm/gpu_walk.py``); with ``--exclusive``
+    whole idle nodes until their CPUs hold the tasks (``-n20 --gres=gpu:1 --exclusive`` on two
+    whole 16-core nodes, probe p153; ``select._walk_gpus``)."""
     per_node = job.gpus_per_node.count if job.gpus_per_node is not None else _gres_gpus(job)
     return (job.ntasks is not None and job.ntasks >= 2 and bool(per_node) and job.gpus is None
-            and job.gpus_per_task is None and _may_walk(job))
+            and job.gpus_per_task is None and job.cpus_per_gpu is None and _no_node_count(job))
+
+
+def _no_node_count(job: SbatchJob) -> bool:
+    """No ``--nodes``, ``--ntasks-per-node`` or ``--nodelist``, and none of ``_OTHER_WALKS``."""
+    return (job.nodes is None and job.ntasks_per_node is None and not job.nodelist
+            and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
 
 
 def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
@@ -1077,8 +1085,7 @@ def _may_walk(job: SbatchJob) -> bool:
     """No node count (``--nodes``, ``--ntasks-per-node``, ``--nodelist``) and none of the
     requests the walk's probes did not have (``--exclusive`` or ``--cpus-per-gpu`` beyond
     ``_walks_cpus_per_gpu``, the options of ``_OTHER_WALKS``)."""
-    return (job.nodes is None and job.ntasks_per_node is None and not job.nodelist
-            and _walks_cpus_per_gpu(job) and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+    return _no_node_count(job) and _walks_cpus_per_gpu(job)
 
 
 def _walks_cpus_per_gpu(job: SbatchJob) -> bool:
@@ -1134,7 +1141,7 @@ def _task_shape(job: SbatchJob) -> _Shape:
     if count > 1 and (job.gpus_per_node is not None or job.gres):
         raise _error(job, "--gres/--gpus-per-node are per node, but this script gives --ntasks "
                      "without --nodes, so the node count is unknown here (gpupool walks nodes for "
-                     "GPUs per node only without --nodelist, --exclusive, --cpus-per-gpu, --gpus "
+                     "GPUs per node only without --nodelist, --cpus-per-gpu, --gpus "
                      "or --gpus-per-task); add --nodes",
                      "gres", "gpus_per_node", "ntasks")
     if job.gpus_per_task is not None:
@@ -1194,7 +1201,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
             shape = _Shape(1, None, False, job.gpus.count, _cpus_per_pod(job, 1, job.gpus.count), 1)
             walk_nodes = (least, most)
         else:
-            shape = _node_shape(job, least, most)
+            shape = _per_node_least(job, _node_shape(job, least, most))
     elif job.ntasks_per_node is not None:
         # ⌈T/K⌉ nodes at least, or the nodes a --nodelist names where those are more: a real
         # 22.05.8 ran ``-n2 --ntasks-per-node=2 -w gpu01,gpu02`` on both, 2 CPUs each (probe p149)
@@ -1240,19 +1247,42 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
 
-def _per_node_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int] | None:
+def _tasks_per_node(job: SbatchJob) -> int:
+    """The tasks each node gets from ``--ntasks-per-node=K`` (0 without it): K, but one where
+    the job has one task (a real 22.05.8 ran ``-n1 --ntasks-per-node=2`` on 1 CPU, and
+    ``-n3 --ntasks-per-node=4`` on 4; probe p155)."""
+    if job.ntasks_per_node is None:
+        return 0
+    return 1 if job.ntasks == 1 else job.ntasks_per_node
+
+
+def _per_node_least(job: SbatchJob, shape: _Shape) -> _Shape:
+    """A ``--nodes`` shape beside ``--ntasks-per-node=K`` and ``--ntasks=T``: select takes
+    ⌈T/K⌉ nodes at least whatever the range's least (``_select_nodes``; a real 22.05.8 left
+    ``-N1-3 -n10 --ntasks-per-node=4`` pending while two nodes were free, probe p154). Where
+    that is more than the largest count the pods cannot hold the tasks and the submit check
+    refuses the job (``submit_check``: ``-N1-2`` and ``-N2`` beside ``-n10
+    --ntasks-per-node=4`` were refused, "Requested node configuration is not available")."""
+    if job.ntasks_per_node is None or job.ntasks is None or not shape.one_per_node or shape.min_count is None:
+        return shape
+    need = max(shape.min_count, -(-job.ntasks // shape.tasks))
+    return shape._replace(min_count=None if need >= shape.count else need)
+
+
+def _per_node_tasks(job: SbatchJob, shape: _Shape) -> tuple[int, int, int] | None:
     """``PodSet.per_node_tasks`` for ``--ntasks-per-node=K``: the least nodes slurmctld stores
     (``--nodes``' least, raised to a nodelist's count as sbatch raises it; a nodelist's count
-    alone; 0 for neither) and the tasks (``--ntasks``, else those least nodes × K, as sbatch
-    and ``validate_job_create_req`` fill num_tasks in); else None."""
+    alone; 0 for neither), the tasks (``--ntasks``, else those least nodes × K, as sbatch
+    and ``validate_job_create_req`` fill num_tasks in) and the tasks of each pod; else None."""
     if job.ntasks_per_node is None or not shape.one_per_node:
         return None
     listed = _listed_nodes(job)
     if job.nodes is not None:
-        least = max(shape.min_count or shape.count, listed)
+        least = max(min(job.min_nodes or 1, shape.count), listed)
     else:
         least = listed
-    return least, job.ntasks if job.ntasks is not None else max(least, 1) * job.ntasks_per_node
+    tasks = job.ntasks if job.ntasks is not None else max(least, 1) * job.ntasks_per_node
+    return least, tasks, shape.tasks
 
 
 def _gpus_per_job(job: SbatchJob, shape: _Shape) -> int:
@@ -1310,23 +1340,28 @@ def sbatch_nodelist(job: SbatchJob) -> str | None:
     """``--nodelist`` as sbatch sends it: where it lowers ``--nodes`` to fewer ``--ntasks`` it
     also drops the list's last hosts, sorted and without repeats, down to that count (22.05's
     sbatch/opt.c: ``hostlist_uniq``, then ``hostlist_pop``)."""
-    if (job.nodelist is None or job.nodes is None or job.ntasks is None
-            or not 0 < job.ntasks < (job.min_nodes or 1)):
+    if job.nodelist is None or job.ntasks is None or job.ntasks < 1:
         return job.nodelist
     try:
         hosts = sorted(set(expand_hostlist(job.nodelist)))
     except ValueError:
         return job.nodelist  # the checks after the shape report it, naming the line
+    # (a nodelist sets sbatch's node count too: its hosts, or --nodes' least where more; a
+    # real 22.05.8 ran ``-n1 -w gpu01,gpu02`` and ``-n1 --ntasks-per-node=2 -w gpu01,gpu02``
+    # on gpu01 alone, probes p154 and p155)
+    if job.ntasks >= max(len(hosts), (job.min_nodes or 1) if job.nodes is not None else 0):
+        return job.nodelist
     return compress_hostlist(hosts[:job.ntasks]) if len(hosts) > job.ntasks else job.nodelist
 
 
 def _listed_nodes(job: SbatchJob) -> int:
     """How many nodes ``--nodelist`` names (0 without one or when it does not parse: the
     checks after the shape report that, naming the line)."""
-    if not job.nodelist:
+    listed = sbatch_nodelist(job)
+    if not listed:
         return 0
     try:
-        return len(expand_hostlist(job.nodelist))
+        return len(expand_hostlist(listed))
     except ValueError:
         return 0
 

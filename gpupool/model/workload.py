@@ -175,9 +175,11 @@ class PodSet:
     #: or a nodelist's count, 0 where the job gave neither, so that it holds no node count and
     #: its partitions' MinNodes raise it, ``min_nodes.raise_node_count``; num_tasks: T, else the
     #: least nodes × K). A real 22.05.8 recorded pending ``-n6 --ntasks-per-node=4`` as
-    #: cpu=6,node=1 and ``-N3 -n10 --ntasks-per-node=4`` as cpu=10,node=3 (probe p150). None:
-    #: not that request
-    per_node_tasks: tuple[int, int] | None = None
+    #: cpu=6,node=1 and ``-N3 -n10 --ntasks-per-node=4`` as cpu=10,node=3 (probe p150); then
+    #: each pod's tasks (K, or 1 for a job of one task: ``-n1 --ntasks-per-node=2`` ran on 1
+    #: CPU, probe p155). A job whose pods hold fewer tasks than T is refused at submit
+    #: (``-N2 -n10 --ntasks-per-node=4``, probe p154). None: not that request
+    per_node_tasks: tuple[int, int, int] | None = None
     #: Slurm, CPUs per GPU asked with ``--cpus-per-gpu`` (not from DefCpuPerGPU): select/cons_tres
     #: gives the job no more CPUs on a node than that many for each GPU the node's free CPUs pay
     #: for (a real 22.05.8 ran ``--gpus=12 --cpus-per-gpu=4`` with 32 + 16 CPUs on idle nodes,

@@ -401,9 +401,9 @@ def test_node_range_is_a_min_gang() -> None:
                            "(Invalid generic resource (gres) specification)"),
     (("--ntasks=3", "--gpus=8", "--exclusive"), "job.sbatch:3: --gpus=8 cannot be split evenly over --ntasks=3; "
                                  "gpupool models identical pods: use --gpus-per-task"),
-    (("--ntasks=4", "--gres=gpu:2", "--exclusive"), "job.sbatch:3: --gres/--gpus-per-node are per node, but "
+    (("--ntasks=4", "--gres=gpu:2", "--cpus-per-gpu=2"), "job.sbatch:3: --gres/--gpus-per-node are per node, but "
      "this script gives --ntasks without --nodes, so the node count is unknown here (gpupool walks nodes for "
-     "GPUs per node only without --nodelist, --exclusive, --cpus-per-gpu, --gpus or --gpus-per-task); add --nodes"),
+     "GPUs per node only without --nodelist, --cpus-per-gpu, --gpus or --gpus-per-task); add --nodes"),
     (("-N 1", "--gres=gpu:h100:8", "--gpus-per-task=a100:1"), "job.sbatch:4: gpupool models one GPU "
      "type per job; this script asks for a100, h100"),
 ])

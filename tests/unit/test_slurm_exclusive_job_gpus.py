@@ -1,8 +1,10 @@
 """``--exclusive`` beside ``--gpus=X`` over a fixed node count N ≥ 2: each node is taken whole
 with every GPU, so the reader asks the even share rounded up a pod
-(``sbatch._whole_nodes_share``) where it used to refuse an X that does not divide. Every
+(``sbatch._whole_nodes_share``) where it used to refuse an X that does not divide; and beside
+``-n T`` with GPUs per node and no ``--nodes``, whole idle nodes walked until their CPUs hold
+the tasks (``sbatch._walks_tasks``, ``select._walk_gpus``), where the reader refused it. Every
 placement is what a real 22.05.8 did on four idle or partly held 16-core 8-GPU nodes,
-DefMemPerCPU=100 (probe p152, docs/differential.md finding 92)."""
+DefMemPerCPU=100 (probes p152 and p153, docs/differential.md findings 92 and 93)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,3 +60,28 @@ def test_the_reader_asks_the_share_rounded_up() -> None:
 def test_fewer_gpus_than_nodes_is_still_refused() -> None:
     with pytest.raises(InputError, match="fewer GPUs than the 3 nodes"):
         workload("J", "-N3 --gpus=2 --exclusive", 0.0, 1)
+
+
+#: probe p153: ``-n T`` beside GPUs per node and ``--exclusive``, no ``--nodes``: whole idle
+#: nodes until their CPUs hold the tasks (holders, the job, pods or state and reason)
+WALKED = [
+    (IDLE, "-n4 --gres=gpu:1 --exclusive", [(0, *WHOLE)]),
+    (IDLE, "-n20 --gres=gpu:1 --exclusive", [(0, *WHOLE), (1, *WHOLE)]),
+    (IDLE, "-n40 --gres=gpu:2 --exclusive", [(0, *WHOLE), (1, *WHOLE), (2, *WHOLE)]),
+    (IDLE, "-n4 --gpus-per-node=1 --exclusive", [(0, *WHOLE)]),
+    (["-w gpu01 -c1"], "-n20 --gres=gpu:1 --exclusive", [(1, *WHOLE), (2, *WHOLE)]),
+    (["-w gpu01 -c1", "-w gpu02 -c1", "-w gpu03 -c1"], "-n20 --gres=gpu:1 --exclusive", ("PENDING", "Resources")),
+]
+
+
+@pytest.mark.parametrize("holders,job,expected", WALKED, ids=_ids(WALKED))
+def test_tasks_beside_gpus_per_node_walk_whole_nodes(tmp_path: Path, holders, job, expected) -> None:
+    test_whole_nodes_as_on_the_real_system(tmp_path, holders, job, expected)
+
+
+def test_a_pending_walk_of_whole_nodes_asks_its_tasks(tmp_path: Path) -> None:
+    """Probe p153: pending behind holders on three nodes, cpu=20,mem=2000M,node=1."""
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-w gpu01 -c1", "-w gpu02 -c1", "-w gpu03 -c1",
+                                                          "-n20 --gres=gpu:1 --exclusive"], 2.0, 16)
+    tres = pol.req(engine.jobs[4]).req_tres
+    assert (tres["cpu"], tres["mem"], tres["node"]) == (20, 2000, 1)

@@ -145,7 +145,6 @@ def test_a_blocking_job_whose_list_covers_fewer_nodes_than_asked_blocks_as_usual
 
 @pytest.mark.parametrize("opts,message", [
     ("-N1 -w gpu[01-02]", "invalid number of nodes (-N 2-1)"),
-    ("-w gpu01,gpu02 -n1", "give --nodes or --ntasks"),
     ("-C a100|ib&x", "& and | in one expression"),
     ("-C [ib|a100]", "matching OR brackets"),
     ("-C ib*2", "feature counts"),

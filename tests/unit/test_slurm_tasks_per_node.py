@@ -3,7 +3,7 @@ CPUs, ⌈T/K⌉ nodes at least (more where a nodelist names more, or the partiti
 raise a job that gave no ``--nodes``), while slurmctld's request counts the tasks as given
 and the least nodes stored (1 where the job gave none). Every expectation is what a real
 22.05.8 did on four 16-core 8-GPU nodes, DefMemPerCPU=100, a partition m of gpu03-04 with
-MinNodes=2 (probes p149, p150 and p151, docs/differential.md finding 91)."""
+MinNodes=2 (probes p149 to p151, p154 and p155, docs/differential.md finding 91)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +14,8 @@ from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
 from tests.unit.test_slurm_range_request import ACCOUNTS, _limited
 from tests.unit.test_slurm_split_tasks import CONF, _ids
 
-MIN_NODES_CONF = CONF + "PartitionName=m Nodes=gpu[03-04] MinNodes=2 MaxTime=60\n"
+#: (the probes' slurm.conf had EnforcePartLimits=ALL, as ``RealSlurm`` writes it)
+MIN_NODES_CONF = CONF + "EnforcePartLimits=ALL\nPartitionName=m Nodes=gpu[03-04] MinNodes=2 MaxTime=60\n"
 
 IDLE: list[str] = []
 THREE_FREE_EACH = ["-w gpu01 -c13", "-w gpu02 -c13", "-w gpu03 -c13", "-w gpu04 -c13"]
@@ -113,13 +114,13 @@ def test_more_nodes_than_a_min_nodes_partition_has_is_refused(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("opts,want", [
-    ("-n10 --ntasks-per-node=4", (0, 10)),
-    ("--ntasks-per-node=4", (0, 4)),
-    ("-n2 --ntasks-per-node=2 -w gpu01,gpu02", (2, 2)),
-    ("--ntasks-per-node=3 -w gpu[01-03]", (3, 9)),
-    ("-N1-3 --ntasks-per-node=2", (1, 2)),
-    ("-N3 -n10 --ntasks-per-node=4", (3, 10)),
-    ("-N3 -n2 --ntasks-per-node=2", (2, 2)),  # sbatch lowers -N to the tasks
+    ("-n10 --ntasks-per-node=4", (0, 10, 4)),
+    ("--ntasks-per-node=4", (0, 4, 4)),
+    ("-n2 --ntasks-per-node=2 -w gpu01,gpu02", (2, 2, 2)),
+    ("--ntasks-per-node=3 -w gpu[01-03]", (3, 9, 3)),
+    ("-N1-3 --ntasks-per-node=2", (1, 2, 2)),
+    ("-N3 -n10 --ntasks-per-node=4", (3, 10, 4)),
+    ("-N3 -n2 --ntasks-per-node=2", (2, 2, 2)),  # sbatch lowers -N to the tasks
 ])
 def test_the_reader_keeps_the_stored_least_nodes_and_tasks(opts: str, want) -> None:
     assert workload("J", opts, 0.0, 1).pod_sets[0].per_node_tasks == want
@@ -154,3 +155,68 @@ def test_the_limits_read_the_k_tasks_select_gives_each_node(tmp_path: Path, opts
     got = (sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in job.placement) if job.state == "RUNNING"
            else (job.state, job.reason))
     assert got == want
+
+
+#: probes p154 and p155: partitions p (all, the default), a = gpu[01-02], m = gpu[01-04] with
+#: MinNodes=2, x = gpu[01-02] with MaxNodes=1
+PARTS_CONF = CONF + """\
+EnforcePartLimits=ALL
+PartitionName=a Nodes=gpu[01-02] MaxTime=60
+PartitionName=m Nodes=gpu[01-04] MinNodes=2 MaxTime=60
+PartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60
+"""
+
+#: (holders, the job, its pods as (node index, CPUs, MB), or its state and reason)
+COUNTS = [
+    # select takes ⌈T/K⌉ nodes at least, whatever --nodes' least
+    (["-w gpu03 -c14", "-w gpu04 -c14"], "-N1-3 -n10 --ntasks-per-node=4", ("PENDING", "Resources")),
+    ([], "-N1-2 -n10 --ntasks-per-node=4", ("REJECTED", "Requested node configuration is not available")),
+    ([], "-N2 -n10 --ntasks-per-node=4", ("REJECTED", "Requested node configuration is not available")),
+    # sbatch drops a nodelist's last hosts down to the tasks
+    ([], "-n1 --ntasks-per-node=2 -w gpu01,gpu02", [(0, 1, 100)]),
+    ([], "-n3 --ntasks-per-node=2 -w gpu[01-04]", [(0, 2, 200), (1, 2, 200), (2, 2, 200)]),
+    ([], "-N2 -n1 --ntasks-per-node=2 -w gpu01,gpu02", [(0, 1, 100)]),
+    ([], "-n1 -w gpu01,gpu02", [(0, 1, 100)]),
+    # no node count given: no MinNodes or MaxNodes test at submit, only select's
+    ([], "-p a,m -n10 --ntasks-per-node=4", ("REJECTED", "Requested partition configuration not available now")),
+    ([], "-p x -n4 --ntasks-per-node=2", ("REJECTED", "Requested node configuration is not available")),
+    ([], "-p x -n2 --ntasks-per-node=2", [(0, 2, 200)]),
+    ([], "-p m -n4 --ntasks-per-node=4", [(0, 4, 400), (1, 4, 400)]),
+    # one task alone is not raised to K
+    ([], "-n1 --ntasks-per-node=2", [(0, 1, 100)]),
+    ([], "-n3 --ntasks-per-node=4", [(0, 4, 400)]),
+    ([], "-n3 --ntasks-per-node=4 -c2", [(0, 8, 800)]),
+    ([], "-N1 -n3 --ntasks-per-node=4", [(0, 4, 400)]),
+    ([], "-n5 --ntasks-per-node=4", [(0, 4, 400), (1, 4, 400)]),
+]
+
+
+@pytest.mark.parametrize("holders,job,expected", COUNTS, ids=_ids(COUNTS))
+def test_node_counts_as_on_the_real_system(tmp_path: Path, holders, job, expected) -> None:
+    engine, _ = run_spaced(slurm_pool(tmp_path, PARTS_CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    last = engine.jobs[len(holders) + 1]
+    got = (sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in last.placement) if last.state == "RUNNING"
+           else (last.state, last.reason))
+    assert got == expected
+
+
+def test_the_pending_range_asks_its_least_nodes(tmp_path: Path) -> None:
+    """Probe p154: ``-N1-3 -n10 --ntasks-per-node=4`` pending, cpu=10,mem=1000M,node=1."""
+    engine, pol = run_spaced(slurm_pool(tmp_path, PARTS_CONF),
+                             ["-w gpu03 -c14", "-w gpu04 -c14", "-N1-3 -n10 --ntasks-per-node=4"], 2.0, 14)
+    tres = pol.req(engine.jobs[3]).req_tres
+    assert (tres["cpu"], tres["mem"], tres["node"]) == (10, 1000, 1)
+
+
+def test_cpus_raised_by_max_mem_per_cpu_count_for_every_task(tmp_path: Path) -> None:
+    """From the source, not probed (``_valid_pn_min_mem``): under MaxMemPerCPU=4000,
+    ``--mem-per-cpu=9000`` makes 3 CPUs a task at 3000 MB, so the request the limits read for
+    ``-n10 --ntasks-per-node=4`` counts 30 CPUs and 90000 MB (ReqTRES keeps the CPUs as
+    submitted, as for every shape here: ``job_defaults.submitted_request``)."""
+    conf = CONF.replace("DefMemPerCPU=100", "DefMemPerCPU=100\nMaxMemPerCPU=4000")
+    engine, pol = run_spaced(slurm_pool(tmp_path, conf), THREE_FREE_EACH + ["-n10 --ntasks-per-node=4 --mem-per-cpu=9000"],
+                             1.0, 10)
+    job = engine.jobs[len(THREE_FREE_EACH) + 1]
+    assert job.state == "PENDING"
+    tres = pol.req(job).tres
+    assert (tres["cpu"], tres["mem"], tres["node"]) == (30, 90000, 1)

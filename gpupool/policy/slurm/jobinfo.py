@@ -172,7 +172,7 @@ def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
     if not ps.one_per_node or ps.walked:
         return (ps.counted_pods if ps.one_per_node else 1), ps.cpus_total, ps.memory_total, ps.total_gpus
     if ps.per_node_tasks is not None and ps.cpus_per_task and not ps.split_tasks \
-            and ps.cpu_m % (ps.cpus_per_task * 1000) == 0:
+            and ps.cpu_m % (ps.per_node_tasks[2] * 1000) == 0:
         return _per_node_request(ps)
     nodes = ps.min_count if ranged and ps.min_count is not None else ps.count
     pods = ps if nodes == ps.count else replace(ps, count=nodes, min_count=None)
@@ -202,10 +202,10 @@ def _per_node_request(ps) -> tuple[int, int, int, int]:
     for those nodes, GPUs per task for the tasks (``gpus_per_job``), per node for the nodes
     (``job_set_req_tres``; probe p150: ``-n10 --ntasks-per-node=4 -c2`` cpu=20,mem=2000M,node=1
     with DefMemPerCPU=100, ``-n10 --ntasks-per-node=4 --mem=1000`` cpu=10,mem=1000M,node=1)."""
-    least, tasks = ps.per_node_tasks
+    least, tasks, pod_tasks = ps.per_node_tasks
     nodes = least or 1
-    cpus = tasks * ps.cpus_per_task
     pod_cpus = ps.cpu_m // 1000
+    cpus = tasks * (pod_cpus // pod_tasks)  # (CPUs per task as MaxMemPerCPU may have raised them)
     gpus = ps.gpus_per_job or ps.gpus * nodes
     if ps.memory_per == "cpu" or ps.memory_per_cpu:
         mem = ps.memory_mib * cpus // pod_cpus
@@ -228,11 +228,22 @@ def given_node_counts(wl) -> tuple[int | None, int | None]:
         if ps.walk_nodes is not None:
             least, most = ps.walk_nodes
             return (min(most, ps.gpus_per_job) if ps.gpus_per_job else most), least
-    if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus for ps in wl.pod_sets):
+    if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus and not no_count_given(ps)
+               for ps in wl.pod_sets):
         return None, None
     # (a range's largest count: ``job_req`` counts its least, as slurmctld's request does)
     return max(1, sum((ps.nodes_asked or ps.counted_pods) if ps.one_per_node else 1 for ps in wl.pod_sets)), \
         least_nodes(wl)
+
+
+def no_count_given(ps) -> bool:
+    """``--ntasks-per-node`` with no ``--nodes`` or nodelist (``PodSet.per_node_tasks``): sbatch
+    sends no node count, so slurmctld tests none against MaxNodes or MinNodes (a real 22.05.8
+    refused ``-p a,m -n10 --ntasks-per-node=4``, a two-node partition and a MinNodes=2 one,
+    "Requested partition configuration not available now", and ``-p x -n4
+    --ntasks-per-node=2`` under MaxNodes=1 "Requested node configuration is not available";
+    probe p154)."""
+    return ps.per_node_tasks is not None and not ps.per_node_tasks[0]
 
 
 def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:

@@ -103,8 +103,8 @@ def _raised_per_node(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
     nodes = partitions_min_nodes(cfg, wl)
     if nodes < 2:
         return wl
-    tasks = ps.per_node_tasks[1]
-    return replace(wl, pod_sets=(replace(ps, count=max(ps.count, nodes), per_node_tasks=(nodes, tasks),
+    _least, tasks, pod_tasks = ps.per_node_tasks
+    return replace(wl, pod_sets=(replace(ps, count=max(ps.count, nodes), per_node_tasks=(nodes, tasks, pod_tasks),
                                          nodes_raised=tasks),))
 
 

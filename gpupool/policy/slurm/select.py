@@ -551,7 +551,16 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     per_gpu = max(ps.memory_mib if ps.memory_per == "gpu" else 0, ps.mem_per_gpu)
     offer = {i: gpus_paid(ps, free, i, gpus_for(free, i, ps).bit_count(), per_gpu) for i in fitting}
     need_cpus = 0
-    if ps.split_tasks:
+    whole = ps.exclusive and bool(ps.split_tasks)
+    if whole:
+        # ``-n T --gres=gpu:G --exclusive``: whole idle nodes, each giving all its CPUs, until
+        # they hold the tasks (a real 22.05.8 ran ``-n4 --gres=gpu:1 --exclusive`` on one
+        # whole 16-core node, ``-n20`` on two, ``-n40 --gres=gpu:2`` on three; probe p153)
+        pods = {i: pod for i in fitting if (pod := pod_fits(free, i, ps)) is not None}
+        fitting = [i for i in fitting if i in pods]
+        cpus = {i: pods[i][2] // 1000 for i in fitting}
+        need_cpus = ps.split_tasks * (ps.cpus_per_task or 1)
+    elif ps.split_tasks:
         # a node gives the tasks' CPUs in whole tasks, within its free memory where memory
         # follows them (cons_tres's ``avail_cpus`` from ``_allocate_sc`` and the memory cap)
         cpt = ps.cpus_per_task or 1
@@ -567,6 +576,8 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         nodes = walk(ps, fitting, offer, cpus, weight, need_cpus)
     if nodes is None:
         return None
+    if whole:
+        return [pods[i] for i in sorted(nodes)]
     if ps.split_tasks:
         return deal_tasks(ps, nodes, free)
     # (CPUs per GPU go out in the order the nodes were taken: ``spread_gpus._cpus_dealt``)

@@ -26,7 +26,7 @@ from gpupool.policy.slurm.config import (
     partition_infos,
 )
 from gpupool.policy.slurm.jobinfo import (JobReq, account_chain, association_qos, given_node_counts, job_req,
-                                          stored_node_counts)
+                                          no_count_given, stored_node_counts)
 from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
 from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
@@ -163,7 +163,17 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             or (_list_limit_refusal(req, wl, most, least, infos, job_qos, "time") if enforced else None)
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s)
+            or (limits.MSG_NODES if _tasks_left_over(wl) else None)
             or _loop_outcome(tests, epl, len(req.parts) > 1 if listed is None else listed, enforced, unavailable))
+
+
+def _tasks_left_over(wl: Workload) -> bool:
+    """Whether ``--ntasks-per-node=K`` pods cannot hold the job's tasks on the most nodes it
+    may take (``PodSet.per_node_tasks``): no selection ever succeeds, so slurmctld refuses it
+    (a real 22.05.8 refused ``-N2 -n10 --ntasks-per-node=4`` and ``-N1-2 -n10
+    --ntasks-per-node=4`` on idle nodes, probe p154)."""
+    return any(ps.per_node_tasks is not None and ps.count * ps.per_node_tasks[2] < ps.per_node_tasks[1]
+               for ps in wl.pod_sets)
 
 
 def _loop_outcome(tests: list[PartTest], epl: str, listed: bool, enforced: bool,
@@ -290,11 +300,12 @@ def fits_empty(wl: Workload, info: PartInfo, nodes: NodeTable, memo: dict,
         # task pods (no node count given, nor a --nodelist, which sbatch counts as one) may
         # spread over no more nodes than the partition's MaxNodes (probe p140: ``-n200`` on
         # 128-CPU nodes in a MaxNodes=1 partition refused, "Requested node configuration is
-        # not available"); a node count is the limits' own
+        # not available"), and so may --ntasks-per-node's pods (probe p154: ``-p x -n4
+        # --ntasks-per-node=2`` refused so under MaxNodes=1); a node count is the limits' own
         most = info.part.max_nodes
         fits = memo[key] = placement is not None and (
-            most is None or any(ps.one_per_node for ps in wl.pod_sets) or job_nodes(wl, nodes).required
-            or len({pod[0] for pod in placement}) <= most)
+            most is None or any(ps.one_per_node and not no_count_given(ps) for ps in wl.pod_sets)
+            or job_nodes(wl, nodes).required or len({pod[0] for pod in placement}) <= most)
     return fits
 
 
@@ -421,8 +432,9 @@ def min_cpus(wl: Workload) -> int:
             # min_cpus; from the source, not probed)
             cpus += (ps.nodes_raised or ((ps.min_count or ps.count) if ps.one_per_node else ps.count)) * 1000
             continue
-        if ps.per_node_tasks is not None:
-            cpus += ps.per_node_tasks[1] * ps.cpus_per_task * 1000  # --ntasks-per-node: the tasks
+        if ps.per_node_tasks is not None and ps.cpu_m % (ps.per_node_tasks[2] * 1000) == 0:
+            # --ntasks-per-node: the tasks, at the CPUs of each (MaxMemPerCPU may raise them)
+            cpus += ps.per_node_tasks[1] * ps.cpu_m // ps.per_node_tasks[2]
             continue
         if ps.nodes_raised:
             cpus += ps.nodes_raised * ps.cpus_per_task * 1000
