@@ -1348,8 +1348,11 @@ def sbatch_nodelist(job: SbatchJob) -> str | None:
         return job.nodelist  # the checks after the shape report it, naming the line
     # (a nodelist sets sbatch's node count too: its hosts, or --nodes' least where more; a
     # real 22.05.8 ran ``-n1 -w gpu01,gpu02`` and ``-n1 --ntasks-per-node=2 -w gpu01,gpu02``
-    # on gpu01 alone, probes p154 and p155)
+    # on gpu01 alone, probes p154 and p155. More hosts than --nodes' largest count is
+    # refused first, "invalid number of nodes", so the list stays whole for that check)
     if job.ntasks >= max(len(hosts), (job.min_nodes or 1) if job.nodes is not None else 0):
+        return job.nodelist
+    if job.nodes is not None and len(hosts) > (job.max_nodes or 1):
         return job.nodelist
     return compress_hostlist(hosts[:job.ntasks]) if len(hosts) > job.ntasks else job.nodelist
 

@@ -85,3 +85,16 @@ def test_a_pending_walk_of_whole_nodes_asks_its_tasks(tmp_path: Path) -> None:
                                                           "-n20 --gres=gpu:1 --exclusive"], 2.0, 16)
     tres = pol.req(engine.jobs[4]).req_tres
     assert (tres["cpu"], tres["mem"], tres["node"]) == (20, 2000, 1)
+
+
+@pytest.mark.parametrize("opts,mem", [("-N3 --gpus=4 --exclusive --mem-per-gpu=1000", 4000),
+                                      ("-N2 --gpus=3 --exclusive --mem-per-gpu=1000", 3000)])
+def test_memory_per_gpu_counts_the_jobs_gpus(tmp_path: Path, opts: str, mem: int) -> None:
+    """From the source, not probed (``job_get_tres_mem`` without an allocation: memory per GPU ×
+    the job's GPUs), found by a review: not the pods' rounded-up shares (6000 and 4000)."""
+    conf = CONF.replace("GresTypes=gpu", "AccountingStorageTRES=gres/gpu\nGresTypes=gpu")
+    engine, pol = run_spaced(slurm_pool(tmp_path, conf), ["-w gpu01 -c1", "-w gpu02 -c1", "-w gpu03 -c1", opts],
+                             2.0, 16)
+    job = engine.jobs[4]
+    assert job.state == "PENDING"
+    assert (pol.req(job).req_tres["mem"], pol.req(job).tres["mem"]) == (mem, mem)

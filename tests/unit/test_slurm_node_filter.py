@@ -145,6 +145,10 @@ def test_a_blocking_job_whose_list_covers_fewer_nodes_than_asked_blocks_as_usual
 
 @pytest.mark.parametrize("opts,message", [
     ("-N1 -w gpu[01-02]", "invalid number of nodes (-N 2-1)"),
+    # (more hosts than --nodes' largest count is refused before sbatch drops hosts beyond the
+    # tasks: a review's reading of 22.05.8's sbatch/opt.c)
+    ("-N1 -n1 -w gpu01,gpu02", "invalid number of nodes (-N 2-1)"),
+    ("-N1-2 -n2 -w gpu[01-03]", "invalid number of nodes (-N 3-2)"),
     ("-C a100|ib&x", "& and | in one expression"),
     ("-C [ib|a100]", "matching OR brackets"),
     ("-C ib*2", "feature counts"),

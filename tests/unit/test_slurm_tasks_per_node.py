@@ -3,7 +3,7 @@ CPUs, ⌈T/K⌉ nodes at least (more where a nodelist names more, or the partiti
 raise a job that gave no ``--nodes``), while slurmctld's request counts the tasks as given
 and the least nodes stored (1 where the job gave none). Every expectation is what a real
 22.05.8 did on four 16-core 8-GPU nodes, DefMemPerCPU=100, a partition m of gpu03-04 with
-MinNodes=2 (probes p149 to p151, p154 and p155, docs/differential.md finding 91)."""
+MinNodes=2 (probes p149 to p151 and p154 to p156, docs/differential.md finding 91)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -220,3 +220,24 @@ def test_cpus_raised_by_max_mem_per_cpu_count_for_every_task(tmp_path: Path) -> 
     assert job.state == "PENDING"
     tres = pol.req(job).tres
     assert (tres["cpu"], tres["mem"], tres["node"]) == (30, 90000, 1)
+
+
+#: probe p156: a QOS lim with MaxTRESPerJob=node=2 (slurmdbd), four idle nodes; the node cap
+#: is held against the least count stored (1 without --nodes), and pods it leaves short of the
+#: tasks are refused at submit
+NODE_CAPPED = [
+    ("-N1-3 -n10 --ntasks-per-node=4", ("REJECTED", "Requested node configuration is not available")),
+    ("-N1-3 -n6 --ntasks-per-node=2", ("REJECTED", "Requested node configuration is not available")),
+    ("-n10 --ntasks-per-node=4", ("REJECTED", "Requested node configuration is not available")),
+    ("-n6 --ntasks-per-node=4", [(0, 4, 400), (1, 4, 400)]),
+    ("-N3 -n10 --ntasks-per-node=4", ("PENDING", "QOSMaxNodePerJobLimit")),  # its stored least is 3
+    ("-N1-3 -n8 --ntasks-per-node=4", [(0, 4, 400), (1, 4, 400)]),
+]
+
+
+@pytest.mark.parametrize("opts,want", NODE_CAPPED, ids=[c[0] for c in NODE_CAPPED])
+def test_a_node_limit_caps_the_pods_as_on_the_real_system(tmp_path: Path, opts: str, want) -> None:
+    job = _limited(tmp_path, ACCOUNTS, CONF, opts)
+    got = (sorted((n, cpu // 1000, mem) for n, _m, cpu, mem in job.placement) if job.state == "RUNNING"
+           else (job.state, job.reason))
+    assert got == want

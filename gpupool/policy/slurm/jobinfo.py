@@ -191,7 +191,14 @@ def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
         if per_cpu:
             mem = ps.memory_mib
     if ps.exclusive and ps.gpus_per_job and not ps.split:
-        gpus = ps.gpus_per_job  # the job's X, not whole nodes' pods of the share (``sbatch._whole_nodes_share``)
+        # the job's X, not whole nodes' pods of the share (``sbatch._whole_nodes_share``), and
+        # memory per GPU for those (``job_get_tres_mem`` without an allocation: mem_per_gres ×
+        # gres_per_job; from the source)
+        if ps.memory_unit is not None and ps.memory_unit[0] == "gpu":
+            mem = ps.memory_unit[1] * ps.gpus_per_job
+        elif ps.memory_per == "gpu" and ps.gpus:
+            mem = ps.memory_mib // ps.gpus * ps.gpus_per_job
+        gpus = ps.gpus_per_job
     return nodes, cpus, mem, gpus
 
 

@@ -638,9 +638,19 @@ def _with_cpus(placement, cpus: dict[int, int]) -> tuple:
 
 def _capped_by_node_limits(ps, wl) -> bool:
     """Whether pod set ``ps`` of ``wl`` takes a node count select chooses, which node limits
-    cap (``SlurmPolicy._walk_node_cap``): a walked one, or a node range under the gang rule
-    "min" (``--nodes=A-B``: slurmctld's max_nodes)."""
-    return ps.walked or (ps.one_per_node and ps.min_count is not None and wl.gang == GANG_MIN)
+    cap (``SlurmPolicy._walk_node_cap``): a walked one, a node range under the gang rule
+    "min" (``--nodes=A-B``: slurmctld's max_nodes), or ``--ntasks-per-node``'s pods
+    (``PodSet.per_node_tasks``: stored with their least count, or none)."""
+    return (ps.walked or (ps.one_per_node and ps.min_count is not None and wl.gang == GANG_MIN)
+            or ps.per_node_tasks is not None)
+
+
+def _stored_least(ps) -> int:
+    """The least node count slurmctld stores for ``ps`` (``--ntasks-per-node``'s as given, not
+    select's ⌈T/K⌉), else its ``min_count`` or 1."""
+    if ps.per_node_tasks is not None:
+        return ps.per_node_tasks[0] or 1
+    return ps.min_count or 1
 
 
 class SlurmPolicy:
@@ -994,7 +1004,7 @@ class SlurmPolicy:
             # memory asked per GPU counts for the GPUs asked (job_get_tres_mem without the job's
             # resources, which will-run has freed); per CPU or per node it stays the whole nodes'
             # (``--mem-per-gpu`` only: DefMemPerGPU is not read there, the whole nodes' memory stays)
-            gpu_mem = [ps.memory_unit[1] * ps.total_gpus for ps in job.wl.pod_sets
+            gpu_mem = [ps.memory_unit[1] * (ps.gpus_per_job or ps.total_gpus) for ps in job.wl.pod_sets
                        if ps.memory_unit is not None and ps.memory_unit[0] == "gpu" and ps.memory_per == "gpu"]
             if gpu_mem:
                 tres["mem"] = sum(gpu_mem)
@@ -1390,10 +1400,14 @@ class SlurmPolicy:
         # A range keeps its largest count as submitted, which MaxNodes and MinNodes read; a cap
         # below the least count a MinNodes partition raises it to is left to the limits test
         # (``get_node_cnts``: acct_max_nodes below min_nodes holds the job)
+        # --ntasks-per-node's pods test the cap against the least count stored, not select's
+        # ⌈T/K⌉; pods the cap leaves short of the tasks are refused at submit
+        # (``submit_check._tasks_left_over``, as ``-N1-3 -n40`` was under node=2, probe p147)
         floor = partitions_min_nodes(self.cfg, wl)
         return replace(wl, pod_sets=tuple(
-            replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count)
-            if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(ps.min_count or 1, ps.count, floor)
+            replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count,
+                    min_count=ps.min_count if ps.min_count is None or ps.min_count < cap else None)
+            if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(_stored_least(ps), ps.count, floor)
             else ps
             for ps in wl.pod_sets))
 
