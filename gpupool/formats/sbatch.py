@@ -1060,8 +1060,10 @@ def _walks_tasks(job: SbatchJob) -> bool:
     whole idle nodes until their CPUs hold the tasks (``-n20 --gres=gpu:1 --exclusive`` on two
     whole 16-core nodes, probe p153; ``select._walk_gpus``)."""
     per_node = job.gpus_per_node.count if job.gpus_per_node is not None else _gres_gpus(job)
+    listed = bool(job.nodelist) and not job.exclusive and job.nodes is None and job.ntasks_per_node is None
     return (job.ntasks is not None and job.ntasks >= 2 and bool(per_node) and job.gpus is None
-            and job.gpus_per_task is None and job.cpus_per_gpu is None and _no_node_count(job))
+            and job.gpus_per_task is None and job.cpus_per_gpu is None
+            and (_no_node_count(job) or (listed and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))))
 
 
 def _no_node_count(job: SbatchJob) -> bool:
@@ -1214,7 +1216,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     else:
         shape = _task_shape(job)
     check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
-                        shape.count, shape.one_per_node, shape.count)
+                        shape.count, shape.one_per_node, max(shape.count, job.ntasks or 0))
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
     walks = _walks_gpus(job) or walk_nodes is not None

@@ -19,7 +19,8 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import cpus_to_use, deal_cyclic, deal_tasks, split_nodes, tasks_fit, tasks_memory
+from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, kept_per_node, split_nodes,
+                                             tasks_fit, tasks_memory)
 from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
@@ -309,7 +310,9 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, nodes_for, free, base_weight, gpus_for)
-        if ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
+        if ps.walk_gpus and ps.one_per_node and required and ps.split_tasks and not ps.gpus_per_job:
+            chosen = _walk_listed(ps, nodes_for, free, weight, required, busy, least_loaded)
+        elif ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
             chosen = _walk_gpus(ps, nodes_for, free, weight, busy, least_loaded)
         elif ps.split_tasks and ps.split:
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
@@ -582,6 +585,28 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         return deal_tasks(ps, nodes, free)
     # (CPUs per GPU go out in the order the nodes were taken: ``spread_gpus._cpus_dealt``)
     return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None and not ps.exclusive else sorted(nodes))]
+
+
+def _walk_listed(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
+                 least_loaded: bool) -> list | None:
+    """``-n T`` with GPUs per node beside a ``--nodelist`` (the walk form of ``gpu_walk``, no
+    ``--nodes``): sbatch's node count is the list's, so select takes the listed nodes first,
+    each holding all the tasks it can but one for each listed node still to come, then more
+    nodes while tasks are left, up the run of a listed node, then down, each with G free
+    GPUs (``pick_nodes`` with ``spill``: a real 22.05.8 ran ``-n4 --gres=gpu:1 -w gpu01`` on
+    gpu01 alone, ``-n20 -w gpu02`` as 16 + 4 on gpu02-03, ``-n4 -w gpu01,gpu02`` as 3 + 1, and
+    with gpu01 busy ``-n20 -w gpu03`` on gpu03-04; probe p153)."""
+    tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
+    if any(i not in tasks for i in required):
+        return None
+    order = node_order(weight, busy, free.cpu if least_loaded else None)
+    got = pick_nodes(tasks, len(required), ps.split_tasks, weight, required, order,
+                     kept_per_node(ps, tasks, free.nodes), spill=True, most=ps.count)
+    if got is None:
+        return None
+    per_task = ps.memory_per == "task"
+    return [(i, lowest_bits(gpus_for(free, i, ps), ps.gpus) if ps.gpus else 0, n * ps.cpu_m,
+             n * ps.memory_mib if per_task else ps.memory_mib) for i, n in sorted(got)]
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None) -> list | None:

@@ -1,0 +1,36 @@
+"""``-n T`` beside GPUs per node and a ``--nodelist``, no ``--nodes``: sbatch's node count is
+the list's, so select takes the listed nodes first, each holding all the tasks it can but one
+for each listed node still to come, then more nodes with G free GPUs while tasks are left, up
+the run of a listed node, then down (``select._walk_listed``). Every expectation is what a
+real 22.05.8 did on four 16-core 8-GPU nodes, DefMemPerCPU=100 (probe p153,
+docs/differential.md finding 94)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.test_slurm_split_tasks import CONF, _ids
+
+#: (holders, the job, its pods as (node index, CPUs, MB, GPUs))
+CASES = [
+    ([], "-n4 --gres=gpu:1 -w gpu01", [(0, 4, 400, 1)]),
+    ([], "-n20 --gres=gpu:1 -w gpu02", [(1, 16, 1600, 1), (2, 4, 400, 1)]),
+    ([], "-n4 --gres=gpu:1 -w gpu01,gpu02", [(0, 3, 300, 1), (1, 1, 100, 1)]),
+    (["-w gpu01 -c14"], "-n20 --gres=gpu:1 -w gpu03", [(2, 16, 1600, 1), (3, 4, 400, 1)]),
+    (["-w gpu02 -c14"], "-n4 --gres=gpu:2 -w gpu02", [(1, 2, 200, 2), (2, 2, 200, 2)]),
+]
+
+
+@pytest.mark.parametrize("holders,job,expected", CASES, ids=_ids(CASES))
+def test_the_walk_starts_from_the_listed_nodes(tmp_path: Path, holders, job, expected) -> None:
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [job], 2.0, 2.0 * len(holders) + 10)
+    last = engine.jobs[len(holders) + 1]
+    assert last.state == "RUNNING"
+    assert sorted((n, cpu // 1000, mem, mask.bit_count()) for n, mask, cpu, mem in last.placement) == expected
+
+
+def test_other_policies_see_one_pod_of_the_tasks() -> None:
+    ps = workload("J", "-n4 --gres=gpu:1 -w gpu01,gpu02", 0.0, 1).pod_sets[0]
+    assert (ps.count, ps.one_per_node, ps.cpu_m, ps.gpus, ps.walk_gpus) == (1, False, 4000, 1, True)
