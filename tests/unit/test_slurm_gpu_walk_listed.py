@@ -34,3 +34,32 @@ def test_the_walk_starts_from_the_listed_nodes(tmp_path: Path, holders, job, exp
 def test_other_policies_see_one_pod_of_the_tasks() -> None:
     ps = workload("J", "-n4 --gres=gpu:1 -w gpu01,gpu02", 0.0, 1).pod_sets[0]
     assert (ps.count, ps.one_per_node, ps.cpu_m, ps.gpus, ps.walk_gpus) == (1, False, 4000, 1, True)
+
+
+@pytest.mark.parametrize("epl", ["ALL", "NO"])
+def test_a_list_that_meets_min_nodes_is_walked_there(tmp_path: Path, epl: str) -> None:
+    """From the source, found by a review: sbatch sends the list's count as the least node
+    count, which a MinNodes=2 partition accepts, so the job runs (as ``-w gpu01,gpu02`` did in
+    probe p153) and its request counts the two nodes."""
+    conf = CONF + f"EnforcePartLimits={epl}\nPartitionName=m Nodes=gpu[03-04] MinNodes=2 MaxTime=60\n"
+    engine, pol = run_spaced(slurm_pool(tmp_path, conf), ["-p m -n4 --gres=gpu:1 -w gpu03,gpu04"], 1.0, 8)
+    job = engine.jobs[1]
+    assert sorted((n, cpu // 1000) for n, _m, cpu, _mem in job.placement) == [(2, 3), (3, 1)]
+    assert pol.req(job).req_tres["node"] == 2
+
+
+def test_listed_nodes_need_the_free_memory_gpu_pods_need(tmp_path: Path) -> None:
+    """Found by a review: under DefMemPerGPU=20000 a GPU pod needs that much free (finding 44),
+    listed or not; gpu01 has 14000 MB free, so the job waits."""
+    conf = CONF.replace("DefMemPerCPU=100", "DefMemPerCPU=100\nDefMemPerGPU=20000")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-w gpu01 -c1 --mem=50000", "-n4 --gres=gpu:1 --mem=1000 -w gpu01"],
+                           1.0, 8)
+    assert (engine.jobs[2].state, engine.jobs[2].reason) == ("PENDING", "Resources")
+
+
+def test_more_listed_nodes_than_max_nodes_are_not_placed(tmp_path: Path) -> None:
+    """Found by a review (source, not probed): a list of two nodes in a MaxNodes=1 partition
+    under EnforcePartLimits=NO is never placed on both."""
+    conf = CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60\n"
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p x -n4 --gres=gpu:1 -w gpu01,gpu02"], 1.0, 8)
+    assert engine.jobs[1].state == "PENDING"

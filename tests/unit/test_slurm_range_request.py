@@ -142,3 +142,12 @@ def test_the_largest_count_still_meets_max_nodes(tmp_path: Path) -> None:
 def test_other_policies_keep_the_pods_totals() -> None:
     (ps,) = workload("j", "-N1-3 -c2", 0.0, 1).pod_sets
     assert (ps.count, ps.min_count, ps.cpus_total) == (3, 1, 6)
+
+
+def test_a_capped_walk_keeps_its_least_count(tmp_path: Path) -> None:
+    """Found by a review: ``-N2-4 --gpus=8`` under MaxTRESPerJob=node=2 keeps its least count
+    of 2 when the cap lowers its largest to 2 (probe p108 ran ``-N2-3 --gpus=8`` as 7 + 1);
+    clearing it made the walk take one node with all 8 GPUs and never start."""
+    job = _limited(tmp_path, ACCOUNTS, CONF, "-N2-4 --gpus=8")
+    assert job.state == "RUNNING"
+    assert sorted((n, mask.bit_count()) for n, mask, _c, _m in job.placement) == [(0, 7), (1, 1)]

@@ -139,6 +139,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpupool.formats.hostlist import expand_hostlist
 from gpupool.model.workload import GANG_MIN, Workload
 from gpupool.policy.slurm.eval_nodes import beats
 from gpupool.policy.slurm.min_nodes import per_node_pods, pod_tasks
@@ -238,18 +239,30 @@ def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Wor
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 
 
+def listed_count(wl: Workload) -> int:
+    """The nodes ``wl``'s ``--nodelist`` names, the least node count sbatch then sends (1
+    without one; sbatch already dropped hosts beyond the tasks, ``sbatch.sbatch_nodelist``)."""
+    if not wl.nodelist:
+        return 1
+    try:
+        return max(1, len(set(expand_hostlist(wl.nodelist))))
+    except ValueError:
+        return 1
+
+
 def _tasks_form(wl: Workload, ps) -> Workload:
     """``-n T`` with GPUs per node (``sbatch._walks_tasks``: as submitted one pod of the T tasks
     and the G GPUs) in the Slurm policy's form: a node range of 1 to T nodes of one task and G
-    GPUs each, the tasks dealt out over the nodes the walk takes (``PodSet.split_tasks``), with
-    memory per node as asked (``--mem``, ``--mem-per-gpu`` for the node's G GPUs) or one task's
-    (``--mem-per-cpu``)."""
+    GPUs each (a ``--nodelist``'s count of them at least: ``select._walk_listed``), the tasks
+    dealt out over the nodes the walk takes (``PodSet.split_tasks``), with memory per node as
+    asked (``--mem``, ``--mem-per-gpu`` for the node's G GPUs) or one task's (``--mem-per-cpu``)."""
     tasks = pod_tasks(ps)
     if tasks < 2:
         return wl
     memory = ps.memory_mib // tasks if ps.memory_per == "cpu" else ps.memory_mib
-    form = replace(ps, count=tasks, min_count=1, one_per_node=True, cpu_m=ps.cpus_per_task * 1000, memory_mib=memory,
-                   split_tasks=tasks, split_gpus=False, slurm_tasks=None)
+    form = replace(ps, count=tasks, min_count=min(listed_count(wl), tasks), one_per_node=True,
+                   cpu_m=ps.cpus_per_task * 1000, memory_mib=memory, split_tasks=tasks, split_gpus=False,
+                   slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 
 

@@ -48,7 +48,7 @@ from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import GANG_MIN, PodSet, Workload
 from gpupool.policy.slurm.jobinfo import raised_least, request_totals, requested_partitions
-from gpupool.policy.slurm.gpu_walk import walk_form
+from gpupool.policy.slurm.gpu_walk import listed_count, walk_form
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
 
 
@@ -504,7 +504,9 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     # (a job of several tasks that MinNodes could not raise keeps its shape: not probed)
     # (``--nodes=A-B`` walks in MinNodes partitions too: its least count is raised there as
     # any range's is, ``jobinfo.raised_least``)
-    walked = (wl is given and (partitions_min_nodes(cfg, wl) < 2 or _walks_range(wl))
+    # (a --nodelist gives the walk of ``-n T`` with GPUs per node its count as the least,
+    # which MinNodes reads as given: ``gpu_walk.listed_count``)
+    walked = (wl is given and (partitions_min_nodes(cfg, wl) <= listed_count(wl) or _walks_range(wl))
               and (wl := walk_form(wl)) is not given)
     if walked and _walks_range(wl):
         wl = _raised_range(cfg, wl)

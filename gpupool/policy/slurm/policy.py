@@ -1406,7 +1406,9 @@ class SlurmPolicy:
         floor = partitions_min_nodes(self.cfg, wl)
         return replace(wl, pod_sets=tuple(
             replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count,
-                    min_count=ps.min_count if ps.min_count is None or ps.min_count < cap else None)
+                    # (a walk keeps its least: None there means one node)
+                    min_count=None if not ps.walked and ps.min_count is not None and ps.min_count >= cap
+                    else ps.min_count)
             if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(_stored_least(ps), ps.count, floor)
             else ps
             for ps in wl.pod_sets))

@@ -534,7 +534,10 @@ def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
             if not (ranged and k == last):
                 ps = replace(ps, min_count=None)
             else:
-                if max_nodes is not None and ps.one_per_node and ps.min_count <= max_nodes < ps.count:
+                if max_nodes is not None and ps.one_per_node and max_nodes < ps.count and (
+                        ps.min_count <= max_nodes or ps.walk_gpus):
+                    # (a walk whose least, a --nodelist's count, is above MaxNodes: no
+                    # placement here, ``_walk_listed``; slurmctld's select fails too)
                     ps = replace(ps, count=max_nodes)
                 if min_nodes is not None and ps.one_per_node and ps.min_count < min_nodes <= ps.count:
                     ps = replace(ps, min_count=min_nodes)
@@ -596,11 +599,14 @@ def _walk_listed(ps, pool: list[int], free: Free, weight, required: list[int], b
     GPUs (``pick_nodes`` with ``spill``: a real 22.05.8 ran ``-n4 --gres=gpu:1 -w gpu01`` on
     gpu01 alone, ``-n20 -w gpu02`` as 16 + 4 on gpu02-03, ``-n4 -w gpu01,gpu02`` as 3 + 1, and
     with gpu01 busy ``-n20 -w gpu03`` on gpu03-04; probe p153)."""
-    tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
+    if len(required) > ps.count:
+        return None  # more listed nodes than the job may take (MaxNodes capped it)
+    fit = set(fitting_nodes(ps, pool, free))  # (the free memory a GPU pod needs, ``memory_fit``)
+    tasks = {i: n for i in pool if i in fit and (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
     order = node_order(weight, busy, free.cpu if least_loaded else None)
-    got = pick_nodes(tasks, len(required), ps.split_tasks, weight, required, order,
+    got = pick_nodes(tasks, max(len(required), ps.min_count or 1), ps.split_tasks, weight, required, order,
                      kept_per_node(ps, tasks, free.nodes), spill=True, most=ps.count)
     if got is None:
         return None
