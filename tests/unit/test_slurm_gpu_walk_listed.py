@@ -63,3 +63,26 @@ def test_more_listed_nodes_than_max_nodes_are_not_placed(tmp_path: Path) -> None
     conf = CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60\n"
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p x -n4 --gres=gpu:1 -w gpu01,gpu02"], 1.0, 8)
     assert engine.jobs[1].state == "PENDING"
+
+
+def test_a_list_beyond_max_nodes_waits_without_holding_the_partition(tmp_path: Path) -> None:
+    """From the source, found by a review: with no largest count, select's node counts conflict
+    (the list's 2 above MaxNodes=1), the job waits with PartitionNodeLimit, and the main
+    scheduler goes on to later jobs of the partition at once."""
+    conf = CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60\n"
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p x -n4 --gres=gpu:1 -w gpu01,gpu02", "-p x -c1 --nice=100",
+                                                        "-p x -c1 --nice=100"], 1.0, 8)
+    assert (engine.jobs[1].state, engine.jobs[1].reason) == ("PENDING", "PartitionNodeLimit")
+    assert [engine.jobs[k].start for k in (2, 3)] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("opts,mem", [("-n4 --gres=gpu:2 --mem=1000 -w gpu01,gpu02", 2000),
+                                      ("-n4 --gres=gpu:2 --mem-per-gpu=1000 -w gpu01,gpu02", 4000),
+                                      ("-n4 --gres=gpu:2 --mem-per-cpu=100 -w gpu01,gpu02", 400)])
+def test_a_pending_listed_walk_records_memory_for_the_listed_nodes(tmp_path: Path, opts: str, mem: int) -> None:
+    """From the source, found by a review (``job_get_tres_mem``): memory per node, or per GPU of
+    a node's G GPUs, for each of the list's nodes; per CPU for the tasks."""
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-w gpu01 -c16", opts], 1.0, 8)
+    job = engine.jobs[2]
+    assert job.state == "PENDING"
+    assert (pol.req(job).req_tres["node"], pol.req(job).req_tres["mem"]) == (2, mem)

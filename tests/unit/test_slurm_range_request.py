@@ -40,13 +40,18 @@ PENDING = [
 ]
 
 
-@pytest.mark.parametrize("opts,want", PENDING, ids=[p[0] for p in PENDING])
-def test_a_pending_job_records_what_the_real_system_recorded(tmp_path: Path, opts: str, want) -> None:
-    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), HOLD_ALL + [opts], 1.0, 10)
-    job = engine.jobs[len(HOLD_ALL) + 1]
+def pending_tres(tmp_path: Path, conf: str, holders: list[str], opts: str) -> tuple[int, int, int]:
+    """(cpu, mem MB, node) of the ReqTRES of ``opts`` submitted behind ``holders``, pending."""
+    engine, pol = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 1.0, 10)
+    job = engine.jobs[len(holders) + 1]
     assert job.state == "PENDING"
     tres = pol.req(job).req_tres
-    assert (tres["cpu"], tres["mem"], tres["node"]) == want
+    return tres["cpu"], tres["mem"], tres["node"]
+
+
+@pytest.mark.parametrize("opts,want", PENDING, ids=[p[0] for p in PENDING])
+def test_a_pending_job_records_what_the_real_system_recorded(tmp_path: Path, opts: str, want) -> None:
+    assert pending_tres(tmp_path, CONF, HOLD_ALL, opts) == want
 
 
 #: a QOS lim with MaxTRESPerJob=node=2 (slurmdbd, AccountingStorageEnforce=associations,limits,qos)
@@ -151,3 +156,13 @@ def test_a_capped_walk_keeps_its_least_count(tmp_path: Path) -> None:
     job = _limited(tmp_path, ACCOUNTS, CONF, "-N2-4 --gpus=8")
     assert job.state == "RUNNING"
     assert sorted((n, mask.bit_count()) for n, mask, _c, _m in job.placement) == [(0, 7), (1, 1)]
+
+
+def test_a_walked_range_under_partition_max_nodes_still_runs(tmp_path: Path) -> None:
+    """Found by a review (source): a QOS with Flags=PartitionMaxNodes lifts MaxNodes=1, so
+    ``-N2-3 --gpus=4`` walks its own range there (3 + 1), as probe p108's ranges did."""
+    conf = CONF + "PartitionName=x Nodes=gpu[01-03] MaxNodes=1 MaxTime=60\n"
+    job = _limited(tmp_path, ACCOUNTS.replace("MaxTRESPerJob=node=2", "Flags=PartitionMaxNodes"), conf,
+                   "-p x -N2-3 --gpus=4")
+    assert job.state == "RUNNING"
+    assert sorted((n, mask.bit_count()) for n, mask, _c, _m in job.placement) == [(0, 3), (1, 1)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
-from tests.unit.test_slurm_range_request import ACCOUNTS, _limited
+from tests.unit.test_slurm_range_request import ACCOUNTS, _limited, pending_tres
 from tests.unit.test_slurm_split_tasks import CONF, _ids
 
 #: (the probes' slurm.conf had EnforcePartLimits=ALL, as ``RealSlurm`` writes it)
@@ -71,11 +71,7 @@ PENDING = [
 
 @pytest.mark.parametrize("opts,want", PENDING, ids=[p[0] for p in PENDING])
 def test_a_pending_job_records_the_tasks_and_nodes_it_gave(tmp_path: Path, opts: str, want) -> None:
-    engine, pol = run_spaced(slurm_pool(tmp_path, MIN_NODES_CONF), THREE_FREE_EACH + [opts], 1.0, 10)
-    job = engine.jobs[len(THREE_FREE_EACH) + 1]
-    assert job.state == "PENDING"
-    tres = pol.req(job).req_tres
-    assert (tres["cpu"], tres["mem"], tres["node"]) == want
+    assert pending_tres(tmp_path, MIN_NODES_CONF, THREE_FREE_EACH, opts) == want
 
 
 #: probe p150's queue, 1 s apart behind THREE_FREE_EACH, with each job's state and reason

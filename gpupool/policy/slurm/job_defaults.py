@@ -531,7 +531,7 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
                 # ``-n4`` cpu=4 (probe p120)
                 asked = (given.pod_sets[0].walk_tasks or 1, asked[1])
             least = _least_walked(wl)
-            if least > 1 and _memory_per_node(given.pod_sets[0], d):
+            if least > 1 and (_memory_per_node(given.pod_sets[0], d) or _listed_per_gpu(wl, given.pod_sets[0])):
                 # ``--nodes=A-B``: memory per node for A nodes, CPUs and memory per CPU or GPU
                 # as asked (a real 22.05.8 recorded pending ``-N2-3 --gpus=10`` jobs as
                 # cpu=1,mem=200M,node=2 with --mem=100, cpu=4,mem=200M with -c4, cpu=1,mem=100M
@@ -552,9 +552,24 @@ def _walks_range(wl: Workload) -> bool:
 
 
 def _least_walked(wl: Workload) -> int:
-    """The least nodes of ``wl`` in the walk's form (``--nodes=A-B``: A, as MinNodes raised it),
-    1 for any other."""
-    return max((ps.min_count or 1 for ps in wl.pod_sets if ps.walk_nodes is not None and ps.walked), default=1)
+    """The least nodes of ``wl`` in the walk's form (``--nodes=A-B``: A, as MinNodes raised it;
+    ``-n T`` with GPUs per node beside a ``--nodelist``: the list's count), 1 for any other."""
+    return max((ps.min_count or 1 for ps in wl.pod_sets if ps.walked and (ps.walk_nodes is not None or _listed_walk(ps))),
+               default=1)
+
+
+def _listed_walk(ps: PodSet) -> bool:
+    """Whether walked ``ps`` is ``-n T`` with GPUs per node (the tasks' walk form, no job-wide
+    GPU count), whose least is a ``--nodelist``'s count (``gpu_walk.listed_count``)."""
+    return bool(ps.split_tasks) and not ps.gpus_per_job and ps.walk_nodes is None
+
+
+def _listed_per_gpu(wl: Workload, asked: PodSet) -> bool:
+    """Whether ``wl`` is a listed walk whose memory was asked per GPU (``--mem-per-gpu``): its G
+    GPUs a node count on each of the list's nodes, as its memory per node does (``job_get_tres_mem``:
+    a review's reading of the source, not probed)."""
+    return any(ps.walked and _listed_walk(ps) for ps in wl.pod_sets) and not asked.memory_unset \
+        and asked.memory_per == "gpu"
 
 
 def _raised_range(cfg: SlurmConfig, wl: Workload) -> Workload:

@@ -535,7 +535,7 @@ def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
                 ps = replace(ps, min_count=None)
             else:
                 if max_nodes is not None and ps.one_per_node and max_nodes < ps.count and (
-                        ps.min_count <= max_nodes or ps.walk_gpus):
+                        ps.min_count <= max_nodes or (ps.walk_gpus and ps.walk_nodes is None)):
                     # (a walk whose least, a --nodelist's count, is above MaxNodes: no
                     # placement here, ``_walk_listed``; slurmctld's select fails too)
                     ps = replace(ps, count=max_nodes)
