@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.test_slurm_range_request import ACCOUNTS, _limited
 from tests.unit.test_slurm_split_tasks import CONF, _ids
 
 #: (holders, the job, its pods as (node index, CPUs, MB, GPUs))
@@ -66,14 +67,23 @@ def test_more_listed_nodes_than_max_nodes_are_not_placed(tmp_path: Path) -> None
 
 
 def test_a_list_beyond_max_nodes_waits_without_holding_the_partition(tmp_path: Path) -> None:
-    """From the source, found by a review: with no largest count, select's node counts conflict
-    (the list's 2 above MaxNodes=1), the job waits with PartitionNodeLimit, and the main
-    scheduler goes on to later jobs of the partition at once."""
-    conf = CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60\n"
+    """From the source, found by reviews: with no largest count, select's node counts conflict
+    (the list's 2 above MaxNodes=1), the job waits with PartitionNodeLimit, its listed nodes
+    are withheld from lower jobs and the main scheduler goes on with the partition's other
+    nodes at once."""
+    conf = CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-03] MaxNodes=1 MaxTime=60\n"
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p x -n4 --gres=gpu:1 -w gpu01,gpu02", "-p x -c1 --nice=100",
                                                         "-p x -c1 --nice=100"], 1.0, 8)
     assert (engine.jobs[1].state, engine.jobs[1].reason) == ("PENDING", "PartitionNodeLimit")
-    assert [engine.jobs[k].start for k in (2, 3)] == [1.0, 2.0]
+    assert [(engine.jobs[k].start, engine.jobs[k].placement[0][0]) for k in (2, 3)] == [(1.0, 2), (2.0, 2)]
+
+
+def test_such_a_job_keeps_the_reasons_of_limits_tested_before_the_selection(tmp_path: Path) -> None:
+    """From the source, found by a review: the QOS limits come before select's node counts."""
+    conf = CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60\n"
+    job = _limited(tmp_path, ACCOUNTS.replace("MaxTRESPerJob=node=2", "MaxTRESPerJob=cpu=2"), conf,
+                   "-p x -n4 --gres=gpu:1 -w gpu01,gpu02")
+    assert (job.state, job.reason) == ("PENDING", "QOSMaxCpuPerJobLimit")
 
 
 @pytest.mark.parametrize("opts,mem", [("-n4 --gres=gpu:2 --mem=1000 -w gpu01,gpu02", 2000),

@@ -109,6 +109,14 @@ def run(cy, records, full: bool) -> None:
         if lic is not None:  # (after the node count: ``_schedule``'s order) holds nothing back
             _note(cy, job, lic)
             continue
+        if lim.required and _walk_above_max_nodes(job.wl, info.part.max_nodes):
+            # a listed walk beyond MaxNodes: select_nodes' node counts conflict; its listed
+            # nodes are withheld from lower jobs as after any failed selection of a job whose
+            # list covers its count, and the partition goes on (source, not probed)
+            _note(cy, job, "PartitionNodeLimit")
+            withheld.update(mask_nodes(lim.required))
+            usable_of.clear()
+            continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
         if placement is not None:
             over = cy.placed_limit(job, info, placement)
@@ -159,6 +167,17 @@ def run(cy, records, full: bool) -> None:
         failed.add(info.name)
         withheld |= info.node_set
         usable_of.clear()
+
+
+def _walk_above_max_nodes(wl, max_nodes: int | None) -> bool:
+    """Whether a walk of ``wl`` with no largest count (a ``--nodelist``'s count as its least,
+    ``gpu_walk.listed_count``) needs more nodes than the partition's MaxNodes: ``job_limits_check``
+    passes it (no max_nodes), but ``get_node_cnts`` then takes MaxNodes as the largest whatever
+    the QOS flags, the counts conflict, and ``select_nodes`` fails with PartitionNodeLimit
+    after the limits tested before it (22.05.8 source, found by reviews; not
+    probed)."""
+    return max_nodes is not None and any(ps.walked and ps.walk_nodes is None and (ps.min_count or 1) > max_nodes
+                                         for ps in wl.pod_sets)
 
 
 def skipped_as_held(cy, job, reason: str) -> bool:

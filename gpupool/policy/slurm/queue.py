@@ -143,16 +143,6 @@ def _build_reason(reason: str, fails: tuple) -> str:
     return reason
 
 
-def _walk_above_max_nodes(wl, max_nodes: int | None) -> bool:
-    """Whether a walk of ``wl`` with no largest count (a ``--nodelist``'s count as its least,
-    ``gpu_walk.listed_count``) needs more nodes than the partition's MaxNodes: ``get_node_cnts``
-    then takes MaxNodes as the largest whatever the QOS flags, the counts conflict, and
-    ``select_nodes`` leaves the job PartitionNodeLimit without holding the partition back
-    (22.05.8 source, found by a review; not probed)."""
-    return max_nodes is not None and any(ps.walked and ps.walk_nodes is None and (ps.min_count or 1) > max_nodes
-                                         for ps in wl.pod_sets)
-
-
 def job_static(pol, job) -> tuple:
     """(per partition of the job: (its info, why its limits refuse the job or None)), array
     job id, task id). The partition's state is read at each build, the rest is fixed."""
@@ -169,8 +159,6 @@ def job_static(pol, job) -> tuple:
         tl = req.time_limit if req.time_limit is not None else pol.time_limit(job, info)
         # then, as ``select_nodes`` tests it, whether the partition takes the job's QOS and account
         why = limits.part_hold(tl, most, least, info, job_qos, req.account, req.qos)
-        if why is None and _walk_above_max_nodes(job.wl, info.part.max_nodes):
-            why = "PartitionNodeLimit"
         if info.state in limits.SCHEDULED_STATES and submit_check.min_cpus(job.wl) > info.tres_total["cpu"] * 1000:
             # more CPUs than the partition has in all: ``_part_access_check`` tests that first,
             # and ``job_limits_check`` reads its refusal as PartitionConfig
