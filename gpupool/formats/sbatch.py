@@ -1263,7 +1263,7 @@ def _per_node_least(job: SbatchJob, shape: _Shape) -> _Shape:
     ⌈T/K⌉ nodes at least whatever the range's least (``_select_nodes``; a real 22.05.8 left
     ``-N1-3 -n10 --ntasks-per-node=4`` pending while two nodes were free, probe p154). Where
     that is more than the largest count the pods cannot hold the tasks and the submit check
-    refuses the job (``submit_check``: ``-N1-2`` and ``-N2`` beside ``-n10
+    refuses the job (``submit_check._tasks_left_over``: ``-N1-2`` and ``-N2`` beside ``-n10
     --ntasks-per-node=4`` were refused, "Requested node configuration is not available")."""
     if job.ntasks_per_node is None or job.ntasks is None or not shape.one_per_node or shape.min_count is None:
         return shape

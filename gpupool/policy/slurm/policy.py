@@ -463,7 +463,8 @@ class Cycle:
         account with GrpTRES=mem=100000 over two 64000 MB nodes, from the source), and
         ``--ntasks-per-node=K`` (``PodSet.per_node_tasks``: the request counts the tasks as
         given and the least nodes stored, the selection K tasks' CPUs on each of ⌈T/K⌉ nodes;
-        from the source, not probed)."""
+        a real 22.05.8 under MaxTRESPerJob=cpu=11 left ``-n10 --ntasks-per-node=4``, a request
+        of 10 CPUs and a selection of 12, pending with QOSMaxCpuPerJobLimit; probe p151)."""
         pol = self.pol
         if not pol.s.limits_enforced:
             return None
