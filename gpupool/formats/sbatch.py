@@ -1018,8 +1018,7 @@ def _whole_nodes_share(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
     nodes, 8 GPUs each, and refused ``-N2 --gpus=17 --exclusive`` on 8-GPU nodes; probe p152).
     Not modelled: nodes of several GPU counts, where a node with fewer than the share could
     still be taken."""
-    return (job.exclusive and _gpus_for_job_only(job) and nodes_min == nodes_max >= 2
-            and not _spreads_gpus(job, nodes_min, nodes_max))
+    return job.exclusive and _gpus_for_job_only(job) and nodes_min == nodes_max >= 2
 
 
 def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
@@ -1058,18 +1057,22 @@ def _walks_tasks(job: SbatchJob) -> bool:
     (a real 22.05.8 ran ``-n4 --gres=gpu:2`` on one idle node, and on two nodes with two CPUs
     free each, 2 + 2 GPUs; probe p105, ``policy/slurm/gpu_walk.py``); with ``--exclusive``
     whole idle nodes until their CPUs hold the tasks (``-n20 --gres=gpu:1 --exclusive`` on two
-    whole 16-core nodes, probe p153; ``select._walk_gpus``)."""
+    whole 16-core nodes, probe p153; ``select._walk_gpus``); with a ``--nodelist`` (not beside
+    ``--exclusive``) from the listed nodes (``split_tasks.walk_listed``, probe p153)."""
     per_node = job.gpus_per_node.count if job.gpus_per_node is not None else _gres_gpus(job)
-    listed = bool(job.nodelist) and not job.exclusive and job.nodes is None and job.ntasks_per_node is None
     return (job.ntasks is not None and job.ntasks >= 2 and bool(per_node) and job.gpus is None
-            and job.gpus_per_task is None and job.cpus_per_gpu is None
-            and (_no_node_count(job) or (listed and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))))
+            and job.gpus_per_task is None and job.cpus_per_gpu is None and job.nodes is None
+            and job.ntasks_per_node is None and not (job.nodelist and job.exclusive) and not _other_walks(job))
+
+
+def _other_walks(job: SbatchJob) -> bool:
+    """Whether the job gives one of ``_OTHER_WALKS``, options that choose nodes another way."""
+    return any(name in _OTHER_WALKS for name, _ in job.not_modelled)
 
 
 def _no_node_count(job: SbatchJob) -> bool:
     """No ``--nodes``, ``--ntasks-per-node`` or ``--nodelist``, and none of ``_OTHER_WALKS``."""
-    return (job.nodes is None and job.ntasks_per_node is None and not job.nodelist
-            and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+    return job.nodes is None and job.ntasks_per_node is None and not job.nodelist and not _other_walks(job)
 
 
 def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
@@ -1079,8 +1082,7 @@ def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
     --gpus=12`` as 8 + 3 + 1, ``-N1-3 --gpus=4`` as 2 + 2 with two GPUs free on each node;
     ``PodSet.walk_nodes``). The options ``_may_walk`` names keep the reader's refusal."""
     return (least < most and _gpus_for_job_only(job) and job.ntasks is None and job.ntasks_per_node is None
-            and not job.nodelist and _walks_cpus_per_gpu(job)
-            and not any(name in _OTHER_WALKS for name, _ in job.not_modelled))
+            and not job.nodelist and _walks_cpus_per_gpu(job) and not _other_walks(job))
 
 
 def _may_walk(job: SbatchJob) -> bool:
@@ -1322,7 +1324,7 @@ def _range_splits(job: SbatchJob) -> int:
             or job.gpus is not None
             or (job.gpus_per_task is not None and (job.gpus_per_node is not None or _gres_gpus(job) is not None
                                                    or job.exclusive))
-            or any(name in _OTHER_WALKS for name, _ in job.not_modelled)):
+            or _other_walks(job)):
         return 0
     return job.ntasks
 

@@ -1,7 +1,7 @@
 """``-n T`` beside GPUs per node and a ``--nodelist``, no ``--nodes``: sbatch's node count is
 the list's, so select takes the listed nodes first, each holding all the tasks it can but one
 for each listed node still to come, then more nodes with G free GPUs while tasks are left, up
-the run of a listed node, then down (``select._walk_listed``). Every expectation is what a
+the run of a listed node, then down (``split_tasks.walk_listed``). Every expectation is what a
 real 22.05.8 did on four 16-core 8-GPU nodes, DefMemPerCPU=100 (probe p153,
 docs/differential.md finding 94)."""
 from __future__ import annotations

@@ -250,10 +250,16 @@ def listed_count(wl: Workload) -> int:
         return 1
 
 
+def tasks_walk(ps) -> bool:
+    """Whether ``ps`` is in ``_tasks_form``'s walk form (``-n T`` with GPUs per node: the split
+    form, no job-wide GPU count), whose least count is a ``--nodelist``'s (``listed_count``)."""
+    return ps.walked and bool(ps.split_tasks) and not ps.gpus_per_job and ps.walk_nodes is None
+
+
 def _tasks_form(wl: Workload, ps) -> Workload:
     """``-n T`` with GPUs per node (``sbatch._walks_tasks``: as submitted one pod of the T tasks
     and the G GPUs) in the Slurm policy's form: a node range of 1 to T nodes of one task and G
-    GPUs each (a ``--nodelist``'s count of them at least: ``select._walk_listed``), the tasks
+    GPUs each (a ``--nodelist``'s count of them at least: ``split_tasks.walk_listed``), the tasks
     dealt out over the nodes the walk takes (``PodSet.split_tasks``), with memory per node as
     asked (``--mem``, ``--mem-per-gpu`` for the node's G GPUs) or one task's (``--mem-per-cpu``)."""
     tasks = pod_tasks(ps)

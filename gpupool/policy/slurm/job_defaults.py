@@ -48,7 +48,7 @@ from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import GANG_MIN, PodSet, Workload
 from gpupool.policy.slurm.jobinfo import raised_least, request_totals, requested_partitions
-from gpupool.policy.slurm.gpu_walk import listed_count, walk_form
+from gpupool.policy.slurm.gpu_walk import listed_count, tasks_walk, walk_form
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
 
 
@@ -554,21 +554,15 @@ def _walks_range(wl: Workload) -> bool:
 def _least_walked(wl: Workload) -> int:
     """The least nodes of ``wl`` in the walk's form (``--nodes=A-B``: A, as MinNodes raised it;
     ``-n T`` with GPUs per node beside a ``--nodelist``: the list's count), 1 for any other."""
-    return max((ps.min_count or 1 for ps in wl.pod_sets if ps.walked and (ps.walk_nodes is not None or _listed_walk(ps))),
+    return max((ps.min_count or 1 for ps in wl.pod_sets if ps.walked and (ps.walk_nodes is not None or tasks_walk(ps))),
                default=1)
-
-
-def _listed_walk(ps: PodSet) -> bool:
-    """Whether walked ``ps`` is ``-n T`` with GPUs per node (the tasks' walk form, no job-wide
-    GPU count), whose least is a ``--nodelist``'s count (``gpu_walk.listed_count``)."""
-    return bool(ps.split_tasks) and not ps.gpus_per_job and ps.walk_nodes is None
 
 
 def _listed_per_gpu(wl: Workload, asked: PodSet) -> bool:
     """Whether ``wl`` is a listed walk whose memory was asked per GPU (``--mem-per-gpu``): its G
     GPUs a node count on each of the list's nodes, as its memory per node does (``job_get_tres_mem``:
     a review's reading of the source, not probed)."""
-    return any(ps.walked and _listed_walk(ps) for ps in wl.pod_sets) and not asked.memory_unset \
+    return any(tasks_walk(ps) for ps in wl.pod_sets) and not asked.memory_unset \
         and asked.memory_per == "gpu"
 
 

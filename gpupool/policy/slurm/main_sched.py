@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
+from gpupool.policy.slurm.gpu_walk import tasks_walk
 from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
 from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes
@@ -176,8 +177,7 @@ def _walk_above_max_nodes(wl, max_nodes: int | None) -> bool:
     the QOS flags, the counts conflict, and ``select_nodes`` fails with PartitionNodeLimit
     after the limits tested before it (22.05.8 source, found by reviews; not
     probed)."""
-    return max_nodes is not None and any(ps.walked and ps.walk_nodes is None and (ps.min_count or 1) > max_nodes
-                                         for ps in wl.pod_sets)
+    return max_nodes is not None and any(tasks_walk(ps) and (ps.min_count or 1) > max_nodes for ps in wl.pod_sets)
 
 
 def skipped_as_held(cy, job, reason: str) -> bool:

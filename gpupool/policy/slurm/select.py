@@ -19,9 +19,9 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, kept_per_node, split_nodes,
-                                             tasks_fit, tasks_memory)
-from gpupool.policy.slurm.gpu_walk import walk, walk_ordered
+from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, split_nodes, tasks_fit,
+                                             tasks_memory, walk_listed)
+from gpupool.policy.slurm.gpu_walk import tasks_walk, walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
 
@@ -310,8 +310,8 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if ps.gpus and (ps.gpus_per_job or ps.exclusive or (ps.count > 1 and not ps.one_per_node)):
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, nodes_for, free, base_weight, gpus_for)
-        if ps.walk_gpus and ps.one_per_node and required and ps.split_tasks and not ps.gpus_per_job:
-            chosen = _walk_listed(ps, nodes_for, free, weight, required, busy, least_loaded)
+        if required and ps.walk_gpus and ps.one_per_node and tasks_walk(ps):
+            chosen = walk_listed(ps, fitting_nodes(ps, nodes_for, free), free, weight, required, busy, least_loaded)
         elif ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
             chosen = _walk_gpus(ps, nodes_for, free, weight, busy, least_loaded)
         elif ps.split_tasks and ps.split:
@@ -535,9 +535,9 @@ def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
                 ps = replace(ps, min_count=None)
             else:
                 if max_nodes is not None and ps.one_per_node and max_nodes < ps.count and (
-                        ps.min_count <= max_nodes or (ps.walk_gpus and ps.walk_nodes is None)):
+                        ps.min_count <= max_nodes or tasks_walk(ps)):
                     # (a walk whose least, a --nodelist's count, is above MaxNodes: no
-                    # placement here, ``_walk_listed``; slurmctld's select fails too)
+                    # placement here, ``split_tasks.walk_listed``; slurmctld's select fails too)
                     ps = replace(ps, count=max_nodes)
                 if min_nodes is not None and ps.one_per_node and ps.min_count < min_nodes <= ps.count:
                     ps = replace(ps, min_count=min_nodes)
@@ -588,31 +588,6 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         return deal_tasks(ps, nodes, free)
     # (CPUs per GPU go out in the order the nodes were taken: ``spread_gpus._cpus_dealt``)
     return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None and not ps.exclusive else sorted(nodes))]
-
-
-def _walk_listed(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
-                 least_loaded: bool) -> list | None:
-    """``-n T`` with GPUs per node beside a ``--nodelist`` (the walk form of ``gpu_walk``, no
-    ``--nodes``): sbatch's node count is the list's, so select takes the listed nodes first,
-    each holding all the tasks it can but one for each listed node still to come, then more
-    nodes while tasks are left, up the run of a listed node, then down, each with G free
-    GPUs (``pick_nodes`` with ``spill``: a real 22.05.8 ran ``-n4 --gres=gpu:1 -w gpu01`` on
-    gpu01 alone, ``-n20 -w gpu02`` as 16 + 4 on gpu02-03, ``-n4 -w gpu01,gpu02`` as 3 + 1, and
-    with gpu01 busy ``-n20 -w gpu03`` on gpu03-04; probe p153)."""
-    if len(required) > ps.count:
-        return None  # more listed nodes than the job may take (MaxNodes capped it)
-    fit = set(fitting_nodes(ps, pool, free))  # (the free memory a GPU pod needs, ``memory_fit``)
-    tasks = {i: n for i in pool if i in fit and (n := tasks_fit(free, i, ps))}
-    if any(i not in tasks for i in required):
-        return None
-    order = node_order(weight, busy, free.cpu if least_loaded else None)
-    got = pick_nodes(tasks, max(len(required), ps.min_count or 1), ps.split_tasks, weight, required, order,
-                     kept_per_node(ps, tasks, free.nodes), spill=True, most=ps.count)
-    if got is None:
-        return None
-    per_task = ps.memory_per == "task"
-    return [(i, lowest_bits(gpus_for(free, i, ps), ps.gpus) if ps.gpus else 0, n * ps.cpu_m,
-             n * ps.memory_mib if per_task else ps.memory_mib) for i, n in sorted(got)]
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None) -> list | None:

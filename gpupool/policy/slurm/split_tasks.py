@@ -77,11 +77,10 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
         return _whole_nodes(ps, pool, free, weight, required, node_order(weight, busy, None))
     if ps.split_min_cpus and not free.nodes.threaded:
         return split_cpus(ps, pool, free, weight, required, node_order(weight, busy, free.cpu if least_loaded else None))
-    tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
-    if any(i not in tasks for i in required):
+    offers = _offers(ps, pool, free, required, weight, busy, least_loaded)
+    if offers is None:
         return None
-    order = node_order(weight, busy, free.cpu if least_loaded else None)
-    keep = kept_per_node(ps, tasks, free.nodes)
+    tasks, order, keep = offers
     nodes, walk = _range_walk(ps)
     got = pick_nodes(tasks, nodes, ps.split_tasks, weight, required, order, keep, **walk)
     if got is None:
@@ -95,6 +94,44 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
         if dealt is None:
             return None
         got = dealt
+    return _pods_of(ps, got, free)
+
+
+def walk_listed(ps: PodSet, fitting: list[int], free, weight, required: list[int], busy: int | None,
+                least_loaded: bool) -> list | None:
+    """``-n T`` with GPUs per node beside a ``--nodelist`` (the walk form of ``gpu_walk``, no
+    ``--nodes``) on the ``fitting`` nodes (where one pod fits, its free memory need included):
+    sbatch's node count is the list's, so select takes the listed nodes first, each holding all
+    the tasks it can but one for each listed node still to come, then more nodes while tasks
+    are left, up the run of a listed node, then down, each with G free GPUs (``pick_nodes``
+    with ``spill``: a real 22.05.8 ran ``-n4 --gres=gpu:1 -w gpu01`` on gpu01 alone, ``-n20 -w
+    gpu02`` as 16 + 4 on gpu02-03, ``-n4 -w gpu01,gpu02`` as 3 + 1, and with gpu01 busy ``-n20
+    -w gpu03`` on gpu03-04; probe p153)."""
+    if len(required) > ps.count:
+        return None  # more listed nodes than the job may take (MaxNodes capped it)
+    offers = _offers(ps, fitting, free, required, weight, busy, least_loaded)
+    if offers is None:
+        return None
+    tasks, order, keep = offers
+    got = pick_nodes(tasks, max(len(required), ps.min_count or 1), ps.split_tasks, weight, required, order, keep,
+                     spill=True, most=ps.count)
+    return None if got is None else _pods_of(ps, got, free)
+
+
+def _offers(ps: PodSet, pool: list[int], free, required: list[int], weight, busy: int | None,
+            least_loaded: bool) -> tuple[dict[int, int], object, dict[int, int] | None] | None:
+    """The tasks each node of ``pool`` holds now, the order other nodes are offered in and the
+    tasks a node keeps for each later one (``pick_nodes``' ``tasks``, ``order`` and ``keep``);
+    None where a required node holds none."""
+    tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
+    if any(i not in tasks for i in required):
+        return None
+    return tasks, node_order(weight, busy, free.cpu if least_loaded else None), kept_per_node(ps, tasks, free.nodes)
+
+
+def _pods_of(ps: PodSet, got: list[tuple[int, int]], free) -> list:
+    """The pods of split pod set ``ps`` for ``got`` ((node, tasks)): each node's tasks' CPUs,
+    their memory (per task) or the node's, and its lowest free GPUs (per task or per node)."""
     cpu_m, per_task = ps.cpu_m, ps.memory_per == "task"
     out = []
     for i, n in sorted(got):
