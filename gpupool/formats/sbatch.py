@@ -1191,6 +1191,13 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     walk_nodes = None  # ``--nodes=A-B`` walked for ``--gpus`` (``PodSet.walk_nodes``)
     if job.nodes is not None:
         least, most = job.min_nodes or 1, job.max_nodes or 1
+        listed = _whole_list_count(job)
+        if least < listed <= most:
+            # sbatch raises --nodes' least to the list's hosts before it lowers the counts to
+            # the tasks (22.05's sbatch/opt.c ``_opt_verify``; slurmctld's ``_job_create``
+            # does the same): ``-N1-2 -w gpu01,gpu02`` is ``-N2``. A list beyond the largest
+            # count is sbatch's "invalid number of nodes" (``check_sbatch_limits``)
+            least = listed
         if job.ntasks is not None and job.ntasks < most:
             # sbatch runs no more nodes than tasks ("can't run 1 processes on 2 nodes, setting
             # nnodes to 1": 22.05's sbatch/opt.c lowers the largest count, then the least, to --ntasks)
@@ -1247,6 +1254,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         cpus_per_gpu=job.cpus_per_gpu or 0,
         walk_tasks=_walk_tasks(job) if walks else 0,
         per_node_tasks=_per_node_tasks(job, shape),
+        list_count_only=shape.one_per_node and job.nodes is None and _listed_nodes(job) > 0,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
@@ -1359,6 +1367,17 @@ def sbatch_nodelist(job: SbatchJob) -> str | None:
     if job.nodes is not None and len(hosts) > (job.max_nodes or 1):
         return job.nodelist
     return compress_hostlist(hosts[:job.ntasks]) if len(hosts) > job.ntasks else job.nodelist
+
+
+def _whole_list_count(job: SbatchJob) -> int:
+    """How many distinct hosts ``--nodelist`` names before sbatch trims it to the tasks (0
+    without one or when it does not parse)."""
+    if not job.nodelist:
+        return 0
+    try:
+        return len(set(expand_hostlist(job.nodelist)))
+    except ValueError:
+        return 0
 
 
 def _listed_nodes(job: SbatchJob) -> int:

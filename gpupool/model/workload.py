@@ -214,6 +214,12 @@ class PodSet:
     #: ``_verify_node_state`` and ``_job_test``, from the source); ``memory_mib`` is then the
     #: smallest node's, a lower bound. Where the nodes are alike, ``memory_mib`` says it all
     memory_all: bool = False
+    #: Slurm, one pod per node whose count came from ``--nodelist`` alone (no ``--nodes``):
+    #: sbatch sends the list's count as the least node count and no largest, so slurmctld's
+    #: submit tests hold no largest count against MaxNodes (a real 22.05.8 refused ``-p x
+    #: --gpus=3 -t 4 -w gpu01,gpu02`` in a MaxNodes=1, MaxTime=1 partition with the time
+    #: message, not the node count's; probe p141, ``jobinfo.given_node_counts``)
+    list_count_only: bool = False
 
     @property
     def split(self) -> bool:

@@ -71,6 +71,31 @@ CASES = {
     ("ANY", "s+x2", "-p s,x -N2-4 -c129 --time-min=1 -x gpu04"): "Node count specification invalid",
     ("NO", "q+s2", "-p q -N2-4 -c129 --mem=900000"): "Requested node configuration is not available",
     ("NO", "q2+x", "-p q,x -n8 -c32 --time-min=1 -w gpu01,gpu02"): None,
+    # probe p141 again (finding 95): sbatch raises --nodes' least to a --nodelist's hosts
+    # (``-N1-2 -w gpu01,gpu02`` is ``-N2``, two tasks), a list without --nodes sends no
+    # largest count (no MaxNodes test at submit: the time limit's refusal comes first), and
+    # slurmctld raises the stored least to the list (MaxNodes=1 partitions refuse or hold it)
+    ("ALL", "p+m2", "-p p,m -N1-2 --gpus=3 --time-min=1 -w gpu01,gpu02"): "Requested nodes not in this partition",
+    ("ALL", "p+x2", "-p x,p --mem-per-cpu=9000 -n2 -w gpu01,gpu02"): "Requested partition configuration not available now",
+    ("ALL", "pd+xD", "-p p,x -N1-2 --gpus=3 --time-min=1 -w gpu01,gpu02"): "Requested partition configuration not available now",
+    ("ALL", "q", "-p q -N1-2 -c129 -t 2 -w gpu01,gpu02"): "More processors requested than permitted",
+    ("ALL", "s", "-p s -N1-2 --gpus=3 -t 2 -w gpu01,gpu02"): "Node count specification invalid",
+    ("ALL", "x", "-p x --gpus=3 -t 4 -w gpu01,gpu02"): "Requested time limit is invalid (missing or exceeds some limit)",
+    ("ALL", "x", "-p x -N1-2 --cpus-per-gpu=20 --gpus=2 -w gpu01,gpu02"): "Node count specification invalid",
+    ("ANY", "m+x", "-p x,m -n2 --ntasks-per-node=2 --time-min=1 -w gpu01,gpu02"): "Requested node configuration is not available",
+    ("ANY", "pd+x", "-p p,x --gpus=3 -t 4 -w gpu01,gpu02"): "Requested time limit is invalid (missing or exceeds some limit)",
+    ("ANY", "pd+x", "-p x -N1-2 --cpus-per-gpu=20 --gpus=2 --time-min=1 -w gpu01,gpu02"): "Node count specification invalid",
+    ("ANY", "q+s2", "-p q -N1-2 --gpus=3 -t 2 -w gpu01,gpu02"): "Requested nodes not in this partition",
+    ("ANY", "q2+x", "-p x --gpus=3 -t 4 -w gpu01,gpu02"): "Requested time limit is invalid (missing or exceeds some limit)",
+    ("ANY", "s+x2", "-p x,s -n3 -w gpu01,gpu02"): "Requested partition configuration not available now",
+    ("NO", "m+x", "-p m,x -N1-2 --mem=0 --time-min=1 -w gpu01,gpu02"): None,
+    ("NO", "m+x", "-p x -N1-2 --cpus-per-gpu=20 --gpus=2 --time-min=1 -w gpu01,gpu02"): None,
+    ("NO", "m2+s", "-p m -N1-2 --cpus-per-gpu=20 --gpus=2 -t 4 -w gpu01,gpu02"): None,
+    ("NO", "m2+s", "-p s,m -N1-2 --cpus-per-gpu=20 --gpus=2 -t 4 -w gpu01,gpu02"): "Requested node configuration is not available",
+    ("NO", "p+m", "-p m -N1-2 --cpus-per-gpu=20 --gpus=2 -t 4 -w gpu01,gpu02"): None,
+    ("NO", "q2+x", "-p x -N1-2 --gpus=3 -w gpu01,gpu02"): None,
+    ("NO", "s", "-p s -N1-2 -n3 -t 2 -w gpu01,gpu02"): None,
+    ("NO", "x", "-p x -N1-2 --gpus=3 -t 4 -w gpu01,gpu02"): None,
     # probe p142: --exclusive beside --cpus-per-gpu needs that many CPUs for every GPU of a
     # node (160 for 8 GPUs on 128-CPU nodes: refused; 16 a GPU: taken)
     ("NO", "p", "-p p --cpus-per-gpu=20 --gpus=2 --exclusive -t 1"): "Requested node configuration is not available",

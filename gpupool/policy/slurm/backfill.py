@@ -19,7 +19,7 @@ import weakref
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
-from gpupool.policy.slurm.jobinfo import raised_least
+from gpupool.policy.slurm.jobinfo import list_above_max_nodes, raised_least
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -526,7 +526,8 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     (user, (QOS, partition name), planning limit, the ``--time-min`` limit a backfill start gets or None,
     NoReserve, partition name, its node bit set, shape number, fewest nodes, whether the
     record's priority is below bf_min_prio_reserve, its kind when not test-only, its kind when
-    test-only, the nodes its --exclude/--constraint allow or None)."""
+    test-only, the nodes its --exclude/--constraint allow or None, whether its nodelist is
+    beyond MaxNodes with no largest count)."""
     s = pol.s
     job = rec.job
     info = rec.part
@@ -560,8 +561,12 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     qos_key = req.qos if s.preemption else None
     kind = (shape, pname, tl, False, no_reserve, qos_key)
     kind_test = (shape, pname, tl, True, no_reserve, qos_key)
+    lim = job_nodes(job.wl, pol._nodes)
+    # ``get_node_cnts`` fails a nodelist beyond MaxNodes with no largest count: "node count
+    # too high", passed over before it counts as tested (``jobinfo.list_above_max_nodes``)
+    too_many = bool(lim.required) and list_above_max_nodes(job.wl, lim.required_count, info.part.max_nodes)
     return (req.user, (req.qos, pname), tl, short, no_reserve, pname, pmask, shape, min_nodes, low_prio, kind,
-            kind_test, job_nodes(job.wl, pol._nodes).allowed)
+            kind_test, lim.allowed, too_many)
 
 
 def run(cy, records) -> None:
@@ -727,7 +732,8 @@ def run(cy, records) -> None:
         fixed = rec.bf
         if fixed is None:
             fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
-        user, skey, tl, short, no_reserve, pname, pmask, shape, min_nodes, test_only, okey, okey_test, allowed = fixed
+        user, skey, tl, short, no_reserve, pname, pmask, shape, min_nodes, test_only, okey, okey_test, allowed, \
+            too_many = fixed
         if max_user and per_user.get(user, 0) >= max_user:
             continue
         info = rec.part
@@ -737,6 +743,8 @@ def run(cy, records) -> None:
             continue
         if license_limit is not None and license_limit(job) is not None:
             continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
+        if too_many:
+            continue
         tested += 1
         if max_user:  # only read for bf_max_job_user
             per_user[user] = per_user.get(user, 0) + 1

@@ -139,8 +139,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpupool.formats.hostlist import expand_hostlist
 from gpupool.model.workload import GANG_MIN, Workload
+from gpupool.policy.slurm import jobinfo
 from gpupool.policy.slurm.eval_nodes import beats
 from gpupool.policy.slurm.min_nodes import per_node_pods, pod_tasks
 
@@ -242,12 +242,7 @@ def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Wor
 def listed_count(wl: Workload) -> int:
     """The nodes ``wl``'s ``--nodelist`` names, the least node count sbatch then sends (1
     without one; sbatch already dropped hosts beyond the tasks, ``sbatch.sbatch_nodelist``)."""
-    if not wl.nodelist:
-        return 1
-    try:
-        return max(1, len(set(expand_hostlist(wl.nodelist))))
-    except ValueError:
-        return 1
+    return max(1, jobinfo.listed_count(wl))
 
 
 def tasks_walk(ps) -> bool:

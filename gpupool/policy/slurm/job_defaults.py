@@ -47,7 +47,8 @@ from gpupool.errors import InputError
 from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import GANG_MIN, PodSet, Workload
-from gpupool.policy.slurm.jobinfo import raised_least, request_totals, requested_partitions
+from gpupool.policy.slurm import jobinfo
+from gpupool.policy.slurm.jobinfo import raised_by_list, raised_least, request_totals, requested_partitions
 from gpupool.policy.slurm.gpu_walk import listed_count, tasks_walk, walk_form
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
 
@@ -522,7 +523,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         wl, walked = given, False
         filled = fill(wl, d)
     if wl.req_cpu_mem is None:
-        asked = submitted_request(wl, d)
+        listed = jobinfo.listed_count(wl)
+        asked = submitted_request(wl, d, listed)
         if walked:  # one node's worth until the walk gives the job its nodes
             asked = submitted_request(given, d)
             if given.pod_sets[0].cpus_per_gpu_cap:
@@ -538,7 +540,7 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
                 # with --mem-per-cpu=100, mem=1000M with --mem-per-gpu=100; probes p109, p110)
                 asked = (asked[0], asked[1] * least)
         elif wl is not given:
-            before = submitted_request(given, d)
+            before = submitted_request(given, d, listed)
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
             filled = replace(filled, req_cpu_mem=asked)
@@ -640,7 +642,7 @@ def _memory_per_node(ps: PodSet, d: Defaults) -> bool:
     return not d.mem_per_cpu
 
 
-def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
+def submitted_request(wl: Workload, d: Defaults, listed: int = 0) -> tuple[int, int]:
     """(CPUs, MB) of ``wl`` as submitted (before ``fill``) the way slurmctld counts them in the
     job's ReqTRES at submit (``job_set_req_tres``): the CPUs asked, DefCpuPerGPU not applied,
     and the memory ``job_get_tres_mem`` gives without an allocation: ``--mem`` per node and
@@ -653,18 +655,24 @@ def submitted_request(wl: Workload, d: Defaults) -> tuple[int, int]:
     --mem-per-gpu=5000`` mem=15000M; a partition ``Nodes=gpu04,gpu03`` counted gpu03's memory
     (its first in slurm.conf), and sprio's cpu and mem factors read these numbers.
     ``--mem`` over task pods (``-n3 --mem=1000``) counts once, as the reader kept it whole
-    (``PodSet.node_memory_mib``), not as the pods' shares."""
+    (``PodSet.node_memory_mib``), not as the pods' shares. ``listed``: the hosts of the job's
+    ``--nodelist``, which raise its least nodes and CPUs (``jobinfo.raised_by_list``; a real
+    22.05.8 recorded ``-n3 -w gpu01,gpu02 --mem=500`` as cpu=3,mem=1000M,node=2, probe p157)."""
     cpus = mem = 0
     ranged = wl.gang == GANG_MIN
+    if len(wl.pod_sets) != 1:
+        listed = 0
     for ps in wl.pod_sets:
         ps_nodes, ps_cpus, ps_mem, _gpus = request_totals(ps, ranged)  # (a node range: its least count)
+        if listed:
+            ps_nodes, ps_cpus, ps_mem = raised_by_list(ps, listed, ps_nodes, ps_cpus, ps_mem)
         cpus += ps_cpus
         if ps.memory_whole_node:
             mem += d.first_node_memory * ps_nodes
         elif not ps.memory_unset and ps.memory_per == "gpu" and ps.spread_gpus and ps.one_per_node:
             mem += ps.memory_mib // max(1, ps.gpus) * ps.gpus_per_job  # per GPU, for the job's GPUs
         elif not ps.memory_unset and ps.node_memory_mib:
-            mem += ps.node_memory_mib  # task pods' --mem, one node's until the job starts
+            mem += ps.node_memory_mib * max(1, listed)  # task pods' --mem, the least nodes' until the job starts
         elif not ps.memory_unset:
             mem += ps_mem  # per node, CPU or GPU as asked
         elif d.mem_per_cpu:

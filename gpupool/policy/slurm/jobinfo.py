@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gpupool.errors import InputError
+from gpupool.formats.hostlist import expand_hostlist
 from gpupool.model.slurm import Accounting, qos_name
 from gpupool.model.workload import GANG_MIN
 
@@ -133,8 +135,11 @@ def job_req(wl, default_part: str | None, acct: Accounting | None, qos_names,
     cpus = gpus = mem = 0
     typed: dict[str, int] = {}
     ranged = wl.gang == GANG_MIN
+    listed = listed_count(wl) if len(wl.pod_sets) == 1 else 0
     for ps in wl.pod_sets:
         ps_nodes, ps_cpus, ps_mem, ps_gpus = request_totals(ps, ranged)
+        if listed:
+            ps_nodes, ps_cpus, ps_mem = raised_by_list(ps, listed, ps_nodes, ps_cpus, ps_mem)
         nodes += ps_nodes
         cpus += ps_cpus
         gpus += ps_gpus
@@ -202,6 +207,19 @@ def request_totals(ps, ranged: bool) -> tuple[int, int, int, int]:
     return nodes, cpus, mem, gpus
 
 
+def raised_by_list(ps, listed: int, nodes: int, cpus: int, mem: int) -> tuple[int, int, int]:
+    """(nodes, CPUs, MB) of ``request_totals`` for a job whose ``--nodelist`` names ``listed``
+    hosts: slurmctld raises min_nodes and min_cpus to them before it counts the request
+    (22.05.8 ``_job_create``), and memory per CPU follows the CPUs. A real 22.05.8 recorded
+    pending ``-N1-3 -w gpu[01-02]`` as cpu=2,mem=200M,node=2 (DefMemPerCPU=100) and ``-n3 -w
+    gpu01,gpu02`` as cpu=3,node=2 (probe p157)."""
+    if listed > cpus:
+        if ps.memory_per == "cpu" or ps.memory_per_cpu:
+            mem = mem * listed // max(1, cpus)
+        cpus = listed
+    return max(nodes, listed), cpus, mem
+
+
 def _per_node_request(ps) -> tuple[int, int, int, int]:
     """``request_totals`` of ``--ntasks-per-node=K`` (``PodSet.per_node_tasks``): the least
     nodes stored (1 where the job gave none) and the tasks as stored, not the K tasks of each
@@ -227,7 +245,9 @@ def given_node_counts(wl) -> tuple[int | None, int | None]:
     """(largest, least) node counts a job gave with ``--nodes``, as slurmctld holds them
     against MaxNodes and MinNodes at submit;
     (None, None) for a job that gave none. "Gave ``--nodes``" is read from the shape: one pod
-    per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``), or a
+    per node, not given by the policy (``PodSet.nodes_raised``, ``PodSet.walk_gpus``) nor by
+    a nodelist alone (``PodSet.list_count_only``: the submit check takes the list's count as
+    the least, ``submit_check.rejection``), or a
     walked ``--nodes=A-B`` (``PodSet.walk_nodes``: its A, and its B lowered to the job's GPUs,
     as sbatch's own ``gres_job_state_validate`` does before the job is sent: probe p140 under
     EnforcePartLimits=ALL took ``-N1-3 --gpus=1`` in a MaxNodes=1 partition)."""
@@ -236,7 +256,7 @@ def given_node_counts(wl) -> tuple[int | None, int | None]:
             least, most = ps.walk_nodes
             return (min(most, ps.gpus_per_job) if ps.gpus_per_job else most), least
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus and not no_count_given(ps)
-               for ps in wl.pod_sets):
+               and not ps.list_count_only for ps in wl.pod_sets):
         return None, None
     # (a range's largest count: ``job_req`` counts its least, as slurmctld's request does)
     return max(1, sum((ps.nodes_asked or ps.counted_pods) if ps.one_per_node else 1 for ps in wl.pod_sets)), \
@@ -253,6 +273,19 @@ def no_count_given(ps) -> bool:
     return ps.per_node_tasks is not None and not ps.per_node_tasks[0]
 
 
+def list_above_max_nodes(wl, listed: int, max_nodes: int | None) -> bool:
+    """Whether a job that holds no largest node count (no ``--nodes``: a ``--nodelist``'s
+    ``listed`` hosts are its least, ``jobinfo.stored_node_counts``) names more nodes than the
+    partition's MaxNodes: ``job_limits_check`` passes it (no max_nodes to test), but
+    ``get_node_cnts`` then takes MaxNodes as the largest whatever the QOS flags, the counts
+    conflict, and ``select_nodes`` fails with PartitionNodeLimit after the limits tested
+    before it, while backfill passes over the job ("node count too high"). A real 22.05.8
+    under EnforcePartLimits=NO left ``-p x -n2 -w gpu01,gpu02`` and ``-p x -w gpu01,gpu02
+    --gres=gpu:1`` pending with PartitionNodeLimit on idle nodes, x of MaxNodes=1 (probe
+    p157); a listed walk (``gpu_walk.listed_count``) is the same case."""
+    return max_nodes is not None and listed > max_nodes and given_node_counts(wl)[0] is None
+
+
 def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     """(largest, least) node counts of a job as slurmctld stores them once it exists, which
     ``job_limits_check`` holds against each partition's MaxNodes and MinNodes
@@ -265,13 +298,27 @@ def stored_node_counts(wl, nodes: int, parts) -> tuple[int | None, int]:
     (docs/policies/slurm.md, Known differences)."""
     most, least = given_node_counts(wl)
     if most is None:
-        return None, nodes
+        return None, max(nodes, listed_count(wl))
     floor = min(((p.min_nodes or 1) for p in parts), default=1)
-    least = raised_least(least, most, floor)
+    least = raised_least(max(least, listed_count(wl)), most, floor)
     for ps in wl.pod_sets:
         if ps.walk_nodes is not None:
             most = min(most, ps.gpus_per_job)
     return most, least
+
+
+def listed_count(wl) -> int:
+    """The distinct hosts of the job's ``--nodelist`` as sbatch sent it (0 without one, or
+    where it does not parse: the node filter reports that). slurmctld raises the job's least
+    node count to them before any partition test (22.05.8 ``_job_create``): ``-p x -n2 -w
+    gpu01,gpu02`` in a MaxNodes=1 partition x of two nodes waits there with PartitionNodeLimit,
+    and under EnforcePartLimits=ALL beside another partition it is refused (probe p141)."""
+    if not wl.nodelist:
+        return 0
+    try:
+        return len(set(expand_hostlist(wl.nodelist)))
+    except (ValueError, InputError):
+        return 0
 
 
 def raised_least(least: int, most: int, min_nodes: int | None) -> int:

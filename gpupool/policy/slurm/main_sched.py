@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from gpupool.formats.hostlist import compress_hostlist
 from gpupool.policy.slurm import preempt
-from gpupool.policy.slurm.gpu_walk import tasks_walk
-from gpupool.policy.slurm.jobinfo import least_nodes, raised_least
+from gpupool.policy.slurm.jobinfo import least_nodes, list_above_max_nodes, raised_least
 from gpupool.policy.slurm.limits import LIMIT_STATE_REASONS, PRE_SELECT_REASONS
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -110,10 +109,10 @@ def run(cy, records, full: bool) -> None:
         if lic is not None:  # (after the node count: ``_schedule``'s order) holds nothing back
             _note(cy, job, lic)
             continue
-        if lim.required and _walk_above_max_nodes(job.wl, info.part.max_nodes):
-            # a listed walk beyond MaxNodes: select_nodes' node counts conflict; its listed
-            # nodes are withheld from lower jobs as after any failed selection of a job whose
-            # list covers its count, and the partition goes on (source, not probed)
+        if lim.required and list_above_max_nodes(job.wl, lim.required_count, info.part.max_nodes):
+            # a nodelist beyond MaxNodes and no largest count: select_nodes' node counts
+            # conflict; its listed nodes are withheld from lower jobs as after any failed
+            # selection of a job whose list covers its count, and the partition goes on
             _note(cy, job, "PartitionNodeLimit")
             withheld.update(mask_nodes(lim.required))
             usable_of.clear()
@@ -168,16 +167,6 @@ def run(cy, records, full: bool) -> None:
         failed.add(info.name)
         withheld |= info.node_set
         usable_of.clear()
-
-
-def _walk_above_max_nodes(wl, max_nodes: int | None) -> bool:
-    """Whether a walk of ``wl`` with no largest count (a ``--nodelist``'s count as its least,
-    ``gpu_walk.listed_count``) needs more nodes than the partition's MaxNodes: ``job_limits_check``
-    passes it (no max_nodes), but ``get_node_cnts`` then takes MaxNodes as the largest whatever
-    the QOS flags, the counts conflict, and ``select_nodes`` fails with PartitionNodeLimit
-    after the limits tested before it (22.05.8 source, found by reviews; not
-    probed)."""
-    return max_nodes is not None and any(tasks_walk(ps) and (ps.min_count or 1) > max_nodes for ps in wl.pod_sets)
 
 
 def skipped_as_held(cy, job, reason: str) -> bool:
