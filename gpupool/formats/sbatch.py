@@ -1080,9 +1080,11 @@ def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
     and no task count: slurmctld walks A to B nodes for the GPUs as it walks 1 to X without
     ``--nodes`` (probe p108: ``-N1-3 --gpus=12`` ran as 8 + 4 on idle nodes, ``-N3-4
     --gpus=12`` as 8 + 3 + 1, ``-N1-3 --gpus=4`` as 2 + 2 with two GPUs free on each node;
-    ``PodSet.walk_nodes``). The options ``_may_walk`` names keep the reader's refusal."""
+    ``PodSet.walk_nodes``), a ``--nodelist``'s nodes first (its count raised the least: a real
+    22.05.8 ran ``-N1-3 --gpus=12 -w gpu03`` as 8 + 4 on gpu03-04, probe p158). The options
+    ``_may_walk`` names keep the reader's refusal."""
     return (least < most and _gpus_for_job_only(job) and job.ntasks is None and job.ntasks_per_node is None
-            and not job.nodelist and _walks_cpus_per_gpu(job) and not _other_walks(job))
+            and _walks_cpus_per_gpu(job) and not _other_walks(job))
 
 
 def _may_walk(job: SbatchJob) -> bool:
@@ -1224,8 +1226,12 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         shape = _node_shape(job, _listed_nodes(job), _listed_nodes(job))
     else:
         shape = _task_shape(job)
-    check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
-                        shape.count, shape.one_per_node, max(shape.count, job.ntasks or 0))
+    if walk_nodes is not None:  # (one pod as submitted, up to the range's largest count of nodes)
+        check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
+                            walk_nodes[1], True, walk_nodes[1])
+    else:
+        check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
+                            shape.count, shape.one_per_node, max(shape.count, job.ntasks or 0))
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
     walks = _walks_gpus(job) or walk_nodes is not None

@@ -151,7 +151,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                 best_k, best_size, best_w, best_ok, best_anchored = k, size, w, ok, anchor is not None
         run, _size, _free, _w, anchor = runs.pop(best_k)
         if anchor is not None:
-            walk = run[anchor + 1:] + run[:anchor][::-1]
+            walk = [i for i in run if i > anchor] + [i for i in run if i < anchor][::-1]
         elif left_nodes == 1 and (holding := [i for i in run if tasks[i] >= left]):
             shares.offer(min(holding, key=lambda i: (tasks[i], i)))
             continue
@@ -170,32 +170,46 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
 
 
 def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
-    """(run, its tasks, its nodes, its weight, the position of its first required node or
-    None) for each run of consecutive nodes of ``tasks`` of one weight, in index order; the
-    tasks and nodes leave the required ones out (they are taken first), and a required node
-    neither sets a run's weight nor ends the run (as the source reads)."""
-    req = set(required)
-    out: list[tuple] = []
-    cur: list[int] = []
-    size = count = 0
-    anchor = None
+    """(run, its tasks, its nodes, its weight, its first required node or None) for each run
+    of ``consec_runs`` over the nodes of ``tasks``; the run, its tasks and its nodes leave the
+    required ones out (they are taken first)."""
+    return [(nodes, sum(tasks[i] for i in nodes), len(nodes), w, anchor)
+            for nodes, anchor, w in consec_runs(sorted(tasks), weight, set(required))]
+
+
+def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[list[int], int | None, int]]:
+    """The runs of consecutive nodes ``_eval_nodes`` builds from the ``usable`` ones (in index
+    order), as (its nodes that are not ``required``, its first required node or None, its
+    weight), as the 22.05.8 source reads. A node that is not usable ends a run. A node whose
+    weight differs from the run's ends it too, a required one included; the run that follows
+    has the weight 0 until a node that is not required sets it, so a required node at its
+    start loses its mark to the next node (the record is re-used). A required node of the
+    run's weight marks the run where no earlier required node did, but neither counts in it
+    nor sets its weight; a run of required nodes alone is dropped."""
+    out: list[tuple[list[int], int | None, int]] = []
+    nodes: list[int] = []
+    anchor: int | None = None
+    w_run = None  # NO_VAL64: no weight yet, none tested
     prev = -2
-    w_cur = None  # the run's weight: set by its first node that is not required
-    for i in sorted(tasks):
+    for i in usable:
+        if i != prev + 1:  # unusable nodes in between (or before the first)
+            if nodes:
+                out.append((nodes, anchor, w_run))
+                nodes = []
+            anchor = w_run = None
         w = weight[i]
-        if cur and (i != prev + 1 or (w_cur is not None and w != w_cur)):
-            out.append((cur, size, count, weight[cur[0]] if w_cur is None else w_cur, anchor))
-            cur, size, count, anchor, w_cur = [], 0, 0, None, None
-        if i in req:
+        if w_run is not None and w != w_run:
+            if nodes:
+                out.append((nodes, anchor, w_run))
+                nodes, w_run = [], 0  # (the next record's weight, as allocated)
+            anchor = None
+        if i in required:
             if anchor is None:
-                anchor = len(cur)
+                anchor = i
         else:
-            size += tasks[i]
-            count += 1
-            if w_cur is None:
-                w_cur = w
-        cur.append(i)
+            nodes.append(i)
+            w_run = w
         prev = i
-    if cur:
-        out.append((cur, size, count, weight[cur[0]] if w_cur is None else w_cur, anchor))
+    if nodes:
+        out.append((nodes, anchor, w_run))
     return out

@@ -94,8 +94,9 @@ pods would not be identical) and walked the same way: a real 22.05.8 ran ``-n3 -
 there). More tasks than GPUs (T > X, X = 1 too) is that one pod as well, and the walk may then
 take up to T nodes, more than X, the first of them getting no GPU (``spread_gpus``; probe
 p112: ``-n8 --gpus=3`` on one idle node, and as 0 + 1 + 1 + 1 on four nodes of two free CPUs;
-``-n300 --gpus=2`` as 0 + 1 + 1 on three idle nodes). A node range beside ``--ntasks`` or
-``--nodelist`` is still refused by the reader.
+``-n300 --gpus=2`` as 0 + 1 + 1 on three idle nodes). A node range beside ``--ntasks`` is
+still refused by the reader; beside a ``--nodelist`` the listed nodes come first (``walk``,
+probe p158).
 
 Beside ``--cpus-per-gpu=C`` or ``--exclusive`` (no ``--ntasks``; probe p116, 2026-12-05, the
 same nodes; ``tests/unit/test_slurm_gpu_walk_cpg_exclusive.py``) the walk is the same. With
@@ -141,7 +142,7 @@ from dataclasses import replace
 
 from gpupool.model.workload import GANG_MIN, Workload
 from gpupool.policy.slurm import jobinfo
-from gpupool.policy.slurm.eval_nodes import beats
+from gpupool.policy.slurm.eval_nodes import beats, consec_runs
 from gpupool.policy.slurm.min_nodes import per_node_pods, pod_tasks
 
 
@@ -268,32 +269,59 @@ def _tasks_form(wl: Workload, ps) -> Workload:
 
 
 def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], weight,
-         need_cpus: int = 0) -> list[int] | None:
+         need_cpus: int = 0, required: tuple[int, ...] = ()) -> list[int] | None:
     """The nodes cons_tres gives walked pod set ``ps``, in the order it takes them, from the
     ``fitting`` ones (where one pod fits, in index order), each offering ``offer[i]`` GPUs with
     ``cpus[i]`` CPUs free, at most ``ps.count`` of them; None when their GPUs fall short of
     ``ps.gpus_per_job`` or their CPUs of ``need_cpus`` (the job's tasks' CPUs: ``_eval_nodes``'
     ``rem_cpus``, which a node alone, a run that suffices and the last node allowed must hold
-    too)."""
+    too). The ``required`` nodes (``--nodelist``, each fitting) come first, all of them; then
+    runs as ``eval_nodes.consec_runs`` builds them, a run marked by a required node preferred
+    and walked from it upwards, then downwards (a real 22.05.8 ran ``-N1-3 --gpus=12 -w gpu03``
+    as 8 + 4 on gpu03-04 and ``-N1-2 --gpus=12 -w gpu04`` on gpu03-04; with three GPUs free on
+    gpu02, whose weight then differs, ``-N1-3 --gpus=8 -w gpu02`` took gpu01, and ``--gpus=12``
+    gpu03-04; probe p158)."""
     need = ps.gpus_per_job
     most = ps.count
-    runs = _runs(fitting, weight)
     taken: list[int] = []
     least = nodes_left = ps.min_count or 1
+    for i in required:
+        if i not in offer:
+            return None
+        taken.append(i)
+        need -= offer[i]
+        need_cpus -= cpus[i]
+        nodes_left -= 1
+        most -= 1
+    if most < 0:
+        return None
+    runs = consec_runs(fitting, weight, set(required))
     # a run has nodes enough where it holds the nodes still needed less the range's spare
     # (``_enough_nodes`` with req_nodes the most nodes: a ``--nodes=A-B`` walk's first node may
     # come from a run of one; probe p110, ``-N2-4 --gpus=3`` on gpu01 and gpu03)
-    spare = max(0, most - least)
+    spare = max(0, ps.count - least)
     while runs and most > 0 and (need > 0 or need_cpus > 0 or nodes_left > 0):
         best = None
         best_key: tuple = ()
-        for k, run in enumerate(runs):
+        best_anchored = False
+        for k, (run, anchor, w) in enumerate(runs):
             run_cpus = sum(cpus[i] for i in run)
-            key = (weight[run[0]], sum(offer[i] for i in run) >= need and len(run) >= nodes_left - spare
+            key = (w, sum(offer[i] for i in run) >= need and len(run) >= nodes_left - spare
                    and run_cpus >= need_cpus, run_cpus)
-            if best is None or beats(*key, *best_key):
-                best, best_key = k, key
-        run = runs.pop(best)
+            if best is None or (anchor is not None and not best_anchored) or beats(*key, *best_key):
+                best, best_key, best_anchored = k, key, anchor is not None
+        run, anchor, _w = runs.pop(best)
+        if anchor is not None:
+            # from the required node up, then down (no node is passed over for its CPUs)
+            for i in [i for i in run if i > anchor] + [i for i in run if i < anchor][::-1]:
+                if most == 0 or (nodes_left <= 0 and need <= 0 and need_cpus <= 0):
+                    break
+                taken.append(i)
+                need -= offer[i]
+                need_cpus -= cpus[i]
+                nodes_left -= 1
+                most -= 1
+            continue
         if nodes_left <= 1:
             alone = [i for i in run if offer[i] >= need and cpus[i] >= need_cpus]
             if alone:
@@ -314,30 +342,24 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
 
 
 def walk_ordered(ps, order: list[int], offer: dict[int, int], cpus: dict[int, int],
-                 need_cpus: int = 0) -> list[int] | None:
+                 need_cpus: int = 0, required: tuple[int, ...] = ()) -> list[int] | None:
     """The nodes a walk taking the fitting nodes in ``order`` (bf_busy_nodes' or a
     least-loaded partition's) gives ``ps``, in that order: each in turn until their GPUs (and
-    CPUs) are enough."""
+    CPUs) are enough, the ``required`` ones first (read from the source, not probed)."""
     need = ps.gpus_per_job
     least = ps.min_count or 1
-    taken = []
+    if any(i not in offer for i in required) or len(required) > ps.count:
+        return None
+    taken = list(required)
+    for i in required:
+        need -= offer[i]
+        need_cpus -= cpus[i]
     for i in order:
+        if i in required:
+            continue
         if (need <= 0 and need_cpus <= 0 and len(taken) >= least) or len(taken) == ps.count:
             break
         taken.append(i)
         need -= offer[i]
         need_cpus -= cpus[i]
     return taken if need <= 0 and need_cpus <= 0 and len(taken) >= least else None
-
-
-def _runs(fitting: list[int], weight) -> list[list[int]]:
-    """The runs of consecutive indices of one weight among ``fitting`` (sorted), in order."""
-    out: list[list[int]] = []
-    prev = -2
-    for i in fitting:
-        if out and i == prev + 1 and weight[i] == weight[prev]:
-            out[-1].append(i)
-        else:
-            out.append([i])
-        prev = i
-    return out

@@ -66,7 +66,11 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     if ps is None or not ps.gpus_per_job:
         return False
     if ps.walk_nodes is not None:
-        least = raised_least(*ps.walk_nodes, partitions_min_nodes(cfg, wl))
+        # (the largest count lowered to the GPUs first, so a MinNodes above it raises nothing:
+        # probe p140 under EnforcePartLimits=NO queued ``-N1-3 --gpus=1`` in a MinNodes=2
+        # partition)
+        least, most = ps.walk_nodes
+        least = raised_least(least, min(most, ps.gpus_per_job), partitions_min_nodes(cfg, wl))
     elif ps.one_per_node:
         least = ps.min_count if ps.min_count is not None else ps.count
     else:

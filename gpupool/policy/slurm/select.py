@@ -313,7 +313,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         if required and ps.walk_gpus and ps.one_per_node and tasks_walk(ps):
             chosen = walk_listed(ps, fitting_nodes(ps, nodes_for, free), free, weight, required, busy, least_loaded)
         elif ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
-            chosen = _walk_gpus(ps, nodes_for, free, weight, busy, least_loaded)
+            chosen = _walk_gpus(ps, nodes_for, free, weight, busy, least_loaded, tuple(required))
         elif ps.split_tasks and ps.split:
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
         elif required:
@@ -545,14 +545,16 @@ def _ranged(wl, max_nodes: int | None, min_nodes: int | None = None) -> tuple:
     return tuple(out)
 
 
-def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_loaded: bool) -> list | None:
+def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_loaded: bool,
+               required: tuple[int, ...] = ()) -> list | None:
     """One pod of walked pod set ``ps`` (``PodSet.walk_gpus``) on each node cons_tres takes for
     the job's GPUs (``gpu_walk``), before ``spread_gpus.spread`` deals them out: each fitting
     node offers its free GPUs, as many as its free memory and CPUs pay for where those are per
     GPU (memory per GPU asked, else DefMemPerGPU even beside ``--mem``, as cons_tres's GRES
     filter caps them: ``PodSet.mem_per_gpu``), and counts its free CPUs. A job of several
     tasks (``-n T``: the split form) needs their CPUs too, and each node then gets its tasks
-    (``split_tasks.deal_tasks``)."""
+    (``split_tasks.deal_tasks``). The ``required`` nodes (``--nodelist``) are taken first
+    (``gpu_walk.walk``)."""
     fitting = sorted(fitting_nodes(ps, pool, free))
     per_gpu = max(ps.memory_mib if ps.memory_per == "gpu" else 0, ps.mem_per_gpu)
     offer = {i: gpus_paid(ps, free, i, gpus_for(free, i, ps).bit_count(), per_gpu) for i in fitting}
@@ -575,11 +577,12 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     else:
         cpus = {i: free.cpu_within_cap(i) // 1000 for i in fitting}
     if busy is not None:
-        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer, cpus, need_cpus)
+        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer, cpus, need_cpus, required)
     elif least_loaded:
-        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, None, free.cpu)), offer, cpus, need_cpus)
+        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, None, free.cpu)), offer, cpus, need_cpus,
+                             required)
     else:
-        nodes = walk(ps, fitting, offer, cpus, weight, need_cpus)
+        nodes = walk(ps, fitting, offer, cpus, weight, need_cpus, required)
     if nodes is None:
         return None
     if whole:
