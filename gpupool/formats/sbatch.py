@@ -1235,6 +1235,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
     walks = _walks_gpus(job) or walk_nodes is not None
+    # (sbatch cut the list down to the tasks: it then sends them as both node counts)
+    trimmed = job.nodes is None and job.ntasks is not None and 0 < job.ntasks < _whole_list_count(job)
     pod_set = PodSet(
         name="main", count=shape.count, cpu_m=shape.cpus * 1000,
         memory_mib=_memory_per_pod(job, shape), gpus=shape.gpus, gpu_type=_gpu_type(job),
@@ -1260,7 +1262,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         cpus_per_gpu=job.cpus_per_gpu or 0,
         walk_tasks=_walk_tasks(job) if walks else 0,
         per_node_tasks=_per_node_tasks(job, shape),
-        list_count_only=shape.one_per_node and job.nodes is None and _listed_nodes(job) > 0,
+        list_count_only=shape.one_per_node and job.nodes is None and _listed_nodes(job) > 0 and not trimmed,
+        list_trimmed=trimmed,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
@@ -1393,7 +1396,7 @@ def _listed_nodes(job: SbatchJob) -> int:
     if not listed:
         return 0
     try:
-        return len(expand_hostlist(listed))
+        return len(set(expand_hostlist(listed)))  # (sbatch's ``hostlist_uniq``)
     except ValueError:
         return 0
 

@@ -42,7 +42,7 @@ def check_sbatch_limits(source: str, lines: dict[str, int], nodelist: str | None
         if not text:
             continue
         try:
-            counts[option] = len(expand_hostlist(text))
+            counts[option] = len(set(expand_hostlist(text)))  # (sbatch's ``hostlist_uniq``)
         except (InputError, ValueError) as exc:
             raise InputError(source, f"--{option}={text}: {exc}", line=lines.get(option)) from None
     count = counts.get("nodelist")

@@ -220,6 +220,12 @@ class PodSet:
     #: --gpus=3 -t 4 -w gpu01,gpu02`` in a MaxNodes=1, MaxTime=1 partition with the time
     #: message, not the node count's; probe p141, ``jobinfo.given_node_counts``)
     list_count_only: bool = False
+    #: Slurm, a ``--nodelist`` sbatch cut down to fewer ``--ntasks`` than its hosts (no
+    #: ``--nodes``): sbatch then sends the tasks as both node counts, so the job holds a largest
+    #: count, which MaxNodes and MinNodes test (``_opt_verify``; from the source, found by a
+    #: review: ``-p x -n2 -w gpu[01-03]`` in a MaxNodes=1 partition waits with
+    #: PartitionNodeLimit, unless its QOS has PartitionMaxNodes; ``jobinfo.given_node_counts``)
+    list_trimmed: bool = False
 
     @property
     def split(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from gpupool.errors import InputError
+from gpupool.policy.slurm.submit_check import submit_rejection
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
 from tests.unit.test_slurm_split_tasks import CONF as SPLIT_CONF
@@ -108,3 +109,112 @@ def test_a_list_without_nodes_sends_no_largest_count():
 def test_more_hosts_than_the_largest_count_stay_sbatchs_refusal():
     with pytest.raises(InputError, match=r"invalid number of nodes \(-N 2-1\)"):
         workload("j", "-t 5 -N1 -w gpu01,gpu02", 0.0, 1)
+
+
+# --- from the 22.05.8 source, not probed (found by a read-only review of finding 95) --------
+
+#: a QOS whose PartitionMaxNodes flag lifts MaxNodes (slurmdbd, limits enforced)
+LIFTING_QOS = """\
+QOS - 'normal':Priority=0
+QOS - 'lim':Flags=PartitionMaxNodes
+Cluster - 'real':Fairshare=1:QOS='normal'
+Parent - 'root'
+Account - 'teamA':Fairshare=1:QOS='normal,lim':DefaultQOS='normal'
+Parent - 'teamA'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+"""
+X3 = "PartitionName=x Nodes=gpu[01-03] MaxNodes=1 MaxTime=60\n"
+
+
+def _conf(epl: str, *extra: str) -> str:
+    return SPLIT_CONF + f"EnforcePartLimits={epl}\n" + "".join(extra)
+
+
+@pytest.mark.parametrize("opts", ["-p x -n2 -w gpu[01-03]", "-p x -n2 --ntasks-per-node=1 -w gpu[01-03]"])
+def test_a_list_cut_down_to_the_tasks_sends_them_as_its_node_counts(tmp_path, opts):
+    """sbatch cut the list to two hosts and sent min=max=2 nodes (``_opt_verify``): the QOS
+    flag lifts MaxNodes for that count, so the job runs on both nodes."""
+    (tmp_path / "accounts.cfg").write_text(LIFTING_QOS)
+    conf = _conf("NO", X3, "AccountingStorageEnforce=associations,limits,qos\n")
+    (ps,) = workload("j", f"-t 10 {opts}", 0.0, 1).pod_sets
+    assert (ps.list_trimmed, ps.list_count_only) == (True, False)
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), [f"-A teamA --qos=lim -t 10 {opts}"], 1.0, 120)
+    job = engine.jobs[1]
+    assert job.state == "RUNNING" and {p[0] for p in job.placement} == {0, 1}
+
+
+@pytest.mark.parametrize("epl", ["ANY", "ALL"])
+def test_a_cut_list_under_the_lifting_qos_is_taken_at_submit(tmp_path, epl):
+    (tmp_path / "accounts.cfg").write_text(LIFTING_QOS)
+    pool = slurm_pool(tmp_path, _conf(epl, X3, "AccountingStorageEnforce=associations,limits,qos\n"))
+    assert submit_rejection(pool, workload("j", "-A teamA --qos=lim -t 10 -p x -n2 -w gpu[01-03]", 0.0, 1)) is None
+    # a list alone sends no largest count: select takes MaxNodes whatever the QOS flags
+    assert submit_rejection(pool, workload("j", "-A teamA --qos=lim -t 10 -p x -n2 -w gpu[01-02]", 0.0, 1)) \
+        == "Requested partition configuration not available now"
+
+
+def test_a_cut_list_beyond_maxnodes_is_held_by_the_limits_and_holds_nothing_back(tmp_path):
+    """``job_limits_check`` fails its largest count (2 > MaxNodes=1) before the selection, so
+    no node is withheld: the lower job takes gpu01 (a list alone fails in select instead,
+    its listed nodes withheld)."""
+    for first, lower_node in (("-p x -n2 -w gpu[01-03]", 0), ("-p x -n2 -w gpu[01-02]", 2)):
+        (root := tmp_path / str(lower_node)).mkdir()
+        engine, _ = run_spaced(slurm_pool(root, _conf("NO", X3)), [first, "-n2"], 1.0, 10)
+        held, lower = engine.jobs[1], engine.jobs[2]
+        assert (held.state, held.reason) == ("PENDING", "PartitionNodeLimit")
+        assert {p[0] for p in lower.placement} == {lower_node}, first
+
+
+def test_the_main_pass_counts_the_hosts_against_the_available_nodes(tmp_path):
+    """``_schedule`` tests the stored least count (the hosts) against the partition's available
+    nodes: with gpu02-04 withheld for hi's job only gpu01 is left for two hosts."""
+    conf = SPLIT_CONF.replace("PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60",
+                              "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 PriorityTier=1\n"
+                              "PartitionName=hi Nodes=gpu[02-04] MaxTime=60 PriorityTier=2")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p p -w gpu02 -c16", "-p hi -N3 -c16",
+                                                        "-p p -n3 -w gpu01,gpu02"], 1.0, 5)
+    assert engine.jobs[3].reason.startswith("Nodes required for job are DOWN, DRAINED")
+
+
+def test_backfill_counts_a_job_for_its_user_before_passing_over_its_node_count(tmp_path):
+    """bf_max_job_user=1: alice's list beyond MaxNodes counts as her one job of the cycle
+    (``_job_exceeds_max_bf_param`` before ``get_node_cnts``), so her small job is not backfilled."""
+    from dataclasses import replace as with_user
+
+    from gpupool.engine.core import Engine
+    from gpupool.engine.policy_api import make_policy
+
+    conf = SPLIT_CONF.replace("bf_interval=30", "bf_interval=30,bf_max_job_user=1") \
+        + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxNodes=1 MaxTime=60\n"
+    spec = [("bob", "-w gpu03 -c16 -t 20", 1200), ("bob", "-w gpu04 -c16 -t 20", 1200),
+            ("alice", "-p x -n2 -w gpu01,gpu02 -t 20", 600), ("bob", "-N3 -c16 -t 20", 600),
+            ("alice", "-n1 -t 5", 60)]
+    for with_list in (True, False):
+        use = spec if with_list else [s for s in spec if "-p x" not in s[1]]
+        wls = [with_user(workload(f"j{k}", o, 1.0 * k, k + 1, runtime=float(r)), user=u)
+               for k, (u, o, r) in enumerate(use)]
+        (root := tmp_path / str(with_list)).mkdir()
+        pool = slurm_pool(root, conf)
+        engine = Engine(pool, wls, make_policy("slurm", pool, {}), until=100)
+        engine.run()
+        assert (engine.jobs[len(use)].start is None) is with_list
+
+
+def test_the_limits_count_memory_per_node_for_each_host(tmp_path):
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), ["-n3 -w gpu01,gpu02 --mem=500"], 1.0, 1)
+    req = pol.req(engine.jobs[1])
+    assert (req.tres["mem"], req.req_tres["mem"], req.tres["node"]) == (1000, 1000, 2)
+
+
+def test_a_list_that_meets_minnodes_is_not_raised(tmp_path):
+    """``-n3 -w gpu[01-03]`` holds three nodes at least, above MinNodes=2: no raise (it was
+    raised to two pods and then placed on the three listed nodes, a crash)."""
+    conf = _conf("NO", "PartitionName=m Nodes=gpu[01-04] MinNodes=2 MaxTime=60\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p m -n3 -w gpu[01-03]"], 1.0, 10)
+    job = engine.jobs[1]
+    assert job.state == "RUNNING" and {p[0] for p in job.placement} == {0, 1, 2}
+
+
+def test_a_host_listed_twice_counts_once():
+    (ps,) = workload("j", "-t 5 -w gpu01,gpu01,gpu02 --gres=gpu:1", 0.0, 1).pod_sets
+    assert ps.count == 2

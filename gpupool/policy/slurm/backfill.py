@@ -556,12 +556,13 @@ def _record_fixed(pol, rec, no_reserve_qos: frozenset, part_mask: dict[str, int]
     if ranged and info.part.min_nodes is not None:  # a range's least count as slurmctld stored it
         min_nodes = raised_least(min_nodes, max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets),
                                  info.part.min_nodes)
+    lim = job_nodes(job.wl, pol._nodes)
+    min_nodes = max(min_nodes, lim.required_count)  # (a nodelist's hosts: ``_job_create``)
     low_prio = bool(s.bf_min_prio_reserve and rec.prio < s.bf_min_prio_reserve)
     # the kind: everything the TRY_LATER loop reads of the record (``short`` only matters to a start)
     qos_key = req.qos if s.preemption else None
     kind = (shape, pname, tl, False, no_reserve, qos_key)
     kind_test = (shape, pname, tl, True, no_reserve, qos_key)
-    lim = job_nodes(job.wl, pol._nodes)
     # ``get_node_cnts`` fails a nodelist beyond MaxNodes with no largest count: "node count
     # too high", passed over before it counts as tested (``jobinfo.list_above_max_nodes``)
     too_many = bool(lim.required) and list_above_max_nodes(job.wl, lim.required_count, info.part.max_nodes)
@@ -734,20 +735,20 @@ def run(cy, records) -> None:
             fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
         user, skey, tl, short, no_reserve, pname, pmask, shape, min_nodes, test_only, okey, okey_test, allowed, \
             too_many = fixed
-        if max_user and per_user.get(user, 0) >= max_user:
-            continue
         info = rec.part
         # under assoc_limit_stop backfill tests a job its limits hold too (22.05's
         # acct_policy_job_runnable_pre_select is skipped): it fails at its start (below)
         if (not assoc_stop and limit_reason(job, info, placed=False) is not None) or array_limit(job) is not None:
             continue
+        if max_user:  # bf_max_job_user: tested, then counted, before the tests below
+            if per_user.get(user, 0) >= max_user:
+                continue
+            per_user[user] = per_user.get(user, 0) + 1  # (``_job_exceeds_max_bf_param``)
         if license_limit is not None and license_limit(job) is not None:
             continue  # licenses busy: skipped, no reservation (22.05 without bf_licenses)
         if too_many:
             continue
         tested += 1
-        if max_user:  # only read for bf_max_job_user
-            per_user[user] = per_user.get(user, 0) + 1
         if test_only:
             okey = okey_test
         elif min_age and now - cy.accrue.get(jid, job.eligible) < min_age:

@@ -217,6 +217,8 @@ def raised_by_list(ps, listed: int, nodes: int, cpus: int, mem: int) -> tuple[in
         if ps.memory_per == "cpu" or ps.memory_per_cpu:
             mem = mem * listed // max(1, cpus)
         cpus = listed
+    if not ps.one_per_node and ps.node_memory_mib and not ps.memory_unset:
+        mem = ps.node_memory_mib * max(nodes, listed)  # --mem per node, for each least node
     return max(nodes, listed), cpus, mem
 
 
@@ -255,6 +257,8 @@ def given_node_counts(wl) -> tuple[int | None, int | None]:
         if ps.walk_nodes is not None:
             least, most = ps.walk_nodes
             return (min(most, ps.gpus_per_job) if ps.gpus_per_job else most), least
+        if ps.list_trimmed:  # the tasks as both counts (the list sbatch cut down to them)
+            return (n := max(1, listed_count(wl))), n
     if not any(ps.one_per_node and not ps.nodes_raised and not ps.walk_gpus and not no_count_given(ps)
                and not ps.list_count_only for ps in wl.pod_sets):
         return None, None

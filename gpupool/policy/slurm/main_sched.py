@@ -86,7 +86,7 @@ def run(cy, records, full: bool) -> None:
             # passed over, its reason kept, nothing held back (22.05.8 ``_schedule``, before
             # the node count test)
             continue
-        least = least_nodes(job.wl)
+        least = max(least_nodes(job.wl), lim.required_count)  # (a nodelist's hosts: ``_job_create``)
         if info.part.min_nodes is not None:  # a range's least count as slurmctld stored it
             # (against the range's largest: a walked range's request counts its least)
             least = raised_least(least, max((ps.count if ps.one_per_node else 1) for ps in job.wl.pod_sets),

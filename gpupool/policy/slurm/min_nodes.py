@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from gpupool.model.slurm import SlurmConfig
 from gpupool.model.workload import PodSet, Workload
-from gpupool.policy.slurm.jobinfo import raised_least, requested_partitions
+from gpupool.policy.slurm.jobinfo import listed_count, raised_least, requested_partitions
 
 
 def partitions_min_nodes(cfg: SlurmConfig, wl: Workload) -> int:
@@ -87,12 +87,16 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     ps = wl.pod_sets[0]
     if ps.one_per_node and ps.per_node_tasks is not None and not ps.per_node_tasks[0]:
         return _raised_per_node(cfg, wl, ps)
-    if ps.one_per_node or ps.split_tasks or ps.walk_nodes is not None or (ps.walk_gpus and pod_tasks(ps) > 1):
-        # (``--nodes=A-B --gpus=X`` gave a node count; the last: one pod of several tasks,
-        # ``sbatch._walks_tasks`` and ``-n T --gpus=X``)
+    if ps.one_per_node or ps.split_tasks or ps.walk_nodes is not None or (ps.walk_gpus and pod_tasks(ps) > 1) \
+            or ps.list_trimmed:
+        # (``--nodes=A-B --gpus=X`` gave a node count, and so did a nodelist sbatch cut down to
+        # the tasks; the last: one pod of several tasks, ``sbatch._walks_tasks`` and ``-n T
+        # --gpus=X``)
         return wl
     nodes = partitions_min_nodes(cfg, wl)
-    if nodes < 2:
+    if nodes < 2 or listed_count(wl) >= nodes:
+        # (a nodelist's hosts are the job's least count already: ``-p m -n3 -w gpu[01-03]`` in
+        # a MinNodes=2 partition keeps its three nodes; from the source, found by a review)
         return wl
     raised = per_node_pods(ps, nodes, memory_per_pod="(document " in wl.source
                            or (ps.cpus_per_task is None and not ps.gpus_per_job))
