@@ -1070,11 +1070,6 @@ def _other_walks(job: SbatchJob) -> bool:
     return any(name in _OTHER_WALKS for name, _ in job.not_modelled)
 
 
-def _no_node_count(job: SbatchJob) -> bool:
-    """No ``--nodes``, ``--ntasks-per-node`` or ``--nodelist``, and none of ``_OTHER_WALKS``."""
-    return job.nodes is None and job.ntasks_per_node is None and not job.nodelist and not _other_walks(job)
-
-
 def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
     """Whether the job is ``--nodes=A-B`` (A < B, as sbatch sends it) with ``--gpus=X`` alone
     and no task count: slurmctld walks A to B nodes for the GPUs as it walks 1 to X without
@@ -1084,14 +1079,27 @@ def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
     22.05.8 ran ``-N1-3 --gpus=12 -w gpu03`` as 8 + 4 on gpu03-04, probe p158). The options
     ``_may_walk`` names keep the reader's refusal."""
     return (least < most and _gpus_for_job_only(job) and job.ntasks is None and job.ntasks_per_node is None
-            and _walks_cpus_per_gpu(job) and not _other_walks(job))
+            and _walks_cpus_per_gpu(job) and not _other_walks(job) and not _listed_cpus_per_gpu(job))
+
+
+def _listed_cpus_per_gpu(job: SbatchJob) -> bool:
+    """``--cpus-per-gpu`` beside a ``--nodelist``: not walked. From the listed node the walk
+    may go downwards, and on nodes whose GPUs have cores (typed GPUs, gres.conf ``Cores=``)
+    cons_tres then caps each node's GPUs at what its CPUs pay for, in index order
+    (``_set_job_bits1``), which ``spread_gpus`` does not model (source, found by a review;
+    not probed)."""
+    return bool(job.nodelist) and job.cpus_per_gpu is not None
 
 
 def _may_walk(job: SbatchJob) -> bool:
-    """No node count (``--nodes``, ``--ntasks-per-node``, ``--nodelist``) and none of the
-    requests the walk's probes did not have (``--exclusive`` or ``--cpus-per-gpu`` beyond
-    ``_walks_cpus_per_gpu``, the options of ``_OTHER_WALKS``)."""
-    return _no_node_count(job) and _walks_cpus_per_gpu(job)
+    """No node count (``--nodes``, ``--ntasks-per-node``) and none of the requests the walk's
+    probes did not have (``--exclusive`` or ``--cpus-per-gpu`` beyond ``_walks_cpus_per_gpu``,
+    ``--cpus-per-gpu`` beside a ``--nodelist``, the options of ``_OTHER_WALKS``). A
+    ``--nodelist`` gives the walk its least count and its first nodes (a real 22.05.8 ran
+    ``--gpus=12 -w gpu03`` as 8 + 4 on gpu03-04, ``--gpus=20 -w gpu01,gpu02`` as 8 + 8 + 4 on
+    gpu01-03; probe p159)."""
+    return (job.nodes is None and job.ntasks_per_node is None and not _other_walks(job)
+            and _walks_cpus_per_gpu(job) and not _listed_cpus_per_gpu(job))
 
 
 def _walks_cpus_per_gpu(job: SbatchJob) -> bool:
@@ -1220,21 +1228,28 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         # 22.05.8 ran ``-n2 --ntasks-per-node=2 -w gpu01,gpu02`` on both, 2 CPUs each (probe p149)
         nodes = max(math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node), _listed_nodes(job))
         shape = _node_shape(job, nodes, nodes)
-    elif job.ntasks is None and _listed_nodes(job) > 1:
+    elif job.ntasks is None and _listed_nodes(job) > 1 and not _walks_gpus(job):
         # --nodelist alone sets the node count: a real 22.05.8 ran ``-w gpu01,gpu02
         # --gres=gpu:1`` on both nodes, one task and one GPU on each
         shape = _node_shape(job, _listed_nodes(job), _listed_nodes(job))
     else:
         shape = _task_shape(job)
+    walks = _walks_gpus(job) or walk_nodes is not None
+    if walks and job.gpus is not None and job.gpus.count < _listed_nodes(job):
+        raise _error(job, f"--gpus={job.gpus.text()} asks fewer GPUs than the {_listed_nodes(job)} nodes "
+                     "--nodelist names; Slurm refuses the job (Invalid generic resource (gres) specification)",
+                     "gpus", "nodelist")
     if walk_nodes is not None:  # (one pod as submitted, up to the range's largest count of nodes)
         check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
                             walk_nodes[1], True, walk_nodes[1])
+    elif walks:  # (no largest count: the walk takes what the GPUs need, the listed nodes first)
+        check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
+                            None, True, 0)
     else:
         check_sbatch_limits(job.source, job.lines, sbatch_nodelist(job), job.exclude, job.constraint,
                             shape.count, shape.one_per_node, max(shape.count, job.ntasks or 0))
     extra = tuple(sorted(_extra_gres(job).items()))
     split = _split_tasks(job, shape)
-    walks = _walks_gpus(job) or walk_nodes is not None
     # (sbatch cut the list down to the tasks: it then sends them as both node counts)
     trimmed = job.nodes is None and job.ntasks is not None and 0 < job.ntasks < _whole_list_count(job)
     pod_set = PodSet(

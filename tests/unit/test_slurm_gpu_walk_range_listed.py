@@ -83,6 +83,28 @@ def test_a_list_beyond_the_largest_count_is_sbatchs_refusal():
     ([0, 1, 3], [1, 1, 1, 1], {3}, [([0, 1], None, 1)]),
     # two required nodes at the start of a run: the first keeps the mark
     ([0, 1, 2], [1, 1, 1], {0, 1}, [([2], 0, 1)]),
+    # Weight=0 nodes after a break: the fresh record's weight matches no node's
+    ([0, 1, 2, 3, 4, 5], [0, 0, 1, 0, 0, 0], {2}, [([0, 1], None, 0), ([3, 4, 5], None, 0)]),
 ])
 def test_runs_are_built_as_the_source_reads(usable, weight, required, want):
     assert consec_runs(usable, weight, required) == want
+
+
+def test_a_walked_range_beside_a_list_records_the_hosts_cpus(tmp_path):
+    """Pending, ``-N1-3 --gpus=8 -w gpu01,gpu02`` records what ``-N1-3 -w gpu01,gpu02`` did on a
+    real 22.05.8 (probe p157): cpu=2,mem=200M,node=2 (``_job_create`` raises min_cpus to the
+    hosts); with ``--mem-per-cpu=300`` mem=600M (from the source, found by a review)."""
+    holders = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
+    for opts, want in (("-N1-3 --gpus=8 -w gpu01,gpu02", (2, 200, 2)),
+                       ("-N1-3 --gpus=8 -w gpu01,gpu02 --mem-per-cpu=300", (2, 600, 2))):
+        (root := tmp_path / str(want[1])).mkdir()
+        engine, pol = run_spaced(slurm_pool(root, CONF), holders + [opts], 1.0, 10)
+        job = engine.jobs[len(holders) + 1]
+        assert job.state == "PENDING"
+        tres = pol.req(job).req_tres
+        assert (tres["cpu"], tres["mem"], tres["node"]) == want, opts
+
+
+def test_cpus_per_gpu_beside_a_list_is_not_walked():
+    with pytest.raises(InputError, match="cannot be split evenly over 1-3 node"):
+        workload("j", "-t 5 -N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu04", 0.0, 1)

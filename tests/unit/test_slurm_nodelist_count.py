@@ -100,10 +100,13 @@ def test_sbatch_raises_the_least_node_count_to_the_list(opts, count, least):
 
 
 def test_a_list_without_nodes_sends_no_largest_count():
-    (ps,) = workload("j", "-t 5 --gpus=3 -w gpu01,gpu02", 0.0, 1).pod_sets
+    (ps,) = workload("j", "-t 5 --gres=gpu:1 -w gpu01,gpu02", 0.0, 1).pod_sets
     assert (ps.count, ps.min_count, ps.list_count_only) == (2, None, True)
-    (ps,) = workload("j", "-t 5 -N2 --gpus=3 -w gpu01,gpu02", 0.0, 1).pod_sets
+    (ps,) = workload("j", "-t 5 -N2 --gres=gpu:1 -w gpu01,gpu02", 0.0, 1).pod_sets
     assert ps.list_count_only is False
+    # (--gpus=X alone is walked from the listed nodes: one pod of X GPUs as submitted, finding 97)
+    (ps,) = workload("j", "-t 5 --gpus=3 -w gpu01,gpu02", 0.0, 1).pod_sets
+    assert (ps.count, ps.walk_gpus, ps.list_count_only) == (1, True, False)
 
 
 def test_more_hosts_than_the_largest_count_stay_sbatchs_refusal():
@@ -218,3 +221,12 @@ def test_a_list_that_meets_minnodes_is_not_raised(tmp_path):
 def test_a_host_listed_twice_counts_once():
     (ps,) = workload("j", "-t 5 -w gpu01,gpu01,gpu02 --gres=gpu:1", 0.0, 1).pod_sets
     assert ps.count == 2
+
+
+@pytest.mark.parametrize("opts", ["-p m -n1 --gpus=1 -w gpu01,gpu02", "-p m -n1 -w gpu01,gpu02"])
+def test_a_cut_list_is_not_raised_by_minnodes_for_the_gpu_test(tmp_path, opts):
+    """sbatch sent min=max=1: MinNodes=2 raises nothing, so ``--gpus=1`` is not fewer than the
+    nodes; the job waits on MinNodes (from the source, found by a review)."""
+    conf = _conf("NO", "PartitionName=m Nodes=gpu[01-04] MinNodes=2 MaxTime=60\n")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), [opts], 1.0, 10)
+    assert (engine.jobs[1].state, engine.jobs[1].reason) == ("PENDING", "PartitionNodeLimit")

@@ -182,8 +182,8 @@ def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[lis
     order), as (its nodes that are not ``required``, its first required node or None, its
     weight), as the 22.05.8 source reads. A node that is not usable ends a run. A node whose
     weight differs from the run's ends it too, a required one included; the run that follows
-    has the weight 0 until a node that is not required sets it, so a required node at its
-    start loses its mark to the next node (the record is re-used). A required node of the
+    has a weight no node has (0, as allocated) until a node that is not required sets it, so a
+    required node at its start loses its mark to the next node (the record is re-used). A required node of the
     run's weight marks the run where no earlier required node did, but neither counts in it
     nor sets its weight; a run of required nodes alone is dropped."""
     out: list[tuple[list[int], int | None, int]] = []
@@ -201,7 +201,8 @@ def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[lis
         if w_run is not None and w != w_run:
             if nodes:
                 out.append((nodes, anchor, w_run))
-                nodes, w_run = [], 0  # (the next record's weight, as allocated)
+                nodes, w_run = [], -1  # (the next record's weight: 0 as allocated, which no
+                # node's sched_weight, Weight << 8 | 0xff, ever equals)
             anchor = None
         if i in required:
             if anchor is None:

@@ -81,8 +81,8 @@ there (docs/differential.md finding 82). Not modelled: ``-n T`` with GPUs per no
 QOS cap it differently gets the largest cap in each; bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
-source, not probed); ``--nodelist`` or ``--exclusive`` beside ``--ntasks``, ``--cpus-per-gpu``
-beside more tasks than GPUs, ``--cpus-per-gpu`` with memory per CPU, and ``-n1`` keep the
+source, not probed); ``--exclusive`` beside ``--ntasks``, ``--cpus-per-gpu`` beside a
+``--nodelist`` or more tasks than GPUs, ``--cpus-per-gpu`` with memory per CPU, and ``-n1`` keep the
 job's shape as submitted
 (``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults
 change their CPUs (DefCpuPerGPU) or that sit in MinNodes partitions (not probed); a job given
@@ -177,7 +177,7 @@ def walk_form(wl: Workload) -> Workload:
                 memory = ps.memory_mib  # --mem, per node
             else:
                 memory = ps.memory_mib // tasks  # per CPU: one task's
-            return _split_walk_form(wl, ps, tasks, cpt, memory)
+            return _split_walk_form(wl, ps, tasks, cpt, memory, listed_count(wl))
         # (``per_node_pods`` spreads ``--cpus-per-gpu`` as over a fixed count: the GPUs dealt out
         # as without it, the job's CPUs from its total, ``spread_gpus._cpus_dealt``; probe p116:
         # ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs)
@@ -189,7 +189,8 @@ def walk_form(wl: Workload) -> Workload:
             nodes = replace(nodes, spread_gpus=True)
         if nodes is None or not nodes.spread:
             return wl
-        least, most = ps.walk_nodes or (1, nodes.count)
+        # (a --nodelist's hosts are the least: its nodes come first, ``walk``)
+        least, most = ps.walk_nodes or (min(listed_count(wl), nodes.count), nodes.count)
         return replace(wl, pod_sets=(replace(nodes, count=min(most, nodes.count), min_count=least),), gang=GANG_MIN)
     if cpt is None or ps.exclusive or ps.gpus_per_job % ps.count:
         return wl
@@ -199,7 +200,7 @@ def walk_form(wl: Workload) -> Workload:
         memory = _node_memory(ps)
     else:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
-    return _split_walk_form(wl, ps, ps.count, cpt, memory)
+    return _split_walk_form(wl, ps, ps.count, cpt, memory, listed_count(wl))
 
 
 def _cpg_tasks_form(wl: Workload, ps) -> Workload:
@@ -229,13 +230,14 @@ def _node_memory(ps) -> int:
     return ps.node_memory_mib or ps.memory_mib * ps.count
 
 
-def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int) -> Workload:
+def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int, least: int = 1) -> Workload:
     """The walk's form of ``-n T --gpus=X``: a node range of 1 to T nodes of one task of ``cpt``
     CPUs and one GPU each (``memory`` a pod), the T tasks dealt out over the nodes the walk
     takes (``PodSet.split_tasks``). With more tasks than GPUs the walk may take more nodes than
     GPUs, and the first nodes then get none (``spread_gpus.spread``: a real 22.05.8 ran ``-n300
-    --gpus=2`` on three idle nodes, 0 + 1 + 1 GPUs, probe p112)."""
-    form = replace(ps, count=tasks, min_count=1, one_per_node=True, gpus=1,
+    --gpus=2`` on three idle nodes, 0 + 1 + 1 GPUs, probe p112). ``least``: a nodelist's hosts
+    (a real 22.05.8 ran ``-n2 --gpus=12 -w gpu01`` as 8 + 4 with a task on each, probe p159)."""
+    form = replace(ps, count=tasks, min_count=min(least, tasks), one_per_node=True, gpus=1,
                    cpu_m=cpt * 1000, memory_mib=memory, split_tasks=tasks, split_gpus=False, slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 

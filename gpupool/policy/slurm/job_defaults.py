@@ -526,12 +526,15 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         listed = jobinfo.listed_count(wl)
         asked = submitted_request(wl, d, listed)
         if walked:  # one node's worth until the walk gives the job its nodes
-            asked = submitted_request(given, d)
+            # (a --nodelist raised the CPUs to its hosts, ``jobinfo.raised_by_list``; the walk of
+            # ``-n T`` with GPUs per node holds a task on each of them already)
+            hosts = 0 if tasks_walk(wl.pod_sets[0]) else listed
+            asked = submitted_request(given, d, hosts)
             if given.pod_sets[0].cpus_per_gpu_cap:
                 # --cpus-per-gpu counts no CPUs before the walk, a task's each: a real 22.05.8
                 # recorded a pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117), with
                 # ``-n4`` cpu=4 (probe p120)
-                asked = (given.pod_sets[0].walk_tasks or 1, asked[1])
+                asked = (max(given.pod_sets[0].walk_tasks or 1, hosts), asked[1])
             least = _least_walked(wl)
             if least > 1 and (_memory_per_node(given.pod_sets[0], d) or _listed_per_gpu(wl, given.pod_sets[0])):
                 # ``--nodes=A-B``: memory per node for A nodes, CPUs and memory per CPU or GPU

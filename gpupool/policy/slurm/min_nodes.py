@@ -60,8 +60,10 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` in a MinNodes=2 partition with ``MSG_GRES``).
     A job with a node count is held against its least count (a range's largest is lowered to
     the GPUs instead); sbatch's reader already refuses ``--gpus`` below it. A walked
-    ``--nodes=A-B`` (``PodSet.walk_nodes``) is held against A as MinNodes raised it
-    (``_valid_job_part`` first: ``-N1-4 --gpus=2`` in a MinNodes=3 partition is refused)."""
+    ``--nodes=A-B`` (``PodSet.walk_nodes``) is held against A as MinNodes raised it, its
+    largest lowered to the GPUs first (``-N1-4 --gpus=3`` in a MinNodes=3 partition runs on
+    three nodes, ``-N1-4 --gpus=2`` is not raised). A nodelist sbatch cut down to the tasks
+    (``PodSet.list_trimmed``) sent them as both counts: MinNodes raises nothing there."""
     ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
     if ps is None or not ps.gpus_per_job:
         return False
@@ -73,6 +75,8 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
         least = raised_least(least, min(most, ps.gpus_per_job), partitions_min_nodes(cfg, wl))
     elif ps.one_per_node:
         least = ps.min_count if ps.min_count is not None else ps.count
+    elif ps.list_trimmed:
+        least = max(1, listed_count(wl))
     else:
         least = partitions_min_nodes(cfg, wl)
     return ps.gpus_per_job < least

@@ -1,0 +1,72 @@
+"""``--gpus=X`` beside a ``--nodelist`` and no ``--nodes`` (docs/differential.md, finding 97): the
+walk of ``--gpus=X`` (1 to X nodes; ``gpu_walk``) with the list's hosts as its least count and
+its first nodes (``gpu_walk.walk``), as for a node range beside a list (finding 96).
+
+Every expectation is what a real 22.05.8 did on four 16-core 8-GPU nodes (CR_Core_Memory,
+DefMemPerCPU=100; probe p159), each job alone behind its holders.
+"""
+from __future__ import annotations
+
+import pytest
+
+from gpupool.errors import InputError
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.test_slurm_gpu_walk_range_listed import FIVE_HELD_ON_02, SIX_HELD_ON_01
+from tests.unit.test_slurm_split_tasks import CONF
+
+#: (holders, the job, its (node index, CPUs, MB, GPUs) per node)
+CASES = [
+    ([], "--gpus=12 -w gpu01", [(0, 1, 100, 8), (1, 1, 100, 4)]),
+    ([], "--gpus=12 -w gpu03", [(2, 1, 100, 8), (3, 1, 100, 4)]),
+    ([], "--gpus=12 -w gpu04", [(2, 1, 100, 8), (3, 1, 100, 4)]),  # downwards from gpu04
+    ([], "--gpus=20 -w gpu01,gpu02", [(0, 1, 100, 8), (1, 1, 100, 8), (2, 1, 100, 4)]),
+    ([], "--gpus=20 -w gpu02,gpu04", [(1, 1, 100, 8), (2, 1, 100, 8), (3, 1, 100, 4)]),
+    ([], "--gpus=3 -w gpu01,gpu02", [(0, 1, 100, 2), (1, 1, 100, 1)]),
+    ([], "--gpus=8 -w gpu04", [(3, 1, 100, 8)]),
+    (FIVE_HELD_ON_02, "--gpus=4 -w gpu02", [(0, 1, 100, 3), (1, 1, 100, 1)]),
+    (FIVE_HELD_ON_02, "--gpus=12 -w gpu02", [(1, 1, 100, 3), (2, 1, 100, 8), (3, 1, 100, 1)]),
+    (SIX_HELD_ON_01, "--gpus=12 -w gpu01", [(0, 1, 100, 2), (1, 1, 100, 8), (2, 1, 100, 2)]),
+    (SIX_HELD_ON_01, "--gpus=8 -w gpu03", [(2, 1, 100, 8)]),
+    (SIX_HELD_ON_01 + FIVE_HELD_ON_02, "--gpus=16 -w gpu01,gpu02",
+     [(0, 1, 100, 2), (1, 1, 100, 3), (2, 1, 100, 8), (3, 1, 100, 3)]),
+    ([], "--gpus=12 -w gpu02 --mem=1000", [(1, 1, 1000, 8), (2, 1, 1000, 4)]),
+    ([], "--gpus=12 -w gpu02 --exclusive", [(1, 16, 1600, 8), (2, 16, 1600, 8)]),
+    ([], "-n2 --gpus=12 -w gpu01", [(0, 1, 100, 8), (1, 1, 100, 4)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", CASES, ids=[f"{len(c[0])}-{c[1]}" for c in CASES])
+def test_the_walk_takes_what_the_real_system_took(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    job = engine.jobs[len(holders) + 1]
+    assert job.state == "RUNNING"
+    per_node: dict[int, list[int]] = {}
+    for node, mask, cpu_m, mem in job.placement:
+        got = per_node.setdefault(node, [node, 0, 0, 0])
+        got[1] += cpu_m // 1000
+        got[2] += mem
+        got[3] += mask.bit_count()
+    assert [tuple(per_node[n]) for n in sorted(per_node)] == want
+
+
+def test_fewer_gpus_than_the_listed_nodes_is_sbatchs_refusal():
+    with pytest.raises(InputError, match="fewer GPUs than the 3 nodes"):
+        workload("j", "-t 5 --gpus=2 -w gpu[01-03]", 0.0, 1)
+
+
+def test_more_gpus_than_the_partition_holds_is_refused(tmp_path):
+    """``--gpus=40 -w gpu01`` on 32 GPUs: "Requested node configuration is not available"."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), ["--gpus=40 -w gpu01"], 1.0, 5)
+    assert (engine.jobs[1].state, engine.jobs[1].reason) == ("REJECTED", "Requested node configuration is not available")
+
+
+def test_a_pending_walk_beside_a_list_records_the_hosts(tmp_path):
+    """sbatch gives ``--gpus=20 -w gpu01,gpu02`` a task a listed node and slurmctld raises the
+    least nodes to them: cpu=2,node=2 (from the source; a walk records one node's otherwise)."""
+    holders = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), holders + ["--gpus=20 -w gpu01,gpu02"], 1.0, 10)
+    job = engine.jobs[len(holders) + 1]
+    assert job.state == "PENDING"
+    tres = pol.req(job).req_tres
+    assert (tres["cpu"], tres["mem"], tres["node"]) == (2, 200, 2)
