@@ -70,3 +70,43 @@ def test_a_pending_walk_beside_a_list_records_the_hosts(tmp_path):
     assert job.state == "PENDING"
     tres = pol.req(job).req_tres
     assert (tres["cpu"], tres["mem"], tres["node"]) == (2, 200, 2)
+
+
+# --- from the 22.05.8 source, not probed (found by a read-only review of finding 97) --------
+
+HOLD_ALL = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
+
+
+@pytest.mark.parametrize("extra,opts,want", [
+    ("DefCpuPerGPU=2\n", "--gpus=4 -w gpu01,gpu02", [(0, 4, 400, 2), (1, 4, 400, 2)]),
+    ("DefCpuPerGPU=2\n", "--gpus=16 -w gpu01,gpu02", [(0, 16, 1600, 8), (1, 16, 1600, 8)]),
+])
+def test_kept_off_the_walk_by_its_defaults_a_list_is_its_node_count(tmp_path, extra, opts, want):
+    """Where the defaults keep the job off the walk it keeps the hosts' node count, as before
+    finding 97 (one pod of X GPUs on two required nodes would never be placed)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF + extra), [opts], 1.0, 5)
+    job = engine.jobs[1]
+    assert job.state == "RUNNING"
+    assert sorted((n, c // 1000, m, g.bit_count()) for n, g, c, m in job.placement) == want
+
+
+@pytest.mark.parametrize("opts,want", [
+    ("--gpus=4 -w gpu01,gpu02 --mem=1000", (2, 2000, 2)),  # --mem per node, for each host
+    ("-n3 --gpus=4 -w gpu01,gpu02 --mem=500", (3, 1000, 2)),
+    ("--gpus=4 -w gpu01,gpu02 -c4", (8, 800, 2)),  # sbatch gave a task each host
+])
+def test_a_pending_listed_walk_records_what_its_hosts_ask(tmp_path, opts, want):
+    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), HOLD_ALL + [opts], 1.0, 10)
+    job = engine.jobs[len(HOLD_ALL) + 1]
+    assert job.state == "PENDING"
+    tres = pol.req(job).req_tres
+    assert (tres["cpu"], tres["mem"], tres["node"]) == want
+
+
+@pytest.mark.parametrize("epl,want", [("NO", ("PENDING", "PartitionNodeLimit")),
+                                      ("ALL", ("REJECTED", "Node count specification invalid"))])
+def test_a_cut_list_below_minnodes_meets_the_node_limits(tmp_path, epl, want):
+    """``-n2 --gpus=3 -w gpu[01-03]``: sbatch sent min=max=2 nodes, below MinNodes=3."""
+    conf = CONF + f"EnforcePartLimits={epl}\nPartitionName=m3 Nodes=gpu[01-04] MinNodes=3 MaxTime=60\n"
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p m3 -n2 --gpus=3 -w gpu[01-03]"], 1.0, 5)
+    assert (engine.jobs[1].state, engine.jobs[1].reason) == want

@@ -50,7 +50,7 @@ from gpupool.model.workload import GANG_MIN, PodSet, Workload
 from gpupool.policy.slurm import jobinfo
 from gpupool.policy.slurm.jobinfo import raised_by_list, raised_least, request_totals, requested_partitions
 from gpupool.policy.slurm.gpu_walk import listed_count, tasks_walk, walk_form
-from gpupool.policy.slurm.min_nodes import partitions_min_nodes, pod_tasks, raise_node_count
+from gpupool.policy.slurm.min_nodes import partitions_min_nodes, per_node_pods, pod_tasks, raise_node_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +511,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
               and (wl := walk_form(wl)) is not given)
     if walked and _walks_range(wl):
         wl = _raised_range(cfg, wl)
+    elif not walked:
+        wl = _listed_fixed(wl)
     d = defaults_for(cfg, node_memory, wl, cache)
     if d is None:
         return wl, None
@@ -520,7 +522,7 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         # the defaults keep the GPUs even (``_spread_form``: DefCpuPerGPU's CPUs carrying memory
         # per CPU, MaxMemPerCPU) or the tasks (``_split_form``: DefCpuPerGPU's CPUs): not probed
         # with the walk, the job keeps its shape as submitted
-        wl, walked = given, False
+        wl, walked = _listed_fixed(given), False
         filled = fill(wl, d)
     if wl.req_cpu_mem is None:
         listed = jobinfo.listed_count(wl)
@@ -529,13 +531,17 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
             # (a --nodelist raised the CPUs to its hosts, ``jobinfo.raised_by_list``; the walk of
             # ``-n T`` with GPUs per node holds a task on each of them already)
             hosts = 0 if tasks_walk(wl.pod_sets[0]) else listed
-            asked = submitted_request(given, d, hosts)
+            asked = submitted_request(_listed_tasks(given, hosts), d, hosts)
             if given.pod_sets[0].cpus_per_gpu_cap:
                 # --cpus-per-gpu counts no CPUs before the walk, a task's each: a real 22.05.8
                 # recorded a pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117), with
                 # ``-n4`` cpu=4 (probe p120)
                 asked = (max(given.pod_sets[0].walk_tasks or 1, hosts), asked[1])
             least = _least_walked(wl)
+            if given.pod_sets[0].count == 1:
+                # (one pod as submitted: memory per node for each listed host, whom slurmctld
+                # made the least nodes; task pods counted theirs in ``submitted_request``)
+                least = max(least, hosts)
             if least > 1 and (_memory_per_node(given.pod_sets[0], d) or _listed_per_gpu(wl, given.pod_sets[0])):
                 # ``--nodes=A-B``: memory per node for A nodes, CPUs and memory per CPU or GPU
                 # as asked (a real 22.05.8 recorded pending ``-N2-3 --gpus=10`` jobs as
@@ -561,6 +567,45 @@ def _least_walked(wl: Workload) -> int:
     ``-n T`` with GPUs per node beside a ``--nodelist``: the list's count), 1 for any other."""
     return max((ps.min_count or 1 for ps in wl.pod_sets if ps.walked and (ps.walk_nodes is not None or tasks_walk(ps))),
                default=1)
+
+
+def _one_pod_walk(wl: Workload) -> PodSet | None:
+    """The pod set of ``wl`` when it is ``--gpus=X`` (or ``-n T --gpus=X``) as submitted, one
+    pod walked for its GPUs with no ``--nodes`` (``PodSet.walk_gpus``), else None."""
+    if len(wl.pod_sets) != 1:
+        return None
+    ps = wl.pod_sets[0]
+    return ps if (ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job
+                  and ps.walk_nodes is None) else None
+
+
+def _listed_fixed(wl: Workload) -> Workload:
+    """``wl`` kept off the walk (its defaults, or its partitions' MinNodes): where it is one pod
+    of ``--gpus=X`` beside a ``--nodelist`` of L >= 2 hosts and one task, the L pods sbatch's
+    node count gives it (``--gpus=X`` spread over the hosts, ``min_nodes.per_node_pods``),
+    which the hosts can hold; else ``wl`` (a real 22.05.8 walks it whatever the defaults;
+    found by a review, not probed: the walk keeps its shape as submitted there)."""
+    ps = _one_pod_walk(wl)
+    hosts = jobinfo.listed_count(wl)
+    if ps is None or hosts < 2 or pod_tasks(ps) > 1:
+        return wl
+    pods = per_node_pods(ps, hosts)
+    if pods is None:
+        return wl
+    return replace(wl, pod_sets=(replace(pods, walk_gpus=False, list_count_only=True),))
+
+
+def _listed_tasks(given: Workload, hosts: int) -> Workload:
+    """``given`` as its request counts it: ``--gpus=X`` beside a ``--nodelist`` of ``hosts``
+    and no ``--ntasks`` or ``--nodes`` got a task a host from sbatch (``_opt_verify``: ntasks is
+    the least node count), so CPUs per task, and memory per CPU, for each (the non-walk
+    ``-N1-2 -c2 -w gpu01,gpu02`` recorded cpu=4, probe p157; found by a review)."""
+    ps = _one_pod_walk(given)
+    if ps is None or hosts < 2 or pod_tasks(ps) > 1 or ps.walk_tasks or not ps.cpus_per_task:
+        return given
+    per_cpu = ps.memory_per == "cpu"
+    return replace(given, pod_sets=(replace(ps, cpu_m=ps.cpu_m * hosts,
+                                            memory_mib=ps.memory_mib * hosts if per_cpu else ps.memory_mib),))
 
 
 def _listed_per_gpu(wl: Workload, asked: PodSet) -> bool:
@@ -629,6 +674,8 @@ def _unwalked_refusal(given: Workload, walked: bool) -> str | None:
     if walked or len(given.pod_sets) != 1:
         return None
     ps = given.pod_sets[0]
+    if ps.list_trimmed:
+        return None  # (sent min=max=T: the job waits on its partitions' node limits, or is refused)
     if ps.walk_nodes is not None and ps.gpus_per_job >= 2:
         return MSG_UNWALKED_RANGE
     uneven = ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job and pod_tasks(ps) > 1
