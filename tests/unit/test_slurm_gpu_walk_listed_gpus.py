@@ -12,8 +12,11 @@ import pytest
 from gpupool.errors import InputError
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
-from tests.unit.test_slurm_gpu_walk_range_listed import FIVE_HELD_ON_02, SIX_HELD_ON_01
+from tests.unit.test_slurm_gpu_walk_range_listed import FIVE_HELD_ON_02, SIX_HELD_ON_01, per_node
+from tests.unit.test_slurm_range_request import pending_tres
 from tests.unit.test_slurm_split_tasks import CONF
+
+HOLD_ALL = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
 
 #: (holders, the job, its (node index, CPUs, MB, GPUs) per node)
 CASES = [
@@ -41,13 +44,7 @@ def test_the_walk_takes_what_the_real_system_took(tmp_path, holders, opts, want)
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
     job = engine.jobs[len(holders) + 1]
     assert job.state == "RUNNING"
-    per_node: dict[int, list[int]] = {}
-    for node, mask, cpu_m, mem in job.placement:
-        got = per_node.setdefault(node, [node, 0, 0, 0])
-        got[1] += cpu_m // 1000
-        got[2] += mem
-        got[3] += mask.bit_count()
-    assert [tuple(per_node[n]) for n in sorted(per_node)] == want
+    assert per_node(job) == want
 
 
 def test_fewer_gpus_than_the_listed_nodes_is_sbatchs_refusal():
@@ -64,17 +61,10 @@ def test_more_gpus_than_the_partition_holds_is_refused(tmp_path):
 def test_a_pending_walk_beside_a_list_records_the_hosts(tmp_path):
     """sbatch gives ``--gpus=20 -w gpu01,gpu02`` a task a listed node and slurmctld raises the
     least nodes to them: cpu=2,node=2 (from the source; a walk records one node's otherwise)."""
-    holders = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
-    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), holders + ["--gpus=20 -w gpu01,gpu02"], 1.0, 10)
-    job = engine.jobs[len(holders) + 1]
-    assert job.state == "PENDING"
-    tres = pol.req(job).req_tres
-    assert (tres["cpu"], tres["mem"], tres["node"]) == (2, 200, 2)
+    assert pending_tres(tmp_path, CONF, HOLD_ALL, "--gpus=20 -w gpu01,gpu02") == (2, 200, 2)
 
 
 # --- from the 22.05.8 source, not probed (found by a read-only review of finding 97) --------
-
-HOLD_ALL = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
 
 
 @pytest.mark.parametrize("extra,opts,want", [
@@ -96,11 +86,7 @@ def test_kept_off_the_walk_by_its_defaults_a_list_is_its_node_count(tmp_path, ex
     ("--gpus=4 -w gpu01,gpu02 -c4", (8, 800, 2)),  # sbatch gave a task each host
 ])
 def test_a_pending_listed_walk_records_what_its_hosts_ask(tmp_path, opts, want):
-    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), HOLD_ALL + [opts], 1.0, 10)
-    job = engine.jobs[len(HOLD_ALL) + 1]
-    assert job.state == "PENDING"
-    tres = pol.req(job).req_tres
-    assert (tres["cpu"], tres["mem"], tres["node"]) == want
+    assert pending_tres(tmp_path, CONF, HOLD_ALL, opts) == want
 
 
 @pytest.mark.parametrize("epl,want", [("NO", ("PENDING", "PartitionNodeLimit")),
@@ -110,3 +96,26 @@ def test_a_cut_list_below_minnodes_meets_the_node_limits(tmp_path, epl, want):
     conf = CONF + f"EnforcePartLimits={epl}\nPartitionName=m3 Nodes=gpu[01-04] MinNodes=3 MaxTime=60\n"
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p m3 -n2 --gpus=3 -w gpu[01-03]"], 1.0, 5)
     assert (engine.jobs[1].state, engine.jobs[1].reason) == want
+
+
+@pytest.mark.parametrize("extra,opts,mem", [
+    ("", "--gpus=4 -w gpu01,gpu02 --mem=0", 128000),  # a node's whole memory for each host, once
+    ("", "-N1-3 --gpus=8 -w gpu01,gpu02 --mem=0", 128000),
+    ("DefMemPerNode=1000\n", "--gpus=4 -w gpu01,gpu02", 2000),
+])
+def test_memory_per_node_counts_once_for_each_host(tmp_path, extra, mem, opts):
+    """``job_get_tres_mem`` without an allocation: memory per node × min_nodes, the hosts (a
+    second review found it counted twice for each host)."""
+    conf = (CONF.replace("DefMemPerCPU=100\n", "") if extra else CONF) + extra
+    assert pending_tres(tmp_path, conf, HOLD_ALL, opts)[1] == mem
+
+
+def test_a_cut_list_off_the_walk_for_its_defaults_keeps_gpupools_own_refusal(tmp_path):
+    """``-n2 --gpus=3 -w gpu[01-03]`` (cut to two hosts) kept off the walk by DefCpuPerGPU beside
+    DefMemPerCPU is one pod no node holds: refused in gpupool's own words, as without the cut."""
+    from gpupool.policy.slurm.job_defaults import MSG_UNWALKED
+
+    for opts in ("-n2 --gpus=3 -w gpu[01-03]", "-n2 --gpus=3 -w gpu01,gpu02"):
+        (root := tmp_path / str(len(opts))).mkdir()
+        engine, _ = run_spaced(slurm_pool(root, CONF + "DefCpuPerGPU=2\n"), [opts], 1.0, 5)
+        assert (engine.jobs[1].state, engine.jobs[1].reason) == ("REJECTED", MSG_UNWALKED), opts

@@ -42,6 +42,18 @@ CASES = [
 ]
 
 
+def per_node(job) -> list[tuple[int, int, int, int]]:
+    """(node index, CPUs, MB, GPUs) per node of a placed job, in index order (its pods summed),
+    as the probes read them from ``scontrol -d show job``."""
+    got: dict[int, list[int]] = {}
+    for node, mask, cpu_m, mem in job.placement:
+        row = got.setdefault(node, [node, 0, 0, 0])
+        row[1] += cpu_m // 1000
+        row[2] += mem
+        row[3] += mask.bit_count()
+    return [tuple(got[n]) for n in sorted(got)]
+
+
 @pytest.mark.parametrize("holders,opts,want", CASES, ids=[f"{len(c[0])}-{c[1]}" for c in CASES])
 def test_the_walk_takes_what_the_real_system_took(tmp_path, holders, opts, want):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
@@ -50,13 +62,7 @@ def test_the_walk_takes_what_the_real_system_took(tmp_path, holders, opts, want)
         assert (job.state, job.reason) == want
         return
     assert job.state == "RUNNING"
-    per_node: dict[int, list[int]] = {}
-    for node, mask, cpu_m, mem in job.placement:
-        got = per_node.setdefault(node, [node, 0, 0, 0])
-        got[1] += cpu_m // 1000
-        got[2] += mem
-        got[3] += mask.bit_count()
-    assert [tuple(per_node[n]) for n in sorted(per_node)] == want
+    assert per_node(job) == want
 
 
 def test_fewer_gpus_than_the_listed_nodes_is_sbatchs_refusal():
@@ -94,15 +100,12 @@ def test_a_walked_range_beside_a_list_records_the_hosts_cpus(tmp_path):
     """Pending, ``-N1-3 --gpus=8 -w gpu01,gpu02`` records what ``-N1-3 -w gpu01,gpu02`` did on a
     real 22.05.8 (probe p157): cpu=2,mem=200M,node=2 (``_job_create`` raises min_cpus to the
     hosts); with ``--mem-per-cpu=300`` mem=600M (from the source, found by a review)."""
-    holders = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
+    from tests.unit.test_slurm_range_request import HOLD_ALL, pending_tres
+
     for opts, want in (("-N1-3 --gpus=8 -w gpu01,gpu02", (2, 200, 2)),
                        ("-N1-3 --gpus=8 -w gpu01,gpu02 --mem-per-cpu=300", (2, 600, 2))):
         (root := tmp_path / str(want[1])).mkdir()
-        engine, pol = run_spaced(slurm_pool(root, CONF), holders + [opts], 1.0, 10)
-        job = engine.jobs[len(holders) + 1]
-        assert job.state == "PENDING"
-        tres = pol.req(job).req_tres
-        assert (tres["cpu"], tres["mem"], tres["node"]) == want, opts
+        assert pending_tres(root, CONF, HOLD_ALL, opts) == want, opts
 
 
 def test_cpus_per_gpu_beside_a_list_is_not_walked():

@@ -17,11 +17,12 @@ from gpupool.errors import InputError
 from gpupool.policy.slurm.submit_check import submit_rejection
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.test_slurm_gpu_walk_range_listed import per_node
+from tests.unit.test_slurm_range_request import HOLD_ALL, pending_tres
 from tests.unit.test_slurm_split_tasks import CONF as SPLIT_CONF
 
 CONF = SPLIT_CONF + "EnforcePartLimits=NO\nPartitionName=x Nodes=gpu[01-02] MaxTime=60 MaxNodes=1\n"
 
-HOLD_ALL = ["-w gpu01 -c16", "-w gpu02 -c16", "-w gpu03 -c16", "-w gpu04 -c16"]
 
 #: (the job, pending behind four holders, its TRES= as (cpu, mem MB, node))
 PENDING = [
@@ -56,11 +57,7 @@ IDLE = [
 
 @pytest.mark.parametrize("opts,want", PENDING, ids=[p[0] for p in PENDING])
 def test_a_pending_job_records_the_hosts_as_the_real_system_did(tmp_path, opts, want):
-    engine, pol = run_spaced(slurm_pool(tmp_path, CONF), HOLD_ALL + [opts], 1.0, 10)
-    job = engine.jobs[len(HOLD_ALL) + 1]
-    assert job.state == "PENDING"
-    tres = pol.req(job).req_tres
-    assert (tres["cpu"], tres["mem"], tres["node"]) == want
+    assert pending_tres(tmp_path, CONF, HOLD_ALL, opts) == want
 
 
 @pytest.mark.parametrize("opts,want", IDLE, ids=[p[0] for p in IDLE])
@@ -71,12 +68,7 @@ def test_on_idle_nodes_the_job_runs_or_waits_as_the_real_system_did(tmp_path, op
     if isinstance(want, tuple):
         assert (job.state, job.reason) == want
         return
-    per_node: dict[int, list[int]] = {}
-    for node, _mask, cpu_m, mem in job.placement:
-        got = per_node.setdefault(node, [node, 0, 0])
-        got[1] += cpu_m // 1000
-        got[2] += mem
-    assert [tuple(per_node[n]) for n in sorted(per_node)] == want
+    assert [row[:3] for row in per_node(job)] == want
 
 
 def test_a_list_beyond_maxnodes_holds_only_its_nodes_back(tmp_path):

@@ -547,13 +547,16 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
                 # as asked (a real 22.05.8 recorded pending ``-N2-3 --gpus=10`` jobs as
                 # cpu=1,mem=200M,node=2 with --mem=100, cpu=4,mem=200M with -c4, cpu=1,mem=100M
                 # with --mem-per-cpu=100, mem=1000M with --mem-per-gpu=100; probes p109, p110)
-                asked = (asked[0], asked[1] * least)
+                # (one node's memory: the list's hosts already raised the nodes that
+                # ``submitted_request`` counts memory per node for, ``raised_by_list``)
+                asked = (asked[0], submitted_request(_listed_tasks(given, hosts), d)[1] * least)
         elif wl is not given:
             before = submitted_request(given, d, listed)
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
             filled = replace(filled, req_cpu_mem=asked)
-    return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked) or _unspread_refusal(wl, filled)
+    return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked, partitions_min_nodes(cfg, given)) \
+        or _unspread_refusal(wl, filled)
 
 
 def _walks_range(wl: Workload) -> bool:
@@ -665,17 +668,19 @@ def _unspread_refusal(wl: Workload, filled: Workload) -> str | None:
     return None
 
 
-def _unwalked_refusal(given: Workload, walked: bool) -> str | None:
+def _unwalked_refusal(given: Workload, walked: bool, min_nodes: int = 1) -> str | None:
     """``MSG_UNWALKED`` for ``-n T --gpus=X`` with X not a multiple of T (one pod of the T tasks
     and X GPUs as submitted, ``sbatch._task_shape``) that is not walked: that pod stands for no
     shape slurmctld gives it (it would be refused as fitting no node, where slurmctld runs it on
     several); ``MSG_UNWALKED_RANGE`` for ``--nodes=A-B --gpus=X`` kept off the walk the same
-    way (one pod of X GPUs as submitted). Else None."""
+    way (one pod of X GPUs as submitted). Else None, and None for a list sbatch cut down to
+    the tasks in partitions whose MinNodes (``min_nodes``) is above it: sent min=max=T, the
+    job waits on the node limits there or is refused."""
     if walked or len(given.pod_sets) != 1:
         return None
     ps = given.pod_sets[0]
-    if ps.list_trimmed:
-        return None  # (sent min=max=T: the job waits on its partitions' node limits, or is refused)
+    if ps.list_trimmed and min_nodes > listed_count(given):
+        return None
     if ps.walk_nodes is not None and ps.gpus_per_job >= 2:
         return MSG_UNWALKED_RANGE
     uneven = ps.walk_gpus and not ps.one_per_node and ps.count == 1 and ps.gpus_per_job and pod_tasks(ps) > 1
