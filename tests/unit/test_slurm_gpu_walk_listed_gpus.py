@@ -119,3 +119,10 @@ def test_a_cut_list_off_the_walk_for_its_defaults_keeps_gpupools_own_refusal(tmp
         (root := tmp_path / str(len(opts))).mkdir()
         engine, _ = run_spaced(slurm_pool(root, CONF + "DefCpuPerGPU=2\n"), [opts], 1.0, 5)
         assert (engine.jobs[1].state, engine.jobs[1].reason) == ("REJECTED", MSG_UNWALKED), opts
+
+
+def test_a_cut_list_below_minnodes_records_its_mem_for_each_host(tmp_path):
+    """``-n2 --gpus=3 -w gpu[01-03] --mem=500`` (one pod of two tasks, sent min=max=2) waits in
+    a MinNodes=3 partition and records 500 MB for each of its two nodes (found by a review)."""
+    conf = CONF + "EnforcePartLimits=NO\nPartitionName=m3 Nodes=gpu[01-04] MinNodes=3 MaxTime=60\n"
+    assert pending_tres(tmp_path, conf, HOLD_ALL, "-p m3 -n2 --gpus=3 -w gpu[01-03] --mem=500") == (2, 1000, 2)

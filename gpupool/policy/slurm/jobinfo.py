@@ -219,6 +219,9 @@ def raised_by_list(ps, listed: int, nodes: int, cpus: int, mem: int) -> tuple[in
         cpus = listed
     if not ps.one_per_node and ps.node_memory_mib and not ps.memory_unset:
         mem = ps.node_memory_mib * max(nodes, listed)  # --mem per node, for each least node
+    elif (not ps.one_per_node and ps.count == 1 and not ps.memory_unset and ps.memory_per == ""
+          and not ps.memory_per_cpu and not ps.memory_whole_node and listed > nodes):
+        mem = mem * listed // max(1, nodes)  # (one pod of several tasks: its --mem is a node's)
     return max(nodes, listed), cpus, mem
 
 
