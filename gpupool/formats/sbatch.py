@@ -1199,6 +1199,8 @@ def _memory_per_pod(job: SbatchJob, shape: _Shape) -> int:
 def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     """The job's one pod set and its gang rule (documented in docs/formats/sbatch.md)."""
     walk_nodes = None  # ``--nodes=A-B`` walked for ``--gpus`` (``PodSet.walk_nodes``)
+    hosts = _listed_nodes(job)  # (the --nodelist as sbatch sends it)
+    walks_gpus = _walks_gpus(job)
     if job.nodes is not None:
         least, most = job.min_nodes or 1, job.max_nodes or 1
         listed = _whole_list_count(job)
@@ -1226,17 +1228,17 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
     elif job.ntasks_per_node is not None:
         # ⌈T/K⌉ nodes at least, or the nodes a --nodelist names where those are more: a real
         # 22.05.8 ran ``-n2 --ntasks-per-node=2 -w gpu01,gpu02`` on both, 2 CPUs each (probe p149)
-        nodes = max(math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node), _listed_nodes(job))
+        nodes = max(math.ceil((job.ntasks or job.ntasks_per_node) / job.ntasks_per_node), hosts)
         shape = _node_shape(job, nodes, nodes)
-    elif job.ntasks is None and _listed_nodes(job) > 1 and not _walks_gpus(job):
+    elif job.ntasks is None and hosts > 1 and not walks_gpus:
         # --nodelist alone sets the node count: a real 22.05.8 ran ``-w gpu01,gpu02
         # --gres=gpu:1`` on both nodes, one task and one GPU on each
-        shape = _node_shape(job, _listed_nodes(job), _listed_nodes(job))
+        shape = _node_shape(job, hosts, hosts)
     else:
         shape = _task_shape(job)
-    walks = _walks_gpus(job) or walk_nodes is not None
-    if walks and job.gpus is not None and job.gpus.count < _listed_nodes(job):
-        raise _error(job, f"--gpus={job.gpus.text()} asks fewer GPUs than the {_listed_nodes(job)} nodes "
+    walks = walks_gpus or walk_nodes is not None
+    if walks and job.gpus is not None and job.gpus.count < hosts:
+        raise _error(job, f"--gpus={job.gpus.text()} asks fewer GPUs than the {hosts} nodes "
                      "--nodelist names; Slurm refuses the job (Invalid generic resource (gres) specification)",
                      "gpus", "nodelist")
     if walk_nodes is not None:  # (one pod as submitted, up to the range's largest count of nodes)
@@ -1277,7 +1279,7 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         cpus_per_gpu=job.cpus_per_gpu or 0,
         walk_tasks=_walk_tasks(job) if walks else 0,
         per_node_tasks=_per_node_tasks(job, shape),
-        list_count_only=shape.one_per_node and job.nodes is None and _listed_nodes(job) > 0 and not trimmed,
+        list_count_only=shape.one_per_node and job.nodes is None and hosts > 0 and not trimmed,
         list_trimmed=trimmed,
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
@@ -1394,24 +1396,22 @@ def sbatch_nodelist(job: SbatchJob) -> str | None:
 
 
 def _whole_list_count(job: SbatchJob) -> int:
-    """How many distinct hosts ``--nodelist`` names before sbatch trims it to the tasks (0
-    without one or when it does not parse)."""
-    if not job.nodelist:
-        return 0
-    try:
-        return len(set(expand_hostlist(job.nodelist)))
-    except ValueError:
-        return 0
+    """How many distinct hosts ``--nodelist`` names before sbatch trims it to the tasks."""
+    return _hosts(job.nodelist)
 
 
 def _listed_nodes(job: SbatchJob) -> int:
-    """How many nodes ``--nodelist`` names (0 without one or when it does not parse: the
-    checks after the shape report that, naming the line)."""
-    listed = sbatch_nodelist(job)
-    if not listed:
+    """How many nodes ``--nodelist`` names as sbatch sends it (after ``sbatch_nodelist``)."""
+    return _hosts(sbatch_nodelist(job))
+
+
+def _hosts(text: str | None) -> int:
+    """The distinct hosts of hostlist ``text`` (sbatch's ``hostlist_uniq``); 0 without one or
+    when it does not parse: the checks after the shape report that, naming the line."""
+    if not text:
         return 0
     try:
-        return len(set(expand_hostlist(listed)))  # (sbatch's ``hostlist_uniq``)
+        return len(set(expand_hostlist(text)))
     except ValueError:
         return 0
 

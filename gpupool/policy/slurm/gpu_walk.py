@@ -177,7 +177,7 @@ def walk_form(wl: Workload) -> Workload:
                 memory = ps.memory_mib  # --mem, per node
             else:
                 memory = ps.memory_mib // tasks  # per CPU: one task's
-            return _split_walk_form(wl, ps, tasks, cpt, memory, listed_count(wl))
+            return _split_walk_form(wl, ps, tasks, cpt, memory, walk_least(wl))
         # (``per_node_pods`` spreads ``--cpus-per-gpu`` as over a fixed count: the GPUs dealt out
         # as without it, the job's CPUs from its total, ``spread_gpus._cpus_dealt``; probe p116:
         # ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs)
@@ -190,7 +190,7 @@ def walk_form(wl: Workload) -> Workload:
         if nodes is None or not nodes.spread:
             return wl
         # (a --nodelist's hosts are the least: its nodes come first, ``walk``)
-        least, most = ps.walk_nodes or (min(listed_count(wl), nodes.count), nodes.count)
+        least, most = ps.walk_nodes or (min(walk_least(wl), nodes.count), nodes.count)
         return replace(wl, pod_sets=(replace(nodes, count=min(most, nodes.count), min_count=least),), gang=GANG_MIN)
     if cpt is None or ps.exclusive or ps.gpus_per_job % ps.count:
         return wl
@@ -200,7 +200,7 @@ def walk_form(wl: Workload) -> Workload:
         memory = _node_memory(ps)
     else:
         memory = ps.memory_mib  # per CPU: one task's, as each pod is
-    return _split_walk_form(wl, ps, ps.count, cpt, memory, listed_count(wl))
+    return _split_walk_form(wl, ps, ps.count, cpt, memory, walk_least(wl))
 
 
 def _cpg_tasks_form(wl: Workload, ps) -> Workload:
@@ -242,15 +242,15 @@ def _split_walk_form(wl: Workload, ps, tasks: int, cpt: int, memory: int, least:
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)
 
 
-def listed_count(wl: Workload) -> int:
-    """The nodes ``wl``'s ``--nodelist`` names, the least node count sbatch then sends (1
-    without one; sbatch already dropped hosts beyond the tasks, ``sbatch.sbatch_nodelist``)."""
+def walk_least(wl: Workload) -> int:
+    """The least node count a walk of ``wl`` starts from: its ``--nodelist``'s hosts
+    (``jobinfo.listed_count``, the least node count sbatch then sends), 1 without one."""
     return max(1, jobinfo.listed_count(wl))
 
 
 def tasks_walk(ps) -> bool:
     """Whether ``ps`` is in ``_tasks_form``'s walk form (``-n T`` with GPUs per node: the split
-    form, no job-wide GPU count), whose least count is a ``--nodelist``'s (``listed_count``)."""
+    form, no job-wide GPU count), whose least count is a ``--nodelist``'s (``walk_least``)."""
     return ps.walked and bool(ps.split_tasks) and not ps.gpus_per_job and ps.walk_nodes is None
 
 
@@ -264,7 +264,7 @@ def _tasks_form(wl: Workload, ps) -> Workload:
     if tasks < 2:
         return wl
     memory = ps.memory_mib // tasks if ps.memory_per == "cpu" else ps.memory_mib
-    form = replace(ps, count=tasks, min_count=min(listed_count(wl), tasks), one_per_node=True,
+    form = replace(ps, count=tasks, min_count=min(walk_least(wl), tasks), one_per_node=True,
                    cpu_m=ps.cpus_per_task * 1000, memory_mib=memory, split_tasks=tasks, split_gpus=False,
                    slurm_tasks=None)
     return replace(wl, pod_sets=(form,), gang=GANG_MIN)

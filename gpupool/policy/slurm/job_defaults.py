@@ -49,7 +49,7 @@ from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import GANG_MIN, PodSet, Workload
 from gpupool.policy.slurm import jobinfo
 from gpupool.policy.slurm.jobinfo import raised_by_list, raised_least, request_totals, requested_partitions
-from gpupool.policy.slurm.gpu_walk import listed_count, tasks_walk, walk_form
+from gpupool.policy.slurm.gpu_walk import tasks_walk, walk_form, walk_least
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes, per_node_pods, pod_tasks, raise_node_count
 
 
@@ -506,8 +506,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     # (``--nodes=A-B`` walks in MinNodes partitions too: its least count is raised there as
     # any range's is, ``jobinfo.raised_least``)
     # (a --nodelist gives the walk of ``-n T`` with GPUs per node its count as the least,
-    # which MinNodes reads as given: ``gpu_walk.listed_count``)
-    walked = (wl is given and (partitions_min_nodes(cfg, wl) <= listed_count(wl) or _walks_range(wl))
+    # which MinNodes reads as given: ``gpu_walk.walk_least``)
+    walked = (wl is given and (partitions_min_nodes(cfg, wl) <= walk_least(wl) or _walks_range(wl))
               and (wl := walk_form(wl)) is not given)
     if walked and _walks_range(wl):
         wl = _raised_range(cfg, wl)
@@ -531,7 +531,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
             # (a --nodelist raised the CPUs to its hosts, ``jobinfo.raised_by_list``; the walk of
             # ``-n T`` with GPUs per node holds a task on each of them already)
             hosts = 0 if tasks_walk(wl.pod_sets[0]) else listed
-            asked = submitted_request(_listed_tasks(given, hosts), d, hosts)
+            counted = _listed_tasks(given, hosts)
+            asked = submitted_request(counted, d, hosts)
             if given.pod_sets[0].cpus_per_gpu_cap:
                 # --cpus-per-gpu counts no CPUs before the walk, a task's each: a real 22.05.8
                 # recorded a pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117), with
@@ -549,7 +550,7 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
                 # with --mem-per-cpu=100, mem=1000M with --mem-per-gpu=100; probes p109, p110)
                 # (one node's memory: the list's hosts already raised the nodes that
                 # ``submitted_request`` counts memory per node for, ``raised_by_list``)
-                asked = (asked[0], submitted_request(_listed_tasks(given, hosts), d)[1] * least)
+                asked = (asked[0], submitted_request(counted, d)[1] * least)
         elif wl is not given:
             before = submitted_request(given, d, listed)
             asked = (before[0], asked[1] if _memory_per_node(given.pod_sets[0], d) else before[1])
@@ -679,7 +680,7 @@ def _unwalked_refusal(given: Workload, walked: bool, min_nodes: int = 1) -> str 
     if walked or len(given.pod_sets) != 1:
         return None
     ps = given.pod_sets[0]
-    if ps.list_trimmed and min_nodes > listed_count(given):
+    if ps.list_trimmed and min_nodes > jobinfo.listed_count(given):
         return None
     if ps.walk_nodes is not None and ps.gpus_per_job >= 2:
         return MSG_UNWALKED_RANGE

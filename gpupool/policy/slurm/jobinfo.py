@@ -289,7 +289,7 @@ def list_above_max_nodes(wl, listed: int, max_nodes: int | None) -> bool:
     before it, while backfill passes over the job ("node count too high"). A real 22.05.8
     under EnforcePartLimits=NO left ``-p x -n2 -w gpu01,gpu02`` and ``-p x -w gpu01,gpu02
     --gres=gpu:1`` pending with PartitionNodeLimit on idle nodes, x of MaxNodes=1 (probe
-    p157); a listed walk (``gpu_walk.listed_count``) is the same case."""
+    p157); a listed walk (``gpu_walk.walk_least``) is the same case."""
     return max_nodes is not None and listed > max_nodes and given_node_counts(wl)[0] is None
 
 
