@@ -1025,14 +1025,13 @@ def _spreads_gpus(job: SbatchJob, nodes_min: int, nodes_max: int) -> bool:
     """Whether select/cons_tres spreads the job's ``--gpus`` unevenly over its nodes
     (``PodSet.spread_gpus``): a fixed count of two nodes or more, and none of the requests
     that are modelled otherwise or were not probed (``--exclusive``, which takes whole nodes;
-    ``--cpus-per-gpu`` beside a task count or memory per CPU; more tasks than nodes, the split
+    ``--cpus-per-gpu`` beside a task count; more tasks than nodes, the split
     form of ``_splits``). A real 22.05.8 spread ``-N2 --gpus=3 --cpus-per-gpu=4`` as 2 + 1 GPUs
     with 8 + 4 CPUs (probe p117)."""
     if not _gpus_for_job_only(job) or nodes_min != nodes_max or nodes_min < 2:
         return False
     return not (job.exclusive or _splits(job, nodes_min)
-                or (job.cpus_per_gpu is not None
-                    and (job.ntasks is not None or job.ntasks_per_node is not None or job.mem_per_cpu is not None)))
+                or (job.cpus_per_gpu is not None and (job.ntasks is not None or job.ntasks_per_node is not None)))
 
 
 def _walks_gpus(job: SbatchJob) -> bool:
@@ -1104,30 +1103,28 @@ def _may_walk(job: SbatchJob) -> bool:
 
 def _walks_cpus_per_gpu(job: SbatchJob) -> bool:
     """No ``--cpus-per-gpu`` or ``--exclusive``, or one of them beside ``--gpus=X`` alone (no
-    ``--ntasks``; with ``--cpus-per-gpu``, memory per node or per GPU), or ``--cpus-per-gpu``
-    beside ``--gpus=X`` and ``--ntasks=T`` (T <= X, memory per node or per GPU;
+    ``--ntasks``), or ``--cpus-per-gpu`` beside ``--gpus=X`` and ``--ntasks=T`` (T <= X;
     ``_walk_tasks``): slurmctld walks nodes for such a job as without them (probe p116:
     ``--gpus=12 --cpus-per-gpu=4`` ran as 8 + 4 GPUs with 32 + 16 CPUs, ``--gpus=12
     --exclusive`` on two whole nodes, ``-N1-3`` beside either the same; probe p119: ``-n2`` and
-    ``-n4`` beside ``--gpus=12 --cpus-per-gpu=4`` as without them). Not probed: tasks beside
-    ``--exclusive`` (kept as task pods, which took the nodes a real 22.05.8 gave ``-n2 --gpus=4
-    --exclusive`` and ``-n4 --gpus=12 --exclusive``, p119), more tasks than GPUs beside
-    ``--cpus-per-gpu``, and memory per CPU beside it."""
-    if job.cpus_per_gpu is None and not job.exclusive:
-        return True
-    if job.ntasks is not None:
+    ``-n4`` beside ``--gpus=12 --cpus-per-gpu=4`` as without them), with memory per CPU too,
+    each node's for the CPUs dealt to it (probe p160: ``--gpus=12 --cpus-per-gpu=2
+    --mem-per-cpu=100`` as 8 + 4 GPUs with 16 + 8 CPUs and 1600 + 800 MB, ``-n2`` beside it the
+    same). Not probed: tasks beside ``--exclusive`` (kept as task pods, which took the nodes a
+    real 22.05.8 gave ``-n2 --gpus=4 --exclusive`` and ``-n4 --gpus=12 --exclusive``, p119) and
+    more tasks than GPUs beside ``--cpus-per-gpu``."""
+    if job.ntasks is not None and (job.cpus_per_gpu is not None or job.exclusive):
         return bool(_walk_tasks(job))
-    return job.cpus_per_gpu is None or job.mem_per_cpu is None
+    return True
 
 
 def _walk_tasks(job: SbatchJob) -> int:
     """``--ntasks=T`` where it caps the nodes of a walk whose CPUs follow its GPUs
     (``PodSet.walk_tasks``): T >= 2 beside ``--gpus=X`` (T <= X) and ``--cpus-per-gpu``, with no
-    ``--exclusive``, ``--cpus-per-task``, memory per CPU, node count or GPUs per node or task;
-    else 0."""
+    ``--exclusive``, ``--cpus-per-task``, node count or GPUs per node or task; else 0."""
     if (job.ntasks is None or job.ntasks < 2 or job.cpus_per_gpu is None or job.exclusive
             or job.cpus_per_task is not None
-            or job.mem_per_cpu is not None or job.nodes is not None or job.ntasks_per_node is not None
+            or job.nodes is not None or job.ntasks_per_node is not None
             or not _gpus_for_job_only(job) or job.ntasks > job.gpus.count):
         return 0
     return job.ntasks

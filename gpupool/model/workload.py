@@ -271,6 +271,8 @@ class PodSet:
             return self.split_tasks * self.memory_mib
         if self.memory_per == "gpu" and self.spread:
             return self.gpus_per_job * self.memory_mib  # memory per GPU, for the job's GPUs
+        if self.memory_per == "cpu" and self.cpus_per_task is None and self.spread:
+            return self.gpus_per_job * self.memory_mib  # per CPU of CPUs per GPU: one GPU's a pod
         return self.counted_pods * self.memory_mib
 
     @property

@@ -393,7 +393,7 @@ def test_node_range_is_a_min_gang() -> None:
 
 
 @pytest.mark.parametrize(("directives", "message"), [
-    (("-N 1-3", "--gpus=8", "--cpus-per-gpu=2", "--mem-per-cpu=100"),
+    (("-N 1-3", "--gpus=8", "-n4"),
      "job.sbatch:3: --gpus=8 cannot be split evenly over 1-3 node(s); gpupool models identical pods: use --gpus-per-node"),
     (("-N 3-4", "--gpus=2"), "job.sbatch:3: --gpus=2 asks fewer GPUs than the 3 nodes; Slurm refuses the job "
                              "(Invalid generic resource (gres) specification)"),

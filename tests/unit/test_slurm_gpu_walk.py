@@ -304,15 +304,19 @@ def test_a_restarted_engine_adopts_a_walked_job_on_the_nodes_it_runs_on(pool):
     assert job.state == "RUNNING" and len(job.placement) == 2
 
 
-def test_defaults_that_keep_the_gpus_even_keep_the_job_on_one_node(tmp_path):
-    """Where DefCpuPerGPU's CPUs carry memory per CPU, the Slurm form keeps a spread job's GPUs
-    even (not probed): a ``--gpus`` job without a node count then stays one pod of its GPUs,
-    rather than walking nodes it could not deal them over."""
+def test_defaults_carrying_memory_per_cpu_walk_as_without_them(tmp_path):
+    """DefCpuPerGPU's CPUs beside DefMemPerCPU: the walk's form holds one GPU, its CPUs and their
+    memory a pod, and each node's memory follows the CPUs dealt to it (a real 22.05.8 at
+    DefCpuPerGPU=4, DefMemPerCPU=100 ran ``--gpus=3`` on one node with 12 CPUs and 1200 MB, and
+    ``--gpus=12`` as 8 + 3 + 1 GPUs with 16 CPUs and 1600 MB each on 16-core nodes; probe p160.
+    gpupool kept one pod of the GPUs before, and refused ``--gpus=12``)."""
     conf = GPU_NODES_CONF.format(last=2).replace("DefMemPerGPU=120000\n", "DefCpuPerGPU=4\nDefMemPerCPU=1000\n")
     small = slurm_pool(tmp_path, conf)
     pol = make_policy("slurm", small)
     wl = pol.resolve_request(workload("j", "-t 5 --gpus=3", 0.0, 1))
     (ps,) = wl.pod_sets
-    assert (ps.count, ps.gpus, ps.one_per_node, ps.cpu_m, ps.memory_mib) == (1, 3, False, 12000, 12000)
-    out = Engine(small, [workload("j", "-t 5 --gpus=3", 0.0, 1)], make_policy("slurm", small), check=True).run()
-    assert [p[1].bit_count() for p in out.jobs[0].placement] == [3]
+    assert (ps.walked, ps.gpus, ps.cpu_m, ps.memory_mib, ps.memory_per) == (True, 1, 4000, 4000, "cpu")
+    assert (ps.memory_total, ps.cpus_total) == (12000, 12)
+    for opts, want in (("--gpus=3", [(3, 12000, 12000)]), ("--gpus=12", [(8, 44000, 44000), (4, 4000, 4000)])):
+        out = Engine(small, [workload("j", f"-t 5 {opts}", 0.0, 1)], make_policy("slurm", small), check=True).run()
+        assert [(p[1].bit_count(), p[2], p[3]) for p in sorted(out.jobs[0].placement)] == want, opts

@@ -86,19 +86,24 @@ def test_the_reader_marks_the_walk():
         assert (ps.walk_gpus, ps.count, ps.gpus) == (True, 1, int(opts.split("--gpus=")[1].split()[0])), opts
 
 
-@pytest.mark.parametrize("opts", ["--gpus=12 --cpus-per-gpu=4 --mem-per-cpu=100", "-n2 --gpus=12 --exclusive"])
-def test_beside_tasks_or_memory_per_cpu_the_shape_stays_as_submitted(opts):
-    """Not probed: with ``--ntasks`` beside ``--exclusive``, or memory per CPU beside CPUs per
-    GPU, the job keeps the shape it was submitted with (task pods, or one pod of the X GPUs).
-    (``--ntasks`` beside ``--cpus-per-gpu`` walks since probe p119:
+def test_beside_tasks_the_exclusive_shape_stays_as_submitted():
+    """Not probed: with ``--ntasks`` beside ``--exclusive`` the job keeps the shape it was
+    submitted with (task pods). (``--ntasks`` beside ``--cpus-per-gpu`` walks since probe p119:
     ``test_slurm_gpu_walk_cpg_tasks.py``.)"""
-    (ps,) = workload("j", f"-t 5 {opts}", 0.0, 1).pod_sets
+    (ps,) = workload("j", "-t 5 -n2 --gpus=12 --exclusive", 0.0, 1).pod_sets
     assert not ps.walk_gpus
 
 
-def test_a_range_with_memory_per_cpu_beside_cpus_per_gpu_keeps_the_readers_refusal():
-    with pytest.raises(InputError, match="cannot be split evenly over 1-3 node"):
-        workload("j", "-t 5 -N1-3 --gpus=8 --cpus-per-gpu=2 --mem-per-cpu=100", 0.0, 1)
+@pytest.mark.parametrize("opts", ["--gpus=12 --cpus-per-gpu=4 --mem-per-cpu=100",
+                                  "-N1-3 --gpus=8 --cpus-per-gpu=2 --mem-per-cpu=100",
+                                  "-n2 --gpus=12 --cpus-per-gpu=4 --mem-per-cpu=100"])
+def test_memory_per_cpu_beside_cpus_per_gpu_is_walked(opts):
+    """Memory per CPU beside ``--cpus-per-gpu`` is walked as without it (a real 22.05.8 ran
+    ``--gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100``, ``-n2`` beside it and ``-N1-3 --gpus=12
+    --cpus-per-gpu=3 --mem-per-cpu=200`` as without the memory, each node's for its CPUs;
+    probe p160; the reader kept the shape as submitted, or refused the range, before)."""
+    (ps,) = workload("j", f"-t 5 {opts}", 0.0, 1).pod_sets
+    assert ps.walk_gpus and ps.cpus_per_gpu_cap
 
 
 @pytest.fixture(scope="module")
@@ -248,21 +253,24 @@ def test_an_exclusive_walk_with_memory_per_gpu_holds_whole_nodes(pool, opts):
     assert job.first_start == 1.0 and _held(pool, job) == {f"gpu0{k}": (ALL, 128, 8 * per_gpu) for k in range(1, want + 1)}
 
 
-def test_cpus_per_gpu_beside_memory_per_cpu_from_the_defaults_stay_as_submitted(tmp_path):
-    """Under DefMemPerCPU no per-node amount here follows both the CPUs dealt and their memory
-    (not probed): ``--gpus=12 --cpus-per-gpu=4`` keeps its one pod (refused on 8-GPU nodes) and
-    ``-N2 --gpus=4 --cpus-per-gpu=4`` its even share, 2 + 2 GPUs with 8 CPUs and 8000 MB each."""
+def test_cpus_per_gpu_beside_memory_per_cpu_from_the_defaults_follow_the_cpus_dealt(tmp_path):
+    """Under DefMemPerCPU ``--cpus-per-gpu`` walks and spreads as without it, each node's memory
+    per CPU for the CPUs dealt to it (a real 22.05.8 at DefMemPerCPU=100 on 16-core nodes ran
+    ``--gpus=12 --cpus-per-gpu=3`` as 8 + 3 + 1 GPUs with 15 + 15 + 6 CPUs and 1500 + 1500 +
+    600 MB, ``-N2 --gpus=12 --cpus-per-gpu=1`` as 8 + 4 with 8 + 4 CPUs; probe p160; gpupool
+    refused the first and kept the second even before)."""
     conf = GPU_NODES_CONF.format(last=4).replace("DefMemPerGPU=120000\n", "DefMemPerCPU=1000\n")
     small = slurm_pool(tmp_path, conf)
-    walked = Engine(small, [workload("j", "-t 5 --gpus=12 --cpus-per-gpu=4", 0.0, 1)], make_policy("slurm", small),
-                    check=True).run().jobs[0]
-    assert (walked.state, walked.reason) == ("REJECTED", limits.MSG_NODES)
-    even = Engine(small, [workload("j", "-t 5 -N2 --gpus=4 --cpus-per-gpu=4", 0.0, 1)], make_policy("slurm", small),
-                  check=True).run().jobs[0]
-    assert sorted((p[1].bit_count(), p[2], p[3]) for p in even.placement) == [(2, 8000, 8000)] * 2
-    # an even share holding more GPUs than asked (2 + 2 for 3) is refused in gpupool's words
-    # (a second review found it run so; the reader refused it before the spread)
-    odd = Engine(small, [workload("j", "-t 5 -N2 --gpus=3 --cpus-per-gpu=4", 0.0, 1)], make_policy("slurm", small),
+    for opts, want in (("--gpus=12 --cpus-per-gpu=4", [(8, 32000, 32000), (4, 16000, 16000)]),
+                       ("-N2 --gpus=4 --cpus-per-gpu=4", [(3, 12000, 12000), (1, 4000, 4000)]),
+                       ("-N2 --gpus=3 --cpus-per-gpu=4", [(2, 8000, 8000), (1, 4000, 4000)])):
+        job = Engine(small, [workload("j", f"-t 5 {opts}", 0.0, 1)], make_policy("slurm", small), check=True).run().jobs[0]
+        assert sorted(((p[1].bit_count(), p[2], p[3]) for p in job.placement), reverse=True) == want, opts
+    # under MaxMemPerCPU (not probed) the share stays even, and one holding more GPUs than
+    # asked (2 + 2 for 3) is refused in gpupool's words (a second review found it run so)
+    (tmp_path / "capped").mkdir()
+    capped = slurm_pool(tmp_path / "capped", conf + "MaxMemPerCPU=4000\n")
+    odd = Engine(capped, [workload("j", "-t 5 -N2 --gpus=3 --cpus-per-gpu=4", 0.0, 1)], make_policy("slurm", capped),
                  check=True).run().jobs[0]
     assert (odd.state, odd.reason) == ("REJECTED", MSG_UNSPREAD)
 

@@ -111,11 +111,11 @@ def test_the_reader_marks_the_tasks():
     assert (ps.walk_gpus, ps.walk_tasks, ps.count, ps.gpus, ps.cpu_m) == (True, 2, 1, 5, 20000)
 
 
-@pytest.mark.parametrize("opts", ["-n2 --gpus=12 --cpus-per-gpu=4 --mem-per-cpu=100", "-n2 --gpus=12 --exclusive",
+@pytest.mark.parametrize("opts", ["-n2 --gpus=12 --exclusive",
                                   "-n1 --gpus=4 --cpus-per-gpu=4", "-N2 -n4 --gpus=8 --cpus-per-gpu=4",
                                   "-n2 -c2 --gpus=12 --cpus-per-gpu=4"])
 def test_other_task_requests_keep_their_shape(opts):
-    """Not walked this way (not probed, or held to their nodes): memory per CPU, ``--exclusive``,
+    """Not walked this way (not probed, or held to their nodes): ``--exclusive``,
     one task, a node count, ``--cpus-per-task`` beside ``--cpus-per-gpu`` (a review found its
     CPUs no longer following the GPUs in the walk)."""
     (ps,) = workload("j", f"-t 5 {opts}", 0.0, 1).pod_sets

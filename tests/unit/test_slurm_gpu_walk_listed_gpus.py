@@ -68,12 +68,16 @@ def test_a_pending_walk_beside_a_list_records_the_hosts(tmp_path):
 
 
 @pytest.mark.parametrize("extra,opts,want", [
-    ("DefCpuPerGPU=2\n", "--gpus=4 -w gpu01,gpu02", [(0, 4, 400, 2), (1, 4, 400, 2)]),
+    ("DefCpuPerGPU=2\n", "--gpus=4 -w gpu01,gpu02", [(0, 6, 600, 3), (1, 2, 200, 1)]),
+    ("DefCpuPerGPU=2\n", "--gpus=3 -w gpu01,gpu02", [(0, 4, 400, 2), (1, 2, 200, 1)]),  # probe p160
+    ("DefCpuPerGPU=4\n", "--gpus=3 -w gpu01,gpu02", [(0, 8, 800, 2), (1, 4, 400, 1)]),  # probe p160
     ("DefCpuPerGPU=2\n", "--gpus=16 -w gpu01,gpu02", [(0, 16, 1600, 8), (1, 16, 1600, 8)]),
 ])
-def test_kept_off_the_walk_by_its_defaults_a_list_is_its_node_count(tmp_path, extra, opts, want):
-    """Where the defaults keep the job off the walk it keeps the hosts' node count, as before
-    finding 97 (one pod of X GPUs on two required nodes would never be placed)."""
+def test_under_def_cpu_per_gpu_a_list_is_walked_from_its_hosts(tmp_path, extra, opts, want):
+    """DefCpuPerGPU beside DefMemPerCPU walks a listed ``--gpus`` as without it, the GPUs dealt
+    out from the hosts, each node's CPUs dealt from the job's C × X and its memory per CPU for
+    them (a real 22.05.8 at DefCpuPerGPU=2 ran ``--gpus=3 -w gpu01,gpu02`` as 2 + 1 GPUs with
+    4 + 2 CPUs, 400 + 200 MB; probe p160; gpupool kept the hosts' even 2 + 2 before)."""
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF + extra), [opts], 1.0, 5)
     job = engine.jobs[1]
     assert job.state == "RUNNING"

@@ -264,18 +264,28 @@ def test_a_preemptor_over_its_cpu_limit_on_whole_cores_preempts_nobody(tmp_path)
 
 
 def test_uneven_tasks_and_gpus_kept_off_the_walk_are_refused_in_gpupools_words(tmp_path):
-    """``-n3 --gpus=16`` under DefCpuPerGPU is not walked (not probed) and its one pod of 16 GPUs
-    stands for nothing slurmctld gives it: it is refused with gpupool's message, not Slurm's
-    "Requested node configuration is not available"; ``-n4 --gpus=16`` keeps its task pods."""
+    """``-n3 --gpus=16`` under DefCpuPerGPU walks as ``--cpus-per-gpu`` would (probe p160's
+    ``-n3 --gpus=12`` ran as 8 + 4), and so does ``-n4 --gpus=16``: 8 + 8 GPUs each; under
+    MaxMemPerCPU too (not probed) the one pod of 16 GPUs stands for nothing slurmctld gives
+    it: refused with gpupool's message, not Slurm's "Requested node configuration is not
+    available"."""
     from gpupool.policy.slurm.job_defaults import MSG_UNWALKED
     from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool
 
-    pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4).replace("PartitionName=p ", "PartitionName=p DefCpuPerGPU=2 "))
-    wls = [replace(workload(f"j{k}", f"-t 5 {o}", 0.0, k, runtime=60.0), user="dave")
-           for k, o in enumerate(["-n3 --gpus=16 --mem=100", "-n4 --gpus=16 --mem=100"], 1)]
-    jobs = {j.id: j for j in Engine(pool, wls, make_policy("slurm", pool), check=True).run().jobs}
-    assert (jobs[1].state, jobs[1].reason) == ("REJECTED", MSG_UNWALKED)
-    assert jobs[2].state == "COMPLETED"
+    conf = GPU_NODES_CONF.format(last=4).replace("PartitionName=p ", "PartitionName=p DefCpuPerGPU=2 ")
+    for sub, extra in (("a", ""), ("b", "MaxMemPerCPU=100000\n")):
+        (tmp_path / sub).mkdir()
+        pool = slurm_pool(tmp_path / sub, conf + extra)
+        wls = [replace(workload(f"j{k}", f"-t 5 {o}", 0.0, k, runtime=60.0), user="dave")
+               for k, o in enumerate(["-n3 --gpus=16 --mem=100", "-n4 --gpus=16 --mem=100"], 1)]
+        jobs = {j.id: j for j in Engine(pool, wls, make_policy("slurm", pool), check=True).run().jobs}
+        if extra:
+            assert (jobs[1].state, jobs[1].reason) == ("REJECTED", MSG_UNWALKED)
+            assert jobs[2].state == "COMPLETED"
+        else:
+            for jid in (1, 2):
+                assert jobs[jid].state == "COMPLETED"
+                assert sorted(p[1].bit_count() for p in jobs[jid].placement) == [8, 8]
 
 
 def test_a_walk_whose_failed_selection_breaks_the_limit_holds_no_partition_back(pool):

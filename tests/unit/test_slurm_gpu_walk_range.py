@@ -175,18 +175,29 @@ def test_other_policies_place_one_pod_of_the_gpus(pool):
     assert [p[1].bit_count() for p in out.jobs[0].placement] == [4]
 
 
-@pytest.mark.parametrize("opts", ["-n4", "--cpus-per-gpu=2 --mem-per-cpu=100", "-n4 --exclusive", "--contiguous"])
+@pytest.mark.parametrize("opts", ["-n4", "-n4 --exclusive", "--contiguous"])
 def test_options_the_probes_did_not_have_keep_the_readers_refusal(opts):
     with pytest.raises(InputError, match="cannot be split evenly over 1-3 node"):
         workload("j", f"-t 5 -N1-3 --gpus=8 {opts}", 0.0, 1)
 
 
-def test_defaults_that_keep_the_gpus_even_refuse_the_range(tmp_path):
-    """Where DefCpuPerGPU's CPUs carry memory per CPU the walk's form cannot deal the GPUs out
-    (not probed): the job is refused at submit in gpupool's words rather than run as one pod."""
+def test_defaults_carrying_memory_per_cpu_walk_the_range(tmp_path):
+    """DefCpuPerGPU's CPUs beside DefMemPerCPU: the range is walked as without them, memory per
+    CPU following each node's CPUs (a real 22.05.8 at DefCpuPerGPU=2, DefMemPerCPU=100 ran
+    ``-N1-3 --gpus=12`` as 8 + 4 GPUs with 16 + 8 CPUs and 1600 + 800 MB; probe p160; gpupool
+    refused it before), and so under MaxMemPerCPU (probe p160 at MaxMemPerCPU=200: ``--gpus=12``
+    and ``-N2 --gpus=12`` the same). Where MaxMemPerCPU raised the CPUs for a node's memory the
+    job stays off the walk (not probed) and the range is refused in gpupool's words."""
     conf = GPU_NODES_CONF.format(last=2).replace("DefMemPerGPU=120000\n", "DefCpuPerGPU=4\nDefMemPerCPU=1000\n")
-    small = slurm_pool(tmp_path, conf)
+    (tmp_path / "a").mkdir()
+    small = slurm_pool(tmp_path / "a", conf)
     out = Engine(small, [workload("j", "-t 5 -N1-2 --gpus=3", 0.0, 1)], make_policy("slurm", small), check=True).run()
+    assert [(p[1].bit_count(), p[2], p[3]) for p in out.jobs[0].placement] == [(3, 12000, 12000)]
+    capped = slurm_pool(tmp_path, conf + "MaxMemPerCPU=2000\n")
+    out = Engine(capped, [workload("j", "-t 5 -N1-2 --gpus=3", 0.0, 1)], make_policy("slurm", capped), check=True).run()
+    assert [(p[1].bit_count(), p[2], p[3]) for p in out.jobs[0].placement] == [(3, 12000, 12000)]
+    out = Engine(capped, [workload("j", "-t 5 -N1-2 --gpus=3 --mem=40000", 0.0, 1)], make_policy("slurm", capped),
+                 check=True).run()
     assert (out.jobs[0].state, out.jobs[0].reason) == ("REJECTED", MSG_UNWALKED_RANGE)
 
 

@@ -151,16 +151,23 @@ def test_other_policies_place_the_task_pods_as_submitted(pool):
     assert sorted(p[1].bit_count() for p in out.jobs[0].placement) == [2, 2, 2, 2]
 
 
-def test_defaults_that_change_the_cpus_keep_the_job_as_submitted(tmp_path):
-    """Under DefCpuPerGPU the tasks' CPUs come from the GPUs, which the walk's split form does
-    not hold (not probed): the job keeps its task pods."""
+def test_under_def_cpu_per_gpu_the_tasks_cap_a_walk_of_cpus_per_gpu(tmp_path):
+    """Under DefCpuPerGPU the tasks' CPUs come from the GPUs: ``-n T --gpus=X`` walks as
+    ``--cpus-per-gpu`` beside T tasks would (the T tasks cap the nodes, the C × X CPUs are dealt
+    out), without that option's cap of C CPUs a GPU on a node (a real 22.05.8 at
+    DefCpuPerGPU=2, DefMemPerCPU=100 ran ``-n2 --gpus=12`` and ``-n3 --gpus=12`` as 8 + 4 GPUs
+    with 16 + 8 CPUs on idle 16-core nodes; probe p160; gpupool kept the tasks' 6 + 6 before)."""
     from tests.unit.sbatch_plans import GPU_NODES_CONF, slurm_pool
 
     pool = slurm_pool(tmp_path, GPU_NODES_CONF.format(last=4).replace("PartitionName=p ", "PartitionName=p DefCpuPerGPU=2 "))
     pol = make_policy("slurm", pool)
     wl = pol.resolve_request(replace(workload("j", "-t 5 -n2 --gpus=4", 0.0, 1), user="dave"))
     (ps,) = wl.pod_sets
-    assert not ps.walked and ps.count == 2
+    assert ps.walked and ps.count == 2 and ps.cpus_per_task is None and not ps.cpus_per_gpu_cap
+    out = Engine(pool, [replace(workload("j", "-t 5 -n2 --gpus=12 --mem=100", 0.0, 1), user="dave")],
+                 make_policy("slurm", pool), check=True).run()
+    # 24 CPUs dealt: the first node all but one GPU's worth for the second (``spread_gpus._cpus_dealt``)
+    assert [(p[1].bit_count(), p[2] // 1000) for p in sorted(out.jobs[0].placement)] == [(8, 22), (4, 2)]
 
 
 def test_a_node_gives_the_walk_whole_tasks_within_its_memory(pool):

@@ -184,13 +184,15 @@ def test_max_cpus_per_node_caps_cpus_that_follow_the_gpus(tmp_path):
     assert [(bin(q[1]).count("1"), q[2]) for q in sorted(job.placement)] == [(3, 8000), (1, 8000)]
 
 
-def test_per_cpu_memory_under_def_cpu_per_gpu_stays_even(tmp_path):
-    """DefCpuPerGPU with memory per CPU: no per-node amount here follows both, so the pods keep
-    the even share (⌈X/N⌉ GPUs a node; not probed)."""
+def test_per_cpu_memory_under_def_cpu_per_gpu_follows_the_cpus_dealt(tmp_path):
+    """DefCpuPerGPU with memory per CPU: the GPUs are dealt out as without it and each node's
+    memory follows the CPUs dealt to it (a real 22.05.8 at DefCpuPerGPU=2 ran ``-N2 --gpus=12``
+    as 8 + 4 GPUs with 16 + 8 CPUs and 1600 + 800 MB at DefMemPerCPU=100, and ``--gpus=12
+    --mem-per-cpu=200`` with 3200 + 1600; probe p160; gpupool kept the even share before)."""
     from tests.unit.test_slurm_req_tres import _seed_copy
 
     pool_dir = _seed_copy(tmp_path, [])
     conf = pool_dir / "slurm.conf"
     conf.write_text("DefCpuPerGPU=4\n" + conf.read_text())
     job = _run(load_pool(pool_dir), [("-N2 --gpus=4 --mem-per-cpu=1000", 0.0)])[1]
-    assert [(bin(q[1]).count("1"), q[2], q[3]) for q in sorted(job.placement)] == [(2, 8000, 8000)] * 2
+    assert [(bin(q[1]).count("1"), q[2], q[3]) for q in sorted(job.placement)] == [(3, 12000, 12000), (1, 4000, 4000)]

@@ -334,9 +334,11 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     (``--mem-per-gpu``, DefMemPerGPU), so that it follows each node's GPUs (``memory_per``
     "gpu"); ``spread_gpus.spread`` gives each node its GPUs. CPUs per GPU, from ``--cpus-per-gpu``
     (each pod's for its one GPU) or DefCpuPerGPU (``cpus_per_task`` None), go out from the
-    job's total (``spread_gpus._cpus_dealt``; probes p116, p117). It stays even (⌈X/N⌉ a node)
-    where those CPUs carry memory per CPU or MaxMemPerCPU may raise them: no per-node amount
-    here follows both (not probed). An exclusive walk's whole nodes keep their memory as filled."""
+    job's total (``spread_gpus._cpus_dealt``; probes p116, p117), and memory per CPU
+    (``--mem-per-cpu``, DefMemPerCPU) beside them follows each node's CPUs (``memory_per`` "cpu",
+    one GPU's CPUs' worth a pod; probe p160). It stays even (⌈X/N⌉ a node) where MaxMemPerCPU
+    may raise those CPUs (not probed). An exclusive walk's whole nodes keep their memory as
+    filled."""
     if ps.exclusive and ps.walk_gpus:
         # an exclusive walk's nodes are held whole, memory per CPU or GPU for every CPU or GPU
         # of each (``memory_unit``, ``select.exclusive_memory``): nothing follows the GPUs
@@ -344,14 +346,20 @@ def _spread_form(asked: PodSet, ps: PodSet, d: Defaults) -> PodSet:
     if ps.memory_unit is not None:
         return replace(ps, spread_gpus=False)
     default_cpus = _default_cpus(asked, d)
-    per_cpu_memory = ps.memory_per_cpu or ps.memory_per == "cpu" or d.max_mem_per_cpu
-    if default_cpus is not None and (ps.cpu_m != default_cpus * 1000 or per_cpu_memory):
-        return replace(ps, spread_gpus=False)
-    if ps.cpus_per_task is None and per_cpu_memory:  # --cpus-per-gpu beside memory per CPU
+    per_cpu = ps.memory_per_cpu  # MB per CPU where memory follows the CPUs (``_filled``)
+    if default_cpus is not None and ps.cpu_m != default_cpus * 1000:
+        return replace(ps, spread_gpus=False)  # MaxMemPerCPU raised the CPUs for memory per node
+    if ps.cpus_per_task is None and d.max_mem_per_cpu:  # --cpus-per-gpu beside MaxMemPerCPU
         return replace(ps, spread_gpus=False)
     mem, per = ps.memory_mib, ps.memory_per
     if _memory(asked, asked.cpu_m, d)[1] == "gpu":
         mem, per = mem // ps.gpus, "gpu"
+    elif per_cpu and (default_cpus is not None or ps.cpus_per_task is None):
+        # memory per CPU follows the CPUs each node is dealt (``spread_gpus.spread``): one GPU's
+        # CPUs' worth a pod (a real 22.05.8 at DefCpuPerGPU=2, DefMemPerCPU=100 ran ``--gpus=12``
+        # as 8 + 4 GPUs with 16 + 8 CPUs and 1600 + 800 MB; probe p160)
+        cpus = d.cpu_per_gpu if default_cpus is not None else ps.cpu_m // 1000 // ps.gpus
+        mem, per = cpus * per_cpu, "cpu"
     fit = ps.memory_fit // ps.gpus if ps.memory_fit else 0  # DefMemPerGPU's free memory, for one GPU
     out = replace(ps, gpus=1, memory_mib=mem, memory_per=per, memory_fit=fit if fit > mem else 0)
     if ps.cpus_per_task is None and default_cpus is None and ps.gpus:
@@ -507,7 +515,9 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
     # any range's is, ``jobinfo.raised_least``)
     # (a --nodelist gives the walk of ``-n T`` with GPUs per node its count as the least,
     # which MinNodes reads as given: ``gpu_walk.walk_least``)
-    walked = (wl is given and (partitions_min_nodes(cfg, wl) <= walk_least(wl) or _walks_range(wl))
+    if wl is given:
+        wl = _default_cpus_per_gpu_tasks(wl, defaults_for(cfg, node_memory, wl, cache))
+    walked = ((wl is given or _default_cpg(wl)) and (partitions_min_nodes(cfg, wl) <= walk_least(wl) or _walks_range(wl))
               and (wl := walk_form(wl)) is not given)
     if walked and _walks_range(wl):
         wl = _raised_range(cfg, wl)
@@ -538,6 +548,10 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
                 # recorded a pending ``--gpus=12 --cpus-per-gpu=4`` as cpu=1 (probe p117), with
                 # ``-n4`` cpu=4 (probe p120)
                 asked = (max(given.pod_sets[0].walk_tasks or 1, hosts), asked[1])
+                if per_cpu := filled.pod_sets[0].memory_per_cpu:
+                    # memory per CPU for those CPUs (a real 22.05.8 at DefMemPerCPU=100 recorded a
+                    # pending ``--gpus=12 --cpus-per-gpu=3`` as cpu=1,mem=100M; probe p160)
+                    asked = (asked[0], per_cpu * asked[0])
             least = _least_walked(wl)
             if given.pod_sets[0].count == 1:
                 # (one pod as submitted: memory per node for each listed host, whom slurmctld
@@ -558,6 +572,36 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
             filled = replace(filled, req_cpu_mem=asked)
     return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked, partitions_min_nodes(cfg, given)) \
         or _unspread_refusal(wl, filled)
+
+
+def _default_cpus_per_gpu_tasks(wl: Workload, d: Defaults | None) -> Workload:
+    """``-n T --gpus=X`` (2 <= T <= X, no CPU option, ``--exclusive`` or ``--nodelist``) in a
+    partition with DefCpuPerGPU=C and no MaxMemPerCPU as slurmctld walks it: as ``--cpus-per-gpu=C``
+    beside the T tasks (``PodSet.walk_tasks``: the T tasks cap the nodes, the job's C × X CPUs
+    are dealt out), except that DefCpuPerGPU caps no node's CPUs at C a GPU (``cpus_per_gpu_cap``
+    stays off; probe p117). A real 22.05.8 at DefCpuPerGPU=2, DefMemPerCPU=100 ran ``-n2
+    --gpus=12`` and ``-n3 --gpus=12`` as 8 + 4 GPUs with 16 + 8 CPUs on idle 16-core nodes
+    (probe p160; gpupool kept the two tasks' even share, 6 + 6, before). Else ``wl``."""
+    if d is None or not d.cpu_per_gpu or d.max_mem_per_cpu or len(wl.pod_sets) != 1:
+        return wl
+    ps = wl.pod_sets[0]
+    tasks = pod_tasks(ps) if ps.count == 1 else ps.count
+    if (not ps.walk_gpus or not ps.spread_gpus or not ps.gpus_per_job or not ps.cpu_unset or ps.exclusive
+            or ps.cpus_per_task != 1 or ps.walk_tasks or ps.one_per_node or ps.split_tasks
+            or not 2 <= tasks <= ps.gpus_per_job or jobinfo.listed_count(wl)):
+        return wl
+    memory = ps.memory_mib
+    if ps.memory_per == "cpu" and not ps.memory_unset:  # --mem-per-cpu: per CPU of the C a GPU
+        memory = ps.memory_mib // max(1, ps.cpu_m // 1000) * d.cpu_per_gpu * ps.gpus
+    return replace(wl, pod_sets=(replace(ps, cpus_per_task=None, cpu_m=d.cpu_per_gpu * ps.gpus * 1000, cpu_unset=False,
+                                         memory_mib=memory, walk_tasks=tasks),))
+
+
+def _default_cpg(wl: Workload) -> bool:
+    """Whether ``wl`` is ``_default_cpus_per_gpu_tasks``' form (a walk of tasks, CPUs per GPU
+    without the cap)."""
+    ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
+    return ps is not None and bool(ps.walk_tasks) and not ps.cpus_per_gpu_cap and ps.cpus_per_task is None
 
 
 def _walks_range(wl: Workload) -> bool:

@@ -139,9 +139,9 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     split = tasks if tasks > nodes and cpt is not None and not ps.exclusive else 0
     per_job = ps.gpus_per_job if ps.spread_gpus else 0  # --gpus=X
     per_task = bool(ps.gpus_per_job) and not per_job  # --gpus-per-task
-    # (--cpus-per-gpu with no task count spreads as over a fixed count, ``sbatch._spreads_gpus``)
-    spread = bool(per_job) and not ps.exclusive and (
-        cpt is not None or (ps.cpus_per_gpu_cap and ps.memory_per != "cpu" and tasks == 1))
+    # (--cpus-per-gpu with no task count spreads as over a fixed count, ``sbatch._spreads_gpus``,
+    # and so do DefCpuPerGPU's CPUs per GPU, ``job_defaults._default_cpus_per_gpu_tasks``)
+    spread = bool(per_job) and not ps.exclusive and (cpt is not None or tasks == 1)
     if per_job:
         if per_job < nodes or (spread and split) or (not spread and per_job % nodes):
             return None

@@ -58,7 +58,11 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
     counts = free.gpus
     typed = ps.gpu_type is not None
     least = ps.gpus
-    cpus_per_gpu = ps.cpu_m // ps.gpus if ps.cpus_per_gpu_cap and ps.cpus_per_task is None else 0
+    # CPUs per GPU (--cpus-per-gpu, or DefCpuPerGPU): a node offers the GPUs its free CPUs pay
+    # for (probe p117; under DefCpuPerGPU=2 a real 22.05.8 passed over a node with 4 CPUs free
+    # for ``--gpus=12``, probe p160)
+    cpus_per_gpu = (ps.cpu_m // ps.gpus if (ps.cpus_per_gpu_cap or ps.spread_gpus) and ps.cpus_per_task is None
+                    and ps.gpus else 0)
     offers = {}
     for i in pool:
         if typed:
@@ -69,7 +73,7 @@ def gpu_weights(ps, pool: list[int], free, weight: list[int], gpus_for) -> list[
         if have < least:
             continue  # the node cannot hold a pod: its weight is never read
         offer = have if have < cap else cap
-        if cpus_per_gpu:  # --cpus-per-gpu: the GPUs its free CPUs pay for (probe p117)
+        if cpus_per_gpu:
             offer = min(offer, free.cpu_within_cap(i) // cpus_per_gpu)
         if per_gpu:
             offer = min(offer, mem[i] // per_gpu)

@@ -69,8 +69,18 @@ def _node_cpus(ps, free, i: int, avail: int, per_gpu: int) -> int:
     no more than that many for each of its free GPUs (``avail``) its free CPUs and memory pay
     for; DefCpuPerGPU caps nothing here."""
     if ps.cpus_per_gpu_cap:
-        return gpus_paid(ps, free, i, avail.bit_count(), per_gpu) * ps.cpu_m
-    return free.cpu_within_cap(i)
+        cpu = gpus_paid(ps, free, i, avail.bit_count(), per_gpu) * ps.cpu_m
+    else:
+        cpu = free.cpu_within_cap(i)
+    if per_cpu := _per_cpu(ps):  # memory per CPU: no more CPUs than the free memory pays for
+        cpu = min(cpu, free.mem[i] // per_cpu * 1000)
+    return cpu
+
+
+def _per_cpu(ps) -> int:
+    """MB per CPU of a spread pod set whose memory follows the CPUs dealt (``memory_per``
+    "cpu" beside CPUs per GPU), else 0."""
+    return ps.memory_per_cpu if ps.memory_per == "cpu" and ps.cpus_per_task is None else 0
 
 
 def _cpus_dealt(ps, chosen, free, gpus_for, per_gpu: int, total: int) -> dict[int, int] | None:
@@ -106,6 +116,7 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
     total = ps.gpus_per_job
     per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
     cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0  # DefCpuPerGPU: CPUs follow the GPUs
+    per_cpu = _per_cpu(ps)
     pods = sorted(chosen)
     node_cpus = _cpus_dealt(ps, chosen, free, gpus_for, per_gpu, cpu_per_gpu * total) if cpu_per_gpu else None
     if node_cpus is None and cpu_per_gpu:
@@ -128,6 +139,8 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
             if per_gpu:
                 n = min(n, free.mem[i] // per_gpu)
             cpu = node_cpus[i]
+            if per_cpu:  # memory per CPU: the node's CPUs' worth (within its free memory: ``_node_cpus``)
+                mem = cpu // 1000 * per_cpu
         else:
             n = gpus_paid(ps, free, i, n, per_gpu)
         if n < 1 and share > 0:

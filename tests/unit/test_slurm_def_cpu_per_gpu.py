@@ -1,0 +1,152 @@
+"""DefCpuPerGPU, ``--cpus-per-gpu`` and memory per CPU beside ``--gpus=X`` (docs/differential.md,
+finding 98): the walk and the spread deal the job's GPUs out as without them, each node's CPUs
+from the job's C × X (``spread_gpus._cpus_dealt``) and its memory per CPU (DefMemPerCPU,
+``--mem-per-cpu``, MaxMemPerCPU's lowered rate) for those CPUs; a node offers the walk the GPUs
+its free CPUs pay for under DefCpuPerGPU too (``near_gpus.gpu_weights``); ``-n T --gpus=X``
+under DefCpuPerGPU walks as ``--cpus-per-gpu`` beside T tasks
+(``job_defaults._default_cpus_per_gpu_tasks``).
+
+Every expectation is what a real 22.05.8 did (probe p160, 2026-12-06) on four 16-core 8-GPU
+64000 MB nodes (CR_Core_Memory, priority/basic), each job alone behind its holders; pending
+jobs behind four exclusive holders, their ReqTRES as (cpu, MB, node). At the commit before
+this finding gpupool agreed with 28 of these 75 answers.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool
+from tests.unit.test_slurm_gpu_walk_range_listed import per_node
+
+BASE = """ClusterName=p160
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=30
+PriorityType=priority/basic
+GresTypes=gpu
+{extra}
+NodeName=gpu[01-04] CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8
+PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP
+"""
+DEF_CPG2 = BASE.format(extra="DefCpuPerGPU=2\nDefMemPerCPU=100")
+DEF_CPG4 = BASE.format(extra="DefCpuPerGPU=4\nDefMemPerCPU=100")
+MEM_PER_CPU = BASE.format(extra="DefMemPerCPU=100")
+DEF_CPG2_MAX = BASE.format(extra="DefCpuPerGPU=2\nDefMemPerCPU=100\nMaxMemPerCPU=200")
+HOLD_ALL = ["-w gpu01 --exclusive", "-w gpu02 --exclusive", "-w gpu03 --exclusive", "-w gpu04 --exclusive"]
+
+#: (slurm.conf, holders, the job, its (node index, CPUs, MB, GPUs) per node)
+RUNNING = [
+    (DEF_CPG2, [], "--gpus=3", [(0, 6, 600, 3)]),
+    (DEF_CPG2, [], "--gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2, [], "--gpus=20", [(0, 16, 1600, 8), (1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2, [], "--gpus=12 --mem=100", [(0, 16, 100, 8), (1, 8, 100, 4)]),
+    (DEF_CPG2, [], "-n2 --gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2, [], "-N2 --gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2, [], "-N1-3 --gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2, [], "--gpus=3 -w gpu01,gpu02", [(0, 4, 400, 2), (1, 2, 200, 1)]),
+    (DEF_CPG2, [], "--gpus=12 -w gpu02", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2, ['-w gpu01 -c12'], "--gpus=12", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2, ['-w gpu01 -c12'], "--gpus=4", [(1, 8, 800, 4)]),
+    (DEF_CPG2, [], "--gpus=6 --mem-per-gpu=100", [(0, 12, 600, 6)]),
+    (DEF_CPG4, [], "--gpus=3", [(0, 12, 1200, 3)]),
+    (DEF_CPG4, [], "--gpus=12", [(0, 16, 1600, 8), (1, 16, 1600, 3), (2, 16, 1600, 1)]),
+    (DEF_CPG4, [], "--gpus=12 --mem=100", [(0, 16, 100, 8), (1, 16, 100, 3), (2, 16, 100, 1)]),
+    (DEF_CPG4, [], "-N1-3 --gpus=12", [(0, 16, 1600, 8), (1, 16, 1600, 3), (2, 16, 1600, 1)]),
+    (DEF_CPG4, [], "--gpus=3 -w gpu01,gpu02", [(0, 8, 800, 2), (1, 4, 400, 1)]),
+    (DEF_CPG4, [], "--gpus=12 -w gpu02", [(1, 16, 1600, 8), (2, 16, 1600, 3), (3, 16, 1600, 1)]),
+    (DEF_CPG4, ['-w gpu01 -c12'], "--gpus=12", [(1, 16, 1600, 8), (2, 16, 1600, 3), (3, 16, 1600, 1)]),
+    (DEF_CPG4, ['-w gpu01 -c12'], "--gpus=4", [(1, 16, 1600, 4)]),
+    (DEF_CPG4, [], "--gpus=6 --mem-per-gpu=100", [(0, 16, 500, 5), (1, 8, 100, 1)]),
+    (DEF_CPG2, [], "--gpus=12 --cpus-per-gpu=1", [(0, 8, 800, 8), (1, 4, 400, 4)]),
+    (DEF_CPG2, [], "--gpus=12 --cpus-per-gpu=3", [(0, 15, 1500, 8), (1, 15, 1500, 3), (2, 6, 600, 1)]),
+    (DEF_CPG2, [], "-N2 --gpus=12 --cpus-per-gpu=1", [(0, 8, 800, 8), (1, 4, 400, 4)]),
+    (DEF_CPG2, [], "-N1-3 --gpus=12 --cpus-per-gpu=3", [(0, 15, 1500, 8), (1, 15, 1500, 3), (2, 6, 600, 1)]),
+    (DEF_CPG2, [], "--gpus=12 --mem-per-cpu=200", [(0, 16, 3200, 8), (1, 8, 1600, 4)]),
+    (DEF_CPG2, [], "-n3 --gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2, [], "--gpus=12 -c2", [(0, 2, 200, 8), (1, 2, 200, 4)]),
+    (DEF_CPG2, ['-w gpu01 -c1 --mem=63000'], "--gpus=12", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2, ['-w gpu01 -c1 --mem=63500', '-w gpu02 -c1 --mem=63500'], "--gpus=12", [(2, 16, 1600, 8), (3, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "--gpus=12 --cpus-per-gpu=1", [(0, 8, 800, 8), (1, 4, 400, 4)]),
+    (MEM_PER_CPU, [], "--gpus=12 --cpus-per-gpu=3", [(0, 15, 1500, 8), (1, 15, 1500, 3), (2, 6, 600, 1)]),
+    (MEM_PER_CPU, [], "-N2 --gpus=12 --cpus-per-gpu=1", [(0, 8, 800, 8), (1, 4, 400, 4)]),
+    (MEM_PER_CPU, [], "-N1-3 --gpus=12 --cpus-per-gpu=3", [(0, 15, 1500, 8), (1, 15, 1500, 3), (2, 6, 600, 1)]),
+    (MEM_PER_CPU, [], "--gpus=12 --mem-per-cpu=200", [(0, 1, 200, 8), (1, 1, 200, 4)]),
+    (MEM_PER_CPU, [], "-n3 --gpus=12", [(0, 2, 200, 8), (1, 1, 100, 4)]),
+    (MEM_PER_CPU, [], "--gpus=12 -c2", [(0, 2, 200, 8), (1, 2, 200, 4)]),
+    (MEM_PER_CPU, ['-w gpu01 -c1 --mem=63000'], "--gpus=12", [(0, 1, 100, 8), (1, 1, 100, 4)]),
+    (MEM_PER_CPU, ['-w gpu01 -c1 --mem=63500', '-w gpu02 -c1 --mem=63500'], "--gpus=12", [(0, 1, 100, 8), (1, 1, 100, 4)]),
+    (MEM_PER_CPU, [], "--gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "-N2 --gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "-n2 --gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "-N1-3 --gpus=12 --cpus-per-gpu=3 --mem-per-cpu=200", [(0, 15, 3000, 8), (1, 15, 3000, 3), (2, 6, 1200, 1)]),
+    (MEM_PER_CPU, [], "-n2 --gpus=12 --cpus-per-gpu=2", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "-N2 --gpus=3 --cpus-per-gpu=4", [(0, 8, 800, 2), (1, 4, 400, 1)]),
+    (MEM_PER_CPU, ['-w gpu01 -c1 --mem=63000'], "--gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2, ['-w gpu01 -c12 --mem=100'], "--gpus=12 --mem=100", [(1, 16, 100, 8), (2, 8, 100, 4)]),
+    (DEF_CPG2, [], "-n2 --gpus=12 --mem=100", [(0, 16, 100, 8), (1, 8, 100, 4)]),
+    (DEF_CPG2, [], "-n4 --gpus=16", [(0, 16, 1600, 8), (1, 16, 1600, 8)]),
+    (DEF_CPG2, [], "-n2 --gpus=4", [(0, 8, 800, 4)]),
+    (DEF_CPG2, [], "--gpus=12 -w gpu01,gpu03", [(0, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2_MAX, [], "--gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2_MAX, [], "-N2 --gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
+    (DEF_CPG2_MAX, [], "--gpus=3", [(0, 6, 600, 3)]),
+    (DEF_CPG2_MAX, [], "--gpus=12 --mem-per-cpu=300", [(0, 16, 2400, 8), (1, 8, 1200, 4)]),
+]
+
+REFUSED = [
+    (DEF_CPG4, "--gpus=20"),
+    (DEF_CPG4, "-n2 --gpus=12"),
+    (DEF_CPG4, "-N2 --gpus=12"),
+]
+
+PENDING = [
+    (DEF_CPG2, "--gpus=12", (1, 100, 1)),
+    (DEF_CPG2, "--gpus=3", (1, 100, 1)),
+    (DEF_CPG2, "-N1-3 --gpus=12", (1, 100, 1)),
+    (DEF_CPG2, "--gpus=12 -w gpu02", (1, 100, 1)),
+    (DEF_CPG2, "--gpus=3 -w gpu01,gpu02", (2, 200, 2)),
+    (DEF_CPG2, "-N2 --gpus=12", (2, 200, 2)),
+    (DEF_CPG2, "--gpus=12 --cpus-per-gpu=3", (1, 100, 1)),
+    (MEM_PER_CPU, "--gpus=12", (1, 100, 1)),
+    (MEM_PER_CPU, "--gpus=3", (1, 100, 1)),
+    (MEM_PER_CPU, "-N1-3 --gpus=12", (1, 100, 1)),
+    (MEM_PER_CPU, "--gpus=12 -w gpu02", (1, 100, 1)),
+    (MEM_PER_CPU, "--gpus=3 -w gpu01,gpu02", (2, 200, 2)),
+    (MEM_PER_CPU, "-N2 --gpus=12", (2, 200, 2)),
+    (MEM_PER_CPU, "--gpus=12 --cpus-per-gpu=3", (1, 100, 1)),
+    (MEM_PER_CPU, "--gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100", (1, 100, 1)),
+    (DEF_CPG2, "-n2 --gpus=12", (2, 200, 1)),
+    (DEF_CPG2, "-n2 --gpus=12 --mem=100", (2, 100, 1)),
+]
+
+_NAMES = {id(DEF_CPG2): "cpg2", id(DEF_CPG4): "cpg4", id(MEM_PER_CPU): "mpc", id(DEF_CPG2_MAX): "cpg2max"}
+
+
+def _job(tmp_path, conf: str, holders: list[str], opts: str):
+    engine, pol = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    return engine.jobs[len(holders) + 1], pol
+
+
+@pytest.mark.parametrize("conf,holders,opts,want", RUNNING,
+                         ids=[f"{_NAMES[id(c[0])]}-{len(c[1])}-{c[2]}" for c in RUNNING])
+def test_each_node_gets_what_the_real_system_gave(tmp_path, conf, holders, opts, want):
+    job, _ = _job(tmp_path, conf, holders, opts)
+    assert job.state == "RUNNING"
+    assert per_node(job) == want
+
+
+@pytest.mark.parametrize("conf,opts", REFUSED, ids=[f"{_NAMES[id(c[0])]}-{c[1]}" for c in REFUSED])
+def test_more_cpus_than_the_nodes_hold_is_refused_at_submit(tmp_path, conf, opts):
+    """DefCpuPerGPU=4's 80 CPUs for ``--gpus=20``, or 48 on the two nodes ``-n2``/``-N2`` allow,
+    are more than 16-core nodes hold: "Requested node configuration is not available"."""
+    job, _ = _job(tmp_path, conf, [], opts)
+    assert (job.state, job.reason) == ("REJECTED", "Requested node configuration is not available")
+
+
+@pytest.mark.parametrize("conf,opts,want", PENDING, ids=[f"{_NAMES[id(c[0])]}-{c[1]}" for c in PENDING])
+def test_a_pending_job_records_what_the_real_system_recorded(tmp_path, conf, opts, want):
+    job, pol = _job(tmp_path, conf, HOLD_ALL, opts)
+    assert job.state == "PENDING"
+    tres = pol.req(job).req_tres
+    assert (tres["cpu"], tres["mem"], tres["node"]) == want
