@@ -1078,27 +1078,20 @@ def _walks_range(job: SbatchJob, least: int, most: int) -> bool:
     22.05.8 ran ``-N1-3 --gpus=12 -w gpu03`` as 8 + 4 on gpu03-04, probe p158). The options
     ``_may_walk`` names keep the reader's refusal."""
     return (least < most and _gpus_for_job_only(job) and job.ntasks is None and job.ntasks_per_node is None
-            and _walks_cpus_per_gpu(job) and not _other_walks(job) and not _listed_cpus_per_gpu(job))
-
-
-def _listed_cpus_per_gpu(job: SbatchJob) -> bool:
-    """``--cpus-per-gpu`` beside a ``--nodelist``: not walked. From the listed node the walk
-    may go downwards, and on nodes whose GPUs have cores (typed GPUs, gres.conf ``Cores=``)
-    cons_tres then caps each node's GPUs at what its CPUs pay for, in index order
-    (``_set_job_bits1``), which ``spread_gpus`` does not model (source, found by a review;
-    not probed)."""
-    return bool(job.nodelist) and job.cpus_per_gpu is not None
+            and _walks_cpus_per_gpu(job) and not _other_walks(job))
 
 
 def _may_walk(job: SbatchJob) -> bool:
     """No node count (``--nodes``, ``--ntasks-per-node``) and none of the requests the walk's
     probes did not have (``--exclusive`` or ``--cpus-per-gpu`` beyond ``_walks_cpus_per_gpu``,
-    ``--cpus-per-gpu`` beside a ``--nodelist``, the options of ``_OTHER_WALKS``). A
-    ``--nodelist`` gives the walk its least count and its first nodes (a real 22.05.8 ran
-    ``--gpus=12 -w gpu03`` as 8 + 4 on gpu03-04, ``--gpus=20 -w gpu01,gpu02`` as 8 + 8 + 4 on
-    gpu01-03; probe p159)."""
+    the options of ``_OTHER_WALKS``). A ``--nodelist`` gives the walk its least count and its
+    first nodes (a real 22.05.8 ran ``--gpus=12 -w gpu03`` as 8 + 4 on gpu03-04, ``--gpus=20 -w
+    gpu01,gpu02`` as 8 + 8 + 4 on gpu01-03; probe p159), beside ``--cpus-per-gpu`` too (probe
+    p160: ``--gpus=12 --cpus-per-gpu=2 -w gpu04`` as 8 + 4 GPUs with 8 + 16 CPUs; the Slurm
+    policy refuses it on nodes whose GPUs have a type or ``Cores=``,
+    ``job_defaults.listed_cpus_per_gpu_on_topology``)."""
     return (job.nodes is None and job.ntasks_per_node is None and not _other_walks(job)
-            and _walks_cpus_per_gpu(job) and not _listed_cpus_per_gpu(job))
+            and _walks_cpus_per_gpu(job))
 
 
 def _walks_cpus_per_gpu(job: SbatchJob) -> bool:

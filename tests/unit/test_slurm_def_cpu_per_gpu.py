@@ -9,7 +9,7 @@ under DefCpuPerGPU walks as ``--cpus-per-gpu`` beside T tasks
 Every expectation is what a real 22.05.8 did (probe p160, 2026-12-06) on four 16-core 8-GPU
 64000 MB nodes (CR_Core_Memory, priority/basic), each job alone behind its holders; pending
 jobs behind four exclusive holders, their ReqTRES as (cpu, MB, node). At the commit before
-this finding gpupool agreed with 28 of these 75 answers.
+this finding gpupool agreed with 28 of these 85 answers.
 """
 from __future__ import annotations
 
@@ -92,6 +92,17 @@ RUNNING = [
     (DEF_CPG2_MAX, [], "-N2 --gpus=12", [(0, 16, 1600, 8), (1, 8, 800, 4)]),
     (DEF_CPG2_MAX, [], "--gpus=3", [(0, 6, 600, 3)]),
     (DEF_CPG2_MAX, [], "--gpus=12 --mem-per-cpu=300", [(0, 16, 2400, 8), (1, 8, 1200, 4)]),
+    # --cpus-per-gpu beside a --nodelist (the reader refused these before)
+    (MEM_PER_CPU, [], "--gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "--gpus=12 --cpus-per-gpu=2 -w gpu04", [(2, 8, 800, 8), (3, 16, 1600, 4)]),
+    (MEM_PER_CPU, [], "--gpus=12 --cpus-per-gpu=3 -w gpu01,gpu02", [(0, 15, 1500, 8), (1, 15, 1500, 3), (2, 6, 600, 1)]),
+    (MEM_PER_CPU, [], "--gpus=3 --cpus-per-gpu=2 -w gpu01,gpu02", [(0, 4, 400, 2), (1, 2, 200, 1)]),
+    (MEM_PER_CPU, [], "-N1-3 --gpus=8 --cpus-per-gpu=2 -w gpu02", [(1, 16, 1600, 8)]),
+    (MEM_PER_CPU, [], "-N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu03", [(2, 16, 1600, 8), (3, 8, 800, 4)]),
+    (MEM_PER_CPU, [], "-N2 --gpus=4 --cpus-per-gpu=2 -w gpu01,gpu02", [(0, 6, 600, 3), (1, 2, 200, 1)]),
+    (MEM_PER_CPU, ['-w gpu02 -c12'], "--gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 4, 400, 8), (2, 16, 1600, 3), (3, 4, 400, 1)]),
+    (MEM_PER_CPU, ['-w gpu03 -c12'], "--gpus=12 --cpus-per-gpu=2 -w gpu02", [(0, 8, 800, 8), (1, 16, 1600, 4)]),
+    (MEM_PER_CPU, [], "-n2 --gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
 ]
 
 REFUSED = [
@@ -150,3 +161,33 @@ def test_a_pending_job_records_what_the_real_system_recorded(tmp_path, conf, opt
     assert job.state == "PENDING"
     tres = pol.req(job).req_tres
     assert (tres["cpu"], tres["mem"], tres["node"]) == want
+
+
+# --- from the 22.05.8 source, not probed (found by a read-only review of finding 98) --------
+
+#: two threads a core (8 cores of 2 CPUs), as the probe's nodes otherwise
+TWO_THREADS = BASE.replace("CoresPerSocket=16 ThreadsPerCore=1", "CoresPerSocket=8 ThreadsPerCore=2")
+
+
+@pytest.mark.parametrize("extra,opts", [
+    ("DefCpuPerGPU=2\nDefMemPerCPU=100", "-N2 -w gpu01,gpu02 --gpus=12"),
+    ("DefMemPerCPU=100", "-N2 -w gpu01,gpu02 --gpus=12 --cpus-per-gpu=2 --mem-per-cpu=100"),
+])
+def test_free_memory_caps_a_nodes_cpus_in_whole_cores(tmp_path, extra, opts):
+    """950 MB free on gpu01 pays for 9 CPUs at 100 MB: cons_tres's ``can_job_run_on_node`` cuts
+    them to whole cores, 8, so the job runs (an odd count, rounded up to a core later, needed
+    memory the node lacks and the job waited)."""
+    job, _ = _job(tmp_path, TWO_THREADS.format(extra=extra), ["-w gpu01 -c2 --mem=63050"], opts)
+    assert job.state == "RUNNING"
+    assert per_node(job) == [(0, 8, 800, 8), (1, 16, 1600, 4)]
+
+
+@pytest.mark.parametrize("opts", ["-N2 -w gpu01,gpu02 --gpus=12 --cpus-per-gpu=1 --mem-per-cpu=100",
+                                  "-N2 -w gpu01,gpu02 --gpus=12 -c1 --mem-per-cpu=100"])
+def test_def_mem_per_gpu_caps_a_nodes_gpus_whatever_memory_was_asked(tmp_path, opts):
+    """DefMemPerGPU=1000 and 3000 MB free on gpu01: the GRES filter caps it at 3 GPUs
+    (``gres_select_filter``, ``def_mem_per_gres`` from DefMemPerGPU for every job), so 3 + 8
+    fall short of 12 and the job waits rather than taking 8 GPUs there."""
+    conf = BASE.format(extra="DefMemPerGPU=1000\nDefMemPerCPU=100")
+    job, _ = _job(tmp_path, conf, ["-w gpu01 -c1 --mem=61000"], opts)
+    assert (job.state, job.reason) == ("PENDING", "Resources")

@@ -108,6 +108,21 @@ def test_a_walked_range_beside_a_list_records_the_hosts_cpus(tmp_path):
         assert pending_tres(root, CONF, HOLD_ALL, opts) == want, opts
 
 
-def test_cpus_per_gpu_beside_a_list_is_not_walked():
-    with pytest.raises(InputError, match="cannot be split evenly over 1-3 node"):
-        workload("j", "-t 5 -N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu04", 0.0, 1)
+def test_cpus_per_gpu_beside_a_list_is_walked_where_no_gpu_has_a_type_or_cores(tmp_path):
+    """A real 22.05.8 ran ``-N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu03`` as 8 + 4 GPUs on gpu03-04
+    with 16 + 8 CPUs (probe p160, the reader refused it before). On nodes whose GPUs have a
+    type or ``Cores=`` cons_tres caps each node's GPUs by the CPUs it gives there, in index
+    order (source, not probed): the Slurm policy refuses it in gpupool's words there."""
+    from gpupool.policy.slurm.job_defaults import MSG_LISTED_CPG
+
+    (ps,) = workload("j", "-t 5 -N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu04", 0.0, 1).pod_sets
+    assert ps.walk_gpus and ps.walk_nodes == (1, 3)
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF), ["-N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu03"], 1.0, 5)
+    assert per_node(engine.jobs[1]) == [(2, 16, 1600, 8), (3, 8, 800, 4)]
+    (tmp_path / "typed").mkdir()
+    typed = slurm_pool(tmp_path / "typed", CONF.replace("Gres=gpu:8", "Gres=gpu:a100:8"))
+    for opts in ("-N1-3 --gpus=12 --cpus-per-gpu=2 -w gpu03", "--gpus=12 --cpus-per-gpu=2 -w gpu03"):
+        engine, _ = run_spaced(typed, [opts], 1.0, 5)
+        assert (engine.jobs[1].state, engine.jobs[1].reason) == ("REJECTED", MSG_LISTED_CPG), opts
+    engine, _ = run_spaced(typed, ["-N1-3 --gpus=12 --cpus-per-gpu=2"], 1.0, 5)  # no list: walked
+    assert per_node(engine.jobs[1]) == [(0, 16, 1600, 8), (1, 8, 800, 4)]

@@ -574,6 +574,19 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         or _unspread_refusal(wl, filled)
 
 
+def listed_cpus_per_gpu_on_topology(wl: Workload, topology: bool) -> bool:
+    """Whether ``wl`` (filled in) walks for its ``--gpus`` from a ``--nodelist`` with CPUs per
+    GPU (``--cpus-per-gpu``, DefCpuPerGPU: ``cpus_per_task`` None) where its partitions have nodes
+    whose GPUs have a type or gres.conf ``Cores=`` (``topology``). From a listed node the walk
+    may go downwards, so the nodes are not taken in index order, and on such nodes cons_tres
+    caps each node's GPUs at what the CPUs it gives pay for, in index order (22.05's
+    ``_set_job_bits1``; source, not probed), which ``spread_gpus`` does not model. On nodes
+    without them a real 22.05.8 dealt the GPUs in index order and the CPUs in the order taken
+    (``--gpus=12 --cpus-per-gpu=2 -w gpu04`` as 8 + 4 GPUs with 8 + 16 CPUs; probe p160)."""
+    return (topology and len(wl.pod_sets) == 1 and wl.pod_sets[0].walked and wl.pod_sets[0].cpus_per_task is None
+            and bool(wl.pod_sets[0].gpus_per_job) and jobinfo.listed_count(wl) > 0)
+
+
 def _default_cpus_per_gpu_tasks(wl: Workload, d: Defaults | None) -> Workload:
     """``-n T --gpus=X`` (2 <= T <= X, no CPU option, ``--exclusive`` or ``--nodelist``) in a
     partition with DefCpuPerGPU=C and no MaxMemPerCPU as slurmctld walks it: as ``--cpus-per-gpu=C``
@@ -685,6 +698,11 @@ def _raised_range(cfg: SlurmConfig, wl: Workload) -> Workload:
 MSG_UNWALKED = ("gpupool does not model --ntasks=T --gpus=X with X not a multiple of T where the "
                 "partition's defaults (DefCpuPerGPU, DefMemPerCPU, MaxMemPerCPU) or MinNodes keep the job "
                 "from walking nodes for its GPUs; ask X as a multiple of T, --gpus-per-task or --nodes")
+#: a walk of CPUs per GPU (``--cpus-per-gpu``, DefCpuPerGPU) beside a ``--nodelist`` in partitions with
+#: nodes whose GPUs have a type or gres.conf ``Cores=`` (``listed_cpus_per_gpu_on_topology``)
+MSG_LISTED_CPG = ("gpupool does not model CPUs per GPU (--cpus-per-gpu, DefCpuPerGPU) beside --gpus and "
+                  "--nodelist on nodes whose GPUs have a type or Cores= in gres.conf (cons_tres then caps each "
+                  "node's GPUs by the CPUs it gives, in index order); drop --nodelist or ask GPUs per node")
 #: the same for ``--nodes=A-B --gpus=X`` (``PodSet.walk_nodes``) where the defaults keep it off the walk
 MSG_UNWALKED_RANGE = ("gpupool does not model --nodes=A-B --gpus=X where the partition's defaults "
                       "(DefCpuPerGPU, MaxMemPerCPU) keep the job from walking nodes for its GPUs; "

@@ -25,8 +25,10 @@ A job asking ``--gpus`` with no node count gets its nodes from ``gpu_walk`` and 
 out here the same way. The nodes of a fixed count are chosen as for any pod set of one GPU a
 pod (which also orders them by the GPUs they offer the job, ``near_gpus``); the GPUs are then
 dealt out here. Memory asked per GPU follows each node's GPUs, and a node takes no more GPUs
-than its free memory pays for at that rate (gpupool's reading: ``_set_job_bits1`` has no
-memory cap of its own; the node filter caps the GPUs a node offers by its free memory).
+than its free memory pays for at that rate, or at DefMemPerGPU where the job asked its memory
+otherwise (gpupool's reading: ``_set_job_bits1`` has no memory cap of its own; the GRES filter
+caps the GPUs a node offers by its free memory). Memory per CPU beside CPUs per GPU follows
+each node's CPUs, its free memory capping them in whole cores (probe p160, finding 98).
 
 CPUs per GPU (``--cpus-per-gpu``, or DefCpuPerGPU; ``cpus_per_task`` None) cap no GPUs here.
 The job's CPUs (per GPU, for its X) go out in the order the nodes were taken (a walk's; else index
@@ -72,8 +74,12 @@ def _node_cpus(ps, free, i: int, avail: int, per_gpu: int) -> int:
         cpu = gpus_paid(ps, free, i, avail.bit_count(), per_gpu) * ps.cpu_m
     else:
         cpu = free.cpu_within_cap(i)
-    if per_cpu := _per_cpu(ps):  # memory per CPU: no more CPUs than the free memory pays for
-        cpu = min(cpu, free.mem[i] // per_cpu * 1000)
+    if per_cpu := _per_cpu(ps):
+        # memory per CPU: no more CPUs than the free memory pays for, in whole cores where
+        # ThreadsPerCore > 1 (cons_tres's ``can_job_run_on_node`` cuts by ``cpu_alloc_size``;
+        # source, found by a review: an odd count rounded up later needed memory the node lacks)
+        step = free.nodes.cpu_step[i]
+        cpu = min(cpu, free.mem[i] // per_cpu * 1000 // step * step)
     return cpu
 
 
@@ -115,10 +121,14 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
     take on node ``i``."""
     total = ps.gpus_per_job
     per_gpu = ps.memory_mib if ps.memory_per == "gpu" else 0
+    # the GRES filter caps a node's GPUs by its free memory at the memory per GPU asked, else at
+    # DefMemPerGPU, whatever memory the job asked otherwise (``gres_select_filter``; source,
+    # found by a review: the walk's offers read the same, ``select._walk_gpus``)
+    paid_at = max(per_gpu, ps.mem_per_gpu)
     cpu_per_gpu = ps.cpu_m if ps.cpus_per_task is None else 0  # DefCpuPerGPU: CPUs follow the GPUs
     per_cpu = _per_cpu(ps)
     pods = sorted(chosen)
-    node_cpus = _cpus_dealt(ps, chosen, free, gpus_for, per_gpu, cpu_per_gpu * total) if cpu_per_gpu else None
+    node_cpus = _cpus_dealt(ps, chosen, free, gpus_for, paid_at, cpu_per_gpu * total) if cpu_per_gpu else None
     if node_cpus is None and cpu_per_gpu:
         return None
     out = []
@@ -136,13 +146,13 @@ def spread(ps, chosen, free, gpus_for) -> list | None:
         overflow = overflow or (share < 0 and not free.nodes.gres_topology[i])
         n = avail.bit_count() if overflow else max(0, min(avail.bit_count(), share))
         if node_cpus is not None:  # CPUs per GPU cap no GPUs here (``_cpus_dealt``)
-            if per_gpu:
-                n = min(n, free.mem[i] // per_gpu)
+            if paid_at:
+                n = min(n, free.mem[i] // paid_at)
             cpu = node_cpus[i]
             if per_cpu:  # memory per CPU: the node's CPUs' worth (within its free memory: ``_node_cpus``)
                 mem = cpu // 1000 * per_cpu
         else:
-            n = gpus_paid(ps, free, i, n, per_gpu)
+            n = gpus_paid(ps, free, i, n, paid_at)
         if n < 1 and share > 0:
             return None
         out.append((i, lowest_bits(avail, n), cpu, per_gpu * n if per_gpu else mem))
