@@ -9,7 +9,7 @@ under DefCpuPerGPU walks as ``--cpus-per-gpu`` beside T tasks
 Every expectation is what a real 22.05.8 did (probe p160, 2026-12-06) on four 16-core 8-GPU
 64000 MB nodes (CR_Core_Memory, priority/basic), each job alone behind its holders; pending
 jobs behind four exclusive holders, their ReqTRES as (cpu, MB, node). At the commit before
-this finding gpupool agreed with 28 of these 85 answers.
+this finding gpupool agreed with 28 of these 91 answers.
 """
 from __future__ import annotations
 
@@ -103,6 +103,14 @@ RUNNING = [
     (MEM_PER_CPU, ['-w gpu02 -c12'], "--gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 4, 400, 8), (2, 16, 1600, 3), (3, 4, 400, 1)]),
     (MEM_PER_CPU, ['-w gpu03 -c12'], "--gpus=12 --cpus-per-gpu=2 -w gpu02", [(0, 8, 800, 8), (1, 16, 1600, 4)]),
     (MEM_PER_CPU, [], "-n2 --gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    # a fixed count beside a --nodelist: the CPUs go out in the order the nodes are taken, the
+    # listed ones first, then upwards and downwards from them (found by a review)
+    (MEM_PER_CPU, ['-w gpu04 --exclusive'], "-N2 --gpus=12 --cpus-per-gpu=2 -w gpu03", [(1, 8, 800, 8), (2, 16, 1600, 4)]),
+    (MEM_PER_CPU, [], "-N2 --gpus=12 --cpus-per-gpu=2 -w gpu04", [(2, 8, 800, 8), (3, 16, 1600, 4)]),
+    (MEM_PER_CPU, [], "-N3 --gpus=12 --cpus-per-gpu=3 -w gpu04", [(1, 6, 600, 8), (2, 15, 1500, 3), (3, 15, 1500, 1)]),
+    (MEM_PER_CPU, [], "-N2 --gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
+    (DEF_CPG2, [], "-N2 --gpus=12 -w gpu04", [(2, 8, 800, 8), (3, 16, 1600, 4)]),
+    (DEF_CPG2, ['-w gpu04 --exclusive'], "-N2 --gpus=12 -w gpu03", [(1, 8, 800, 8), (2, 16, 1600, 4)]),
 ]
 
 REFUSED = [
@@ -191,3 +199,44 @@ def test_def_mem_per_gpu_caps_a_nodes_gpus_whatever_memory_was_asked(tmp_path, o
     conf = BASE.format(extra="DefMemPerGPU=1000\nDefMemPerCPU=100")
     job, _ = _job(tmp_path, conf, ["-w gpu01 -c1 --mem=61000"], opts)
     assert (job.state, job.reason) == ("PENDING", "Resources")
+
+
+#: the probe's nodes in two partitions: a (gpu01-02, untyped GPUs, the default) and b (gpu03-04,
+#: typed GPUs)
+TWO_KINDS = MEM_PER_CPU.replace(
+    "NodeName=gpu[01-04] CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8\n"
+    "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP\n",
+    "NodeName=gpu[01-02] CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8\n"
+    "NodeName=gpu[03-04] CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=64000 "
+    "Gres=gpu:a100:8\n"
+    "PartitionName=a Nodes=gpu[01-02] Default=YES MaxTime=60 State=UP\n"
+    "PartitionName=b Nodes=gpu[03-04] MaxTime=60 State=UP\n")
+
+
+@pytest.mark.parametrize("opts,refused", [
+    ("-p b --gpus=12 --cpus-per-gpu=2 -w gpu03", True),
+    ("-p b -N2 --gpus=12 --cpus-per-gpu=2 -w gpu03", True),  # a fixed count deals from the list too
+    ("-p a --gpus=12 --cpus-per-gpu=2 -w gpu01", False),
+    ("-p a,b --gpus=12 --cpus-per-gpu=2 -w gpu01", False),  # b cannot hold the list: a runs it
+    ("-p b,a --gpus=12 --cpus-per-gpu=2 -w gpu01", False),  # (waits on b's ReqNodeNotAvail as without it)
+    ("--gpus=12 --cpus-per-gpu=2 -w gpu01", False),  # the default partition a
+    ("-p b --gpus=12 -c2 -w gpu03", False),  # CPUs per task: not dealt per GPU
+])
+def test_cpus_per_gpu_beside_a_list_is_refused_only_where_the_list_meets_typed_gpus(tmp_path, opts, refused):
+    """On nodes whose GPUs have a type or ``Cores=`` cons_tres caps each node's GPUs by the CPUs
+    it gives, in index order (source, not probed): gpupool refuses the job in its own words
+    there, at submit in the engine and in the live daemon's check alike (a review found the
+    daemon accepting what the engine then refused); only partitions that hold every listed host
+    count (a review found ``-p a,b -w gpu01`` refused for b's typed GPUs)."""
+    from gpupool.policy.slurm.job_defaults import MSG_LISTED_CPG
+    from gpupool.policy.slurm.submit_check import submit_rejection
+    from tests.unit.sbatch_plans import workload
+
+    pool = slurm_pool(tmp_path, TWO_KINDS)
+    engine, _ = run_spaced(pool, [opts], 1.0, 5.0)
+    job = engine.jobs[1]
+    daemon = submit_rejection(pool, workload("j", opts, 0.0, 1))
+    if refused:
+        assert (job.state, job.reason, daemon) == ("REJECTED", MSG_LISTED_CPG, MSG_LISTED_CPG)
+    else:
+        assert job.state in ("RUNNING", "PENDING") and daemon is None

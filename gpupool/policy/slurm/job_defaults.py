@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass, replace
 
 from gpupool.errors import InputError
+from gpupool.formats.hostlist import expand_hostlist
 from gpupool.formats.slurm_conf import is_unlimited
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import GANG_MIN, PodSet, Workload
@@ -499,11 +500,14 @@ def memory_refusal(wl: Workload, d: Defaults) -> str | None:
     return None
 
 
-def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict) -> tuple[Workload, str | None]:
+def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: dict,
+            typed_nodes: frozenset[str] = frozenset()) -> tuple[Workload, str | None]:
     """What slurmctld makes of a submission: ``wl`` filled in from its partition's defaults
     (``defaults_for``; unchanged when that partition does not exist), with the CPUs and memory
     its ReqTRES records where they differ (``Workload.req_cpu_mem``), and sbatch's
-    MaxMemPerNode refusal, gpupool's ``MSG_UNWALKED``, or None. ``node_memory``: RealMemory per node, in slurm.conf's order.
+    MaxMemPerNode refusal, gpupool's ``MSG_UNWALKED`` (or ``MSG_LISTED_CPG``), or None. ``node_memory``: RealMemory per
+    node, in slurm.conf's order; ``typed_nodes``: the nodes whose GPUs have a type or ``Cores=``
+    (``typed_gpu_nodes``).
     A job that gave no node count first gets its partitions' MinNodes (``min_nodes``); its
     ReqTRES CPUs, its memory per CPU or GPU there and its MaxMemPerNode test stay those of the
     request as given (slurmctld's ``min_cpus`` and per-node memory are not changed by the
@@ -571,20 +575,39 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
         if asked != (sum(ps.cpus_total for ps in filled.pod_sets), sum(ps.memory_total for ps in filled.pod_sets)):
             filled = replace(filled, req_cpu_mem=asked)
     return filled, memory_refusal(given, d) or _unwalked_refusal(given, walked, partitions_min_nodes(cfg, given)) \
-        or _unspread_refusal(wl, filled)
+        or _unspread_refusal(wl, filled) or (MSG_LISTED_CPG if _listed_cpg_on_typed(cfg, filled, typed_nodes) else None)
 
 
-def listed_cpus_per_gpu_on_topology(wl: Workload, topology: bool) -> bool:
-    """Whether ``wl`` (filled in) walks for its ``--gpus`` from a ``--nodelist`` with CPUs per
-    GPU (``--cpus-per-gpu``, DefCpuPerGPU: ``cpus_per_task`` None) where its partitions have nodes
-    whose GPUs have a type or gres.conf ``Cores=`` (``topology``). From a listed node the walk
-    may go downwards, so the nodes are not taken in index order, and on such nodes cons_tres
-    caps each node's GPUs at what the CPUs it gives pay for, in index order (22.05's
-    ``_set_job_bits1``; source, not probed), which ``spread_gpus`` does not model. On nodes
-    without them a real 22.05.8 dealt the GPUs in index order and the CPUs in the order taken
-    (``--gpus=12 --cpus-per-gpu=2 -w gpu04`` as 8 + 4 GPUs with 8 + 16 CPUs; probe p160)."""
-    return (topology and len(wl.pod_sets) == 1 and wl.pod_sets[0].walked and wl.pod_sets[0].cpus_per_task is None
-            and bool(wl.pod_sets[0].gpus_per_job) and jobinfo.listed_count(wl) > 0)
+def typed_gpu_nodes(nodes) -> frozenset[str]:
+    """The names of the pool's nodes (``Pool.nodes``) whose GPUs have a type or gres.conf
+    ``Cores=`` (``NodeTable.gres_topology``)."""
+    return frozenset(name for name, node in nodes.items() if any(g.type or g.cores for g in node.gpus))
+
+
+def _listed_cpg_on_typed(cfg: SlurmConfig, wl: Workload, typed_nodes: frozenset[str]) -> bool:
+    """Whether ``wl`` (filled in) deals its ``--gpus`` over nodes from a ``--nodelist`` (walked,
+    or spread over a fixed count) with CPUs per GPU (``--cpus-per-gpu``, DefCpuPerGPU:
+    ``cpus_per_task`` None) where one of its partitions that holds every listed host has nodes
+    whose GPUs have a type or gres.conf ``Cores=`` (``typed_nodes``). cons_tres takes the
+    listed nodes first and may then go downwards from them, so the nodes are not taken in index
+    order, and on such nodes it caps each node's GPUs at what the CPUs it gives pay for, in
+    index order (22.05's ``_set_job_bits1``; source, not probed), which ``spread_gpus`` does not
+    model. On nodes without them a real 22.05.8 dealt the GPUs in index order and the CPUs in
+    the order taken (``--gpus=12 --cpus-per-gpu=2 -w gpu04`` as 8 + 4 GPUs with 8 + 16 CPUs;
+    probe p160). A partition that cannot hold the list does not count (the job runs elsewhere;
+    found by a review)."""
+    if not typed_nodes or len(wl.pod_sets) != 1 or not wl.nodelist:
+        return False
+    ps = wl.pod_sets[0]
+    if not (ps.walked or ps.spread) or ps.cpus_per_task is not None or not ps.gpus_per_job:
+        return False
+    try:
+        hosts = set(expand_hostlist(wl.nodelist))
+    except (ValueError, InputError):
+        return False  # (the node filter reports a list that does not parse)
+    names = requested_partitions(wl)
+    parts = [cfg.partitions.get(n) for n in names] if names else [cfg.default_partition()]
+    return any(p is not None and hosts <= set(p.nodes) and not typed_nodes.isdisjoint(p.nodes) for p in parts)
 
 
 def _default_cpus_per_gpu_tasks(wl: Workload, d: Defaults | None) -> Workload:

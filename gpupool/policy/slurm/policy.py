@@ -37,8 +37,7 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import (account_chain, gpu_tres, job_req, raised_least, requested_partitions,
-                                          stored_node_counts)
+from gpupool.policy.slurm.jobinfo import account_chain, gpu_tres, job_req, raised_least, stored_node_counts
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory
@@ -714,6 +713,7 @@ class SlurmPolicy:
         self.s = load_settings(cfg)
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
+        self._typed_nodes = job_defaults.typed_gpu_nodes(pool.nodes)  # (``job_defaults.MSG_LISTED_CPG``)
         self._submit_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message, or MSG_UNWALKED
         #: job id -> whether it was submitted with a list of partitions, for a job whose list
         #: the submit rules changed (``resolve_request``; else read from its partitions)
@@ -1370,26 +1370,12 @@ class SlurmPolicy:
         asked = submit_check.asked_node_memory(wl)
         if asked:
             self._asked_memory[wl.id] = asked  # (the submit check's node filter reads it)
-        filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults)
-        if why is None and job_defaults.listed_cpus_per_gpu_on_topology(filled, self._gres_topology_in(filled)):
-            why = job_defaults.MSG_LISTED_CPG
+        filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults, self._typed_nodes)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
         if self.s.limits_enforced and any(_capped_by_node_limits(ps, filled) for ps in filled.pod_sets):
             filled = self._walk_node_cap(filled)
         return filled
-
-    def _gres_topology_in(self, wl) -> bool:
-        """Whether a node of ``wl``'s partitions (the default one where it names none) has GPUs
-        with a type or gres.conf ``Cores=`` (``NodeTable.gres_topology``)."""
-        names = requested_partitions(wl) or ((self.default_part,) if self.default_part else ())
-        for name in names:
-            part = self.cfg.partitions.get(name)
-            for node in (part.nodes if part is not None else ()):
-                spec = self.pool.nodes.get(node)
-                if spec is not None and any(g.type or g.cores for g in spec.gpus):
-                    return True
-        return False
 
     def _walk_node_cap(self, wl):
         """A walked job (``gpu_walk``) or a node range takes no more nodes than the node limits

@@ -842,11 +842,16 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
 
 def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> list | None:
     """One pod of ``ps`` on each node ``pick_nodes`` takes from the ``fitting`` nodes (the
-    ``required`` ones first), as many nodes as ``_node_count`` asks."""
+    ``required`` ones first), as many nodes as ``_node_count`` asks; in index order, but in the
+    order taken for ``--gpus`` spread with CPUs per GPU, whose CPUs go out in that order
+    (``spread_gpus._cpus_dealt``: a real 22.05.8 ran ``-N3 --gpus=12 --cpus-per-gpu=3 -w
+    gpu04`` with 6 + 15 + 15 CPUs on gpu02-04, the listed node first, then downwards; probe
+    p160, found by a review)."""
     need = _node_count(ps, len(fitting))
     if not need:
         return None
-    if need == len(fitting):  # every fitting node is taken, whatever the walk's order
+    taken_order = ps.spread and ps.cpus_per_task is None
+    if need == len(fitting) and not taken_order:  # every fitting node is taken, whatever the walk's order
         return [pod_fits(free, i, ps) for i in sorted(fitting)]
     cpu, cap = free.cpu, free.cap
     each = max(1, -(-ps.cpu_m // 1000))  # a fitting node counts at least one pod's CPUs
@@ -857,7 +862,7 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
     got = pick_nodes(avail, need, need * each, weight, required)
     if got is None:
         return None
-    return [pod_fits(free, i, ps) for i, _cpus in sorted(got)]
+    return [pod_fits(free, i, ps) for i, _cpus in (got if taken_order else sorted(got))]
 
 
 def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,

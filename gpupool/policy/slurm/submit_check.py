@@ -478,7 +478,7 @@ def _allowed_qos(acct, user: str, account: str, memo: dict):
 class _PoolView:
     """What the checks read from a pool, derived once per pool object (pools are not mutated)."""
 
-    __slots__ = ("cfg", "default_part", "fit_memo", "job_defaults", "node_memory", "nodes", "parts", "s")
+    __slots__ = ("cfg", "default_part", "fit_memo", "job_defaults", "node_memory", "nodes", "parts", "s", "typed_nodes")
 
     def __init__(self, pool: Pool) -> None:
         self.cfg = slurm_config(pool)
@@ -489,6 +489,7 @@ class _PoolView:
         self.default_part = default.name if default is not None else None
         self.fit_memo: dict = {}
         self.node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
+        self.typed_nodes = job_defaults.typed_gpu_nodes(pool.nodes)
         self.job_defaults: dict = {}  # partition name -> job_defaults.Defaults
 
 
@@ -524,7 +525,7 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     if landed != wl.partition:
         wl = replace(wl, partition=landed)
     asked_memory = asked_node_memory(wl)
-    wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults)
+    wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults, view.typed_nodes)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
     if refused in job_defaults.OWN_REFUSALS:
