@@ -18,6 +18,9 @@ nodes (two threads per core) of a MinNodes=2 partition (probes p97 and p99, 2026
 * ``-n1 --gpus=1`` and ``-n1 -c4 --gpus=1`` were refused at submit, "Invalid generic resource
   (gres) specification": GPUs for the whole job fewer than its nodes (``fewer_gpus_than_nodes``).
 
+A ``--nodelist`` alone (or beside ``--ntasks-per-node``) naming fewer hosts than M is raised to
+M nodes as well, the listed nodes and M − hosts more (``_raised_list``; probe p161).
+
 So the job is given the pod set ``--nodes=M`` would have given it (``sbatch.job_pod_set``):
 M pods of one node each holding ⌈T/M⌉ of its T tasks, or the split form (T > M) that spreads
 the tasks unevenly, as submitted; ``job_defaults`` then fills in its defaults as for any job.
@@ -91,6 +94,8 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     ps = wl.pod_sets[0]
     if ps.one_per_node and ps.per_node_tasks is not None and not ps.per_node_tasks[0]:
         return _raised_per_node(cfg, wl, ps)
+    if ps.one_per_node and ps.list_count_only:
+        return _raised_list(cfg, wl, ps)
     if ps.one_per_node or ps.split_tasks or ps.walk_nodes is not None or (ps.walk_gpus and pod_tasks(ps) > 1) \
             or ps.list_trimmed:
         # (``--nodes=A-B --gpus=X`` gave a node count, and so did a nodelist sbatch cut down to
@@ -105,6 +110,25 @@ def raise_node_count(cfg: SlurmConfig, wl: Workload) -> Workload:
     raised = per_node_pods(ps, nodes, memory_per_pod="(document " in wl.source
                            or (ps.cpus_per_task is None and not ps.gpus_per_job))
     return wl if raised is None else replace(wl, pod_sets=(replace(raised, nodes_raised=ps.count, walk_gpus=False),))
+
+
+def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
+    """A pod a node whose count came from a ``--nodelist`` alone (``PodSet.list_count_only``: no
+    ``--nodes``; with ``--ntasks-per-node=K`` too) in partitions of MinNodes M above the list's
+    hosts: slurmctld raises the least count to M (``_valid_job_part``), so the job takes the
+    listed nodes and M - hosts more, each as the listed ones (a real 22.05.8 ran ``-p m -w
+    gpu01,gpu02`` in a MinNodes=3 partition on gpu01-03 with a CPU each, ``--gres=gpu:1`` beside
+    it a GPU each, ``-w gpu02,gpu04 -c2`` on gpu02-04, ``-n2 --ntasks-per-node=1`` on three
+    nodes with 3 CPUs, ``--ntasks-per-node=2`` with 2 CPUs on each of three; probe p161; the
+    job waited with PartitionNodeLimit before). The submit checks read it as submitted
+    (``PodSet.nodes_raised``: the hosts)."""
+    nodes = partitions_min_nodes(cfg, wl)
+    if nodes <= ps.count:
+        return wl
+    if ps.per_node_tasks is not None:
+        _least, tasks, pod_tasks = ps.per_node_tasks
+        ps = replace(ps, per_node_tasks=(nodes, tasks, pod_tasks))
+    return replace(wl, pod_sets=(replace(ps, count=nodes, nodes_raised=ps.count),))
 
 
 def _raised_per_node(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
