@@ -9,7 +9,7 @@ under DefCpuPerGPU walks as ``--cpus-per-gpu`` beside T tasks
 Every expectation is what a real 22.05.8 did (probe p160, 2026-12-06) on four 16-core 8-GPU
 64000 MB nodes (CR_Core_Memory, priority/basic), each job alone behind its holders; pending
 jobs behind four exclusive holders, their ReqTRES as (cpu, MB, node). At the commit before
-this finding gpupool agreed with 28 of these 91 answers.
+this finding gpupool agreed with 28 of these 94 answers.
 """
 from __future__ import annotations
 
@@ -111,6 +111,10 @@ RUNNING = [
     (MEM_PER_CPU, [], "-N2 --gpus=12 --cpus-per-gpu=2 -w gpu02", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
     (DEF_CPG2, [], "-N2 --gpus=12 -w gpu04", [(2, 8, 800, 8), (3, 16, 1600, 4)]),
     (DEF_CPG2, ['-w gpu04 --exclusive'], "-N2 --gpus=12 -w gpu03", [(1, 8, 800, 8), (2, 16, 1600, 4)]),
+    # without a list too: the CPUs in the order the nodes are taken (the run gpu03-04 before gpu01)
+    (MEM_PER_CPU, ['-w gpu02 --exclusive'], "-N3 --gpus=12 --cpus-per-gpu=3", [(0, 6, 600, 8), (2, 15, 1500, 3), (3, 15, 1500, 1)]),
+    (MEM_PER_CPU, ['-w gpu02 --exclusive'], "-N3 --gpus=12 --cpus-per-gpu=3 --mem=100", [(0, 6, 100, 8), (2, 15, 100, 3), (3, 15, 100, 1)]),
+    (MEM_PER_CPU, ['-w gpu01 -c14'], "-N2 --gpus=12 --cpus-per-gpu=2", [(1, 16, 1600, 8), (2, 8, 800, 4)]),
 ]
 
 REFUSED = [
@@ -219,6 +223,7 @@ TWO_KINDS = MEM_PER_CPU.replace(
     ("-p a --gpus=12 --cpus-per-gpu=2 -w gpu01", False),
     ("-p a,b --gpus=12 --cpus-per-gpu=2 -w gpu01", False),  # b cannot hold the list: a runs it
     ("-p b,a --gpus=12 --cpus-per-gpu=2 -w gpu01", False),  # (waits on b's ReqNodeNotAvail as without it)
+    ("-p b -N2 --gpus=4 --cpus-per-gpu=2 -w gpu03,gpu04", False),  # all its nodes listed: index order
     ("--gpus=12 --cpus-per-gpu=2 -w gpu01", False),  # the default partition a
     ("-p b --gpus=12 -c2 -w gpu03", False),  # CPUs per task: not dealt per GPU
 ])

@@ -86,3 +86,23 @@ def test_a_pending_raised_list_records_what_the_real_system_recorded(tmp_path, o
 def test_under_enforce_all_the_list_count_is_refused_first(tmp_path, opts, want):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(epl="ALL")), [opts], 2.0, 6.0)
     assert _outcome(engine.jobs[1]) == want
+
+
+# --- from the 22.05.8 source, not probed (found by a read-only review of finding 99) --------
+
+
+def test_gpus_kept_even_over_the_list_are_not_raised(tmp_path):
+    """``--gpus=6 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02`` keeps 3 GPUs a host
+    (not spread): raised to three such nodes it would hold 9 GPUs, so it stays as it was
+    (waiting with PartitionNodeLimit, as before finding 99)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(epl="NO")),
+                           ["-p m --gpus=6 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02"], 2.0, 6.0)
+    assert _outcome(engine.jobs[1]) == ("PENDING", "PartitionNodeLimit")
+
+
+def test_fewer_gpus_than_minnodes_beside_a_list_is_refused(tmp_path):
+    """sbatch sends the hosts as the least count, ``_valid_job_part`` raises it to MinNodes,
+    and ``gres_job_state_validate`` then refuses ``--gpus=2`` on three nodes ("--gpus < -N"),
+    as without the list (it waited for ever before)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(epl="NO")), ["-p m --gpus=2 -w gpu01,gpu02"], 2.0, 6.0)
+    assert _outcome(engine.jobs[1]) == ("REJECTED", "Invalid generic resource (gres) specification")

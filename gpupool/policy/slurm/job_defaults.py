@@ -594,8 +594,9 @@ def _listed_cpg_on_typed(cfg: SlurmConfig, wl: Workload, typed_nodes: frozenset[
     index order (22.05's ``_set_job_bits1``; source, not probed), which ``spread_gpus`` does not
     model. On nodes without them a real 22.05.8 dealt the GPUs in index order and the CPUs in
     the order taken (``--gpus=12 --cpus-per-gpu=2 -w gpu04`` as 8 + 4 GPUs with 8 + 16 CPUs;
-    probe p160). A partition that cannot hold the list does not count (the job runs elsewhere;
-    found by a review)."""
+    probe p160). A partition that cannot hold the list does not count (the job runs elsewhere),
+    nor does a fixed count whose nodes are all listed (taken in index order; both found by a
+    review)."""
     if not typed_nodes or len(wl.pod_sets) != 1 or not wl.nodelist:
         return False
     ps = wl.pod_sets[0]
@@ -605,6 +606,8 @@ def _listed_cpg_on_typed(cfg: SlurmConfig, wl: Workload, typed_nodes: frozenset[
         hosts = set(expand_hostlist(wl.nodelist))
     except (ValueError, InputError):
         return False  # (the node filter reports a list that does not parse)
+    if not ps.walked and len(hosts) >= ps.count:
+        return False  # a fixed count all listed: taken in index order, as without the list
     names = requested_partitions(wl)
     parts = [cfg.partitions.get(n) for n in names] if names else [cfg.default_partition()]
     return any(p is not None and hosts <= set(p.nodes) and not typed_nodes.isdisjoint(p.nodes) for p in parts)

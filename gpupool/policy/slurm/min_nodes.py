@@ -76,6 +76,11 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
         # partition)
         least, most = ps.walk_nodes
         least = raised_least(least, min(most, ps.gpus_per_job), partitions_min_nodes(cfg, wl))
+    elif ps.one_per_node and ps.list_count_only:
+        # a count from a --nodelist alone is the least MinNodes raises (``_raised_list``; a
+        # shape the policy gave the list later, ``job_defaults._listed_fixed``, too: ``-p m
+        # --gpus=2 -w gpu01,gpu02`` at MinNodes=3 is "--gpus < -N"; source, found by a review)
+        least = max(ps.count, partitions_min_nodes(cfg, wl))
     elif ps.one_per_node:
         least = ps.min_count if ps.min_count is not None else ps.count
     elif ps.list_trimmed:
@@ -123,7 +128,9 @@ def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
     job waited with PartitionNodeLimit before). The submit checks read it as submitted
     (``PodSet.nodes_raised``: the hosts)."""
     nodes = partitions_min_nodes(cfg, wl)
-    if nodes <= ps.count:
+    if nodes <= ps.count or (ps.gpus_per_job and not ps.spread_gpus):
+        # (``--gpus=X`` kept even over the hosts, ⌈X/hosts⌉ a node: more nodes of that share
+        # would hold more GPUs than asked; not raised, found by a review)
         return wl
     if ps.per_node_tasks is not None:
         _least, tasks, pod_tasks = ps.per_node_tasks

@@ -47,7 +47,11 @@ X (``gres_sched_sufficient``; ``gpu_walk`` models it where the node count is ope
 fixed count's nodes are chosen by their CPUs, and where their free GPUs fall short of X the
 placement fails and the job waits for GPUs to free; on nodes with gres.conf ``Cores=``,
 cons_tres first takes only GPUs near the job's cores (``_set_job_bits1``'s first pass) and
-fills up from the others after (``_set_job_bits2``), here the lowest free indices are taken.
+fills up from the others after (``_set_job_bits2``), here the lowest free indices are taken;
+and there ``_set_job_bits1`` caps each node's GPUs at what the CPUs it was dealt pay for, in
+index order, where the nodes were taken out of index order (a run above another, or a
+``--nodelist``; the Slurm policy refuses CPUs per GPU beside a list there,
+``job_defaults.MSG_LISTED_CPG``).
 """
 from __future__ import annotations
 
@@ -91,7 +95,10 @@ def _per_cpu(ps) -> int:
 
 def _cpus_dealt(ps, chosen, free, gpus_for, per_gpu: int, total: int) -> dict[int, int] | None:
     """node -> the CPUs (millicores) a pod set asking CPUs per GPU gets there, ``total`` for the
-    job: the nodes in the order they were taken (``chosen``'s: a walk's, else index order)
+    job: the nodes in the order they were taken (``chosen``'s: a walk's, or ``_eval_nodes``' for
+    a fixed count, ``select._walked``: a real 22.05.8 with gpu02 held ran ``-N3 --gpus=12
+    --cpus-per-gpu=3`` with 6 + 15 + 15 CPUs on gpu01, gpu03, gpu04, the run gpu03-04 taken
+    first, and beside ``-w gpu04`` on gpu02-04 the listed node first; probe p160)
     each give what they may (``_node_cpus``) but no more than the job's CPUs not yet given
     less one GPU's worth for each node after it (``_eval_nodes`` with ``_cpus_to_use``); None
     when the nodes cannot give them all (``-N2 --gpus=16 --cpus-per-gpu=20`` on 128-CPU nodes
