@@ -1089,7 +1089,7 @@ def _may_walk(job: SbatchJob) -> bool:
     gpu01,gpu02`` as 8 + 8 + 4 on gpu01-03; probe p159), beside ``--cpus-per-gpu`` too (probe
     p160: ``--gpus=12 --cpus-per-gpu=2 -w gpu04`` as 8 + 4 GPUs with 8 + 16 CPUs; the Slurm
     policy refuses it on nodes whose GPUs have a type or ``Cores=``,
-    ``job_defaults.listed_cpus_per_gpu_on_topology``)."""
+    ``job_defaults.MSG_LISTED_CPG``)."""
     return (job.nodes is None and job.ntasks_per_node is None and not _other_walks(job)
             and _walks_cpus_per_gpu(job))
 

@@ -15,21 +15,12 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.sbatch_plans import run_spaced, slurm_pool
+from tests.unit.test_slurm_def_cpu_per_gpu import BASE
 from tests.unit.test_slurm_gpu_walk_range_listed import per_node
 
-CONF = """ClusterName=p161
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=30
-PriorityType=priority/basic
-GresTypes=gpu
-DefMemPerCPU=100
-EnforcePartLimits={epl}
-NodeName=gpu[01-04] CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8
-PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP
-PartitionName=m Nodes=gpu[01-04] MinNodes=3 MaxTime=60 State=UP
-"""
+#: probe p161's slurm.conf: p160's nodes and partition p, and m over all four with MinNodes=3
+CONF = (BASE.replace("ClusterName=p160", "ClusterName=p161").format(extra="DefMemPerCPU=100\nEnforcePartLimits={epl}")
+        + "PartitionName=m Nodes=gpu[01-04] MinNodes=3 MaxTime=60 State=UP\n")
 HOLD_ALL = [f"-p p -w gpu0{i} --exclusive" for i in range(1, 5)]
 
 #: (the job, its (node index, CPUs, MB, GPUs) per node or its state and reason), EnforcePartLimits=NO
@@ -91,13 +82,20 @@ def test_under_enforce_all_the_list_count_is_refused_first(tmp_path, opts, want)
 # --- from the 22.05.8 source, not probed (found by a read-only review of finding 99) --------
 
 
-def test_gpus_kept_even_over_the_list_are_not_raised(tmp_path):
-    """``--gpus=6 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02`` keeps 3 GPUs a host
-    (not spread): raised to three such nodes it would hold 9 GPUs, so it stays as it was
-    (waiting with PartitionNodeLimit, as before finding 99)."""
-    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(epl="NO")),
-                           ["-p m --gpus=6 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02"], 2.0, 6.0)
-    assert _outcome(engine.jobs[1]) == ("PENDING", "PartitionNodeLimit")
+@pytest.mark.parametrize("opts,want", [
+    # 3 GPUs a host kept even (not spread): raised, 2 a node as -N3 gives them, not 3 (9 GPUs)
+    ("-p m --gpus=6 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02", [(0, 4, 400, 2), (1, 4, 400, 2), (2, 4, 400, 2)]),
+    # 4 does not divide over three nodes: left as it was, waiting with PartitionNodeLimit
+    ("-p m --gpus=4 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02", ("PENDING", "PartitionNodeLimit")),
+    # GPUs per task follow each node's K tasks
+    ("-p m -n4 --ntasks-per-node=2 --gpus-per-task=1 -w gpu01,gpu02", [(0, 2, 200, 2), (1, 2, 200, 2), (2, 2, 200, 2)]),
+    # ⌈T/K⌉ = 3 nodes reach MinNodes already: the stored least (the hosts) is raised to it
+    ("-p m -n6 --ntasks-per-node=2 -w gpu01,gpu02", [(0, 2, 200, 0), (1, 2, 200, 0), (2, 2, 200, 0)]),
+])
+def test_other_raised_list_shapes(tmp_path, opts, want):
+    """Found by read-only reviews of finding 99 (source, not probed)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(epl="NO")), [opts], 2.0, 6.0)
+    assert _outcome(engine.jobs[1]) == want
 
 
 def test_fewer_gpus_than_minnodes_beside_a_list_is_refused(tmp_path):

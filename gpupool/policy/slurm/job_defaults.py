@@ -724,8 +724,8 @@ def _raised_range(cfg: SlurmConfig, wl: Workload) -> Workload:
 MSG_UNWALKED = ("gpupool does not model --ntasks=T --gpus=X with X not a multiple of T where the "
                 "partition's defaults (DefCpuPerGPU, DefMemPerCPU, MaxMemPerCPU) or MinNodes keep the job "
                 "from walking nodes for its GPUs; ask X as a multiple of T, --gpus-per-task or --nodes")
-#: a walk of CPUs per GPU (``--cpus-per-gpu``, DefCpuPerGPU) beside a ``--nodelist`` in partitions with
-#: nodes whose GPUs have a type or gres.conf ``Cores=`` (``listed_cpus_per_gpu_on_topology``)
+#: ``--gpus`` dealt from a ``--nodelist`` with CPUs per GPU (``--cpus-per-gpu``, DefCpuPerGPU) in
+#: partitions with nodes whose GPUs have a type or gres.conf ``Cores=`` (``_listed_cpg_on_typed``)
 MSG_LISTED_CPG = ("gpupool does not model CPUs per GPU (--cpus-per-gpu, DefCpuPerGPU) beside --gpus and "
                   "--nodelist on nodes whose GPUs have a type or Cores= in gres.conf (cons_tres then caps each "
                   "node's GPUs by the CPUs it gives, in index order); drop --nodelist or ask GPUs per node")

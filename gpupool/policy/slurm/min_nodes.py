@@ -29,7 +29,7 @@ Not raised (kept as submitted, so it waits with PartitionNodeLimit; docs/policie
 Known differences): ``--gpus`` with more tasks than nodes (the real system spread
 ``-n4 --gpus=4`` as 3 + 1 GPUs beside 2 + 2 tasks, which no pod set here holds: the split form
 spreads tasks, ``spread_gpus`` GPUs, not both), ``--gpus`` that neither spreads (with
-``--exclusive``, or ``--cpus-per-gpu`` beside tasks or memory per CPU) nor divides over the nodes, ``--gpus-per-task`` with
+``--exclusive``, or ``--cpus-per-gpu`` beside tasks) nor divides over the nodes, ``--gpus-per-task`` with
 fewer tasks than nodes (not probed), the reader's one pod of several tasks (``-n T`` with GPUs
 per node, which keeps its one node; ``-n T --gpus=X`` with X not a multiple of T, refused with
 ``job_defaults.MSG_UNWALKED``), and jobs of several pod sets (Kubernetes shapes, not sbatch's). ``--mem`` over several tasks was split over the task pods, rounded up,
@@ -128,14 +128,28 @@ def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
     job waited with PartitionNodeLimit before). The submit checks read it as submitted
     (``PodSet.nodes_raised``: the hosts)."""
     nodes = partitions_min_nodes(cfg, wl)
-    if nodes <= ps.count or (ps.gpus_per_job and not ps.spread_gpus):
-        # (``--gpus=X`` kept even over the hosts, ⌈X/hosts⌉ a node: more nodes of that share
-        # would hold more GPUs than asked; not raised, found by a review)
+    least = ps.per_node_tasks[0] if ps.per_node_tasks is not None else ps.count
+    if nodes <= least:
         return wl
     if ps.per_node_tasks is not None:
         _least, tasks, pod_tasks = ps.per_node_tasks
+        if nodes <= ps.count:
+            # ⌈T/K⌉ nodes already reach MinNodes: only the stored least count (the hosts) is
+            # raised (``-p m -n6 --ntasks-per-node=2 -w gpu01,gpu02`` on three nodes; source,
+            # found by a review: it waited with PartitionNodeLimit)
+            return replace(wl, pod_sets=(replace(ps, per_node_tasks=(nodes, tasks, pod_tasks)),))
         ps = replace(ps, per_node_tasks=(nodes, tasks, pod_tasks))
-    return replace(wl, pod_sets=(replace(ps, count=nodes, nodes_raised=ps.count),))
+    if ps.gpus_per_job and not ps.spread_gpus and ps.cpus_per_gpu_cap:
+        # ``--gpus=X`` kept even over the hosts (beside ``--cpus-per-gpu`` and
+        # ``--ntasks-per-node``): X/M a node as ``-N M`` gives it, where M divides X; else not
+        # raised (more nodes of the hosts' share would hold more GPUs than asked; found by a
+        # review, not probed)
+        if ps.gpus_per_job % nodes:
+            return wl
+        share = ps.gpus_per_job // nodes
+        memory = ps.memory_mib // ps.gpus * share if ps.memory_per == "gpu" else ps.memory_mib
+        ps = replace(ps, gpus=share, cpu_m=ps.cpu_m // ps.gpus * share, memory_mib=memory)
+    return replace(wl, pod_sets=(replace(ps, count=nodes, nodes_raised=wl.pod_sets[0].count),))
 
 
 def _raised_per_node(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
