@@ -126,7 +126,7 @@ def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
     it a GPU each, ``-w gpu02,gpu04 -c2`` on gpu02-04, ``-n2 --ntasks-per-node=1`` on three
     nodes with 3 CPUs, ``--ntasks-per-node=2`` with 2 CPUs on each of three; probe p161; the
     job waited with PartitionNodeLimit before). The submit checks read it as submitted
-    (``PodSet.nodes_raised``: the hosts)."""
+    (``PodSet.nodes_raised``: the submitted count)."""
     nodes = partitions_min_nodes(cfg, wl)
     least = ps.per_node_tasks[0] if ps.per_node_tasks is not None else ps.count
     if nodes <= least:
@@ -147,8 +147,14 @@ def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
         if ps.gpus_per_job % nodes:
             return wl
         share = ps.gpus_per_job // nodes
-        memory = ps.memory_mib // ps.gpus * share if ps.memory_per == "gpu" else ps.memory_mib
+        # (memory per GPU, and per CPU of the CPUs per GPU, follows the share; per node stays)
+        memory = ps.memory_mib // ps.gpus * share if ps.memory_per in ("gpu", "cpu") else ps.memory_mib
         ps = replace(ps, gpus=share, cpu_m=ps.cpu_m // ps.gpus * share, memory_mib=memory)
+    elif ps.gpus_per_job and not ps.spread_gpus and ps.exclusive:
+        # an exclusive even share (``--gpus=X`` or ``--gpus-per-task``, not told apart here)
+        # is not raised: the hosts' share on more nodes would ask more than X (found by a
+        # review, not probed)
+        return wl
     return replace(wl, pod_sets=(replace(ps, count=nodes, nodes_raised=wl.pod_sets[0].count),))
 
 
