@@ -88,8 +88,8 @@ def test_under_enforce_all_the_list_count_is_refused_first(tmp_path, opts, want)
     # memory per CPU follows the share's CPUs (4 CPUs × 300 MB a node)
     ("-p m --gpus=6 --cpus-per-gpu=2 --ntasks-per-node=1 --mem-per-cpu=300 -w gpu01,gpu02",
      [(0, 4, 1200, 2), (1, 4, 1200, 2), (2, 4, 1200, 2)]),
-    # an exclusive even share is not raised
-    ("-p m --gpus=6 --ntasks-per-node=1 --exclusive -w gpu01,gpu02", ("PENDING", "PartitionNodeLimit")),
+    # an exclusive even share takes three whole nodes, as -N3 does
+    ("-p m --gpus=6 --ntasks-per-node=1 --exclusive -w gpu01,gpu02", [(0, 16, 1600, 8), (1, 16, 1600, 8), (2, 16, 1600, 8)]),
     # 4 does not divide over three nodes: left as it was, waiting with PartitionNodeLimit
     ("-p m --gpus=4 --cpus-per-gpu=2 --ntasks-per-node=1 -w gpu01,gpu02", ("PENDING", "PartitionNodeLimit")),
     # GPUs per task follow each node's K tasks

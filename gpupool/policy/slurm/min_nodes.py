@@ -150,11 +150,10 @@ def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
         # (memory per GPU, and per CPU of the CPUs per GPU, follows the share; per node stays)
         memory = ps.memory_mib // ps.gpus * share if ps.memory_per in ("gpu", "cpu") else ps.memory_mib
         ps = replace(ps, gpus=share, cpu_m=ps.cpu_m // ps.gpus * share, memory_mib=memory)
-    elif ps.gpus_per_job and not ps.spread_gpus and ps.exclusive:
-        # an exclusive even share (``--gpus=X`` or ``--gpus-per-task``, not told apart here)
-        # is not raised: the hosts' share on more nodes would ask more than X (found by a
-        # review, not probed)
-        return wl
+    # (an exclusive even share, ``--gpus=X`` or ``--gpus-per-task`` alike here, is raised with
+    # the hosts' share a node: its nodes are whole, as ``-N M``'s are; not modelled, found by a
+    # review: on a partition whose nodes hold fewer GPUs than that share, ``-N M``'s ⌈X/M⌉ may fit
+    # where the hosts' share does not)
     return replace(wl, pod_sets=(replace(ps, count=nodes, nodes_raised=wl.pod_sets[0].count),))
 
 
