@@ -54,9 +54,8 @@ class NodeTable:
         #: Devices per GPU type on nodes whose devices are of several types (whole GPUs beside
         #: MIG slices, two models): type -> mask. Empty where ``gpu_type`` says it all.
         self.type_mask: list[dict[str, int]] = [_type_masks(n.gpus) if n.gpu_type is None else {} for n in nodes]
-        #: whether a node's GPUs carry a type or ``Cores=`` (Slurm's GRES ``topo_cnt``): the
-        #: job-wide GPU deal then goes through ``_set_job_bits1``, else ``_get_job_cnt``
-        self.gres_topology = [any(g.type or g.cores for g in n.gpus) for n in nodes]
+        #: whether a node's GPUs carry a type or ``Cores=`` (``Node.gres_topology``)
+        self.gres_topology = [n.gres_topology for n in nodes]
         self.labels = [n.labels for n in nodes]
         self.weight = [n.weight for n in nodes]
         #: slurm.conf Features= of each node (``--constraint``)

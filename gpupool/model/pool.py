@@ -73,6 +73,13 @@ class Node:
         return types.pop() if len(types) == 1 else None
 
     @property
+    def gres_topology(self) -> bool:
+        """Whether any GPU carries a type or gres.conf ``Cores=`` (Slurm's GRES ``topo_cnt``):
+        cons_tres then deals a job's GPUs through ``_set_job_bits1``, which caps a node's GPUs
+        by the CPUs it was given, instead of ``_get_job_cnt``."""
+        return any(g.type or g.cores for g in self.gpus)
+
+    @property
     def cpu_millicores(self) -> int:
         return self.cpus * 1000
 

@@ -580,8 +580,8 @@ def resolve(cfg: SlurmConfig, node_memory: dict[str, int], wl: Workload, cache: 
 
 def typed_gpu_nodes(nodes) -> frozenset[str]:
     """The names of the pool's nodes (``Pool.nodes``) whose GPUs have a type or gres.conf
-    ``Cores=`` (``NodeTable.gres_topology``)."""
-    return frozenset(name for name, node in nodes.items() if any(g.type or g.cores for g in node.gpus))
+    ``Cores=`` (``Node.gres_topology``)."""
+    return frozenset(name for name, node in nodes.items() if node.gres_topology)
 
 
 def _listed_cpg_on_typed(cfg: SlurmConfig, wl: Workload, typed_nodes: frozenset[str]) -> bool:

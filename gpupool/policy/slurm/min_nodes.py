@@ -132,13 +132,12 @@ def _raised_list(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
     if nodes <= least:
         return wl
     if ps.per_node_tasks is not None:
-        _least, tasks, pod_tasks = ps.per_node_tasks
         if nodes <= ps.count:
             # ⌈T/K⌉ nodes already reach MinNodes: only the stored least count (the hosts) is
             # raised (``-p m -n6 --ntasks-per-node=2 -w gpu01,gpu02`` on three nodes; source,
             # found by a review: it waited with PartitionNodeLimit)
-            return replace(wl, pod_sets=(replace(ps, per_node_tasks=(nodes, tasks, pod_tasks)),))
-        ps = replace(ps, per_node_tasks=(nodes, tasks, pod_tasks))
+            return replace(wl, pod_sets=(_least_raised(ps, nodes),))
+        ps = _least_raised(ps, nodes)
     if ps.gpus_per_job and not ps.spread_gpus and ps.cpus_per_gpu_cap:
         # ``--gpus=X`` kept even over the hosts (beside ``--cpus-per-gpu`` and
         # ``--ntasks-per-node``): X/M a node as ``-N M`` gives it, where M divides X; else not
@@ -165,9 +164,15 @@ def _raised_per_node(cfg: SlurmConfig, wl: Workload, ps: PodSet) -> Workload:
     nodes = partitions_min_nodes(cfg, wl)
     if nodes < 2:
         return wl
+    raised = _least_raised(ps, nodes)
+    return replace(wl, pod_sets=(replace(raised, count=max(ps.count, nodes), nodes_raised=ps.per_node_tasks[1]),))
+
+
+def _least_raised(ps: PodSet, nodes: int) -> PodSet:
+    """``ps`` (``--ntasks-per-node``: ``PodSet.per_node_tasks`` set) with its stored least node
+    count raised to ``nodes``, its tasks as they were."""
     _least, tasks, pod_tasks = ps.per_node_tasks
-    return replace(wl, pod_sets=(replace(ps, count=max(ps.count, nodes), per_node_tasks=(nodes, tasks, pod_tasks),
-                                         nodes_raised=tasks),))
+    return replace(ps, per_node_tasks=(nodes, tasks, pod_tasks))
 
 
 def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSet | None:
