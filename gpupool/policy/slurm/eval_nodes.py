@@ -98,7 +98,8 @@ def node_order(weight, busy: int | None, cpu: list[int] | None):
 def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: list[int],
                order=None, keep: dict[int, int] | None = None, spill: bool = False,
                least: int | None = None, whole: bool = False,
-               most: int | None = None, floor: int = 1) -> list[tuple[int, int]] | None:
+               most: int | None = None, floor: int = 1,
+               contiguous: bool = False) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -127,7 +128,16 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     ``whole``: each node taken gives all its tasks (an exclusive job's whole nodes). ``most``
     (with ``spill``): no more nodes than that, the last of them holding what is left
     (``--nodes=A-B`` beside ``--gpus-per-task``, ``nodes`` being A). ``floor``: the least a
-    node taken offers (one task; in CPUs, slurmctld's pn_min_cpus)."""
+    node taken offers (one task; in CPUs, slurmctld's pn_min_cpus).
+
+    ``contiguous`` (``--contiguous``): weights do not end runs (each run weighs what its last
+    node that is not required weighs); with required nodes only a run holding one counts; a run
+    that holds what is left replaces the best so far where that one does not; and when the
+    best run does not hold what is left the choice ends (a real 22.05.8 left ``-N2
+    --contiguous`` pending with gpu01-02 at one free CPU each, gpu03 full and gpu04 idle: the
+    larger run gpu04 beat the one that held the job; it ran ``-N2-3 --contiguous`` with gpu03
+    full on gpu01, gpu02 and gpu04: once the least count is held, other runs add nodes;
+    probe p162)."""
     if len(tasks) < (nodes if least is None else least) or sum(tasks.values()) < total:
         return None
     shares = _Shares(tasks, nodes, total, keep, spill, least, whole, most, floor)
@@ -139,16 +149,23 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                 break
             shares.offer(i)
         return shares.answer()
-    runs = _runs(tasks, weight, required)
+    runs = _contiguous_runs(tasks, weight, required) if contiguous else _runs(tasks, weight, required)
     while runs and not shares.done:
         left, left_nodes, least_left = shares.left, shares.left_nodes, shares.least_left
         best_k = -1
         best_size = best_w = 0
         best_ok = best_anchored = False
         for k, (run, size, free_nodes, w, anchor) in enumerate(runs):
+            if contiguous and required and anchor is None:
+                continue  # (not a run of the required nodes)
             ok = size >= left and free_nodes >= least_left
-            if best_k < 0 or (anchor is not None and not best_anchored) or beats(w, ok, size, best_w, best_ok, best_size):
+            if best_k < 0 or (anchor is not None and not best_anchored) or beats(w, ok, size, best_w, best_ok, best_size) \
+                    or (contiguous and ok and not best_ok):
                 best_k, best_size, best_w, best_ok, best_anchored = k, size, w, ok, anchor is not None
+        if best_k < 0 or (contiguous and not best_ok):
+            break  # (no run, or no run that holds what is left: ``_eval_nodes``' last test)
+        if contiguous and required and sum(r[4] is not None for r in runs) > 1:
+            break  # the required nodes must lie in one run
         run, _size, _free, _w, anchor = runs.pop(best_k)
         if anchor is not None:
             walk = [i for i in run if i > anchor] + [i for i in run if i < anchor][::-1]
@@ -175,6 +192,30 @@ def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
     required ones out (they are taken first)."""
     return [(nodes, sum(tasks[i] for i in nodes), len(nodes), w, anchor)
             for nodes, anchor, w in consec_runs(sorted(tasks), weight, set(required))]
+
+
+def _contiguous_runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
+    """``_runs`` for ``--contiguous``: runs end only where a node is not usable, whatever the
+    weights; a run weighs what its last node that is not required weighs (``_eval_nodes``
+    records each added node's weight); a run of required nodes alone is dropped."""
+    marked = set(required)
+    out: list[tuple] = []
+    nodes: list[int] = []
+    anchor: int | None = None
+    prev = -2
+    for i in sorted(tasks) + [None]:
+        if i is None or i != prev + 1:
+            if nodes:
+                out.append((nodes, sum(tasks[n] for n in nodes), len(nodes), weight[nodes[-1]], anchor))
+            nodes, anchor = [], None
+            if i is None:
+                break
+        if i in marked:
+            anchor = i if anchor is None else anchor
+        else:
+            nodes.append(i)
+        prev = i
+    return out
 
 
 def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[list[int], int | None, int]]:

@@ -318,7 +318,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
         elif required:
             chosen = _with_required(ps, nodes_for, free, weight, required, busy, least_loaded)
-        elif busy is not None:
+        elif busy is not None and not ps.contiguous:  # (``--contiguous`` skips the busy-first pick)
             chosen = _busy_first(ps, nodes_for, free, weight, busy)
         elif least_loaded:
             chosen = _least_loaded(ps, nodes_for, free, weight)
@@ -851,7 +851,7 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
     if not need:
         return None
     taken_order = ps.spread and ps.cpus_per_task is None
-    if need == len(fitting) and not taken_order:  # every fitting node is taken, whatever the walk's order
+    if need == len(fitting) and not taken_order and not ps.contiguous:  # every fitting node is taken, whatever the walk's order
         return [pod_fits(free, i, ps) for i in sorted(fitting)]
     cpu, cap = free.cpu, free.cap
     each = max(1, -(-ps.cpu_m // 1000))  # a fitting node counts at least one pod's CPUs
@@ -859,7 +859,11 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
         avail = {i: c if (c := cpu[i] // 1000) > each else each for i in fitting}
     else:
         avail = {i: c if (c := min(cpu[i], cap[i]) // 1000) > each else each for i in fitting}
-    got = pick_nodes(avail, need, need * each, weight, required)
+    # (``--contiguous`` over a range: a run holds what is left once it holds the least count,
+    # ``_enough_nodes``; a real 22.05.8 ran ``-N2-3 --contiguous`` with gpu03 full on gpu01-02
+    # and gpu04, probe p162)
+    least = min(ps.min_count, need) if ps.contiguous and ps.min_count is not None else None
+    got = pick_nodes(avail, need, need * each, weight, required, least=least, contiguous=ps.contiguous)
     if got is None:
         return None
     return [pod_fits(free, i, ps) for i, _cpus in (got if taken_order else sorted(got))]
@@ -877,7 +881,8 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
     while they fit, then to others (``-n3 -w gpu01,gpu02`` ran on those two nodes alone)."""
     if ps.count < len(required):
         return None  # each required node takes a pod (sbatch refuses such shapes)
-    if ps.one_per_node and busy is None and not least_loaded:
+    if ps.one_per_node and (busy is None or ps.contiguous) and not least_loaded:
+        # (``--contiguous``: cons_tres skips bf_busy_nodes' busy-first pick, ``_eval_nodes``)
         fitting = fitting_nodes(ps, pool, free)
         fits = set(fitting)
         if any(i not in fits for i in required):
