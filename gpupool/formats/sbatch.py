@@ -1277,14 +1277,15 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 
 
 def _contiguous(job: SbatchJob, shape: _Shape, hosts: int, walks: bool, split, walk_nodes) -> bool:
-    """Whether ``--contiguous`` is modelled for this job (``PodSet.contiguous``): a pod-a-node
-    shape with no GPUs per job, tasks per node, walk or split, and one listed host at most.
-    Other shapes keep it as read, not modelled (placed as without it): slurmctld fills a
-    list's gaps in node order at submit, which the reader cannot see, and the other walks
-    were not probed with it."""
+    """Whether ``--contiguous`` is modelled for this job (``PodSet.contiguous``): a shape with
+    no GPUs per job, tasks per node, walk or split, and one listed host at most. It acts on
+    pod-a-node shapes, task pods raised to MinNodes nodes (``min_nodes``) included; on one
+    node it changes nothing. Other shapes keep it as read, not modelled (placed as without
+    it): slurmctld fills a list's gaps in node order at submit, which the reader cannot see,
+    and the other walks were not probed with it."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
-    return (shape.one_per_node and hosts <= 1 and not walks and not split and walk_nodes is None
+    return (hosts <= 1 and not walks and not split and walk_nodes is None
             and not _gpus_per_job(job, shape) and _per_node_tasks(job, shape) is None)
 
 

@@ -226,9 +226,10 @@ class PodSet:
     #: review: ``-p x -n2 -w gpu[01-03]`` in a MaxNodes=1 partition waits with
     #: PartitionNodeLimit, unless its QOS has PartitionMaxNodes; ``jobinfo.given_node_counts``)
     list_trimmed: bool = False
-    #: Slurm, ``--contiguous`` on a pod-a-node shape (``--nodes``; no GPUs per job, tasks per
-    #: node or walk, a nodelist of one host at most): cons_tres takes the nodes from one run of
-    #: consecutive usable nodes, whatever their weights (``eval_nodes.pick_nodes``)
+    #: Slurm, ``--contiguous`` (no GPUs per job, tasks per node, walk or split, a nodelist of
+    #: one host at most): on a pod-a-node shape (``--nodes``, or task pods MinNodes raised)
+    #: cons_tres takes the nodes from one run of consecutive usable nodes, whatever their
+    #: weights (``eval_nodes.pick_nodes``, ``sbatch._contiguous``)
     contiguous: bool = False
 
     @property

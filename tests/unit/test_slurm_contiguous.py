@@ -91,7 +91,8 @@ def test_contiguous_nodes_ignore_weights_as_on_a_real_slurm(tmp_path, holders, o
 
 
 @pytest.mark.parametrize("opts", ["-N2 --contiguous -w gpu01,gpu03", "--contiguous -w gpu01,gpu03",
-                                  "-N2 --contiguous --gpus=4", "-n4 --contiguous"])
+                                  "-N2 --contiguous --gpus=4", "--contiguous --gpus=4",
+                                  "-N2 --contiguous --ntasks-per-node=2"])
 def test_shapes_not_modelled_keep_contiguous_as_read(opts):
     """A list of several hosts (slurmctld fills its gaps in node order at submit: a real
     22.05.8 ran ``--contiguous -w gpu01,gpu03`` on gpu01-03 and refused ``-N2`` beside it),
@@ -114,3 +115,27 @@ def test_contiguous_beside_bf_busy_nodes_skips_the_busy_first_pick(tmp_path):
     busy = 1 << 3  # gpu04 busy now
     assert [p[0] for p in place(workload("x", "-N2", 0.0, 1), (0, 1, 2, 3), free, busy=busy)] == [3, 0]
     assert [p[0] for p in place(workload("y", "-N2 --contiguous", 0.0, 2), (0, 1, 2, 3), free, busy=busy)] == [0, 1]
+
+
+# --- from the 22.05.8 source, not probed (found by a read-only review of finding 100) -------
+
+MIN3 = "PartitionName=m Nodes=gpu[01-04] MinNodes=3 MaxTime=60 State=UP\n"
+
+
+@pytest.mark.parametrize("holders,opts,want", [
+    # a range's run holds what is left with the least count's CPUs (``min_cpus``), not the
+    # largest count's: 2 × 16 CPUs in gpu01-02, then gpu04 added
+    (["-w gpu03 " + EX], "-N2-3 -c16 --contiguous", _on(0, 1, 3, each=(16, 1600, 0))),
+    (["-w gpu02 " + EX], "-N2-3 -c16 --contiguous", _on(0, 2, 3, each=(16, 1600, 0))),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 " + EX, "-w gpu04 -c15"], "-N2-3 --contiguous", _on(0, 1, 3)),
+    ([], "-p x -N1-2 -c16 --contiguous", _on(0, 2, each=(16, 1600, 0))),
+    # task pods MinNodes raises to three nodes keep the option: no run of three, waiting
+    (["-p p -w gpu03 " + EX], "-p m --contiguous", ("PENDING", "Resources")),
+    (["-p p -w gpu03 " + EX], "-p m -n2 --contiguous", ("PENDING", "Resources")),
+    ([], "-p m --contiguous", _on(0, 1, 2)),
+])
+def test_ranges_and_raised_shapes(tmp_path, holders, opts, want):
+    """Found by a read-only review of finding 100 (source, not probed)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="") + MIN3), holders + [opts], 2.0,
+                           2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want

@@ -224,12 +224,13 @@ def try_preempt(cy, job, info, usable, via: str = VIA_MAIN) -> bool | str:
     def freed(v):
         return _cpus_only(v.placement) if modes[v.id] == SUSPEND else v.placement
 
-    if len(job.wl.pod_sets) == 1 and not job.wl.pod_sets[0].split:
+    if len(job.wl.pod_sets) == 1 and not job.wl.pod_sets[0].split and not job.wl.pod_sets[0].contiguous:
         # One pod set: whether the job fits only grows as victims are added (more free
         # resources on some nodes, none fewer), so the first prefix of the ordered candidates
         # that makes it fit is found by bisection; the linear walk gives the same prefix.
         # (Not for tasks split over nodes: a freed CPU can join two runs of nodes and change
-        # which nodes the split tries first, so a fit can turn into none.)
+        # which nodes the split tries first, so a fit can turn into none; nor for
+        # ``--contiguous``: a freed node can make a larger run that cannot hold the job win.)
         def fits_with(k: int) -> bool:
             trial = scratch.copy()
             for v in cands[:k]:

@@ -318,7 +318,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
         elif required:
             chosen = _with_required(ps, nodes_for, free, weight, required, busy, least_loaded)
-        elif busy is not None and not ps.contiguous:  # (``--contiguous`` skips the busy-first pick)
+        elif busy is not None and not (ps.contiguous and ps.one_per_node):  # (``--contiguous`` skips it)
             chosen = _busy_first(ps, nodes_for, free, weight, busy)
         elif least_loaded:
             chosen = _least_loaded(ps, nodes_for, free, weight)
@@ -861,9 +861,11 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
         avail = {i: c if (c := min(cpu[i], cap[i]) // 1000) > each else each for i in fitting}
     # (``--contiguous`` over a range: a run holds what is left once it holds the least count,
     # ``_enough_nodes``; a real 22.05.8 ran ``-N2-3 --contiguous`` with gpu03 full on gpu01-02
-    # and gpu04, probe p162)
+    # and gpu04, probe p162;
+    # and its CPUs are the least count's, ``min_cpus``; found by a review)
     least = min(ps.min_count, need) if ps.contiguous and ps.min_count is not None else None
-    got = pick_nodes(avail, need, need * each, weight, required, least=least, contiguous=ps.contiguous)
+    got = pick_nodes(avail, need, (need if least is None else least) * each, weight, required, least=least,
+                     contiguous=ps.contiguous)
     if got is None:
         return None
     return [pod_fits(free, i, ps) for i, _cpus in (got if taken_order else sorted(got))]
