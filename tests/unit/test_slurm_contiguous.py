@@ -17,24 +17,16 @@ from gpupool.engine.nodes import NodeTable
 from gpupool.formats.sbatch import parse_sbatch_text
 from gpupool.policy.slurm.select import Free, place
 from tests.unit.sbatch_plans import run_spaced, script, slurm_pool, workload
+from tests.unit.test_slurm_def_cpu_per_gpu import BASE
 from tests.unit.test_slurm_gpu_walk_range_listed import per_node
 
 NODE = "CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8"
-#: probe p162's slurm.conf; ``{w}``: gpu02's weight (Weight=2 in the second set)
-CONF = f"""ClusterName=p162
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=30
-PriorityType=priority/basic
-GresTypes=gpu
-DefMemPerCPU=100
-NodeName=gpu01 {NODE}
-NodeName=gpu02 {NODE} {{w}}
-NodeName=gpu[03-04] {NODE}
-PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP
-PartitionName=x Nodes=gpu01,gpu03 MaxTime=60 State=UP
-"""
+#: probe p162's slurm.conf: p160's header, gpu02 on a line of its own; ``{w}``: its weight
+#: (Weight=2 in the second set)
+CONF = (BASE.split("NodeName=")[0].replace("ClusterName=p160", "ClusterName=p162").format(extra="DefMemPerCPU=100")
+        + f"NodeName=gpu01 {NODE}\nNodeName=gpu02 {NODE} {{w}}\nNodeName=gpu[03-04] {NODE}\n"
+        + "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP\n"
+        + "PartitionName=x Nodes=gpu01,gpu03 MaxTime=60 State=UP\n")
 EX = "--exclusive"
 ONE = (1, 100, 0)  # a node's CPUs, MB and GPUs for these one-CPU pods
 
@@ -139,3 +131,20 @@ def test_ranges_and_raised_shapes(tmp_path, holders, opts, want):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="") + MIN3), holders + [opts], 2.0,
                            2.0 * len(holders) + 6.0)
     assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_preemption_frees_victims_one_by_one_for_a_contiguous_job(tmp_path):
+    """Freeing more can turn a contiguous fit into none, so the victims are added one at a
+    time until the job fits (cons_tres's ``_run_now``), not found by bisection: with gpu01 at
+    one free CPU, freeing the low job on gpu02 makes the run gpu01-02; freeing gpu04 as well
+    would make the larger run gpu04 win and hold nothing (found by a review; it waited)."""
+    conf = CONF.format(w="").replace(
+        "PartitionName=p Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP",
+        "PartitionName=lo Nodes=gpu[01-04] Default=YES MaxTime=60 State=UP PriorityTier=1\n"
+        "PartitionName=hi Nodes=gpu[01-04] MaxTime=60 State=UP PriorityTier=2").replace(
+        "PriorityType=priority/basic", "PriorityType=priority/basic\nPreemptType=preempt/partition_prio\nPreemptMode=CANCEL")
+    jobs = ["-p hi -w gpu01 -c15", "-p hi -w gpu02 -c15", "-p hi -w gpu03 " + EX,
+            "-p lo -w gpu02 -c1", "-p lo -w gpu04 " + EX, "-p hi -N2 --contiguous"]
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), jobs, 2.0, 30.0)
+    assert [engine.jobs[k].state for k in (4, 5)] == ["PREEMPTED", "RUNNING"]
+    assert _outcome(engine.jobs[6]) == _on(0, 1)
