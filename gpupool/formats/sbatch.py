@@ -1277,12 +1277,14 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 
 
 def _contiguous(job: SbatchJob, shape: _Shape, hosts: int, walks: bool, split, walk_nodes) -> bool:
-    """Whether ``--contiguous`` is modelled for this job (``PodSet.contiguous``): a shape with
-    no GPUs per job, tasks per node, walk or split, and one listed host at most. It acts on
-    pod-a-node shapes, task pods raised to MinNodes nodes (``min_nodes``) included; on one
-    node it changes nothing. Other shapes keep it as read, not modelled (placed as without
-    it): slurmctld fills a list's gaps in node order at submit, which the reader cannot see,
-    and the other walks were not probed with it."""
+    """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): a shape with no
+    GPUs per job, tasks per node, walk or split, and one listed host at most. Its nodes come
+    from one run on pod-a-node shapes, task pods MinNodes raises to one task a node
+    (``min_nodes.per_node_pods``) included, and any marked shape skips bf_busy_nodes'
+    busy-first pick. Not modelled, placed as without it: task pods spread over several nodes
+    (``select._spread_tasks``), split forms, lists of several hosts (slurmctld fills a list's
+    gaps in node order at submit, which the reader cannot see) and the walks, none probed
+    with it."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
     return (hosts <= 1 and not walks and not split and walk_nodes is None

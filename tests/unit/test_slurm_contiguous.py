@@ -107,6 +107,10 @@ def test_contiguous_beside_bf_busy_nodes_skips_the_busy_first_pick(tmp_path):
     busy = 1 << 3  # gpu04 busy now
     assert [p[0] for p in place(workload("x", "-N2", 0.0, 1), (0, 1, 2, 3), free, busy=busy)] == [3, 0]
     assert [p[0] for p in place(workload("y", "-N2 --contiguous", 0.0, 2), (0, 1, 2, 3), free, busy=busy)] == [0, 1]
+    # a task shape too (the test at ``_eval_nodes``' top reads the option whatever the shape;
+    # found by a second review)
+    assert [p[0] for p in place(workload("z", "-n1 --contiguous", 0.0, 3), (0, 1, 2, 3), free, busy=busy)] == [0]
+    assert [p[0] for p in place(workload("z", "-n1", 0.0, 4), (0, 1, 2, 3), free, busy=busy)] == [3]
 
 
 # --- from the 22.05.8 source, not probed (found by a read-only review of finding 100) -------

@@ -318,7 +318,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
         elif required:
             chosen = _with_required(ps, nodes_for, free, weight, required, busy, least_loaded)
-        elif busy is not None and not (ps.contiguous and ps.one_per_node):  # (``--contiguous`` skips it)
+        elif busy is not None and not ps.contiguous:  # (``--contiguous`` skips the busy-first pick)
             chosen = _busy_first(ps, nodes_for, free, weight, busy)
         elif least_loaded:
             chosen = _least_loaded(ps, nodes_for, free, weight)
