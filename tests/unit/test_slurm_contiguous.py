@@ -15,7 +15,7 @@ import pytest
 
 from gpupool.engine.nodes import NodeTable
 from gpupool.formats.sbatch import parse_sbatch_text
-from gpupool.policy.slurm.select import Free, place
+from gpupool.policy.slurm.select import Free, PartNodes, place
 from tests.unit.sbatch_plans import run_spaced, script, slurm_pool, workload
 from tests.unit.test_slurm_def_cpu_per_gpu import BASE
 from tests.unit.test_slurm_gpu_walk_range_listed import per_node
@@ -152,3 +152,14 @@ def test_preemption_frees_victims_one_by_one_for_a_contiguous_job(tmp_path):
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), jobs, 2.0, 30.0)
     assert [engine.jobs[k].state for k in (4, 5)] == ["PREEMPTED", "RUNNING"]
     assert _outcome(engine.jobs[6]) == _on(0, 1)
+
+
+def test_contiguous_in_a_least_loaded_partition_skips_the_busy_first_pick_too(tmp_path):
+    """``_eval_nodes`` tests bf_busy_nodes (with ``--contiguous`` skipped) before LLN: beside a
+    required node a contiguous job's other nodes come in LLN's order, not busy-first (found by
+    a third review: gpu04, busy, was taken)."""
+    free = Free(NodeTable(slurm_pool(tmp_path, CONF.format(w=""))))
+    lln = PartNodes((0, 1, 2, 3), least_loaded=True)
+    busy = 1 << 3
+    assert [p[0] for p in place(workload("x", "-N2 --contiguous -w gpu01", 0.0, 1), lln, free, busy=busy)] == [0, 1]
+    assert [p[0] for p in place(workload("y", "-N2 -w gpu01", 0.0, 2), lln, free, busy=busy)] == [0, 3]

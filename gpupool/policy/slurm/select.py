@@ -911,7 +911,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
             least = rest if ps.min_count is None else max(0, ps.min_count - len(required))
             sub = replace(ps, count=rest, min_count=None if least == rest else least)
             # (bf_busy_nodes or LLN: the walk from the required nodes returned above otherwise)
-            if busy is not None:
+            if busy is not None and not ps.contiguous:  # (``--contiguous``: LLN's pick; found by a review)
                 more = _busy_first(sub, others, free, weight, busy)
             else:
                 more = _least_loaded(sub, others, free, weight)
