@@ -287,6 +287,9 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
     shapes: list = []  # with whole cores: the pod set of each pod
     for k, ps in enumerate(pod_sets):
         weight = base_weight
+        # ``--contiguous`` skips bf_busy_nodes' busy-first pick whatever the shape (``_eval_nodes``
+        # tests it before LLN; found by reviews): its nodes are chosen as with no busy mask
+        busy_pick = None if ps.contiguous else busy
         #: task pods under a per-node CPU minimum: the nodes in the order taken (else None,
         #: so that the common placement keeps no record)
         taken_order: list[int] | None = None
@@ -311,15 +314,15 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             # only whole-job and exclusive GPU requests may reorder nodes (near_gpus.offer_cap)
             weight = gpu_weights(ps, nodes_for, free, base_weight, gpus_for)
         if required and ps.walk_gpus and ps.one_per_node and tasks_walk(ps):
-            chosen = walk_listed(ps, fitting_nodes(ps, nodes_for, free), free, weight, required, busy, least_loaded)
+            chosen = walk_listed(ps, fitting_nodes(ps, nodes_for, free), free, weight, required, busy_pick, least_loaded)
         elif ps.walk_gpus and ps.one_per_node:  # (``PodSet.walked``, without a property call here)
-            chosen = _walk_gpus(ps, nodes_for, free, weight, busy, least_loaded, tuple(required))
+            chosen = _walk_gpus(ps, nodes_for, free, weight, busy_pick, least_loaded, tuple(required))
         elif ps.split_tasks and ps.split:
-            chosen = split_nodes(ps, nodes_for, free, weight, required, busy, least_loaded)
+            chosen = split_nodes(ps, nodes_for, free, weight, required, busy_pick, least_loaded)
         elif required:
-            chosen = _with_required(ps, nodes_for, free, weight, required, busy, least_loaded)
-        elif busy is not None and not ps.contiguous:  # (``--contiguous`` skips the busy-first pick)
-            chosen = _busy_first(ps, nodes_for, free, weight, busy)
+            chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded)
+        elif busy_pick is not None:
+            chosen = _busy_first(ps, nodes_for, free, weight, busy_pick)
         elif least_loaded:
             chosen = _least_loaded(ps, nodes_for, free, weight)
         elif ps.one_per_node and ps.count > 1:
@@ -883,8 +886,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
     while they fit, then to others (``-n3 -w gpu01,gpu02`` ran on those two nodes alone)."""
     if ps.count < len(required):
         return None  # each required node takes a pod (sbatch refuses such shapes)
-    if ps.one_per_node and (busy is None or ps.contiguous) and not least_loaded:
-        # (``--contiguous``: cons_tres skips bf_busy_nodes' busy-first pick, ``_eval_nodes``)
+    if ps.one_per_node and busy is None and not least_loaded:
         fitting = fitting_nodes(ps, pool, free)
         fits = set(fitting)
         if any(i not in fits for i in required):
@@ -911,7 +913,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
             least = rest if ps.min_count is None else max(0, ps.min_count - len(required))
             sub = replace(ps, count=rest, min_count=None if least == rest else least)
             # (bf_busy_nodes or LLN: the walk from the required nodes returned above otherwise)
-            if busy is not None and not ps.contiguous:  # (``--contiguous``: LLN's pick; found by a review)
+            if busy is not None:
                 more = _busy_first(sub, others, free, weight, busy)
             else:
                 more = _least_loaded(sub, others, free, weight)
