@@ -1271,23 +1271,23 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         per_node_tasks=_per_node_tasks(job, shape),
         list_count_only=shape.one_per_node and job.nodes is None and hosts > 0 and not trimmed,
         list_trimmed=trimmed,
-        contiguous=_contiguous(job, shape, hosts, walks, split, walk_nodes),
+        contiguous=_contiguous(job, shape, hosts, walks, walk_nodes, trimmed),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
 
-def _contiguous(job: SbatchJob, shape: _Shape, hosts: int, walks: bool, split, walk_nodes) -> bool:
+def _contiguous(job: SbatchJob, shape: _Shape, hosts: int, walks: bool, walk_nodes, trimmed: bool) -> bool:
     """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): a shape with no
-    GPUs per job, tasks per node, walk or split, and one listed host at most. Its nodes come
-    from one run on pod-a-node shapes, task pods MinNodes raises to one task a node
-    (``min_nodes.per_node_pods``) included, and any marked shape skips bf_busy_nodes'
-    busy-first pick. Not modelled, placed as without it: task pods spread over several nodes
-    (``select._spread_tasks``), split forms, lists of several hosts (slurmctld fills a list's
-    gaps in node order at submit, which the reader cannot see) and the walks, none probed
-    with it."""
+    GPUs per job, tasks per node or walk. Its nodes come from one run (``eval_nodes.pick_nodes``:
+    pod-a-node shapes, task pods, split forms), and it skips bf_busy_nodes' busy-first pick.
+    Beside a list of several hosts the Slurm policy fills the list's gaps in the pool's node
+    order (``contiguous_list``), which the reader cannot see; a list sbatch cut down to the
+    tasks is not marked. Not modelled, placed as without it: the walks, GPUs per job and
+    ``--ntasks-per-node`` (a real 22.05.8 ran each beside ``-w gpu01,gpu03`` on gpu01-03,
+    probe p163b)."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
-    return (hosts <= 1 and not walks and not split and walk_nodes is None
+    return (not trimmed and not walks and walk_nodes is None
             and not _gpus_per_job(job, shape) and _per_node_tasks(job, shape) is None)
 
 

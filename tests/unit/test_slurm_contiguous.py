@@ -5,18 +5,24 @@ waiting where the run it would choose cannot hold it (``eval_nodes.pick_nodes``,
 
 Every expectation is what a real 22.05.8 did (probe p162, 2026-12-06) on four 16-core 8-GPU
 64000 MB nodes (CR_Core_Memory, DefMemPerCPU=100), partition p over all four and x over gpu01
-and gpu03; each job behind its holders, submitted 2 s apart. At the commit before this finding
-gpupool placed the jobs as without ``--contiguous`` (11 of the 21 answers agreed; the two a
-list with gaps gives are not modelled, see ``sbatch._contiguous``).
+and gpu03; each job behind its holders, submitted 2 s apart. At the commit before finding 100
+gpupool placed the jobs as without ``--contiguous`` (11 of the 21 answers agreed); at 41afe7a
+the two a list with gaps gives were not modelled (19 of 21); finding 101 fills the gaps
+(``contiguous_list``).
 """
 from __future__ import annotations
 
 import pytest
 
+from gpupool.engine.core import Engine
 from gpupool.engine.nodes import NodeTable
+from gpupool.engine.policy_api import make_policy
 from gpupool.formats.sbatch import parse_sbatch_text
+from gpupool.policy.slurm.contiguous_list import fill_gaps
+from gpupool.policy.slurm.policy import SlurmPolicy
 from gpupool.policy.slurm.select import Free, PartNodes, place
-from tests.unit.sbatch_plans import run_spaced, script, slurm_pool, workload
+from gpupool.policy.slurm.submit_check import submit_rejection
+from tests.unit.sbatch_plans import run_spaced, script, slurm_pool, workload, workloads
 from tests.unit.test_slurm_def_cpu_per_gpu import BASE
 from tests.unit.test_slurm_gpu_walk_range_listed import per_node
 
@@ -54,6 +60,10 @@ SAME_WEIGHTS = [
     ([], "-N2-3 --contiguous", _on(0, 1, 2)),
     # once the least count is held in one run, another run adds the third node
     (["-w gpu03 " + EX], "-N2-3 --contiguous", _on(0, 1, 3)),
+    # a list's gaps are filled in node order at submit (``contiguous_list``, finding 101): the
+    # run's nodes are required and counted, so ``-N2`` cannot hold them
+    ([], "--contiguous -w gpu01,gpu03", _on(0, 1, 2)),
+    ([], "-N2 --contiguous -w gpu01,gpu03", ("REJECTED", "Node count specification invalid")),
 ]
 
 #: gpu02 at Weight=2: the run gpu01-04 ignores it (without --contiguous the lighter nodes win)
@@ -82,14 +92,11 @@ def test_contiguous_nodes_ignore_weights_as_on_a_real_slurm(tmp_path, holders, o
     assert _outcome(engine.jobs[len(holders) + 1]) == want
 
 
-@pytest.mark.parametrize("opts", ["-N2 --contiguous -w gpu01,gpu03", "--contiguous -w gpu01,gpu03",
-                                  "-N2 --contiguous --gpus=4", "--contiguous --gpus=4",
+@pytest.mark.parametrize("opts", ["-N2 --contiguous --gpus=4", "--contiguous --gpus=4",
                                   "-N2 --contiguous --ntasks-per-node=2"])
 def test_shapes_not_modelled_keep_contiguous_as_read(opts):
-    """A list of several hosts (slurmctld fills its gaps in node order at submit: a real
-    22.05.8 ran ``--contiguous -w gpu01,gpu03`` on gpu01-03 and refused ``-N2`` beside it),
-    GPUs per job and task shapes: the pod set is not marked, and the option stays listed as
-    read but not modelled."""
+    """GPUs per job and tasks per node: the pod set is not marked, and the option stays listed
+    as read but not modelled."""
     job = parse_sbatch_text(script(opts), "job.sbatch")
     assert ("contiguous", None) in job.not_modelled
     assert not any(ps.contiguous for ps in workload("j", opts, 0.0, 1).pod_sets)
@@ -97,6 +104,9 @@ def test_shapes_not_modelled_keep_contiguous_as_read(opts):
 
 def test_a_pod_a_node_shape_is_marked():
     assert all(ps.contiguous for ps in workload("j", "-N2 --contiguous -w gpu02", 0.0, 1).pod_sets)
+    # a list of several hosts too: its gaps are the pool's to fill (``contiguous_list``)
+    assert all(ps.contiguous for ps in workload("j", "--contiguous -w gpu01,gpu03", 0.0, 1).pod_sets)
+    assert all(ps.contiguous for ps in workload("j", "-N3 --contiguous -w gpu01,gpu03", 0.0, 1).pod_sets)
     assert not any(ps.contiguous for ps in workload("j", "-N2", 0.0, 1).pod_sets)
 
 
@@ -163,3 +173,148 @@ def test_contiguous_in_a_least_loaded_partition_skips_the_busy_first_pick_too(tm
     busy = 1 << 3
     assert [p[0] for p in place(workload("x", "-N2 --contiguous -w gpu01", 0.0, 1), lln, free, busy=busy)] == [0, 1]
     assert [p[0] for p in place(workload("y", "-N2 -w gpu01", 0.0, 2), lln, free, busy=busy)] == [0, 3]
+
+
+# --- finding 101: a list's gaps filled at submit (``contiguous_list``; 22.05.8 source,
+# ``_job_create``'s ``bit_fill_gaps``; the two probed answers are in SAME_WEIGHTS) ----------
+
+ORDER = ("gpu01", "gpu02", "gpu03", "gpu04")
+
+
+@pytest.mark.parametrize("gaps,whole", [
+    ("--contiguous -w gpu01,gpu03", "--contiguous -w gpu[01-03]"),
+    ("-N3 --contiguous -w gpu01,gpu03", "-N3 --contiguous -w gpu[01-03]"),
+    ("-N2-4 --contiguous -w gpu01,gpu03", "-N3-4 --contiguous -w gpu[01-03]"),
+    ("-N2-3 --contiguous -w gpu01,gpu03", "-N3 --contiguous -w gpu[01-03]"),
+    ("--contiguous -w gpu01,gpu04 --gres=gpu:2 -c3", "--contiguous -w gpu[01-04] --gres=gpu:2 -c3"),
+    ("--contiguous -w gpu04,gpu01 --mem=500", "--contiguous -w gpu[01-04] --mem=500"),
+])
+def test_a_filled_list_reads_as_the_whole_run_listed(gaps, whole):
+    """The job slurmctld stores is the one that listed the whole run: its least count (a
+    range's least, or the list's count) raised to the run's nodes, the list as they are."""
+    filled, why = fill_gaps(workload("j", gaps, 0.0, 1), ORDER, {n: i for i, n in enumerate(ORDER)})
+    assert why is None
+    assert filled == workload("j", whole, 0.0, 1)
+
+
+@pytest.mark.parametrize("opts", ["-N2 --contiguous -w gpu01,gpu03", "-N1-2 --contiguous -w gpu01,gpu03",
+                                  "-N3 --contiguous -w gpu01,gpu04"])
+def test_a_largest_count_below_the_run_is_refused(opts):
+    wl = workload("j", opts, 0.0, 1)
+    assert fill_gaps(wl, ORDER, {n: i for i, n in enumerate(ORDER)}) == (wl, "Node count specification invalid")
+
+
+@pytest.mark.parametrize("opts", ["--contiguous -w gpu01,gpu02", "-w gpu01,gpu03", "--contiguous -w gpu01,gpu09",
+                                  "-N2 --contiguous -w gpu02"])
+def test_lists_without_gaps_or_the_option_are_left_alone(opts):
+    """No gap, no option, a host the pool lacks (the submit check names it), one host."""
+    wl = workload("j", opts, 0.0, 1)
+    assert fill_gaps(wl, ORDER, {n: i for i, n in enumerate(ORDER)}) == (wl, None)
+
+
+def test_gaps_follow_the_node_order_not_the_names(tmp_path):
+    """slurm.conf lists gpu03 before gpu02: ``-w gpu01,gpu02`` then has gpu03 in its gap."""
+    conf = CONF.format(w="").replace(f"NodeName=gpu02 {NODE} \nNodeName=gpu[03-04] {NODE}\n",
+                                     f"NodeName=gpu03 {NODE}\nNodeName=gpu02 {NODE}\nNodeName=gpu04 {NODE}\n")
+    assert "NodeName=gpu03" in conf
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["--contiguous -w gpu01,gpu02"], 2.0, 6.0)
+    assert _outcome(engine.jobs[1]) == _on(0, 1, 2)  # gpu01, gpu03, gpu02 (indices in that order)
+    assert engine.jobs[1].wl.nodelist == "gpu[01,03,02]"
+
+
+@pytest.mark.parametrize("holders,opts,want", [
+    # the filled run is required: gpu02 held, the job waits as ``-w gpu[01-03]`` does
+    (["-w gpu02 " + EX], "--contiguous -w gpu01,gpu03", "--contiguous -w gpu[01-03]"),
+    ([], "-N2-4 --contiguous -w gpu01,gpu03", _on(0, 1, 2, 3)),
+    # MinNodes=3 raises the filled count no further; =3 beside a run of four
+    ([], "-p m --contiguous -w gpu01,gpu03", _on(0, 1, 2)),
+    ([], "-p m --contiguous -w gpu01,gpu04", _on(0, 1, 2, 3)),
+])
+def test_filled_lists_placed(tmp_path, holders, opts, want):
+    pool = slurm_pool(tmp_path, CONF.format(w="") + MIN3)
+    engine, _ = run_spaced(pool, holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    if isinstance(want, str):  # as the whole run listed
+        other, _ = run_spaced(pool, holders + [want], 2.0, 2.0 * len(holders) + 6.0)
+        want = _outcome(other.jobs[len(holders) + 1])
+        assert want[0] == "PENDING"
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+# --- found by a read-only review of finding 101 (source, not probed) --------------------------
+
+def test_the_live_submit_check_fills_the_gaps_too(tmp_path):
+    """The live daemon refuses before it gives a job id (``submit_check.submit_rejection``)."""
+    pool = slurm_pool(tmp_path, CONF.format(w=""))
+    assert submit_rejection(pool, workload("j", "-N2 --contiguous -w gpu01,gpu03", 0.0, 1)) == \
+        "Node count specification invalid"
+    assert submit_rejection(pool, workload("j", "--contiguous -w gpu01,gpu03", 0.0, 1)) is None
+
+
+def test_max_array_size_is_tested_before_the_fill(tmp_path):
+    """``validate_job_create_req`` tests the array before ``_job_create`` fills the list."""
+    pool = slurm_pool(tmp_path, CONF.format(w="").replace("GresTypes=gpu", "GresTypes=gpu\nMaxArraySize=2"))
+    opts = "--array=0-2 -N2 --contiguous -w gpu01,gpu03"
+    assert submit_rejection(pool, workloads("j", opts, 0.0, 1)[0]) == "Invalid job array specification"
+    engine = Engine(pool, workloads("j", opts, 0.0, 1), make_policy("slurm", pool, {}), until=6.0)
+    engine.run()
+    assert {(j.state, j.reason) for j in engine.jobs.values()} == {("REJECTED", "Invalid job array specification")}
+
+
+def test_a_recovered_job_is_not_refused_again(tmp_path):
+    """A job the daemon takes back after a restart was accepted: slurmctld rebuilds its nodes
+    from the stored list and never refuses it (here slurm.conf gained nodes in the gap)."""
+    pol = SlurmPolicy(slurm_pool(tmp_path, CONF.format(w="")), {})
+    wl = workload("j", "-N2 --contiguous -w gpu01,gpu03", 0.0, 1)
+    assert pol.resolve_request(wl, recovered=True).nodelist == "gpu01,gpu03"  # (kept as stored)
+    assert wl.id not in pol._submit_refusal
+    pol.resolve_request(wl)
+    assert pol._submit_refusal[wl.id] == "Node count specification invalid"
+
+
+# --- probes p163 and p163b (2026-12-06, the same pool): task shapes, and required nodes
+# among the excluded ones. Before (41afe7a) 12 of p163's 18 answers and 2 of p163b's 7 agreed.
+
+TASK_SHAPES = [
+    ([], "-n20 --contiguous", [(0, 16, 1600, 0), (1, 4, 400, 0)]),
+    (["-w gpu02 " + EX], "-n20 --contiguous", [(2, 16, 1600, 0), (3, 4, 400, 0)]),
+    (["-w gpu02 " + EX], "-n20", [(2, 16, 1600, 0), (3, 4, 400, 0)]),
+    # no run of two nodes holds 20 tasks: waiting, where ``-n20`` runs on gpu01 and gpu03
+    (["-w gpu02 " + EX, "-w gpu04 " + EX], "-n20 --contiguous", ("PENDING", "Resources")),
+    (["-w gpu02 " + EX, "-w gpu04 " + EX], "-n20", [(0, 16, 1600, 0), (2, 4, 400, 0)]),
+    (["-w gpu01 -c14", "-w gpu02 " + EX], "-n4 --contiguous", [(2, 4, 400, 0)]),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 " + EX], "-n2 --contiguous", _on(0, 1)),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 " + EX], "-n3 --contiguous", [(3, 3, 300, 0)]),
+    (["-w gpu01 -c15", "-w gpu02 -c15", "-w gpu03 " + EX], "-n3", [(3, 3, 300, 0)]),
+    (["-w gpu01 -c12", "-w gpu03 " + EX], "-n6 --contiguous", [(3, 6, 600, 0)]),
+    # the split form
+    (["-w gpu02 " + EX], "-N2 -n20 --contiguous", [(2, 16, 1600, 0), (3, 4, 400, 0)]),
+    (["-w gpu02 " + EX, "-w gpu04 " + EX], "-N2 -n20 --contiguous", ("PENDING", "Resources")),
+    (["-w gpu02 " + EX, "-w gpu04 " + EX], "-N2 -n20", [(0, 16, 1600, 0), (2, 4, 400, 0)]),
+    # task pods beside a list: the gaps filled, every node of the run required
+    ([], "-n4 --contiguous -w gpu01,gpu03", [(0, 2, 200, 0), (1, 1, 100, 0), (2, 1, 100, 0)]),
+    (["-w gpu02 " + EX], "-n4 --contiguous -w gpu01,gpu03", ("PENDING", "Resources")),
+    # partition x is gpu01 and gpu03: two runs of one node, neither holds 20 tasks
+    ([], "-p x -n20 --contiguous", ("REJECTED", "Requested node configuration is not available")),
+    ([], "-p x -n8 --contiguous", [(0, 8, 800, 0)]),
+    # required nodes among the excluded ones, the filled gaps included
+    ([], "-w gpu01 -x gpu01", ("REJECTED", "Invalid node name specified")),
+    ([], "--contiguous -w gpu01,gpu03 -x gpu02", ("REJECTED", "Invalid node name specified")),
+    ([], "-w gpu01,gpu02 -x gpu02", ("REJECTED", "Invalid node name specified")),
+    ([], "-w gpu01,gpu03 -x gpu02", _on(0, 2)),
+    ([], "-N3 --contiguous -w gpu01,gpu03 --gpus=6", [(0, 1, 100, 4), (1, 1, 100, 1), (2, 1, 100, 1)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", TASK_SHAPES, ids=[f"{c[1]} behind {c[0]}" for c in TASK_SHAPES])
+def test_task_shapes_and_excluded_lists_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+@pytest.mark.parametrize("opts", ["--contiguous -w gpu01,gpu03 --ntasks-per-node=1", "--contiguous -w gpu01,gpu03 --gpus=4",
+                                  "-n2 --contiguous -w gpu[01-03]"])
+def test_list_shapes_not_modelled_are_not_marked(opts):
+    """``--ntasks-per-node`` and GPUs per job beside a list with a gap (a real 22.05.8 ran both
+    on gpu01-03, probe p163b; gpupool on gpu01 and gpu03), and a list sbatch cut down to the
+    tasks (not probed)."""
+    assert not any(ps.contiguous for ps in workload("j", opts, 0.0, 1).pod_sets)

@@ -221,11 +221,11 @@ def per_node_pods(ps: PodSet, nodes: int, memory_per_pod: bool = False) -> PodSe
     # select/cons_tres steers its cores as for ``-N M -n1`` (``sbatch._slurm_tasks``)
     slurm_tasks = (1, 1, cpt or 1) if gpus and tasks == 1 and not ps.gpus_per_job and not ps.exclusive else None
     # (a pod a node holds its own tasks and memory: ``walk_tasks`` and ``node_memory_mib`` mark
-    # only a task shape as submitted; ``--contiguous`` is not modelled on the split form, whose
-    # nodes ``split_tasks`` picks: kept as read, as for ``-N M -n T``)
+    # only a task shape as submitted; ``--contiguous`` stays, the split form's walk reading it
+    # as ``-N M -n T``'s does)
     return replace(ps, count=nodes, one_per_node=True, min_count=None, cpu_m=cpu_m, memory_mib=memory, gpus=gpus,
                    split_tasks=split, split_gpus=bool(split) and per_task, slurm_tasks=slurm_tasks,
-                   spread_gpus=spread, walk_tasks=0, node_memory_mib=0, contiguous=ps.contiguous and not split)
+                   spread_gpus=spread, walk_tasks=0, node_memory_mib=0)
 
 
 def pod_tasks(ps: PodSet) -> int:

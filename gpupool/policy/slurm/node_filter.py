@@ -31,15 +31,17 @@ MSG_BAD_FEATURE = "Invalid feature specification"
 class NodeLimits:
     """One job's limits on a node table: ``allowed`` (bit set of nodes it may use, None = any),
     ``required`` (bit set of nodes it must hold, 0 = none), ``problem`` (sbatch's message when
-    the limits name a node or feature the cluster lacks, else None)."""
+    the limits name a node or feature the cluster lacks, else None), ``excluded`` (the bit set
+    ``--exclude`` names: slurmctld refuses a job whose required nodes are among them)."""
 
-    __slots__ = ("allowed", "problem", "required", "required_count")
+    __slots__ = ("allowed", "excluded", "problem", "required", "required_count")
 
-    def __init__(self, allowed: int | None, required: int, problem: str | None) -> None:
+    def __init__(self, allowed: int | None, required: int, problem: str | None, excluded: int = 0) -> None:
         self.allowed = allowed
         self.required = required
         self.required_count = required.bit_count()
         self.problem = problem
+        self.excluded = excluded
 
 
 _NONE = NodeLimits(None, 0, None)
@@ -73,7 +75,7 @@ def job_nodes(wl, nodes: NodeTable) -> NodeLimits:
 def _compute(nodelist: str | None, exclude: str | None, constraint: str | None, nodes: NodeTable) -> NodeLimits:
     every = (1 << len(nodes.names)) - 1
     allowed = every
-    required = 0
+    required = excluded = 0
     problem = None
     index = nodes.index
     for text, is_required in ((nodelist, True), (exclude, False)):
@@ -94,6 +96,7 @@ def _compute(nodelist: str | None, exclude: str | None, constraint: str | None, 
         if is_required:
             required = mask
         else:
+            excluded = mask
             allowed &= ~mask
     if constraint:
         ok = features_mask(constraint, nodes)
@@ -101,7 +104,7 @@ def _compute(nodelist: str | None, exclude: str | None, constraint: str | None, 
             problem = problem or MSG_BAD_FEATURE
             ok = 0
         allowed &= ok
-    return NodeLimits(None if allowed == every else allowed, required, problem)
+    return NodeLimits(None if allowed == every else allowed, required, problem, excluded)
 
 
 def features_mask(constraint: str, nodes: NodeTable) -> int | None:

@@ -23,6 +23,7 @@ from gpupool.model.pool import Pool
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import (
     backfill,
+    contiguous_list,
     gang,
     job_defaults,
     limits,
@@ -713,6 +714,9 @@ class SlurmPolicy:
         self.s = load_settings(cfg)
         self._job_defaults: dict[str, job_defaults.Defaults] = {}  # partition -> its job defaults
         self._node_memory = {name: node.memory_mib for name, node in pool.nodes.items()}
+        #: the nodes in slurm.conf's order, and each one's position (``contiguous_list``)
+        self._node_order = tuple(pool.nodes)
+        self._node_position = {name: i for i, name in enumerate(self._node_order)}
         self._typed_nodes = job_defaults.typed_gpu_nodes(pool.nodes)  # (``job_defaults.MSG_LISTED_CPG``)
         self._submit_refusal: dict[int, str] = {}  # job id -> sbatch's MaxMemPerNode message, or MSG_UNWALKED
         #: job id -> whether it was submitted with a list of partitions, for a job whose list
@@ -1356,7 +1360,17 @@ class SlurmPolicy:
         gives way to its Alternate or is dropped from a list, and a job left with none is
         refused (``part_submit``). Not for a job a restarted daemon takes back
         (``recovered``, its partitions as it landed in them): slurmctld keeps a job's
-        partitions across a restart whatever their state is now."""
+        partitions across a restart whatever their state is now.
+
+        Before them, a ``--contiguous`` job's nodelist has its gaps filled, or the job is
+        refused for a node count that cannot hold them (``contiguous_list``: ``_job_create``
+        does it before it looks up the partitions). A recovered job was accepted: it is never
+        refused again (slurmctld rebuilds its nodes from the stored list; found by a review)."""
+        filled, why = contiguous_list.fill_gaps(wl, self._node_order, self._node_position)
+        if why is not None and not recovered:
+            self._submit_refusal[wl.id] = why
+            return wl
+        wl = filled
         if not recovered:
             landed, refused = part_submit.submit_partitions(wl.partition, self.cfg.partitions, self.default_part)
             if refused is not None:
@@ -1504,6 +1518,10 @@ class SlurmPolicy:
         refused = self._submit_refusal.get(job.id)
         if refused in job_defaults.OWN_REFUSALS:
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
+        if refused == contiguous_list.REFUSAL:
+            # (``_job_create`` refuses it before any partition or limit test; MaxArraySize is
+            # tested before it, ``validate_job_create_req``; found by a review)
+            return submit_check.array_refusal(job.wl, self.cfg) or refused
         if refused in part_submit.REFUSALS:  # no partition took the job (_get_job_parts)
             return submit_check.array_refusal(job.wl, self.cfg) or refused
         unavailable: list[str] = []

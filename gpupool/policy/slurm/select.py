@@ -608,7 +608,10 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
         n = _pods_on(free, i, ps)
         if n:
             tasks[i] = n
-    got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True)
+    # (``--contiguous``: the tasks from one run of consecutive nodes that holds them all; a
+    # real 22.05.8 left ``-n20 --contiguous`` waiting with gpu02 and gpu04 of four 16-CPU
+    # nodes held, where ``-n20`` ran on gpu01 and gpu03; probe p163)
+    got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True, contiguous=ps.contiguous)
     if got is None:
         return None
     if taken_order is not None:

@@ -82,7 +82,9 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
         return None
     tasks, order, keep = offers
     nodes, walk = _range_walk(ps)
-    got = pick_nodes(tasks, nodes, ps.split_tasks, weight, required, order, keep, **walk)
+    # (``--contiguous``: one run holds the nodes, as for any shape; a real 22.05.8 left ``-N2
+    # -n20 --contiguous`` waiting with gpu02 and gpu04 of four 16-CPU nodes held; probe p163)
+    got = pick_nodes(tasks, nodes, ps.split_tasks, weight, required, order, keep, contiguous=ps.contiguous, **walk)
     if got is None:
         got = _retry(ps, free, tasks, weight, required, order, keep)
     if got is None:
@@ -183,7 +185,8 @@ def split_cpus(ps: PodSet, pool: list[int], free, weight, required: list[int], o
         return None
     nodes, walk = _range_walk(ps)
     total = ps.split_tasks * cpt
-    got = pick_nodes(cpus, nodes, total, weight, required, order, floor=ps.split_min_cpus, **walk)
+    got = pick_nodes(cpus, nodes, total, weight, required, order, floor=ps.split_min_cpus, contiguous=ps.contiguous,
+                     **walk)
     if got is None:
         got = _retry(ps, free, cpus, weight, required, order, total=total, floor=ps.split_min_cpus)
     if got is None:
@@ -222,7 +225,8 @@ def _whole_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int],
     if any(i not in pods for i in required):
         return None
     tasks = {i: pod[2] // 1000 // cpt for i, pod in pods.items()}
-    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, least=ps.min_count, whole=True)
+    got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, least=ps.min_count, whole=True,
+                     contiguous=ps.contiguous)
     if got is None:
         got = _retry(ps, free, tasks, weight, required, order, whole=True)
     return None if got is None else [pods[i] for i, _n in sorted(got)]
@@ -373,7 +377,7 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
         if dropped or count == 1:
             nodes, walk = _range_walk(ps)
             got = pick_nodes(left, nodes, ps.split_tasks if total is None else total, weight, required, order, keep,
-                             whole=whole, floor=floor, **walk)
+                             whole=whole, floor=floor, contiguous=ps.contiguous, **walk)
             if got is not None:
                 return got
     return None

@@ -18,7 +18,7 @@ from gpupool.engine.nodes import NodeTable
 from gpupool.model.pool import Pool
 from gpupool.model.slurm import Partition, SlurmConfig
 from gpupool.model.workload import Workload
-from gpupool.policy.slurm import job_defaults, limits, part_submit
+from gpupool.policy.slurm import contiguous_list, job_defaults, limits, part_submit
 from gpupool.policy.slurm.config import (
     PartInfo,
     Settings,
@@ -28,7 +28,7 @@ from gpupool.policy.slurm.config import (
 from gpupool.policy.slurm.jobinfo import (JobReq, account_chain, association_qos, given_node_counts, job_req,
                                           no_count_given, stored_node_counts)
 from gpupool.policy.slurm.min_nodes import MSG_GRES, fewer_gpus_than_nodes
-from gpupool.policy.slurm.node_filter import MSG_NOT_IN_PARTITION, job_nodes, limits_key
+from gpupool.policy.slurm.node_filter import MSG_BAD_NODE, MSG_NOT_IN_PARTITION, job_nodes, limits_key
 from gpupool.policy.slurm.select import empty_state, place
 from gpupool.policy.slurm.node_space import bits
 from gpupool.policy.slurm.submit_select import NODE_CONFIG, NOT_AVAIL, OK, PART_CONFIG, PartTest, outcome, walk
@@ -163,6 +163,9 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             or (_list_limit_refusal(req, wl, most, least, infos, job_qos, "time") if enforced else None)
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s)
+            # required nodes among the excluded ones (``_job_create``, after the accounting
+            # policy; a ``--contiguous`` list's filled gaps count: 22.05.8 source, not probed)
+            or (MSG_BAD_NODE if lim.required & lim.excluded else None)
             or (limits.MSG_NODES if _tasks_left_over(wl) else None)
             or _loop_outcome(tests, epl, len(req.parts) > 1 if listed is None else listed, enforced, unavailable))
 
@@ -516,6 +519,11 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
     if user is not None:
         wl = replace(wl, user=user)
     acct = view.cfg.accounting
+    # a ``--contiguous`` list's gaps filled first (``_job_create``, before the partitions;
+    # MaxArraySize is tested before it), as ``SlurmPolicy.resolve_request`` does
+    wl, refused = contiguous_list.fill_gaps(wl, tuple(view.nodes.names), view.nodes.index)
+    if refused is not None:
+        return array_refusal(wl, view.cfg) or refused
     # the partitions the job lands in first (DRAIN or INACTIVE ones give way to their
     # Alternate, or are dropped), then the request with slurm.conf's defaults filled in
     landed, refused = part_submit.submit_partitions(wl.partition, view.cfg.partitions, view.default_part)
