@@ -1283,11 +1283,11 @@ def _contiguous(job: SbatchJob, shape: _Shape, hosts: int, walks: bool, walk_nod
     Beside a list of several hosts the Slurm policy fills the list's gaps in the pool's node
     order (``contiguous_list``), which the reader cannot see; a list sbatch cut down to the
     tasks is not marked. Not modelled, placed as without it: the walks, GPUs per job and
-    ``--ntasks-per-node`` (a real 22.05.8 ran each beside ``-w gpu01,gpu03`` on gpu01-03,
-    probe p163b)."""
+    ``--ntasks-per-node`` (a real 22.05.8 ran both of the last two beside ``-w gpu01,gpu03``
+    on gpu01-03, probe p163b), and exclusive task pods (``select._task_pods``)."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
-    return (not trimmed and not walks and walk_nodes is None
+    return (not trimmed and not walks and walk_nodes is None and not (job.exclusive and not shape.one_per_node)
             and not _gpus_per_job(job, shape) and _per_node_tasks(job, shape) is None)
 
 

@@ -318,3 +318,44 @@ def test_list_shapes_not_modelled_are_not_marked(opts):
     on gpu01-03, probe p163b; gpupool on gpu01 and gpu03), and a list sbatch cut down to the
     tasks (not probed)."""
     assert not any(ps.contiguous for ps in workload("j", opts, 0.0, 1).pod_sets)
+
+
+# --- found by a second read-only review (22.05.8 source, not probed) ------------------------
+
+@pytest.mark.parametrize("holders,opts,want", [
+    # task pods beside a list: only the run holding the listed nodes counts
+    (["-w gpu03 " + EX], "-n40 --contiguous -w gpu01,gpu02", ("PENDING", "Resources")),
+    (["-w gpu04 -c8", "-w gpu03 " + EX], "-n24 --contiguous -w gpu02", [(0, 8, 800, 0), (1, 16, 1600, 0)]),
+])
+def test_task_pods_beside_a_list_take_the_listed_run(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_task_pods_try_again_without_the_least_free_nodes(tmp_path):
+    """``choose_nodes`` drops the nodes with the fewest free resources and asks again: gpu02
+    at Weight=2 splits no run, but the run gpu04 (weight 1, 8 free CPUs) beats gpu01-02 and
+    cannot hold 20 tasks; without gpu04 the job runs on gpu01-02."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="Weight=2")),
+                           ["-w gpu04 -c8", "-w gpu03 " + EX, "-n20 --contiguous"], 2.0, 10.0)
+    assert _outcome(engine.jobs[3]) == [(0, 16, 1600, 0), (1, 4, 400, 0)]
+
+
+@pytest.mark.parametrize("opts", ["-N1 --contiguous", "-n1 --contiguous"])
+def test_one_node_takes_the_best_fit_across_weights(tmp_path, opts):
+    """gpu01 at Weight=2: without the option the lighter gpu02 wins; with it the one run
+    gpu01-04 gives the node with the fewest free CPUs, the lowest index on a tie."""
+    conf = CONF.format(w="").replace(f"NodeName=gpu01 {NODE}\n", f"NodeName=gpu01 {NODE} Weight=2\n")
+    assert "Weight=2" in conf
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), [opts, opts.replace(" --contiguous", "")], 2.0, 8.0)
+    assert [_outcome(engine.jobs[k]) for k in (1, 2)] == [_on(0), _on(1)]
+
+
+def test_exclusive_task_pods_and_long_runs_are_not_marked():
+    """``--exclusive -n T`` (placed by ``_task_pods``), and task pods whose filled run has more
+    nodes than tasks (slurmctld would raise the node count above them): kept as without the
+    option."""
+    assert not any(ps.contiguous for ps in workload("j", "--exclusive -n20 --contiguous", 0.0, 1).pod_sets)
+    filled, why = fill_gaps(workload("j", "-n3 --contiguous -w gpu01,gpu04", 0.0, 1), ORDER,
+                            {n: i for i, n in enumerate(ORDER)})
+    assert why is None and filled.nodelist == "gpu01,gpu04" and not filled.pod_sets[0].contiguous

@@ -52,9 +52,9 @@ def fill_gaps(wl: Workload, order: tuple[str, ...], index: dict[str, int]) -> tu
         # task pods: the job's tasks, not its nodes, make the pods, and every required node
         # takes one (a real 22.05.8 ran ``-n4 --contiguous -w gpu01,gpu03`` as 2 + 1 + 1 on
         # gpu01-03, probe p163, as ``-n4 -w gpu[01-03]``); a run of more nodes than tasks is
-        # not modelled (kept as listed)
+        # not modelled: kept as listed, without the option (found by a review)
         if run > ps.count:
-            return wl, None
+            return replace(wl, pod_sets=(replace(ps, contiguous=False),)), None
         return replace(wl, nodelist=nodelist), None
     count = ps.count
     if ps.list_count_only:  # the count came from the list alone: the run's nodes

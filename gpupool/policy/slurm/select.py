@@ -19,7 +19,7 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, split_nodes, tasks_fit,
+from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, retry, split_nodes, tasks_fit,
                                              tasks_memory, walk_listed)
 from gpupool.policy.slurm.gpu_walk import tasks_walk, walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
@@ -325,9 +325,11 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = _busy_first(ps, nodes_for, free, weight, busy_pick)
         elif least_loaded:
             chosen = _least_loaded(ps, nodes_for, free, weight)
-        elif ps.one_per_node and ps.count > 1:
+        elif ps.one_per_node and (ps.count > 1 or (ps.contiguous and not ps.exclusive)):
+            # (``--contiguous`` on one node too: runs ignore weights, so the best fit is taken
+            # across a run, not within the lightest weight; found by a review, not probed)
             chosen = _multi_node(ps, nodes_for, free, weight)
-        elif ps.count == 1:
+        elif ps.count == 1 and not (ps.contiguous and not ps.exclusive):
             pod = _one_node(ps, nodes_for, free, weight)
             chosen = None if pod is None else (pod,)
         elif ps.exclusive:
@@ -596,22 +598,33 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     return [pod_fits(free, i, ps) for i in (nodes if ps.cpus_per_task is None and not ps.exclusive else sorted(nodes))]
 
 
-def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None) -> list | None:
+def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None,
+                  required: tuple[int, ...] = ()) -> list | None:
     """The task pods of ``ps`` (``-n T`` with no ``--nodes``), as cons_tres's ``_eval_nodes``
     takes nodes for a job of one node at least: the node with the fewest free tasks that holds
     them all (in the run of consecutive nodes chosen as for other jobs), else node after node
     in index order, each taking all it holds (``eval_nodes.pick_nodes`` with ``spill``; a
     real 22.05.8, docs/differential.md finding 50). ``taken_order`` (when given) receives the
-    nodes in the order taken; the pods are listed in index order."""
+    nodes in the order taken; the pods are listed in index order.
+
+    ``--contiguous`` (``ps.contiguous``): the tasks come from one run of consecutive nodes that
+    holds them all (a real 22.05.8 left ``-n20 --contiguous`` waiting with gpu02 and gpu04 of
+    four 16-CPU nodes held, where ``-n20`` ran on gpu01 and gpu03; probe p163), beside
+    ``required`` nodes (``--nodelist``, each taking tasks) the run holding them; where no run
+    does, ``choose_nodes`` drops the nodes with the fewest free resources and asks again
+    (``split_tasks.retry``; found by a review, not probed)."""
     tasks = {}
     for i in pool:
         n = _pods_on(free, i, ps)
         if n:
             tasks[i] = n
-    # (``--contiguous``: the tasks from one run of consecutive nodes that holds them all; a
-    # real 22.05.8 left ``-n20 --contiguous`` waiting with gpu02 and gpu04 of four 16-CPU
-    # nodes held, where ``-n20`` ran on gpu01 and gpu03; probe p163)
-    got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True, contiguous=ps.contiguous)
+    if any(i not in tasks for i in required):
+        return None
+    got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True,
+                     contiguous=ps.contiguous)
+    if got is None and ps.contiguous:
+        got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
+                    walk=(max(1, len(required)), {"spill": True}), fewest=max(1, len(required)))
     if got is None:
         return None
     if taken_order is not None:
@@ -895,6 +908,11 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         if any(i not in fits for i in required):
             return None
         return _walked(ps, fitting, free, weight, required)
+    if ps.contiguous and not ps.one_per_node and not ps.exclusive and busy is None and not least_loaded:
+        # task pods of ``--contiguous``: the run holding the required nodes, walked up from
+        # them, then down (``_eval_nodes``; found by a review, not probed: ``-n40 --contiguous -w
+        # gpu01,gpu02`` with gpu03 held waits)
+        return _spread_tasks(ps, pool, free, weight, None, tuple(required))
     out: list = []
     taken: list = []
     packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes

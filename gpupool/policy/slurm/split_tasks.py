@@ -86,7 +86,7 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     # -n20 --contiguous`` waiting with gpu02 and gpu04 of four 16-CPU nodes held; probe p163)
     got = pick_nodes(tasks, nodes, ps.split_tasks, weight, required, order, keep, contiguous=ps.contiguous, **walk)
     if got is None:
-        got = _retry(ps, free, tasks, weight, required, order, keep)
+        got = retry(ps, free, tasks, weight, required, order, keep)
     if got is None:
         return None
     if ps.min_count is not None and sum(n for _i, n in got) > ps.split_tasks:
@@ -188,7 +188,7 @@ def split_cpus(ps: PodSet, pool: list[int], free, weight, required: list[int], o
     got = pick_nodes(cpus, nodes, total, weight, required, order, floor=ps.split_min_cpus, contiguous=ps.contiguous,
                      **walk)
     if got is None:
-        got = _retry(ps, free, cpus, weight, required, order, total=total, floor=ps.split_min_cpus)
+        got = retry(ps, free, cpus, weight, required, order, total=total, floor=ps.split_min_cpus)
     if got is None:
         return None
     avail = dict(got)
@@ -228,7 +228,7 @@ def _whole_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int],
     got = pick_nodes(tasks, ps.count, ps.split_tasks, weight, required, order, least=ps.min_count, whole=True,
                      contiguous=ps.contiguous)
     if got is None:
-        got = _retry(ps, free, tasks, weight, required, order, whole=True)
+        got = retry(ps, free, tasks, weight, required, order, whole=True)
     return None if got is None else [pods[i] for i, _n in sorted(got)]
 
 
@@ -348,8 +348,9 @@ def kept_per_node(ps: PodSet, nodes, nodes_table) -> dict[int, int] | None:
     return keep or None
 
 
-def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order,
-           keep: dict[int, int] | None = None, whole: bool = False, total: int | None = None, floor: int = 1):
+def retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], order,
+          keep: dict[int, int] | None = None, whole: bool = False, total: int | None = None, floor: int = 1,
+          walk: tuple[int, dict] | None = None, fewest: int | None = None):
     """cons_tres's second chance (``choose_nodes``): for count = 1, 2, … the nodes whose free
     resources (CPUs, plus free GPUs for a GPU job) are at most count are dropped one at a
     time in index order, never a required one and never below the job's node count, and the
@@ -360,10 +361,14 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
     with 8, 3 and 7 free GPUs, ``-N2 -n10 --gpus-per-task=1`` dropped gpu01 (2 + 8) and ran as
     gpu02 3 + gpu03 7 (finding 56). A node range drops nodes down to its least count.
     ``whole``, ``total`` and ``floor`` go to ``pick_nodes`` (whole nodes; the total and the
-    least take in CPUs, for ``split_cpus``)."""
+    least take in CPUs, for ``split_cpus``). ``walk`` (``pick_nodes``' node count and keyword
+    arguments) and ``fewest`` (choose_nodes' min_nodes) default to the split form's
+    (``_range_walk``; task pods give their own, ``select._spread_tasks``)."""
     res = {i: _free_resources(free, i, ps) for i in tasks}
     left = dict(tasks)
-    fewest = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
+    if fewest is None:
+        fewest = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
+    nodes, walk_args = _range_walk(ps) if walk is None else walk
     for count in range(1, max(res.values(), default=0)):
         if len(left) <= fewest:
             break
@@ -375,9 +380,8 @@ def _retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int],
                 del left[i]
                 dropped = True
         if dropped or count == 1:
-            nodes, walk = _range_walk(ps)
             got = pick_nodes(left, nodes, ps.split_tasks if total is None else total, weight, required, order, keep,
-                             whole=whole, floor=floor, contiguous=ps.contiguous, **walk)
+                             whole=whole, floor=floor, contiguous=ps.contiguous, **walk_args)
             if got is not None:
                 return got
     return None
