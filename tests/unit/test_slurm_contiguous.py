@@ -359,3 +359,71 @@ def test_exclusive_task_pods_and_long_runs_are_not_marked():
     filled, why = fill_gaps(workload("j", "-n3 --contiguous -w gpu01,gpu04", 0.0, 1), ORDER,
                             {n: i for i, n in enumerate(ORDER)})
     assert why is None and filled.nodelist == "gpu01,gpu04" and not filled.pod_sets[0].contiguous
+
+
+# --- probe p164 (2026-12-06, the same pool): which node takes all of ``-n T -c C`` -------------
+# Before (41afe7a) 7 of 9 agreed: gpupool compared free whole tasks where memory is per node.
+
+FEWEST_CPUS = [
+    (["-w gpu02 -c1"], "-n4 -c3 --mem=100", [(1, 12, 100, 0)]),
+    (["-w gpu02 -c1"], "-n4 -c3", [(0, 12, 1200, 0)]),  # (DefMemPerCPU: whole tasks tie, lowest index)
+    (["-w gpu02 -c1"], "-n4 -c3 --mem-per-cpu=100", [(0, 12, 1200, 0)]),
+    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7 --mem=100", [(1, 14, 100, 0)]),
+    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7", [(0, 14, 1400, 0)]),
+    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7 --mem-per-cpu=100", [(0, 14, 1400, 0)]),
+    (["-w gpu02 -c1"], "-n1 -c3 --mem=100", [(1, 3, 100, 0)]),
+    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7 --mem=100 --gres=gpu:1 -N1", [(0, 14, 100, 1)]),
+    (["-w gpu01 -c1", "-w gpu02 -c2"], "-N2 -n3 -c5 --mem=100", [(0, 10, 100, 0), (1, 5, 100, 0)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", FEWEST_CPUS, ids=[f"{c[1]} behind {c[0]}" for c in FEWEST_CPUS])
+def test_the_node_taking_all_tasks_has_the_fewest_free_cpus(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+# --- found by a third read-only review (22.05.8 source, not probed) -------------------------
+
+GPU01_HEAVIER = CONF.format(w="").replace(f"NodeName=gpu01 {NODE}\n", f"NodeName=gpu01 {NODE} Weight=2\n")
+
+
+@pytest.mark.parametrize("conf,holders,opts,want", [
+    # the retry ranks nodes by the CPUs their free memory pays for (memory per CPU)
+    ("Weight=2", ["-w gpu01 -c6", "-w gpu03 " + EX, "-w gpu04 -c1 --mem=40000"], "-n20 --contiguous --mem-per-cpu=4000",
+     [(0, 10, 40000, 0), (1, 10, 40000, 0)]),
+    # a pod a node retries too: without gpu04 the run gpu01-02 holds the job
+    ("Weight=2", ["-w gpu04 -c8", "-w gpu03 " + EX], "-N2 --contiguous", _on(0, 1)),
+    # an exclusive one-node job ignores weights too
+    (GPU01_HEAVIER, [], "-N1 --exclusive --contiguous", [(0, 16, 1600, 8)]),
+])
+def test_retries_and_one_node_shapes(tmp_path, conf, holders, opts, want):
+    conf = CONF.format(w=conf) if conf == "Weight=2" else conf
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+@pytest.mark.parametrize("holders,opts", [
+    (["-w gpu03 -c1 --gres=gpu:6"], "-N1 --gres=gpu:2 -c6"),
+    (["-w gpu01 -c1 --mem=40000", "-w gpu02 -c2"], "-N1 -c2 --mem-per-cpu=8000"),
+    (["-w gpu03 -c6"], "-n1 --gres=gpu:2 -c6"),
+    (["-w gpu03 -c2"], "--gres=gpu:2 -c6"),
+])
+def test_one_node_with_equal_weights_is_placed_as_without_the_option(tmp_path, holders, opts):
+    """With equal weights ``--contiguous`` changes nothing for one node: the node scores
+    (``usable_cpus``, the CPUs free memory pays for) are kept."""
+    pool = slurm_pool(tmp_path, CONF.format(w=""))
+    plain, _ = run_spaced(pool, holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    marked, _ = run_spaced(pool, holders + [opts + " --contiguous"], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(marked.jobs[len(holders) + 1]) == _outcome(plain.jobs[len(holders) + 1])
+    assert _outcome(plain.jobs[len(holders) + 1])[0] != "PENDING"
+
+
+def test_memory_per_node_deals_the_tasks_in_the_order_taken(tmp_path):
+    """Under MaxMemPerCPU a ``--mem`` job's CPUs are dealt over the nodes in the order taken,
+    the required node first, then down."""
+    conf = CONF.format(w="").replace("DefMemPerCPU=100", "DefMemPerCPU=100\nMaxMemPerCPU=4000")
+    assert "MaxMemPerCPU=4000" in conf
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-w gpu03 -c4", "-w gpu04 " + EX,
+                                                       "-n21 --contiguous -w gpu03 --mem=40000"], 2.0, 10.0)
+    assert [(n, c) for n, c, _m, _g in _outcome(engine.jobs[3])] == [(1, 10), (2, 11)]

@@ -99,7 +99,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                order=None, keep: dict[int, int] | None = None, spill: bool = False,
                least: int | None = None, whole: bool = False,
                most: int | None = None, floor: int = 1,
-               contiguous: bool = False) -> list[tuple[int, int]] | None:
+               contiguous: bool = False, rank: dict[int, int] | None = None) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -137,7 +137,12 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     --contiguous`` pending with gpu01-02 at one free CPU each, gpu03 full and gpu04 idle: the
     larger run gpu04 beat the one that held the job; it ran ``-N2-3 --contiguous`` with gpu03
     full on gpu01, gpu02 and gpu04: once the least count is held, other runs add nodes;
-    probe p162)."""
+    probe p162).
+
+    ``rank`` (node -> its free CPUs): where given, the node with the fewest of them, not of
+    free tasks, takes the last node's share (``_eval_nodes`` compares CPUs; whole tasks only
+    where memory is per CPU: a real 22.05.8 ran ``-n4 -c3 --mem=100`` on a node with 15 free
+    CPUs before one with 16, and ``-n4 -c3`` under DefMemPerCPU on the one with 16; probe p164)."""
     if len(tasks) < (nodes if least is None else least) or sum(tasks.values()) < total:
         return None
     shares = _Shares(tasks, nodes, total, keep, spill, least, whole, most, floor)
@@ -170,7 +175,8 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
         if anchor is not None:
             walk = [i for i in run if i > anchor] + [i for i in run if i < anchor][::-1]
         elif left_nodes == 1 and (holding := [i for i in run if tasks[i] >= left]):
-            shares.offer(min(holding, key=lambda i: (tasks[i], i)))
+            by = tasks if rank is None else rank
+            shares.offer(min(holding, key=lambda i: (by[i], i)))
             continue
         elif left_nodes == 1 and not spill:
             continue

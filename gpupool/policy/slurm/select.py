@@ -320,16 +320,14 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.split_tasks and ps.split:
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy_pick, least_loaded)
         elif required:
-            chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded)
+            chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded, taken_order)
         elif busy_pick is not None:
             chosen = _busy_first(ps, nodes_for, free, weight, busy_pick)
         elif least_loaded:
             chosen = _least_loaded(ps, nodes_for, free, weight)
-        elif ps.one_per_node and (ps.count > 1 or (ps.contiguous and not ps.exclusive)):
-            # (``--contiguous`` on one node too: runs ignore weights, so the best fit is taken
-            # across a run, not within the lightest weight; found by a review, not probed)
+        elif ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, nodes_for, free, weight)
-        elif ps.count == 1 and not (ps.contiguous and not ps.exclusive):
+        elif ps.count == 1:
             pod = _one_node(ps, nodes_for, free, weight)
             chosen = None if pod is None else (pod,)
         elif ps.exclusive:
@@ -620,8 +618,11 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
             tasks[i] = n
     if any(i not in tasks for i in required):
         return None
+    # (the node that takes all the tasks is the one with the fewest free CPUs, in whole tasks
+    # where memory is per CPU; GPU tasks keep whole tasks: not probed)
+    rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) for i in tasks}
     got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True,
-                     contiguous=ps.contiguous)
+                     contiguous=ps.contiguous, rank=rank)
     if got is None and ps.contiguous:
         got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
                     walk=(max(1, len(required)), {"spill": True}), fewest=max(1, len(required)))
@@ -775,10 +776,11 @@ def _one_node(ps, pool: list[int], free: Free, weight):
         return None
     if len(fitting) == 1:
         return pod_fits(free, fitting[0], ps)
-    ws = [weight[i] for i in fitting]
-    best_w = min(ws)
-    if max(ws) != best_w:
-        fitting = [i for i, w in zip(fitting, ws) if w == best_w]
+    if not ps.contiguous:  # (``--contiguous``: weights do not end runs, below)
+        ws = [weight[i] for i in fitting]
+        best_w = min(ws)
+        if max(ws) != best_w:
+            fitting = [i for i, w in zip(fitting, ws) if w == best_w]
     fitting.sort()
     if ps.gpus and ps.slurm_tasks is not None:
         cpu = {i: usable_cpus(ps, free, i) for i in fitting}
@@ -786,6 +788,16 @@ def _one_node(ps, pool: list[int], free: Free, weight):
         cpu = {i: min(free.cpu[i], _paid_cpus(free, i, per_cpu)) for i in fitting}
     else:
         cpu = free.cpu
+    if ps.contiguous:
+        # runs end only at nodes that do not fit, whatever their weights; each weighs what its
+        # last node weighs, and the lightest, then the least CPU sum, wins (``_eval_nodes``;
+        # found by a review, not probed: with gpu01 at Weight=2 ``-N1 --contiguous`` runs on
+        # gpu01, the run gpu01-04 weighing 1, where ``-N1`` runs on gpu02)
+        bounds = [j for j in range(1, len(fitting)) if fitting[j] != fitting[j - 1] + 1]
+        runs = list(zip([0] + bounds, bounds + [len(fitting)]))
+        lo, hi = min(runs, key=lambda r: (weight[fitting[r[1] - 1]], sum(cpu[i] for i in fitting[r[0]:r[1]])))
+        node = min(fitting[lo:hi], key=lambda i: (cpu[i], i))
+        return pod_fits(free, node, ps)
     # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
     # so the first run with the least sum
     best_lo = best_hi = 0
@@ -883,15 +895,21 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
     # and gpu04, probe p162;
     # and its CPUs are the least count's, ``min_cpus``; found by a review)
     least = min(ps.min_count, need) if ps.contiguous and ps.min_count is not None else None
-    got = pick_nodes(avail, need, (need if least is None else least) * each, weight, required, least=least,
-                     contiguous=ps.contiguous)
+    total = (need if least is None else least) * each
+    got = pick_nodes(avail, need, total, weight, required, least=least, contiguous=ps.contiguous)
+    if got is None and ps.contiguous:
+        # ``choose_nodes`` asks again without the nodes of fewest free resources: a run that
+        # beat one holding the job may go (found by a review, not probed: with gpu02 at
+        # Weight=2, gpu04 at 8 free CPUs and gpu03 held, ``-N2 --contiguous`` runs on gpu01-02)
+        got = retry(ps, free, avail, weight, required, None, total=total, walk=(need, {"least": least}),
+                    fewest=need if least is None else least)
     if got is None:
         return None
     return [pod_fits(free, i, ps) for i, _cpus in (got if taken_order else sorted(got))]
 
 
 def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
-                   least_loaded: bool = False) -> list | None:
+                   least_loaded: bool = False, taken_order: list[int] | None = None) -> list | None:
     """The pods of ``ps`` on a job with required nodes (``--nodelist``): one pod on each of
     them first; the rest, for one pod per node, as ``_eval_nodes`` walks on (``pick_nodes``:
     the run holding them competes with the other runs and, when chosen, is walked up from
@@ -912,7 +930,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         # task pods of ``--contiguous``: the run holding the required nodes, walked up from
         # them, then down (``_eval_nodes``; found by a review, not probed: ``-n40 --contiguous -w
         # gpu01,gpu02`` with gpu03 held waits)
-        return _spread_tasks(ps, pool, free, weight, None, tuple(required))
+        return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required))
     out: list = []
     taken: list = []
     packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes

@@ -395,7 +395,7 @@ def _free_resources(free, i: int, ps: PodSet) -> int:
     cpu = free.cpu[i]
     if free.cap is not None:
         cpu = min(cpu, free.cap[i])
-    if ps.memory_per == "task" and ps.memory_per_cpu:
+    if ps.memory_per in ("task", "cpu") and ps.memory_per_cpu:
         # memory per CPU: the CPUs it pays for, then whole tasks' CPUs (that rounding is in
         # the same branch of 22.05.8's can_job_run_on_node; other memory leaves the CPUs whole)
         step = max(free.nodes.cpu_step[i], 1000)
