@@ -361,28 +361,6 @@ def test_exclusive_task_pods_and_long_runs_are_not_marked():
     assert why is None and filled.nodelist == "gpu01,gpu04" and not filled.pod_sets[0].contiguous
 
 
-# --- probe p164 (2026-12-06, the same pool): which node takes all of ``-n T -c C`` -------------
-# Before (41afe7a) 7 of 9 agreed: gpupool compared free whole tasks where memory is per node.
-
-FEWEST_CPUS = [
-    (["-w gpu02 -c1"], "-n4 -c3 --mem=100", [(1, 12, 100, 0)]),
-    (["-w gpu02 -c1"], "-n4 -c3", [(0, 12, 1200, 0)]),  # (DefMemPerCPU: whole tasks tie, lowest index)
-    (["-w gpu02 -c1"], "-n4 -c3 --mem-per-cpu=100", [(0, 12, 1200, 0)]),
-    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7 --mem=100", [(1, 14, 100, 0)]),
-    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7", [(0, 14, 1400, 0)]),
-    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7 --mem-per-cpu=100", [(0, 14, 1400, 0)]),
-    (["-w gpu02 -c1"], "-n1 -c3 --mem=100", [(1, 3, 100, 0)]),
-    (["-w gpu01 -c1", "-w gpu02 -c2"], "-n2 -c7 --mem=100 --gres=gpu:1 -N1", [(0, 14, 100, 1)]),
-    (["-w gpu01 -c1", "-w gpu02 -c2"], "-N2 -n3 -c5 --mem=100", [(0, 10, 100, 0), (1, 5, 100, 0)]),
-]
-
-
-@pytest.mark.parametrize("holders,opts,want", FEWEST_CPUS, ids=[f"{c[1]} behind {c[0]}" for c in FEWEST_CPUS])
-def test_the_node_taking_all_tasks_has_the_fewest_free_cpus(tmp_path, holders, opts, want):
-    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
-    assert _outcome(engine.jobs[len(holders) + 1]) == want
-
-
 # --- found by a third read-only review (22.05.8 source, not probed) -------------------------
 
 GPU01_HEAVIER = CONF.format(w="").replace(f"NodeName=gpu01 {NODE}\n", f"NodeName=gpu01 {NODE} Weight=2\n")
@@ -427,3 +405,13 @@ def test_memory_per_node_deals_the_tasks_in_the_order_taken(tmp_path):
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-w gpu03 -c4", "-w gpu04 " + EX,
                                                        "-n21 --contiguous -w gpu03 --mem=40000"], 2.0, 10.0)
     assert [(n, c) for n, c, _m, _g in _outcome(engine.jobs[3])] == [(1, 10), (2, 11)]
+
+
+def test_the_retry_reads_default_memory_per_cpu(tmp_path):
+    """DefMemPerCPU caps the CPUs the retry ranks nodes by, as ``--mem-per-cpu`` does (found by
+    a fourth review, source)."""
+    conf = CONF.format(w="Weight=2").replace("DefMemPerCPU=100", "DefMemPerCPU=4000")
+    assert "DefMemPerCPU=4000" in conf
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-w gpu01 -c6", "-w gpu03 " + EX, "-w gpu04 -c1 --mem=40000",
+                                                       "-n20 --contiguous"], 2.0, 12.0)
+    assert _outcome(engine.jobs[4]) == [(0, 10, 40000, 0), (1, 10, 40000, 0)]

@@ -99,7 +99,8 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                order=None, keep: dict[int, int] | None = None, spill: bool = False,
                least: int | None = None, whole: bool = False,
                most: int | None = None, floor: int = 1,
-               contiguous: bool = False, rank: dict[int, int] | None = None) -> list[tuple[int, int]] | None:
+               contiguous: bool = False, rank: dict[int, int] | None = None,
+               per_task: int = 1) -> list[tuple[int, int]] | None:
     """(node, tasks) for ``nodes`` nodes holding ``total`` tasks, as cons_tres's ``_eval_nodes``
     takes them from the nodes of ``tasks`` (each node's free tasks).
 
@@ -139,10 +140,12 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     full on gpu01, gpu02 and gpu04: once the least count is held, other runs add nodes;
     probe p162).
 
-    ``rank`` (node -> its free CPUs): where given, the node with the fewest of them, not of
-    free tasks, takes the last node's share (``_eval_nodes`` compares CPUs; whole tasks only
-    where memory is per CPU: a real 22.05.8 ran ``-n4 -c3 --mem=100`` on a node with 15 free
-    CPUs before one with 16, and ``-n4 -c3`` under DefMemPerCPU on the one with 16; probe p164)."""
+    ``rank`` (node -> its free CPUs, ``per_task`` a task): where given, runs are sized and
+    tested in CPUs, not free tasks, and the node with the fewest CPUs takes the last node's
+    share (``_eval_nodes`` counts CPUs; whole tasks only where memory is per CPU: a real
+    22.05.8 ran ``-n4 -c3 --mem=100`` on a node with 15 free CPUs before one with 16, and
+    ``-n4 -c3`` under DefMemPerCPU on the one with 16, probe p164; on gpu03 at 13 free CPUs
+    before gpu01 at 14, probe p165)."""
     if len(tasks) < (nodes if least is None else least) or sum(tasks.values()) < total:
         return None
     shares = _Shares(tasks, nodes, total, keep, spill, least, whole, most, floor)
@@ -155,6 +158,8 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
             shares.offer(i)
         return shares.answer()
     runs = _contiguous_runs(tasks, weight, required) if contiguous else _runs(tasks, weight, required)
+    if rank is not None:  # (sized in CPUs)
+        runs = [(run, sum(rank[i] for i in run), n, w, anchor) for run, _size, n, w, anchor in runs]
     while runs and not shares.done:
         left, left_nodes, least_left = shares.left, shares.left_nodes, shares.least_left
         best_k = -1
@@ -163,7 +168,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
         for k, (run, size, free_nodes, w, anchor) in enumerate(runs):
             if contiguous and required and anchor is None:
                 continue  # (not a run of the required nodes)
-            ok = size >= left and free_nodes >= least_left
+            ok = size >= left * per_task and free_nodes >= least_left
             if best_k < 0 or (anchor is not None and not best_anchored) or beats(w, ok, size, best_w, best_ok, best_size) \
                     or (contiguous and ok and not best_ok):
                 best_k, best_size, best_w, best_ok, best_anchored = k, size, w, ok, anchor is not None

@@ -620,9 +620,9 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
         return None
     # (the node that takes all the tasks is the one with the fewest free CPUs, in whole tasks
     # where memory is per CPU; GPU tasks keep whole tasks: not probed)
-    rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) for i in tasks}
+    rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) // 1000 for i in tasks}
     got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True,
-                     contiguous=ps.contiguous, rank=rank)
+                     contiguous=ps.contiguous, rank=rank, per_task=max(1, ps.cpu_m // 1000))
     if got is None and ps.contiguous:
         got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
                     walk=(max(1, len(required)), {"spill": True}), fewest=max(1, len(required)))
@@ -784,8 +784,14 @@ def _one_node(ps, pool: list[int], free: Free, weight):
     fitting.sort()
     if ps.gpus and ps.slurm_tasks is not None:
         cpu = {i: usable_cpus(ps, free, i) for i in fitting}
-    elif per_cpu := memory_per_cpu_of(ps):  # memory per CPU: the free memory caps the CPUs too
-        cpu = {i: min(free.cpu[i], _paid_cpus(free, i, per_cpu)) for i in fitting}
+    elif (per_cpu := memory_per_cpu_of(ps)) or ps.gpus:
+        # memory per CPU (the free memory caps the CPUs too), or a GPU job: counted in whole
+        # tasks (a real 22.05.8 ran ``-c3`` under DefMemPerCPU, and ``-c3 --gres=gpu:1
+        # --mem=100``, on gpu01 at 16 free CPUs, not gpu02 at 15, both 15 in whole tasks;
+        # ``-c3 --mem=100`` on gpu02; probe p165)
+        unit = (ps.cpus_per_task or 1) * 1000
+        cpu = {i: (c := min(free.cpu[i], _paid_cpus(free, i, per_cpu)) if per_cpu else free.cpu[i]) - c % unit
+               for i in fitting}
     else:
         cpu = free.cpu
     if ps.contiguous:

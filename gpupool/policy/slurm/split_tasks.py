@@ -395,9 +395,10 @@ def _free_resources(free, i: int, ps: PodSet) -> int:
     cpu = free.cpu[i]
     if free.cap is not None:
         cpu = min(cpu, free.cap[i])
-    if ps.memory_per in ("task", "cpu") and ps.memory_per_cpu:
-        # memory per CPU: the CPUs it pays for, then whole tasks' CPUs (that rounding is in
-        # the same branch of 22.05.8's can_job_run_on_node; other memory leaves the CPUs whole)
+    if ps.memory_per_cpu and ps.memory_per != "gpu":
+        # memory per CPU (asked, or DefMemPerCPU's): the CPUs it pays for, then whole tasks'
+        # CPUs (that rounding is in the same branch of 22.05.8's can_job_run_on_node; other
+        # memory leaves the CPUs whole; the default's case found by a review)
         step = max(free.nodes.cpu_step[i], 1000)
         cpu = min(cpu, free.mem[i] // ps.memory_per_cpu * 1000 // step * step)
         cpu -= cpu % max(1000, ps.cpu_m // 1000 * 1000)
