@@ -59,3 +59,43 @@ def test_whole_tasks_and_runs_in_cpus_as_on_a_real_slurm(tmp_path, holders, opts
     gpu01-02, 2 + 2 tasks, and a fifth task on gpu04."""
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
     assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+# --- probe p166 (2026-12-06, the same pool): a run entered for the rest of ``-n T`` --------------
+# Before (41afe7a) 4 of 6 agreed: the node after the first was taken in index order.
+
+THE_REST = [
+    # gpu01's run is used up with 3 tasks left: the next run gives them to its best fit, gpu04
+    (["-w gpu02 " + EX, "-w gpu03 -c8", "-w gpu04 -c12"], "-n19 --mem=100", [(0, 16, 100, 0), (3, 3, 100, 0)]),
+    (["-w gpu02 " + EX, "-w gpu03 -c8", "-w gpu04 -c12"], "-n19", [(0, 16, 1600, 0), (3, 3, 300, 0)]),
+    (["-w gpu02 " + EX, "-w gpu03 -c8", "-w gpu04 -c12"], "-n22", [(0, 16, 1600, 0), (2, 6, 600, 0)]),
+    # within one run the walk goes on in index order: gpu02 (6 free), not gpu03 (4)
+    (["-w gpu02 -c10", "-w gpu03 -c12"], "-n19", [(0, 16, 1600, 0), (1, 3, 300, 0)]),
+    (["-w gpu02 -c10", "-w gpu03 -c12"], "-n19 --contiguous", [(0, 16, 1600, 0), (1, 3, 300, 0)]),
+    (["-w gpu02 -c10", "-w gpu03 -c12"], "-N2 -n19", [(0, 16, 1600, 0), (1, 3, 300, 0)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", THE_REST, ids=[f"{c[1]} behind {c[0]}" for c in THE_REST])
+def test_a_run_entered_for_the_rest_gives_it_to_its_best_fit(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+# --- found by a fifth read-only review (22.05.8 source, not probed) ----------------------------
+
+@pytest.mark.parametrize("opts", ["-n4 -c3", "-n4 -c3 --mem-per-cpu=100", "-n2 -c4 --gpus-per-task=1"])
+def test_runs_in_whole_tasks_are_compared_in_tasks(tmp_path, opts):
+    """Where runs are counted in whole tasks (memory per CPU, GPUs) the tighter run that holds
+    the job still wins: gpu03 at 12 free CPUs before gpu01 at 16 (``per_task`` only with CPUs)."""
+    holders = ["-w gpu02 " + EX, "-w gpu04 " + EX, "-w gpu03 -c4"]
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 12.0)
+    assert [n for n, *_rest in _outcome(engine.jobs[4])] == [2]
+
+
+@pytest.mark.parametrize("opts", ["-p q -c3 --gres=gpu:1", "-p q -c3 --mem=100", "-p q -c3"])
+def test_one_node_counts_cpus_within_max_cpus_per_node(tmp_path, opts):
+    """MaxCPUsPerNode=8 in q: gpu01 (4 of q's 8 left) is tighter than gpu02 (8 left, 10 free)."""
+    conf = CONF.format(w="") + "PartitionName=q Nodes=gpu[01-02] MaxCPUsPerNode=8 MaxTime=60 State=UP\n"
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p q -w gpu01 -c4", "-p p -w gpu02 -c6", opts], 2.0, 10.0)
+    assert [n for n, *_rest in _outcome(engine.jobs[3])] == [0]

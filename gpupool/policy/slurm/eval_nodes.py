@@ -179,7 +179,10 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
         run, _size, _free, _w, anchor = runs.pop(best_k)
         if anchor is not None:
             walk = [i for i in run if i > anchor] + [i for i in run if i < anchor][::-1]
-        elif left_nodes == 1 and (holding := [i for i in run if tasks[i] >= left]):
+        elif (left_nodes == 1 or (spill and left_nodes < 1)) and (holding := [i for i in run if tasks[i] >= left]):
+            # (with ``spill`` a run entered once the least count is met is one for the last
+            # node too: a real 22.05.8 ran ``-n19`` with gpu02 held, gpu03 and gpu04 at 8 and 4
+            # free CPUs as gpu01 16 + gpu04 3; probe p166, found by a review)
             by = tasks if rank is None else rank
             shares.offer(min(holding, key=lambda i: (by[i], i)))
             continue

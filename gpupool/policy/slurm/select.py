@@ -622,7 +622,7 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
     # where memory is per CPU; GPU tasks keep whole tasks: not probed)
     rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) // 1000 for i in tasks}
     got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True,
-                     contiguous=ps.contiguous, rank=rank, per_task=max(1, ps.cpu_m // 1000))
+                     contiguous=ps.contiguous, rank=rank, per_task=1 if rank is None else max(1, ps.cpu_m // 1000))
     if got is None and ps.contiguous:
         got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
                     walk=(max(1, len(required)), {"spill": True}), fewest=max(1, len(required)))
@@ -790,10 +790,10 @@ def _one_node(ps, pool: list[int], free: Free, weight):
         # --mem=100``, on gpu01 at 16 free CPUs, not gpu02 at 15, both 15 in whole tasks;
         # ``-c3 --mem=100`` on gpu02; probe p165)
         unit = (ps.cpus_per_task or 1) * 1000
-        cpu = {i: (c := min(free.cpu[i], _paid_cpus(free, i, per_cpu)) if per_cpu else free.cpu[i]) - c % unit
-               for i in fitting}
-    else:
-        cpu = free.cpu
+        cpu = {i: (c := min(free.cpu_within_cap(i), _paid_cpus(free, i, per_cpu)) if per_cpu
+                   else free.cpu_within_cap(i)) - c % unit for i in fitting}
+    else:  # (within the partition's MaxCPUsPerNode, as ``usable_cpus``; found by a review)
+        cpu = {i: free.cpu_within_cap(i) for i in fitting} if free.cap is not None else free.cpu
     if ps.contiguous:
         # runs end only at nodes that do not fit, whatever their weights; each weighs what its
         # last node weighs, and the lightest, then the least CPU sum, wins (``_eval_nodes``;

@@ -401,7 +401,7 @@ def _free_resources(free, i: int, ps: PodSet) -> int:
         # memory leaves the CPUs whole; the default's case found by a review)
         step = max(free.nodes.cpu_step[i], 1000)
         cpu = min(cpu, free.mem[i] // ps.memory_per_cpu * 1000 // step * step)
-        cpu -= cpu % max(1000, ps.cpu_m // 1000 * 1000)
+        cpu -= cpu % ((ps.cpus_per_task or 1) * 1000)  # (whole tasks of -c, not whole pods: a review)
     cpus = cpu // 1000
     if not ps.gpus:
         return cpus
