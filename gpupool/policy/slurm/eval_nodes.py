@@ -113,8 +113,9 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     so). In a run holding a required node the nodes above the first such node go first, then
     those below it, downwards (a real 22.05.8 ran ``-N3 -n8 -w gpu03`` as gpu02 1, gpu03 6,
     gpu04 1); in another run the nodes go in index order (``_Shares.offer``), and a run
-    entered for the last node alone gives it to the node with the fewest tasks that holds
-    what is left. A chosen run is used up; the choice is made again until the job is placed.
+    entered for the last node alone (with ``spill``, any run entered once the least count is
+    met) gives it to the node with the fewest tasks that holds what is left. A chosen run is
+    used up; the choice is made again until the job is placed.
 
     With ``order`` (a sort key: least loaded nodes, or bf_busy_nodes' busy ones first) the
     nodes after the required ones are offered in that order instead of by runs. ``keep``

@@ -602,8 +602,10 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
     takes nodes for a job of one node at least: the node with the fewest free tasks that holds
     them all (in the run of consecutive nodes chosen as for other jobs), else node after node
     in index order, each taking all it holds (``eval_nodes.pick_nodes`` with ``spill``; a
-    real 22.05.8, docs/differential.md finding 50). ``taken_order`` (when given) receives the
-    nodes in the order taken; the pods are listed in index order.
+    real 22.05.8, docs/differential.md finding 50). Without GPUs and with memory per node,
+    runs and nodes are compared in free CPUs, not whole tasks (``rank``; findings 103, 104).
+    ``taken_order`` (when given) receives the nodes in the order taken; the pods are listed in
+    index order.
 
     ``--contiguous`` (``ps.contiguous``): the tasks come from one run of consecutive nodes that
     holds them all (a real 22.05.8 left ``-n20 --contiguous`` waiting with gpu02 and gpu04 of
@@ -618,8 +620,7 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
             tasks[i] = n
     if any(i not in tasks for i in required):
         return None
-    # (the node that takes all the tasks is the one with the fewest free CPUs, in whole tasks
-    # where memory is per CPU; GPU tasks keep whole tasks: not probed)
+    # (in whole tasks where memory is per CPU; GPU task pods keep whole tasks too: not probed)
     rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) // 1000 for i in tasks}
     got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True,
                      contiguous=ps.contiguous, rank=rank, per_task=1 if rank is None else max(1, ps.cpu_m // 1000))

@@ -164,7 +164,8 @@ def rejection(req: JobReq, wl: Workload, parts: dict[str, PartInfo], nodes: Node
             or (MSG_GRES if fewer_gpus_than_nodes(cfg, wl) else None)
             or _denied_on_limit(req, parts, acct, s)
             # required nodes among the excluded ones (``_job_create``, after the accounting
-            # policy; a ``--contiguous`` list's filled gaps count: 22.05.8 source, not probed)
+            # policy; a ``--contiguous`` list's filled gaps count: a real 22.05.8 refused ``-w
+            # gpu01 -x gpu01`` and ``--contiguous -w gpu01,gpu03 -x gpu02``, probe p163b)
             or (MSG_BAD_NODE if lim.required & lim.excluded else None)
             or (limits.MSG_NODES if _tasks_left_over(wl) else None)
             or _loop_outcome(tests, epl, len(req.parts) > 1 if listed is None else listed, enforced, unavailable))
