@@ -8,7 +8,8 @@ job still needs (CPUs and nodes) replaces one that does not or one with more CPU
 does not replaces any with fewer CPUs, even one that does (``-N2`` with gpu01-02 at 2 free
 CPUs, gpu03 full and gpu04 idle ran on gpu04 first, then gpu01). In the chosen run the nodes
 go in index order, each taking all it has but one for each node still to come, the last node
-only where it holds all that is left; a run entered for the last node alone gives it to the
+only where it holds all that is left; a run entered for the last node alone (for a job that
+may take more nodes, any run entered once its least count is met: finding 105) gives it to the
 node with the fewest that holds what is left. ``--nodelist`` nodes come first.
 
 Pure functions of counts: the callers (``select._walked``, ``split_tasks.split_nodes``)
