@@ -1271,12 +1271,12 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         per_node_tasks=_per_node_tasks(job, shape),
         list_count_only=shape.one_per_node and job.nodes is None and hosts > 0 and not trimmed,
         list_trimmed=trimmed,
-        contiguous=_contiguous(job, shape, hosts, walks, walk_nodes, trimmed),
+        contiguous=_contiguous(job, shape, walks, walk_nodes, trimmed),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
 
-def _contiguous(job: SbatchJob, shape: _Shape, hosts: int, walks: bool, walk_nodes, trimmed: bool) -> bool:
+def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, walk_nodes, trimmed: bool) -> bool:
     """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): a shape with no
     GPUs per job, tasks per node or walk. Its nodes come from one run (``eval_nodes.pick_nodes``:
     pod-a-node shapes, task pods, split forms), and it skips bf_busy_nodes' busy-first pick.

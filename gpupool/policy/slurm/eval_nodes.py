@@ -159,9 +159,8 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
                 break
             shares.offer(i)
         return shares.answer()
-    runs = _contiguous_runs(tasks, weight, required) if contiguous else _runs(tasks, weight, required)
-    if rank is not None:  # (sized in CPUs)
-        runs = [(run, sum(rank[i] for i in run), n, w, anchor) for run, _size, n, w, anchor in runs]
+    sizes = tasks if rank is None else rank  # (the same nodes; runs sized in CPUs with ``rank``)
+    runs = _contiguous_runs(sizes, weight, required) if contiguous else _runs(sizes, weight, required)
     while runs and not shares.done:
         left, left_nodes, least_left = shares.left, shares.left_nodes, shares.least_left
         best_k = -1
@@ -185,8 +184,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
             # (with ``spill`` a run entered once the least count is met is one for the last
             # node too: a real 22.05.8 ran ``-n19`` with gpu02 held, gpu03 and gpu04 at 8 and 4
             # free CPUs as gpu01 16 + gpu04 3; probe p166, found by a review)
-            by = tasks if rank is None else rank
-            shares.offer(min(holding, key=lambda i: (by[i], i)))
+            shares.offer(min(holding, key=lambda i: (sizes[i], i)))
             continue
         elif left_nodes == 1 and not spill:
             continue

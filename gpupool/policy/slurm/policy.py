@@ -1518,11 +1518,10 @@ class SlurmPolicy:
         refused = self._submit_refusal.get(job.id)
         if refused in job_defaults.OWN_REFUSALS:
             return refused  # gpupool's: slurmctld's checks would read a shape it does not give
-        if refused == contiguous_list.REFUSAL:
-            # (``_job_create`` refuses it before any partition or limit test; MaxArraySize is
-            # tested before it, ``validate_job_create_req``; found by a review)
-            return submit_check.array_refusal(job.wl, self.cfg) or refused
-        if refused in part_submit.REFUSALS:  # no partition took the job (_get_job_parts)
+        if refused in part_submit.REFUSALS or refused == contiguous_list.REFUSAL:
+            # no partition took the job (``_get_job_parts``), or a ``--contiguous`` list's
+            # filled run broke its node count (``_job_create``, before any partition or limit
+            # test): only MaxArraySize comes first (``validate_job_create_req``)
             return submit_check.array_refusal(job.wl, self.cfg) or refused
         unavailable: list[str] = []
         why = submit_check.rejection(self.req(job), job.wl, self.parts, self._nodes, self.cfg, self.s,

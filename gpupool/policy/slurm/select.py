@@ -795,20 +795,14 @@ def _one_node(ps, pool: list[int], free: Free, weight):
                    else free.cpu_within_cap(i)) - c % unit for i in fitting}
     else:  # (within the partition's MaxCPUsPerNode, as ``usable_cpus``; found by a review)
         cpu = {i: free.cpu_within_cap(i) for i in fitting} if free.cap is not None else free.cpu
-    if ps.contiguous:
-        # runs end only at nodes that do not fit, whatever their weights; each weighs what its
-        # last node weighs, and the lightest, then the least CPU sum, wins (``_eval_nodes``;
-        # found by a review, not probed: with gpu01 at Weight=2 ``-N1 --contiguous`` runs on
-        # gpu01, the run gpu01-04 weighing 1, where ``-N1`` runs on gpu02)
-        bounds = [j for j in range(1, len(fitting)) if fitting[j] != fitting[j - 1] + 1]
-        runs = list(zip([0] + bounds, bounds + [len(fitting)]))
-        lo, hi = min(runs, key=lambda r: (weight[fitting[r[1] - 1]], sum(cpu[i] for i in fitting[r[0]:r[1]])))
-        node = min(fitting[lo:hi], key=lambda i: (cpu[i], i))
-        return pod_fits(free, node, ps)
-    # the runs of consecutive indices, in index order; the least (CPU sum, first index) wins,
-    # so the first run with the least sum
+    # the runs of consecutive indices, in index order; the least (weight of its last node, CPU
+    # sum) wins, the first on a tie. Without ``--contiguous`` the nodes left are of one weight,
+    # so the sum decides; with it runs end only at nodes that do not fit, whatever their
+    # weights, each weighing what its last node weighs (``_eval_nodes``; found by a review,
+    # not probed: with gpu01 at Weight=2 ``-N1 --contiguous`` runs on gpu01, the run gpu01-04
+    # weighing 1, where ``-N1`` runs on gpu02)
     best_lo = best_hi = 0
-    best_sum = None
+    best_key = None
     lo = 0
     prev = fitting[0]
     total = cpu[prev]
@@ -818,12 +812,13 @@ def _one_node(ps, pool: list[int], free: Free, weight):
         if i == prev + 1:
             total += cpu[i]
         else:
-            if best_sum is None or total < best_sum:
-                best_sum, best_lo, best_hi = total, lo, j
+            key = (weight[prev], total)
+            if best_key is None or key < best_key:
+                best_key, best_lo, best_hi = key, lo, j
             lo = j
             total = cpu[i]
         prev = i
-    if best_sum is None or total < best_sum:
+    if best_key is None or (weight[prev], total) < best_key:
         best_lo, best_hi = lo, n
     node = min(fitting[best_lo:best_hi], key=lambda i: (cpu[i], i))
     return pod_fits(free, node, ps)
