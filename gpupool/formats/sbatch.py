@@ -1125,7 +1125,7 @@ def _walk_tasks(job: SbatchJob) -> int:
 
 #: options (read, not modelled) that make cons_tres choose nodes another way, or that the walk's
 #: probes did not have: ``_walks_gpus`` leaves a job giving one of them as submitted
-_OTHER_WALKS = frozenset({"spread-job", "contiguous", "ntasks-per-gpu", "gpus-per-socket", "sockets-per-node",
+_OTHER_WALKS = frozenset({"spread-job", "ntasks-per-gpu", "gpus-per-socket", "sockets-per-node",
                           "cores-per-socket", "ntasks-per-socket", "ntasks-per-core", "use-min-nodes", "switches"})
 
 
@@ -1277,18 +1277,23 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 
 
 def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, walk_nodes, trimmed: bool) -> bool:
-    """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): a shape with no
-    GPUs per job, tasks per node or walk. Its nodes come from one run (``eval_nodes.pick_nodes``:
-    pod-a-node shapes, task pods, split forms), and it skips bf_busy_nodes' busy-first pick.
-    Beside a list of several hosts the Slurm policy fills the list's gaps in the pool's node
-    order (``contiguous_list``), which the reader cannot see; a list sbatch cut down to the
-    tasks is not marked. Not modelled, placed as without it: the walks, GPUs per job and
-    ``--ntasks-per-node`` (a real 22.05.8 ran both of the last two beside ``-w gpu01,gpu03``
-    on gpu01-03, probe p163b), and exclusive task pods (``select._task_pods``)."""
+    """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): the walks for
+    GPUs (``gpu_walk.walk``: a real 22.05.8 ran ``--gpus=12``, ``-n20 --gres=gpu:1`` and
+    ``-N1-3 --gpus=12`` beside it on one run of consecutive nodes, probe p167) and the shapes
+    with no GPUs per job or tasks per node. Their nodes come from one run
+    (``eval_nodes.pick_nodes``: pod-a-node shapes, task pods, split forms), and they skip
+    bf_busy_nodes' busy-first pick. Beside a list of several hosts the Slurm policy fills the
+    list's gaps in the pool's node order (``contiguous_list``), which the reader cannot see; a
+    list sbatch cut down to the tasks is not marked. Not modelled, placed as without it: GPUs
+    per job over a fixed node count and ``--ntasks-per-node`` (a real 22.05.8 ran both of the
+    last two beside ``-w gpu01,gpu03`` on gpu01-03, probe p163b), and exclusive task pods
+    (``select._task_pods``)."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
-    return (not trimmed and not walks and walk_nodes is None and not (job.exclusive and not shape.one_per_node)
-            and not _gpus_per_job(job, shape) and _per_node_tasks(job, shape) is None)
+    if trimmed:
+        return False
+    return walks or (not (job.exclusive and not shape.one_per_node) and not _gpus_per_job(job, shape)
+                     and _per_node_tasks(job, shape) is None)
 
 
 def _tasks_per_node(job: SbatchJob) -> int:

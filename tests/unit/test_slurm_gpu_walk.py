@@ -197,11 +197,14 @@ def test_a_node_offers_no_more_gpus_than_its_free_memory_pays_for_at_the_default
 
 
 def test_options_choosing_nodes_another_way_keep_the_shape_as_submitted():
-    for opts in ("--spread-job", "--contiguous", "--ntasks-per-gpu=1", "--gpus-per-socket=2"):
+    for opts in ("--spread-job", "--ntasks-per-gpu=1", "--gpus-per-socket=2"):
         (ps,) = workload("j", f"-t 5 --gpus=16 {opts}", 0.0, 1).pod_sets
         assert not ps.walk_gpus, opts
     (ps,) = workload("j", "-t 5 --gpus=16", 0.0, 1).pod_sets
     assert ps.walk_gpus
+    # (``--contiguous`` walks one run since probe p167: test_slurm_contiguous_walks.py)
+    (ps,) = workload("j", "-t 5 --gpus=16 --contiguous", 0.0, 1).pod_sets
+    assert ps.walk_gpus and ps.contiguous
 
 
 def test_node_limits_cap_the_nodes_walked(tmp_path):

@@ -109,11 +109,12 @@ def test_other_policies_place_one_pod_of_the_tasks_and_gpus(pool):
     assert [(p[1].bit_count(), p[2]) for p in out.jobs[0].placement] == [(2, 4000)]
 
 
-@pytest.mark.parametrize("extra", ["--cpus-per-gpu=2", "--gpus-per-task=1", "--contiguous", "--exclusive -w gpu01,gpu02"])
+@pytest.mark.parametrize("extra", ["--cpus-per-gpu=2", "--gpus-per-task=1", "--exclusive -w gpu01,gpu02"])
 def test_requests_the_walk_was_not_probed_with_are_still_refused_naming_the_lines(extra):
     """Without a node count these keep the reader's refusal: the node count is unknown
     (``--exclusive`` walks whole nodes and ``--nodelist`` from the listed nodes since probe
-    p153: ``test_slurm_exclusive_job_gpus.py``, ``test_slurm_gpu_walk_listed.py``; not both)."""
+    p153: ``test_slurm_exclusive_job_gpus.py``, ``test_slurm_gpu_walk_listed.py``; not both;
+    ``--contiguous`` walks one run since probe p167: ``test_slurm_contiguous_walks.py``)."""
     text = f"#!/bin/bash\n#SBATCH -n4\n#SBATCH --gres=gpu:2\n#SBATCH {extra}\n"
     with pytest.raises(InputError, match="node count is unknown"):
         job_pod_set(parse_sbatch_text(text, "job.sbatch"))

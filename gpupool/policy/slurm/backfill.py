@@ -19,7 +19,7 @@ import weakref
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
-from gpupool.policy.slurm.jobinfo import list_above_max_nodes, raised_least
+from gpupool.policy.slurm.jobinfo import contiguous, list_above_max_nodes, raised_least
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -944,19 +944,22 @@ def run(cy, records) -> None:
                     cy.reason(job, whole)
                     limited = True
                     break
-                if cy.completing:
+                if cy.completing or contiguous(job.wl):
                     # slurmctld's _start_job selects again (select_nodes) on the window's
                     # nodes, where cons_tres now skips the COMPLETING ones that will-run
                     # counted: the runs of fitting nodes, and so the choice, may differ (rich
                     # seed 5 at 631.5 s: gpu02 completing, a real 22.05.8 took gpu01, the
                     # first of two lone nodes, where will-run's runs had made it gpu04;
-                    # finding 57)
+                    # finding 57); and a ``--contiguous`` job's first test there may fail
+                    # where will-run's passed (``Cycle.fits_all_cores``; probe p167d)
                     if usable is unset:
                         usable = _usable(avail, pmask, usable_of)
-                    again = place(job.wl, info.nodes, cy.free, cy.off_completing(info, usable))
-                    if again is None:
+                    where = cy.off_completing(info, usable)
+                    again = place(job.wl, info.nodes, cy.free, where) if cy.completing else pl
+                    if again is None or not cy.fits_all_cores(job, info, where):
                         # "planned start failed": the will-run nodes are reserved from now
-                        # (not seen: a job will-run places off the COMPLETING nodes fits there)
+                        # (a real 22.05.8 planned such a contiguous job at once on gpu01-02;
+                        # not seen: a job will-run places off the COMPLETING nodes fits there)
                         plan(jid, now)
                         kept = now
                         if not assoc_stop and placed_limit(job, info, pl, True) is not None:

@@ -23,6 +23,7 @@ from gpupool.errors import InputError
 from gpupool.formats.hostlist import compress_hostlist, expand_hostlist
 from gpupool.model.workload import GANG_ALL, Workload
 from gpupool.policy.slurm.limits import MSG_NODE_COUNT
+from gpupool.policy.slurm.min_nodes import pod_tasks
 
 #: the refusal of a node count that cannot hold the filled run (the only one this step gives)
 REFUSAL = MSG_NODE_COUNT
@@ -48,6 +49,8 @@ def fill_gaps(wl: Workload, order: tuple[str, ...], index: dict[str, int]) -> tu
         return wl, None
     ps = wl.pod_sets[0]
     nodelist = compress_hostlist(order[low:high + 1])
+    if ps.walk_gpus:
+        return _walk_filled(wl, ps, nodelist, run)
     if not ps.one_per_node:
         # task pods: the job's tasks, not its nodes, make the pods, and every required node
         # takes one (a real 22.05.8 ran ``-n4 --contiguous -w gpu01,gpu03`` as 2 + 1 + 1 on
@@ -71,3 +74,22 @@ def fill_gaps(wl: Workload, order: tuple[str, ...], index: dict[str, int]) -> tu
     # reader gives a fixed ``--nodes``)
     gang = GANG_ALL if least is None and ps.min_count is not None else wl.gang
     return replace(wl, nodelist=nodelist, pod_sets=(filled,), gang=gang), None
+
+
+def _walk_filled(wl: Workload, ps, nodelist: str, run: int) -> tuple[Workload, str | None]:
+    """A walk for GPUs (``PodSet.walk_gpus``, as submitted) beside a filled list: the run is
+    the walk's required nodes and its least count (``gpu_walk.walk_least`` counts the list's
+    hosts; a ``--nodes=A-B`` walk's A rises to the run, and a B below it refuses the job). A
+    real 22.05.8 ran ``--gpus=12 --contiguous -w gpu01,gpu03`` as 8 + 3 + 1 on gpu01-03 and
+    ``-n4 --gres=gpu:1 --contiguous -w gpu01,gpu03`` as 2 + 1 + 1 tasks, a GPU each (probe
+    p167). A run of more nodes than the walk may take (its tasks, else its GPUs) is not
+    modelled: kept as listed, without the option."""
+    if ps.walk_nodes is not None:
+        least, most = ps.walk_nodes
+        if most < run:
+            return wl, REFUSAL
+        return replace(wl, nodelist=nodelist, pod_sets=(replace(ps, walk_nodes=(max(least, run), most)),)), None
+    tasks = ps.count if ps.count > 1 else pod_tasks(ps)
+    if run > (tasks if tasks >= 2 else ps.gpus_per_job or ps.gpus):
+        return replace(wl, pod_sets=(replace(ps, contiguous=False),)), None
+    return replace(wl, nodelist=nodelist), None

@@ -209,22 +209,27 @@ def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
 
 
 def _contiguous_runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
-    """``_runs`` for ``--contiguous``: runs end only where a node is not usable, whatever the
-    weights; a run weighs what its last node that is not required weighs (``_eval_nodes``
+    """``_runs`` for ``--contiguous`` (``contiguous_runs``)."""
+    return [(nodes, sum(tasks[i] for i in nodes), len(nodes), w, anchor)
+            for nodes, anchor, w in contiguous_runs(sorted(tasks), weight, set(required))]
+
+
+def contiguous_runs(usable: list[int], weight, required: set[int]) -> list[tuple[list[int], int | None, int]]:
+    """``consec_runs`` for ``--contiguous``: runs end only where a node is not usable, whatever
+    the weights; a run weighs what its last node that is not required weighs (``_eval_nodes``
     records each added node's weight); a run of required nodes alone is dropped."""
-    marked = set(required)
-    out: list[tuple] = []
+    out: list[tuple[list[int], int | None, int]] = []
     nodes: list[int] = []
     anchor: int | None = None
     prev = -2
-    for i in sorted(tasks) + [None]:
+    for i in [*usable, None]:
         if i is None or i != prev + 1:
             if nodes:
-                out.append((nodes, sum(tasks[n] for n in nodes), len(nodes), weight[nodes[-1]], anchor))
+                out.append((nodes, anchor, weight[nodes[-1]]))
             nodes, anchor = [], None
             if i is None:
                 break
-        if i in marked:
+        if i in required:
             anchor = i if anchor is None else anchor
         else:
             nodes.append(i)

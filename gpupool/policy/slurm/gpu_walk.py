@@ -67,6 +67,11 @@ gpu03 (a run of one node suffices to start from) and ``-N3-4 --gpus=10`` as 3 + 
 gpu03 and gpu04 (the runs walked on past the first); in a MinNodes=2 partition ``-N1-3
 --gpus=2`` ran as 1 + 1.
 
+``--contiguous`` beside any of these walks (probe p167, 2026-12-07, four 16-core 8-GPU nodes;
+``tests/unit/test_slurm_contiguous_walks.py``) takes one run of consecutive fitting nodes,
+whatever their weights (``walk``): idle, ``--gpus=12 --contiguous`` ran as 8 + 4 on gpu01-02; with
+gpu01 and gpu03 at 2 and 3 free GPUs as 2 + 8 + 2 on gpu01-03; with gpu02 and gpu04 held it waited.
+
 The node limits of the job's QOS and associations (MaxTRESPerJob, MaxTRESPerUser,
 MaxTRESPerAccount and GrpTRES ``node=``, their values, not what is left of them) cap the nodes
 the walk may take (``acct_policy_get_max_nodes``: ``limits.max_nodes``,
@@ -142,7 +147,7 @@ from dataclasses import replace
 
 from gpupool.model.workload import GANG_MIN, Workload
 from gpupool.policy.slurm import jobinfo
-from gpupool.policy.slurm.eval_nodes import beats, consec_runs
+from gpupool.policy.slurm.eval_nodes import beats, consec_runs, contiguous_runs
 from gpupool.policy.slurm.min_nodes import per_node_pods, pod_tasks
 
 
@@ -282,7 +287,16 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
     and walked from it upwards, then downwards (a real 22.05.8 ran ``-N1-3 --gpus=12 -w gpu03``
     as 8 + 4 on gpu03-04 and ``-N1-2 --gpus=12 -w gpu04`` on gpu03-04; with three GPUs free on
     gpu02, whose weight then differs, ``-N1-3 --gpus=8 -w gpu02`` took gpu01, and ``--gpus=12``
-    gpu03-04; probe p158)."""
+    gpu03-04; probe p158).
+
+    ``--contiguous`` (``ps.contiguous``): runs end only at nodes that do not fit, each weighing
+    what its last node weighs (``eval_nodes.contiguous_runs``); beside required nodes only the
+    run holding them counts, and they must lie in one; a run that holds what is left replaces
+    the best so far where that one does not, and the walk ends, taking nothing more, where the
+    best run does not hold what is left (``_eval_nodes``). So one run gives all the nodes: a
+    real 22.05.8 ran ``--gpus=12 --contiguous`` with gpu01 and gpu03 at 2 and 3 free GPUs as
+    2 + 8 + 2 on gpu01-03 (``--gpus=12`` went to gpu02 and gpu04, whose GPUs weigh them
+    lighter), and left it waiting with gpu02 and gpu04 held (probe p167)."""
     need = ps.gpus_per_job
     most = ps.count
     taken: list[int] = []
@@ -297,7 +311,8 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
         most -= 1
     if most < 0:
         return None
-    runs = consec_runs(fitting, weight, set(required))
+    contiguous = ps.contiguous
+    runs = (contiguous_runs if contiguous else consec_runs)(fitting, weight, set(required))
     # a run has nodes enough where it holds the nodes still needed less the range's spare
     # (``_enough_nodes`` with req_nodes the most nodes: a ``--nodes=A-B`` walk's first node may
     # come from a run of one; probe p110, ``-N2-4 --gpus=3`` on gpu01 and gpu03)
@@ -307,11 +322,19 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
         best_key: tuple = ()
         best_anchored = False
         for k, (run, anchor, w) in enumerate(runs):
+            if contiguous and required and anchor is None:
+                continue  # (not the run of the required nodes)
             run_cpus = sum(cpus[i] for i in run)
             key = (w, sum(offer[i] for i in run) >= need and len(run) >= nodes_left - spare
                    and run_cpus >= need_cpus, run_cpus)
-            if best is None or (anchor is not None and not best_anchored) or beats(*key, *best_key):
+            if best is None or (anchor is not None and not best_anchored) or beats(*key, *best_key) \
+                    or (contiguous and key[1] and not best_key[1]):
                 best, best_key, best_anchored = k, key, anchor is not None
+        if contiguous and (best is None or not best_key[1]
+                           or (required and sum(anchor is not None for _run, anchor, _w in runs) > 1)):
+            return None  # no run holds what is left, or the required nodes lie in several
+        if best is None:
+            break
         run, anchor, _w = runs.pop(best)
         if anchor is not None:
             # from the required node up, then down (no node is passed over for its CPUs)

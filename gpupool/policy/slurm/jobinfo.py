@@ -346,3 +346,8 @@ def least_nodes(wl) -> int:
         else:
             nodes += 1
     return max(1, nodes)
+
+
+def contiguous(wl) -> bool:
+    """Whether ``wl`` asks ``--contiguous`` (a pod set marked ``PodSet.contiguous``)."""
+    return any(ps.contiguous for ps in wl.pod_sets)

@@ -118,6 +118,8 @@ def run(cy, records, full: bool) -> None:
             usable_of.clear()
             continue
         placement = place(job.wl, info.nodes, cy.free, usable, eligible)
+        if placement is not None and not cy.fits_all_cores(job, info, usable):
+            placement = None  # (a ``--contiguous`` job's first test failed: probe p167d)
         if placement is not None:
             over = cy.placed_limit(job, info, placement)
             if over is not None:  # ESLURM_ACCOUNTING_POLICY on the selection (whole cores, a walk's nodes)

@@ -19,8 +19,8 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, retry, split_nodes, tasks_fit,
-                                             tasks_memory, walk_listed)
+from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, drop_rounds, retry, split_nodes,
+                                             tasks_fit, tasks_memory, walk_listed)
 from gpupool.policy.slurm.gpu_walk import tasks_walk, walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
 
@@ -586,6 +586,14 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
                              required)
     else:
         nodes = walk(ps, fitting, offer, cpus, weight, need_cpus, required)
+        if nodes is None and ps.contiguous:
+            # ``choose_nodes`` asks again without the nodes of fewest free resources: a run
+            # weighing less that does not hold the job may go (found by a review of the source,
+            # not probed)
+            for kept in drop_rounds(ps, free, fitting, ps.min_count or 1, required):
+                nodes = walk(ps, kept, offer, cpus, weight, need_cpus, required)
+                if nodes is not None:
+                    break
     if nodes is None:
         return None
     if whole:

@@ -47,6 +47,7 @@ Node weights are taken lowest first, as for other multi-node requests.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from gpupool.engine.nodes import lowest_bits
@@ -364,27 +365,41 @@ def retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], 
     least take in CPUs, for ``split_cpus``). ``walk`` (``pick_nodes``' node count and keyword
     arguments) and ``fewest`` (choose_nodes' min_nodes) default to the split form's
     (``_range_walk``; task pods give their own, ``select._spread_tasks``)."""
-    res = {i: _free_resources(free, i, ps) for i in tasks}
-    left = dict(tasks)
     if fewest is None:
         fewest = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
     nodes, walk_args = _range_walk(ps) if walk is None else walk
+    for kept in drop_rounds(ps, free, list(tasks), fewest, required):
+        got = pick_nodes({i: tasks[i] for i in kept}, nodes, ps.split_tasks if total is None else total, weight,
+                         required, order, keep, whole=whole, floor=floor, contiguous=ps.contiguous, **walk_args)
+        if got is not None:
+            return got
+    return None
+
+
+def drop_rounds(ps: PodSet, free, nodes: list[int], fewest: int, required) -> Iterator[list[int]]:
+    """The node sets ``choose_nodes`` asks ``_eval_nodes`` again with, in turn (index order):
+    for count = 1, 2, … below the most free resources of a node (``_free_resources``), the
+    ``nodes`` left once those with at most count are dropped, one at a time in index order,
+    never a required one and never below ``fewest`` (the job's least node count); a set after
+    each round that dropped one, and after the first round whatever it dropped."""
+    res = {i: _free_resources(free, i, ps) for i in nodes}
+    left = sorted(nodes)
     for count in range(1, max(res.values(), default=0)):
         if len(left) <= fewest:
             break
+        kept: list[int] = []
         dropped = False
-        for i in sorted(left):
-            if len(left) <= fewest:
+        for k, i in enumerate(left):
+            if len(left) - (k - len(kept)) <= fewest:
+                kept.extend(left[k:])
                 break
             if res[i] <= count and i not in required:
-                del left[i]
                 dropped = True
+            else:
+                kept.append(i)
+        left = kept
         if dropped or count == 1:
-            got = pick_nodes(left, nodes, ps.split_tasks if total is None else total, weight, required, order, keep,
-                             whole=whole, floor=floor, contiguous=ps.contiguous, **walk_args)
-            if got is not None:
-                return got
-    return None
+            yield left
 
 
 def _free_resources(free, i: int, ps: PodSet) -> int:
