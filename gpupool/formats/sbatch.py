@@ -1271,12 +1271,12 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
         per_node_tasks=_per_node_tasks(job, shape),
         list_count_only=shape.one_per_node and job.nodes is None and hosts > 0 and not trimmed,
         list_trimmed=trimmed,
-        contiguous=_contiguous(job, shape, walks, walk_nodes, trimmed),
+        contiguous=_contiguous(job, shape, walks, trimmed),
     )
     return pod_set, GANG_MIN if shape.min_count is not None else GANG_ALL
 
 
-def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, walk_nodes, trimmed: bool) -> bool:
+def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, trimmed: bool) -> bool:
     """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): the walks for
     GPUs (``gpu_walk.walk``: a real 22.05.8 ran ``--gpus=12``, ``-n20 --gres=gpu:1`` and
     ``-N1-3 --gpus=12`` beside it on one run of consecutive nodes, probe p167) and the shapes

@@ -134,18 +134,37 @@ def test_a_walked_range_below_the_filled_run_is_refused():
     assert why is None and filled.nodelist == "gpu[01-03]" and filled.pod_sets[0].walk_nodes == (3, 4)
 
 
-def test_a_filled_run_longer_than_the_walk_may_take_is_not_modelled():
-    """``--gpus=2`` beside ``-w gpu01,gpu03``: three nodes for two GPUs (not probed); kept as
-    listed, without the option, as for task pods."""
-    wl = workload("j", "--gpus=2 --contiguous -w gpu01,gpu03", 0.0, 1)
+@pytest.mark.parametrize("opts", ["--gpus=2 --contiguous -w gpu01,gpu03", "--gpus=3 --contiguous -w gpu01,gpu04"])
+def test_a_filled_run_longer_than_the_gpus_is_refused(tmp_path, opts):
+    """``_job_create`` fills the list and raises the least count before
+    ``gres_job_state_validate`` tests "--gpus < -N" (22.05.8 source, found by a review; the
+    reader refuses such a list as written)."""
+    wl = workload("j", opts, 0.0, 1)
     filled, why = fill_gaps(wl, ORDER, INDEX)
-    assert why is None and filled.nodelist == wl.nodelist and not filled.pod_sets[0].contiguous
+    assert why is None and filled.pod_sets[0].contiguous and filled.nodelist != wl.nodelist
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), [opts], 2.0, 6.0)
+    assert _outcome(engine.jobs[1]) == ("REJECTED", "Invalid generic resource (gres) specification")
+
+
+def test_a_filled_run_longer_than_the_tasks_is_not_modelled():
+    """``-n2 --gres=gpu:1`` beside ``-w gpu01,gpu04``: four nodes for two tasks (not probed);
+    kept as listed, without the option, as for task pods."""
     wl = workload("j", "-n2 --gres=gpu:1 --contiguous -w gpu01,gpu04", 0.0, 1)
     filled, why = fill_gaps(wl, ORDER, INDEX)
-    assert why is None and not filled.pod_sets[0].contiguous
+    assert why is None and filled.nodelist == wl.nodelist and not filled.pod_sets[0].contiguous
     wl = workload("j", "-n4 --gres=gpu:1 --contiguous -w gpu01,gpu03", 0.0, 1)
     filled, why = fill_gaps(wl, ORDER, INDEX)
     assert why is None and filled.nodelist == "gpu[01-03]" and filled.pod_sets[0].contiguous
+
+
+@pytest.mark.parametrize("opts", ["-N2 --exclusive --contiguous", "--gpus=12 --exclusive --contiguous"])
+def test_an_exclusive_job_is_not_held_by_the_first_test(tmp_path, opts):
+    """An exclusive job's selection sees idle nodes only (``_pick_best_nodes``), all cores free
+    there already: gpu04, under a one-CPU job, is no run of its (found by a review, from the
+    22.05.8 source; not probed)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="Weight=2")), ["-w gpu03 " + EX, "-w gpu04 -c1", opts],
+                           2.0, 10.0)
+    assert [p[0] for p in engine.jobs[3].placement] == [0, 1]
 
 
 def test_the_reader_keeps_the_option_listed_as_read():

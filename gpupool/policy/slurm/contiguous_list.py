@@ -82,14 +82,16 @@ def _walk_filled(wl: Workload, ps, nodelist: str, run: int) -> tuple[Workload, s
     hosts; a ``--nodes=A-B`` walk's A rises to the run, and a B below it refuses the job). A
     real 22.05.8 ran ``--gpus=12 --contiguous -w gpu01,gpu03`` as 8 + 3 + 1 on gpu01-03 and
     ``-n4 --gres=gpu:1 --contiguous -w gpu01,gpu03`` as 2 + 1 + 1 tasks, a GPU each (probe
-    p167). A run of more nodes than the walk may take (its tasks, else its GPUs) is not
-    modelled: kept as listed, without the option."""
+    p167). A run of more nodes than ``--gpus=X`` is refused by the submit check after the
+    partitions, "--gpus < -N" (``min_nodes.fewer_gpus_than_nodes``, as ``gres_job_state_validate``
+    follows the fill; source, found by a review). A run of more nodes than the job's tasks is
+    not modelled: kept as listed, without the option."""
     if ps.walk_nodes is not None:
         least, most = ps.walk_nodes
         if most < run:
             return wl, REFUSAL
         return replace(wl, nodelist=nodelist, pod_sets=(replace(ps, walk_nodes=(max(least, run), most)),)), None
     tasks = ps.count if ps.count > 1 else pod_tasks(ps)
-    if run > (tasks if tasks >= 2 else ps.gpus_per_job or ps.gpus):
+    if tasks >= 2 and run > tasks:
         return replace(wl, pod_sets=(replace(ps, contiguous=False),)), None
     return replace(wl, nodelist=nodelist), None

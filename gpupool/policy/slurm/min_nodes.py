@@ -70,6 +70,11 @@ def fewer_gpus_than_nodes(cfg: SlurmConfig, wl: Workload) -> bool:
     ps = wl.pod_sets[0] if len(wl.pod_sets) == 1 else None
     if ps is None or not ps.gpus_per_job:
         return False
+    if ps.walk_gpus and ps.walk_nodes is None and ps.gpus_per_job < listed_count(wl):
+        # a walk's least count is its list's hosts (``_job_create``), which a ``--contiguous``
+        # list's filled gaps may raise past the GPUs (``contiguous_list``; the reader refuses a
+        # list beyond them as written; source, found by a review)
+        return True
     if ps.walk_nodes is not None:
         # (the largest count lowered to the GPUs first, so a MinNodes above it raises nothing:
         # probe p140 under EnforcePartLimits=NO queued ``-N1-3 --gpus=1`` in a MinNodes=2

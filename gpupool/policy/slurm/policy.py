@@ -359,7 +359,9 @@ class Cycle:
         each (its log: test 0 failed at the start, "Requested nodes are busy"). Not modelled:
         the test before a preemption or a co-allocation, and OverSubscribe=EXCLUSIVE
         partitions' nodes (only ``--exclusive`` jobs' nodes are left out)."""
-        if not contiguous(job.wl):
+        if not contiguous(job.wl) or any(ps.exclusive for ps in job.wl.pod_sets):
+            # (an exclusive job's selection sees idle nodes only, ``_pick_best_nodes``: there
+            # every core is free already; found by a review)
             return True
         nodes = self.snap.nodes
         pending = self.snap.pending

@@ -258,14 +258,16 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
         outer = free.cap
         free.cap = free.caps[capped]
         try:
-            return _place(wl, pod_sets, least_loaded, free, pool, busy)
+            return _place(wl, pod_sets, least_loaded, free, pool, busy, cand.max_nodes)
         finally:
             free.cap = outer
-    return _place(wl, pod_sets, least_loaded, free, pool, busy)
+    return _place(wl, pod_sets, least_loaded, free, pool, busy, cand.max_nodes)
 
 
-def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: int | None):
-    """``place`` once its nodes are known (``pool``: the eligible ones)."""
+def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: int | None,
+           max_nodes: int | None = None):
+    """``place`` once its nodes are known (``pool``: the eligible ones; ``max_nodes``: the
+    partition's MaxNodes, or None)."""
     base_weight = free.nodes.weight
     placement: list = []
     taken: list = []
@@ -333,7 +335,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.exclusive:
             chosen = _task_pods(ps, nodes_for, free, weight)
         else:
-            chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order)
+            chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order, most=max_nodes)
         if chosen is None:
             ok = False
             break
@@ -588,8 +590,9 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         nodes = walk(ps, fitting, offer, cpus, weight, need_cpus, required)
         if nodes is None and ps.contiguous:
             # ``choose_nodes`` asks again without the nodes of fewest free resources: a run
-            # weighing less that does not hold the job may go (found by a review of the source,
-            # not probed)
+            # weighing less that does not hold the job may go (a real 22.05.8 ran ``--gpus=12
+            # --contiguous`` on gpu01-02 with gpu02 at Weight=2, gpu03 full and gpu04 at 8
+            # free CPUs; probe p167e)
             for kept in drop_rounds(ps, free, fitting, ps.min_count or 1, required):
                 nodes = walk(ps, kept, offer, cpus, weight, need_cpus, required)
                 if nodes is not None:
@@ -605,7 +608,7 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None,
-                  required: tuple[int, ...] = ()) -> list | None:
+                  required: tuple[int, ...] = (), most: int | None = None) -> list | None:
     """The task pods of ``ps`` (``-n T`` with no ``--nodes``), as cons_tres's ``_eval_nodes``
     takes nodes for a job of one node at least: the node with the fewest free tasks that holds
     them all (in the run of consecutive nodes chosen as for other jobs), else node after node
@@ -620,7 +623,13 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
     four 16-CPU nodes held, where ``-n20`` ran on gpu01 and gpu03; probe p163), beside
     ``required`` nodes (``--nodelist``, each taking tasks) the run holding them; where no run
     does, ``choose_nodes`` drops the nodes with the fewest free resources and asks again
-    (``split_tasks.retry``; found by a review, not probed)."""
+    (``split_tasks.retry``; a real 22.05.8, probe p167e).
+
+    ``most`` (the partition's MaxNodes, slurmctld's max_nodes): no more nodes than that, the
+    last of them one that holds what is left (``_eval_nodes`` passes over the others): in a
+    MaxNodes=2 partition with gpu01 and gpu02 at 8 free CPUs a real 22.05.8 ran ``-n20`` as
+    gpu01 8 + gpu03 12, where without the cap it took gpu01-03, and it left ``-n20`` waiting
+    where no second node held the 12 left (probe p168)."""
     tasks = {}
     for i in pool:
         n = _pods_on(free, i, ps)
@@ -630,11 +639,11 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
         return None
     # (in whole tasks where memory is per CPU; GPU task pods keep whole tasks too: not probed)
     rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) // 1000 for i in tasks}
-    got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True,
+    got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True, most=most,
                      contiguous=ps.contiguous, rank=rank, per_task=1 if rank is None else max(1, ps.cpu_m // 1000))
     if got is None and ps.contiguous:
         got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
-                    walk=(max(1, len(required)), {"spill": True}), fewest=max(1, len(required)))
+                    walk=(max(1, len(required)), {"spill": True, "most": most}), fewest=max(1, len(required)))
     if got is None:
         return None
     if taken_order is not None:
