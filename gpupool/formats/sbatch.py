@@ -1277,23 +1277,20 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 
 
 def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, trimmed: bool) -> bool:
-    """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): the walks for
-    GPUs (``gpu_walk.walk``: a real 22.05.8 ran ``--gpus=12``, ``-n20 --gres=gpu:1`` and
-    ``-N1-3 --gpus=12`` beside it on one run of consecutive nodes, probe p167) and the shapes
-    with no GPUs per job or tasks per node. Their nodes come from one run
-    (``eval_nodes.pick_nodes``: pod-a-node shapes, task pods, split forms), and they skip
-    bf_busy_nodes' busy-first pick. Beside a list of several hosts the Slurm policy fills the
-    list's gaps in the pool's node order (``contiguous_list``), which the reader cannot see; a
-    list sbatch cut down to the tasks is not marked. Not modelled, placed as without it: GPUs
-    per job over a fixed node count and ``--ntasks-per-node`` (a real 22.05.8 ran both of the
-    last two beside ``-w gpu01,gpu03`` on gpu01-03, probe p163b), and exclusive task pods
-    (``select._task_pods``)."""
+    """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): every shape but
+    exclusive task pods (``select._task_pods``) and a list sbatch cut down to the tasks. Its
+    nodes come from one run (``eval_nodes.pick_nodes``: pod-a-node shapes, GPUs per job over a
+    fixed count, ``--ntasks-per-node``, task pods, split forms; ``gpu_walk.walk``: the walks for
+    GPUs; a real 22.05.8 ran ``--gpus=12``, ``-n20 --gres=gpu:1``, ``-N2 --gpus=4`` and ``-N2
+    --ntasks-per-node=1`` beside it on one run of consecutive nodes, probes p167, p169), and it
+    skips bf_busy_nodes' busy-first pick. Beside a list of several hosts the Slurm policy fills
+    the list's gaps in the pool's node order (``contiguous_list``), which the reader cannot
+    see."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
     if trimmed:
         return False
-    return walks or (not (job.exclusive and not shape.one_per_node) and not _gpus_per_job(job, shape)
-                     and _per_node_tasks(job, shape) is None)
+    return walks or not (job.exclusive and not shape.one_per_node)
 
 
 def _tasks_per_node(job: SbatchJob) -> int:

@@ -226,11 +226,11 @@ class PodSet:
     #: review: ``-p x -n2 -w gpu[01-03]`` in a MaxNodes=1 partition waits with
     #: PartitionNodeLimit, unless its QOS has PartitionMaxNodes; ``jobinfo.given_node_counts``)
     list_trimmed: bool = False
-    #: Slurm, ``--contiguous`` (no GPUs per job over a fixed node count, no tasks per node):
-    #: cons_tres takes the nodes from one run of consecutive usable nodes, whatever their
-    #: weights, for pod-a-node shapes, task pods, split forms and GPU walks alike
-    #: (``eval_nodes.pick_nodes``, ``gpu_walk.walk``, ``sbatch._contiguous``); a list of several
-    #: hosts has its gaps filled at submit (``contiguous_list``)
+    #: Slurm, ``--contiguous`` (not on exclusive task pods): cons_tres takes the nodes from one
+    #: run of consecutive usable nodes, whatever their weights, for pod-a-node shapes, task
+    #: pods, split forms and GPU walks alike (``eval_nodes.pick_nodes``, ``gpu_walk.walk``,
+    #: ``sbatch._contiguous``); a list of several hosts has its gaps filled at submit
+    #: (``contiguous_list``)
     contiguous: bool = False
 
     @property

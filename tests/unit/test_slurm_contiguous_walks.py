@@ -113,11 +113,50 @@ def test_a_job_whose_first_test_fails_is_planned_now_on_the_will_run_nodes(tmp_p
     assert [nodes for jid, nodes, _b, _e in pol.resv_log[cycle] if jid == 3] == [[0, 1]]
 
 
+#: p169 (and one of p163b): GPUs per job over a fixed count and ``--ntasks-per-node`` take one
+#: run too; beside a list with a gap the run is filled (before finding 106: placed as without
+#: the option)
+FIXED_COUNTS = [
+    (H2, "-N2 --gpus=4 --contiguous", [(2, 1, 100, 3), (3, 1, 100, 1)]),
+    (H2, "-N2 --gpus=4", [(2, 1, 100, 3), (3, 1, 100, 1)]),
+    (H24, "-N2 --gpus=4 --contiguous", WAITS),
+    (H2, "-N2 --ntasks-per-node=2 --contiguous", _on(2, 3, each=(2, 200, 0))),
+    (H2, "-n4 --ntasks-per-node=2 --contiguous", _on(2, 3, each=(2, 200, 0))),
+    (H24, "-N2 --ntasks-per-node=1 --contiguous", WAITS),
+    ([], "--contiguous -w gpu01,gpu03 --ntasks-per-node=1", _on(0, 1, 2)),
+    (H2, "-N2 -n4 --gpus-per-task=1 --contiguous", [(2, 3, 300, 3), (3, 1, 100, 1)]),
+    (H2, "-N2 --gres=gpu:2 --contiguous", _on(2, 3, each=(1, 100, 2))),
+    (H2, "-N2 --gpus=3 --contiguous", [(2, 1, 100, 2), (3, 1, 100, 1)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", FIXED_COUNTS, ids=[f"{c[1]} behind {c[0]}" for c in FIXED_COUNTS])
+def test_fixed_counts_of_gpus_and_tasks_per_node_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF.format(w="")), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_a_filled_list_raises_the_tasks_per_node_counts():
+    """``--ntasks-per-node=K`` beside a filled list: the stored least count and the tasks rise
+    with the run (p163b ran three tasks on gpu01-03 for ``--ntasks-per-node=1``); a larger
+    ``--ntasks`` stays (not probed)."""
+    for opts, count, want in (("--contiguous -w gpu01,gpu03 --ntasks-per-node=1", 3, (3, 3, 1)),
+                              ("--contiguous -w gpu01,gpu03 --ntasks-per-node=2", 3, (3, 6, 2)),
+                              ("-n16 --contiguous -w gpu01,gpu03 --ntasks-per-node=4", 4, (3, 16, 4))):
+        filled, why = fill_gaps(workload("j", opts, 0.0, 1), ORDER, INDEX)
+        assert why is None and filled.pod_sets[0].count == count and filled.pod_sets[0].per_node_tasks == want, opts
+
+
 def test_walks_are_marked_contiguous():
     for opts in ("--gpus=12 --contiguous", "-n4 --gres=gpu:1 --contiguous", "-n4 --gpus=12 --contiguous",
                  "-N1-3 --gpus=12 --contiguous", "--gpus=12 --exclusive --contiguous"):
         (ps,) = workload("j", opts, 0.0, 1).pod_sets
         assert ps.walk_gpus and ps.contiguous, opts
+    for opts in ("-N2 --gpus=4 --contiguous", "-N2 --ntasks-per-node=2 --contiguous"):
+        (ps,) = workload("j", opts, 0.0, 1).pod_sets
+        assert ps.contiguous and not ps.walk_gpus, opts
+    # (exclusive task pods, placed by ``select._task_pods``, are not marked)
+    assert not any(ps.contiguous for ps in workload("j", "--exclusive -n20 --contiguous", 0.0, 1).pod_sets)
 
 
 ORDER = ("gpu01", "gpu02", "gpu03", "gpu04")

@@ -5,16 +5,23 @@ that holds what is left (``select._spread_tasks``' ``most``).
 Every expectation is what a real 22.05.8 did (probe p168, 2026-12-07) on probe p162's pool
 (four 16-core 8-GPU 64000 MB nodes, CR_Core_Memory, DefMemPerCPU=100) with a partition m over
 gpu01-04 at MaxNodes=2; each job behind its holders, submitted 2 s apart. At 2f672e4 7 of the
-10 answers agreed: ``-p m -n20`` took three nodes.
+10 answers agreed: ``-p m -n20`` took three nodes. Probe p170 (same day, the same pool plus a
+partition l at MaxNodes=2 and LLN=YES) checked what a read-only review (153) found in the
+source: choose_nodes' second try once the cap makes a walk fail, task pods beside a
+``--nodelist`` (taken from the listed node as ``_eval_nodes`` walks, capped too) and the
+least-loaded order stopping at the cap; 4 of its 10 answers agreed at 2f672e4.
 """
 from __future__ import annotations
 
 import pytest
 
-from tests.unit.sbatch_plans import run_spaced, slurm_pool
-from tests.unit.test_slurm_contiguous import CONF, _outcome
+from gpupool.engine.nodes import NodeTable
+from gpupool.policy.slurm.select import Free, PartNodes, place
+from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
+from tests.unit.test_slurm_contiguous import CONF, NODE, _outcome
 
-CONF_M = CONF.format(w="") + "PartitionName=m Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 State=UP\n"
+CONF_M = (CONF.format(w="") + "PartitionName=m Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 State=UP\n"
+          + "PartitionName=l Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 LLN=YES State=UP\n")
 H12 = ["-w gpu01 -c8", "-w gpu02 -c8"]
 NOT_AVAILABLE = ("REJECTED", "Requested node configuration is not available")
 
@@ -38,3 +45,49 @@ CASES = [
 def test_task_pods_under_max_nodes_as_on_a_real_slurm(tmp_path, holders, opts, want):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
     assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+REVIEWED = [
+    # the first walk takes gpu01 (4 free) and no second node holds 16: choose_nodes drops gpu01
+    (["-w gpu01 -c12", "-w gpu02 -c4", "-w gpu03 -c4", "-w gpu04 -c16"], "-p m -n20",
+     [(1, 12, 1200, 0), (2, 8, 800, 0)]),
+    (H12, "-p m -n20 -w gpu01", [(0, 8, 800, 0), (2, 12, 1200, 0)]),
+    ([], "-p m -n40 -w gpu01", NOT_AVAILABLE),
+    # least loaded first, two nodes at most
+    (H12 + ["-w gpu03 -c8", "-w gpu04 -c8"], "-p l -n20", ("PENDING", "Resources")),
+    (H12 + ["-w gpu03 -c8"], "-p l -n20", [(0, 4, 400, 0), (3, 16, 1600, 0)]),
+    ([], "-n2 --gpus=2 --contiguous -w gpu01,gpu03", ("REJECTED", "Invalid generic resource (gres) specification")),
+    # task pods beside a list without a cap: the listed nodes first, a task kept for each later one
+    ([], "-n3 -w gpu01,gpu02", [(0, 2, 200, 0), (1, 1, 100, 0)]),
+    ([], "-p m -n4 -w gpu01,gpu02", [(0, 3, 300, 0), (1, 1, 100, 0)]),
+    (H12, "-n20 -w gpu01", [(0, 8, 800, 0), (1, 8, 800, 0), (2, 4, 400, 0)]),
+    (H12, "-n20 -w gpu02", [(1, 8, 800, 0), (2, 12, 1200, 0)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", REVIEWED, ids=[f"{c[1]} behind {c[0]}" for c in REVIEWED])
+def test_the_reviews_cases_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_the_second_try_holds_at_submit_too(tmp_path):
+    """Select's test at submit tries again as well: with gpu01 of 8 CPUs, ``-p m -n30`` is
+    accepted and runs as gpu02 16 + gpu03 14 (review 153, from the 22.05.8 source; not
+    probed)."""
+    small = NODE.replace("CPUs=16", "CPUs=8").replace("CoresPerSocket=16", "CoresPerSocket=8")
+    conf = CONF_M.replace(f"NodeName=gpu01 {NODE}", f"NodeName=gpu01 {small}")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), ["-p m -n30"], 2.0, 6.0)
+    assert _outcome(engine.jobs[1]) == [(1, 16, 1600, 0), (2, 14, 1400, 0)]
+
+
+def test_a_busy_first_plan_stops_at_the_cap(tmp_path):
+    """bf_busy_nodes' order (``_eval_nodes_busy``) takes no more than MaxNodes either (review
+    153, from the source; not probed): every node busy at 8 free CPUs, ``-n20`` has no plan on
+    two of them."""
+    free = Free(NodeTable(slurm_pool(tmp_path, CONF.format(w=""))))
+    for i in range(4):
+        free.cpu[i] -= 8000
+    wl = workload("j", "-n20", 0.0, 1)
+    assert place(wl, PartNodes((0, 1, 2, 3), max_nodes=2), free, busy=0b1111) is None
+    assert len({p[0] for p in place(wl, PartNodes((0, 1, 2, 3), max_nodes=3), free, busy=0b1111)}) == 3

@@ -69,7 +69,13 @@ def fill_gaps(wl: Workload, order: tuple[str, ...], index: dict[str, int]) -> tu
         least = max(least, run)
         if least >= count:
             least = None
-    filled = replace(ps, count=count, min_count=least)
+    per_node = ps.per_node_tasks
+    if per_node is not None:
+        # ``--ntasks-per-node=K``: the stored least count and the tasks rise with the run (a
+        # real 22.05.8 ran ``--contiguous -w gpu01,gpu03 --ntasks-per-node=1`` as three tasks
+        # on gpu01-03, probe p163b); a ``--ntasks`` above them stays
+        per_node = (max(per_node[0], run), max(per_node[1], run * per_node[2]), per_node[2])
+    filled = replace(ps, count=count, min_count=least, per_node_tasks=per_node)
     # (a range the run closed is a fixed count: all its pods start together, as sbatch's
     # reader gives a fixed ``--nodes``)
     gang = GANG_ALL if least is None and ps.min_count is not None else wl.gang
@@ -85,13 +91,14 @@ def _walk_filled(wl: Workload, ps, nodelist: str, run: int) -> tuple[Workload, s
     p167). A run of more nodes than ``--gpus=X`` is refused by the submit check after the
     partitions, "--gpus < -N" (``min_nodes.fewer_gpus_than_nodes``, as ``gres_job_state_validate``
     follows the fill; source, found by a review). A run of more nodes than the job's tasks is
-    not modelled: kept as listed, without the option."""
+    not modelled: kept as listed, without the option, unless it is beyond the GPUs too
+    (refused as above; found by a review)."""
     if ps.walk_nodes is not None:
         least, most = ps.walk_nodes
         if most < run:
             return wl, REFUSAL
         return replace(wl, nodelist=nodelist, pod_sets=(replace(ps, walk_nodes=(max(least, run), most)),)), None
     tasks = ps.count if ps.count > 1 else pod_tasks(ps)
-    if tasks >= 2 and run > tasks:
+    if tasks >= 2 and run > tasks and not (ps.gpus_per_job and run > ps.gpus_per_job):
         return replace(wl, pod_sets=(replace(ps, contiguous=False),)), None
     return replace(wl, nodelist=nodelist), None

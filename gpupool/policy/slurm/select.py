@@ -322,11 +322,12 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.split_tasks and ps.split:
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy_pick, least_loaded)
         elif required:
-            chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded, taken_order)
+            chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded, taken_order,
+                                    max_nodes)
         elif busy_pick is not None:
-            chosen = _busy_first(ps, nodes_for, free, weight, busy_pick)
+            chosen = _busy_first(ps, nodes_for, free, weight, busy_pick, max_nodes)
         elif least_loaded:
-            chosen = _least_loaded(ps, nodes_for, free, weight)
+            chosen = _least_loaded(ps, nodes_for, free, weight, max_nodes)
         elif ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, nodes_for, free, weight)
         elif ps.count == 1:
@@ -641,7 +642,9 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
     rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) // 1000 for i in tasks}
     got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True, most=most,
                      contiguous=ps.contiguous, rank=rank, per_task=1 if rank is None else max(1, ps.cpu_m // 1000))
-    if got is None and ps.contiguous:
+    if got is None and (ps.contiguous or most is not None):
+        # (an uncapped walk of task pods fails only where the CPUs fall short; with a cap the
+        # second try may find two nodes that hold the job: found by a review, from the source)
         got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
                     walk=(max(1, len(required)), {"spill": True, "most": most}), fewest=max(1, len(required)))
     if got is None:
@@ -928,7 +931,8 @@ def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> 
 
 
 def _with_required(ps, pool: list[int], free: Free, weight, required: list[int], busy: int | None,
-                   least_loaded: bool = False, taken_order: list[int] | None = None) -> list | None:
+                   least_loaded: bool = False, taken_order: list[int] | None = None,
+                   most: int | None = None) -> list | None:
     """The pods of ``ps`` on a job with required nodes (``--nodelist``): one pod on each of
     them first; the rest, for one pod per node, as ``_eval_nodes`` walks on (``pick_nodes``:
     the run holding them competes with the other runs and, when chosen, is walked up from
@@ -945,11 +949,14 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         if any(i not in fits for i in required):
             return None
         return _walked(ps, fitting, free, weight, required)
-    if ps.contiguous and not ps.one_per_node and not ps.exclusive and busy is None and not least_loaded:
-        # task pods of ``--contiguous``: the run holding the required nodes, walked up from
-        # them, then down (``_eval_nodes``; found by a review, not probed: ``-n40 --contiguous -w
-        # gpu01,gpu02`` with gpu03 held waits)
-        return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required))
+    if not ps.one_per_node and not ps.exclusive and busy is None and not least_loaded:
+        # task pods: the required nodes first, each taking what it holds but a task for each
+        # later one, then (where tasks are left) the runs as ``_eval_nodes`` walks them, within
+        # the partition's MaxNodes (``most``; found by a review, from the source); with
+        # ``--contiguous`` the run holding the required nodes, walked up from them, then down
+        # (found by a review, not probed: ``-n40 --contiguous -w gpu01,gpu02`` with gpu03 held
+        # waits)
+        return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most)
     out: list = []
     taken: list = []
     packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes
@@ -989,20 +996,21 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
     return out
 
 
-def _busy_first(ps, pool: list[int], free: Free, weight, busy: int) -> list | None:
+def _busy_first(ps, pool: list[int], free: Free, weight, busy: int, most: int | None = None) -> list | None:
     """All pods of ``ps`` as cons_tres's busy-first pick takes nodes (``_eval_nodes_busy``,
     used for a later start with bf_busy_nodes): lowest weight first; within a weight the
     fitting nodes busy now, then the idle ones, each in index order; a node takes as many of
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
     order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, busy, None))
-    return _in_order(ps, order, free)
+    return _in_order(ps, order, free, most)
 
 
 class PartNodes(tuple):
     """A partition's nodes (indices, as ``PartInfo.nodes``) with what node choice reads of the
     partition: ``least_loaded`` (partition ``LLN=YES`` or SelectTypeParameters ``CR_LLN``: jobs
-    go to the least loaded nodes) and ``max_nodes`` (MaxNodes: a node range takes no more).
+    go to the least loaded nodes) and ``max_nodes`` (MaxNodes: a node range takes no more, nor
+    do task pods, ``_spread_tasks`` and ``_in_order``).
     ``place`` reads them from the candidates it is given, so every caller placing in such a
     partition (main pass, will-run, preemption) picks as slurmctld does without a flag passed
     through each one."""
@@ -1024,20 +1032,22 @@ class PartNodes(tuple):
         return out
 
 
-def _least_loaded(ps, pool: list[int], free: Free, weight) -> list | None:
+def _least_loaded(ps, pool: list[int], free: Free, weight, most: int | None = None) -> list | None:
     """All pods of ``ps`` as cons_tres's ``_eval_nodes_lln`` takes nodes: lowest weight first,
     then the fitting node with the most free CPUs (ties: lowest index), as many of the pods on
     it as fit, then the next. A real 22.05.8 with gpu01 holding 8 CPUs and gpu02 4 put two
     ``-c2`` jobs on idle gpu03, ``-N2 -c2`` on gpu02-03 and ``-n3 -c4`` as two tasks on gpu02
     (10 free) and one on gpu03, where best fit would have chosen gpu01."""
     order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, None, free.cpu))
-    return _in_order(ps, order, free)
+    return _in_order(ps, order, free, most)
 
 
-def _in_order(ps, order: list[int], free: Free) -> list | None:
+def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list | None:
     """The pods of ``ps`` on the fitting nodes ``order``, first first: one pod per node for a
     pod-per-node request (a node range as many as fit, ``_node_count``), else as many pods on
-    each node as fit before the next; None when they do not all fit."""
+    each node as fit before the next, on ``most`` nodes at most (the partition's MaxNodes:
+    ``_eval_nodes_busy`` and ``_eval_nodes_lln`` stop once max_nodes are taken; source, found
+    by a review); None when they do not all fit."""
     need = ps.count
     if ps.one_per_node:
         need = _node_count(ps, len(order))
@@ -1046,7 +1056,12 @@ def _in_order(ps, order: list[int], free: Free) -> list | None:
         return [pod_fits(free, i, ps) for i in order[:need]]
     out: list = []
     taken: list = []
+    nodes_left = len(order) if most is None else most
     for i in order:
+        if not nodes_left:
+            break
+        if need and pod_fits(free, i, ps) is not None:
+            nodes_left -= 1
         while need:
             pod = pod_fits(free, i, ps)
             if pod is None:
