@@ -113,7 +113,7 @@ def test_a_job_whose_first_test_fails_is_planned_now_on_the_will_run_nodes(tmp_p
     assert [nodes for jid, nodes, _b, _e in pol.resv_log[cycle] if jid == 3] == [[0, 1]]
 
 
-#: p169 (and one of p163b): GPUs per job over a fixed count and ``--ntasks-per-node`` take one
+#: p169 (and one of p163b, three of p171): GPUs per job over a fixed count and ``--ntasks-per-node`` take one
 #: run too; beside a list with a gap the run is filled (before finding 106: placed as without
 #: the option)
 FIXED_COUNTS = [
@@ -127,6 +127,12 @@ FIXED_COUNTS = [
     (H2, "-N2 -n4 --gpus-per-task=1 --contiguous", [(2, 3, 300, 3), (3, 1, 100, 1)]),
     (H2, "-N2 --gres=gpu:2 --contiguous", _on(2, 3, each=(1, 100, 2))),
     (H2, "-N2 --gpus=3 --contiguous", [(2, 1, 100, 2), (3, 1, 100, 1)]),
+    # p171 (review 154, then probed): the run's first nodes have one free GPU each, the walk
+    # meets the node count short of the GPUs, and choose_nodes' second try drops them
+    (["-w gpu01 --gres=gpu:7", "-w gpu02 --gres=gpu:7"], "-N2 --gpus=4 --contiguous", [(2, 1, 100, 3), (3, 1, 100, 1)]),
+    (["-w gpu01 --gres=gpu:7", "-w gpu02 --gres=gpu:7", "-w gpu04 -c16"], "-N2 --gpus=4 --contiguous",
+     [(1, 1, 100, 1), (2, 1, 100, 3)]),
+    (["-w gpu01 --gres=gpu:7", "-w gpu02 --gres=gpu:7"], "-N2 --gpus=4", [(2, 1, 100, 3), (3, 1, 100, 1)]),
 ]
 
 

@@ -9,7 +9,8 @@ gpu01-04 at MaxNodes=2; each job behind its holders, submitted 2 s apart. At 2f6
 partition l at MaxNodes=2 and LLN=YES) checked what a read-only review (153) found in the
 source: choose_nodes' second try once the cap makes a walk fail, task pods beside a
 ``--nodelist`` (taken from the listed node as ``_eval_nodes`` walks, capped too) and the
-least-loaded order stopping at the cap; 4 of its 10 answers agreed at 2f672e4.
+least-loaded order stopping at the cap; 4 of its 10 answers agreed at 2f672e4. Probe p171 did
+the same for review 154 (LLN beside a list, LLN's second try): 1 of its 4 answers here agreed.
 """
 from __future__ import annotations
 
@@ -91,3 +92,20 @@ def test_a_busy_first_plan_stops_at_the_cap(tmp_path):
     wl = workload("j", "-n20", 0.0, 1)
     assert place(wl, PartNodes((0, 1, 2, 3), max_nodes=2), free, busy=0b1111) is None
     assert len({p[0] for p in place(wl, PartNodes((0, 1, 2, 3), max_nodes=3), free, busy=0b1111)}) == 3
+
+
+#: probe p171 (review 154's source answers, then probed): task pods beside a list in an LLN
+#: partition (the listed nodes first, a task kept for each later one), and LLN's order tried
+#: again without the nodes of fewest free resources; gpu03-04 at Weight=5 in the second set
+LLN_LISTED = [([], "-p l -n3 -w gpu01,gpu02", [(0, 2, 200, 0), (1, 1, 100, 0)]),
+              ([], "-p l -n12 -w gpu01,gpu02", [(0, 11, 1100, 0), (1, 1, 100, 0)])]
+HEAVY_34 = [(["-w gpu01 -c12", "-w gpu02 -c12"], "-p l -n20", [(2, 16, 1600, 0), (3, 4, 400, 0)]),
+            (["-w gpu01 -c12", "-w gpu02 -c12"], "-p m -n20", [(0, 4, 400, 0), (2, 16, 1600, 0)])]
+
+
+@pytest.mark.parametrize("heavy,holders,opts,want", [(False, *c) for c in LLN_LISTED] + [(True, *c) for c in HEAVY_34],
+                         ids=[c[1] for c in LLN_LISTED + HEAVY_34])
+def test_least_loaded_orders_as_on_a_real_slurm(tmp_path, heavy, holders, opts, want):
+    conf = CONF_M.replace(f"NodeName=gpu[03-04] {NODE}", f"NodeName=gpu[03-04] {NODE} Weight=5") if heavy else CONF_M
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want

@@ -609,7 +609,7 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
 
 
 def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int] | None = None,
-                  required: tuple[int, ...] = (), most: int | None = None) -> list | None:
+                  required: tuple[int, ...] = (), most: int | None = None, order=None) -> list | None:
     """The task pods of ``ps`` (``-n T`` with no ``--nodes``), as cons_tres's ``_eval_nodes``
     takes nodes for a job of one node at least: the node with the fewest free tasks that holds
     them all (in the run of consecutive nodes chosen as for other jobs), else node after node
@@ -630,7 +630,8 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
     last of them one that holds what is left (``_eval_nodes`` passes over the others): in a
     MaxNodes=2 partition with gpu01 and gpu02 at 8 free CPUs a real 22.05.8 ran ``-n20`` as
     gpu01 8 + gpu03 12, where without the cap it took gpu01-03, and it left ``-n20`` waiting
-    where no second node held the 12 left (probe p168)."""
+    where no second node held the 12 left (probe p168). ``order`` (``eval_nodes.node_order``:
+    bf_busy_nodes' or LLN's), for task pods beside required nodes: the others in that order."""
     tasks = {}
     for i in pool:
         n = _pods_on(free, i, ps)
@@ -640,12 +641,12 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
         return None
     # (in whole tasks where memory is per CPU; GPU task pods keep whole tasks too: not probed)
     rank = None if ps.gpus or memory_per_cpu_of(ps) else {i: free.cpu_within_cap(i) // 1000 for i in tasks}
-    got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), spill=True, most=most,
+    got = pick_nodes(tasks, max(1, len(required)), ps.count, weight, list(required), order, spill=True, most=most,
                      contiguous=ps.contiguous, rank=rank, per_task=1 if rank is None else max(1, ps.cpu_m // 1000))
     if got is None and (ps.contiguous or most is not None):
         # (an uncapped walk of task pods fails only where the CPUs fall short; with a cap the
         # second try may find two nodes that hold the job: found by a review, from the source)
-        got = retry(ps, free, tasks, weight, list(required), None, total=ps.count,
+        got = retry(ps, free, tasks, weight, list(required), order, total=ps.count,
                     walk=(max(1, len(required)), {"spill": True, "most": most}), fewest=max(1, len(required)))
     if got is None:
         return None
@@ -889,8 +890,23 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     the rule of split tasks too), counting each node's free CPUs against the job's: a real
     22.05.8 with gpu01-02 at 2 free CPUs, gpu03 full and gpu04 idle ran ``-N2``, ``-N2 -c2``
     and ``-N2 --ntasks-per-node=2`` on gpu01 and gpu04 (the larger run first, though it
-    cannot hold the job, then the best fitting node of the other)."""
-    return _walked(ps, fitting_nodes(ps, pool, free), free, weight, [])
+    cannot hold the job, then the best fitting node of the other).
+
+    ``--contiguous`` beside GPUs for the whole job (``ps.spread``): the walk may meet the node
+    count on nodes whose GPUs fall short (weights, which order such nodes last, do not split
+    its runs; ``gres_sched_test`` then fails), and ``choose_nodes`` asks again without the
+    nodes of fewest free resources (found by a review, from the source: ``-N2 --gpus=4
+    --contiguous`` with gpu01 and gpu02 at one free GPU runs on gpu03-04)."""
+    fitting = fitting_nodes(ps, pool, free)
+    chosen = _walked(ps, fitting, free, weight, [])
+    if not (ps.contiguous and ps.spread and not ps.exclusive) or (
+            chosen is not None and spread(ps, chosen, free, gpus_for) is not None):
+        return chosen
+    for kept in drop_rounds(ps, free, fitting, ps.min_count or ps.count, []):
+        again = _walked(ps, kept, free, weight, [])
+        if again is not None and spread(ps, again, free, gpus_for) is not None:
+            return again
+    return None
 
 
 def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> list | None:
@@ -949,14 +965,18 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         if any(i not in fits for i in required):
             return None
         return _walked(ps, fitting, free, weight, required)
-    if not ps.one_per_node and not ps.exclusive and busy is None and not least_loaded:
+    if not ps.one_per_node and not ps.exclusive:
         # task pods: the required nodes first, each taking what it holds but a task for each
-        # later one, then (where tasks are left) the runs as ``_eval_nodes`` walks them, within
-        # the partition's MaxNodes (``most``; found by a review, from the source); with
+        # later one, then (where tasks are left) the runs as ``_eval_nodes`` walks them, or
+        # bf_busy_nodes' or LLN's order, within the partition's MaxNodes (``most``; found by
+        # reviews, then probed: p170, p171 ran ``-p l -n12 -w gpu01,gpu02`` as 11 + 1); with
         # ``--contiguous`` the run holding the required nodes, walked up from them, then down
         # (found by a review, not probed: ``-n40 --contiguous -w gpu01,gpu02`` with gpu03 held
         # waits)
-        return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most)
+        order = None
+        if busy is not None or least_loaded:
+            order = node_order(weight, busy, None if busy is not None else free.cpu)
+        return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most, order)
     out: list = []
     taken: list = []
     packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes
@@ -1003,7 +1023,7 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int, most: int | 
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
     order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, busy, None))
-    return _in_order(ps, order, free, most)
+    return _in_order_again(ps, order, free, most)
 
 
 class PartNodes(tuple):
@@ -1039,7 +1059,24 @@ def _least_loaded(ps, pool: list[int], free: Free, weight, most: int | None = No
     ``-c2`` jobs on idle gpu03, ``-N2 -c2`` on gpu02-03 and ``-n3 -c4`` as two tasks on gpu02
     (10 free) and one on gpu03, where best fit would have chosen gpu01."""
     order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, None, free.cpu))
-    return _in_order(ps, order, free, most)
+    return _in_order_again(ps, order, free, most)
+
+
+def _in_order_again(ps, order: list[int], free: Free, most: int | None) -> list | None:
+    """``_in_order``, and where task pods fail at the partition's MaxNodes (``most``),
+    ``choose_nodes``' second try: the same order without the nodes of fewest free resources
+    (``split_tasks.drop_rounds``; found by a review, from the source: in an LLN partition at
+    MaxNodes=2, with gpu03-04 at Weight=5 and gpu01-02 at 4 free CPUs, ``-n20`` runs as gpu03
+    16 + gpu04 4)."""
+    got = _in_order(ps, order, free, most)
+    if got is not None or most is None or ps.one_per_node:
+        return got
+    for kept in drop_rounds(ps, free, order, 1, []):
+        keep = set(kept)
+        got = _in_order(ps, [i for i in order if i in keep], free, most)
+        if got is not None:
+            return got
+    return None
 
 
 def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list | None:
