@@ -333,8 +333,6 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
         if contiguous and (best is None or not best_key[1]
                            or (required and sum(anchor is not None for _run, anchor, _w in runs) > 1)):
             return None  # no run holds what is left, or the required nodes lie in several
-        if best is None:
-            break
         run, anchor, _w = runs.pop(best)
         if anchor is not None:
             # from the required node up, then down (no node is passed over for its CPUs)

@@ -645,7 +645,8 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
                      contiguous=ps.contiguous, rank=rank, per_task=1 if rank is None else max(1, ps.cpu_m // 1000))
     if got is None and (ps.contiguous or most is not None):
         # (an uncapped walk of task pods fails only where the CPUs fall short; with a cap the
-        # second try may find two nodes that hold the job: found by a review, from the source)
+        # second try may find two nodes that hold the job: a real 22.05.8 ran ``-p m -n20``
+        # as gpu02 12 + gpu03 8 with gpu01 at 4 free CPUs, probe p170, found by a review)
         got = retry(ps, free, tasks, weight, list(required), order, total=ps.count,
                     walk=(max(1, len(required)), {"spill": True, "most": most}), fewest=max(1, len(required)))
     if got is None:
@@ -895,8 +896,9 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     ``--contiguous`` beside GPUs for the whole job (``ps.spread``): the walk may meet the node
     count on nodes whose GPUs fall short (weights, which order such nodes last, do not split
     its runs; ``gres_sched_test`` then fails), and ``choose_nodes`` asks again without the
-    nodes of fewest free resources (found by a review, from the source: ``-N2 --gpus=4
-    --contiguous`` with gpu01 and gpu02 at one free GPU runs on gpu03-04)."""
+    nodes of fewest free resources (found by a review, then probed: a real 22.05.8 ran ``-N2
+    --gpus=4 --contiguous`` with gpu01 and gpu02 at one free GPU as 3 + 1 on gpu03-04, probe
+    p171)."""
     fitting = fitting_nodes(ps, pool, free)
     chosen = _walked(ps, fitting, free, weight, [])
     if not (ps.contiguous and ps.spread and not ps.exclusive) or (
@@ -1065,9 +1067,9 @@ def _least_loaded(ps, pool: list[int], free: Free, weight, most: int | None = No
 def _in_order_again(ps, order: list[int], free: Free, most: int | None) -> list | None:
     """``_in_order``, and where task pods fail at the partition's MaxNodes (``most``),
     ``choose_nodes``' second try: the same order without the nodes of fewest free resources
-    (``split_tasks.drop_rounds``; found by a review, from the source: in an LLN partition at
-    MaxNodes=2, with gpu03-04 at Weight=5 and gpu01-02 at 4 free CPUs, ``-n20`` runs as gpu03
-    16 + gpu04 4)."""
+    (``split_tasks.drop_rounds``; found by a review, then probed: in an LLN partition at
+    MaxNodes=2, with gpu03-04 at Weight=5 and gpu01-02 at 4 free CPUs, a real 22.05.8 ran
+    ``-n20`` as gpu03 16 + gpu04 4, probe p171)."""
     got = _in_order(ps, order, free, most)
     if got is not None or most is None or ps.one_per_node:
         return got
@@ -1083,8 +1085,9 @@ def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list
     """The pods of ``ps`` on the fitting nodes ``order``, first first: one pod per node for a
     pod-per-node request (a node range as many as fit, ``_node_count``), else as many pods on
     each node as fit before the next, on ``most`` nodes at most (the partition's MaxNodes:
-    ``_eval_nodes_busy`` and ``_eval_nodes_lln`` stop once max_nodes are taken; source, found
-    by a review); None when they do not all fit."""
+    ``_eval_nodes_busy`` and ``_eval_nodes_lln`` stop once max_nodes are taken; a real 22.05.8
+    left ``-n20`` waiting in an LLN partition at MaxNodes=2 with every node at 8 free CPUs,
+    probe p170); None when they do not all fit."""
     need = ps.count
     if ps.one_per_node:
         need = _node_count(ps, len(order))
@@ -1097,8 +1100,7 @@ def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list
     for i in order:
         if not nodes_left:
             break
-        if need and pod_fits(free, i, ps) is not None:
-            nodes_left -= 1
+        before = need
         while need:
             pod = pod_fits(free, i, ps)
             if pod is None:
@@ -1108,6 +1110,8 @@ def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list
             free.take(pods)
             taken.extend(pods)
             need -= len(pods)
+        if need < before:
+            nodes_left -= 1
         if not need:
             break
     free.give(taken)
