@@ -160,7 +160,7 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
             shares.offer(i)
         return shares.answer()
     sizes = tasks if rank is None else rank  # (the same nodes; runs sized in CPUs with ``rank``)
-    runs = _contiguous_runs(sizes, weight, required) if contiguous else _runs(sizes, weight, required)
+    runs = _runs(sizes, weight, required, contiguous)
     while runs and not shares.done:
         left, left_nodes, least_left = shares.left, shares.left_nodes, shares.least_left
         best_k = -1
@@ -200,44 +200,16 @@ def pick_nodes(tasks: dict[int, int], nodes: int, total: int, weight, required: 
     return shares.answer()
 
 
-def _runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
+def _runs(tasks: dict[int, int], weight, required: list[int], contiguous: bool = False) -> list[tuple]:
     """(run, its tasks, its nodes, its weight, its first required node or None) for each run
     of ``consec_runs`` over the nodes of ``tasks``; the run, its tasks and its nodes leave the
     required ones out (they are taken first)."""
     return [(nodes, sum(tasks[i] for i in nodes), len(nodes), w, anchor)
-            for nodes, anchor, w in consec_runs(sorted(tasks), weight, set(required))]
+            for nodes, anchor, w in consec_runs(sorted(tasks), weight, set(required), contiguous)]
 
 
-def _contiguous_runs(tasks: dict[int, int], weight, required: list[int]) -> list[tuple]:
-    """``_runs`` for ``--contiguous`` (``contiguous_runs``)."""
-    return [(nodes, sum(tasks[i] for i in nodes), len(nodes), w, anchor)
-            for nodes, anchor, w in contiguous_runs(sorted(tasks), weight, set(required))]
-
-
-def contiguous_runs(usable: list[int], weight, required: set[int]) -> list[tuple[list[int], int | None, int]]:
-    """``consec_runs`` for ``--contiguous``: runs end only where a node is not usable, whatever
-    the weights; a run weighs what its last node that is not required weighs (``_eval_nodes``
-    records each added node's weight); a run of required nodes alone is dropped."""
-    out: list[tuple[list[int], int | None, int]] = []
-    nodes: list[int] = []
-    anchor: int | None = None
-    prev = -2
-    for i in [*usable, None]:
-        if i is None or i != prev + 1:
-            if nodes:
-                out.append((nodes, anchor, weight[nodes[-1]]))
-            nodes, anchor = [], None
-            if i is None:
-                break
-        if i in required:
-            anchor = i if anchor is None else anchor
-        else:
-            nodes.append(i)
-        prev = i
-    return out
-
-
-def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[list[int], int | None, int]]:
+def consec_runs(usable: list[int], weight, required: set[int],
+                contiguous: bool = False) -> list[tuple[list[int], int | None, int]]:
     """The runs of consecutive nodes ``_eval_nodes`` builds from the ``usable`` ones (in index
     order), as (its nodes that are not ``required``, its first required node or None, its
     weight), as the 22.05.8 source reads. A node that is not usable ends a run. A node whose
@@ -245,7 +217,9 @@ def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[lis
     has a weight no node has (0, as allocated) until a node that is not required sets it, so a
     required node at its start loses its mark to the next node (the record is re-used). A required node of the
     run's weight marks the run where no earlier required node did, but neither counts in it
-    nor sets its weight; a run of required nodes alone is dropped."""
+    nor sets its weight; a run of required nodes alone is dropped. ``contiguous``
+    (``--contiguous``): weights end no run, and a run weighs what its last node that is not
+    required weighs (``_eval_nodes`` records each added node's weight)."""
     out: list[tuple[list[int], int | None, int]] = []
     nodes: list[int] = []
     anchor: int | None = None
@@ -258,7 +232,7 @@ def consec_runs(usable: list[int], weight, required: set[int]) -> list[tuple[lis
                 nodes = []
             anchor = w_run = None
         w = weight[i]
-        if w_run is not None and w != w_run:
+        if not contiguous and w_run is not None and w != w_run:
             if nodes:
                 out.append((nodes, anchor, w_run))
                 nodes, w_run = [], -1  # (the next record's weight: 0 as allocated, which no

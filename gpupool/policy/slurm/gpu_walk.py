@@ -147,7 +147,7 @@ from dataclasses import replace
 
 from gpupool.model.workload import GANG_MIN, Workload
 from gpupool.policy.slurm import jobinfo
-from gpupool.policy.slurm.eval_nodes import beats, consec_runs, contiguous_runs
+from gpupool.policy.slurm.eval_nodes import beats, consec_runs
 from gpupool.policy.slurm.min_nodes import per_node_pods, pod_tasks
 
 
@@ -290,7 +290,7 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
     gpu03-04; probe p158).
 
     ``--contiguous`` (``ps.contiguous``): runs end only at nodes that do not fit, each weighing
-    what its last node weighs (``eval_nodes.contiguous_runs``); beside required nodes only the
+    what its last node weighs (``eval_nodes.consec_runs``); beside required nodes only the
     run holding them counts, and they must lie in one; a run that holds what is left replaces
     the best so far where that one does not, and the walk ends, taking nothing more, where the
     best run does not hold what is left (``_eval_nodes``). So one run gives all the nodes: a
@@ -312,7 +312,7 @@ def walk(ps, fitting: list[int], offer: dict[int, int], cpus: dict[int, int], we
     if most < 0:
         return None
     contiguous = ps.contiguous
-    runs = (contiguous_runs if contiguous else consec_runs)(fitting, weight, set(required))
+    runs = consec_runs(fitting, weight, set(required), contiguous)
     # a run has nodes enough where it holds the nodes still needed less the range's spare
     # (``_enough_nodes`` with req_nodes the most nodes: a ``--nodes=A-B`` walk's first node may
     # come from a run of one; probe p110, ``-N2-4 --gpus=3`` on gpu01 and gpu03)

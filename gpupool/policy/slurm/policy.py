@@ -41,7 +41,7 @@ from gpupool.policy.slurm.fairshare import UsageTree, classic
 from gpupool.policy.slurm.jobinfo import account_chain, contiguous, gpu_tres, job_req, raised_least, stored_node_counts
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes
 from gpupool.policy.slurm.running import RunningIndex
-from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory
+from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory, whole_allowance
 from gpupool.policy.slurm.tres import alloc_counts, tracked_gpu_keys, tres_billing
 
 _OPTIONS = {"record", "epoch", "backfill_at", "backfill_cut", "main_at", "main_seen", "start_stamps"}
@@ -371,9 +371,7 @@ class Cycle:
                      if jid in pending and any(ps.exclusive for ps in pending[jid].wl.pod_sets) for p in pl)
         free = Free(nodes, self.free)
         free.cpu = list(nodes.cpu_total)
-        free.caps = None  # (no partition's cores held either: its MaxCPUsPerNode whole)
-        if info.max_cpus_per_node is not None:
-            free.caps = {info.name: [info.max_cpus_per_node * 1000 // st * st for st in nodes.cpu_step]}
+        free.caps = whole_allowance(nodes, info)  # (no partition's cores held either)
         where = (info.node_set if usable is None else usable) - whole
         return place(job.wl, info.nodes, free, where) is not None
 

@@ -19,7 +19,7 @@ from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
 from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
-from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, drop_rounds, retry, split_nodes,
+from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, retry, second_try, split_nodes,
                                              tasks_fit, tasks_memory, walk_listed)
 from gpupool.policy.slurm.gpu_walk import tasks_walk, walk, walk_ordered
 from gpupool.policy.slurm.spread_gpus import gpus_paid, spread
@@ -123,11 +123,16 @@ def empty_state(nodes: NodeTable, info) -> Free:
     empty.gpus = list(nodes.gpu_total)
     empty.cpu = list(nodes.cpu_total)
     empty.mem = list(nodes.mem_total)
-    empty.cap, empty.cap_of, empty.caps = None, {}, None
-    if info.max_cpus_per_node is not None:
-        step = nodes.cpu_step  # in whole cores, as ``_cap_partitions``
-        empty.caps = {info.name: [info.max_cpus_per_node * 1000 // s * s for s in step]}
+    empty.cap, empty.cap_of, empty.caps = None, {}, whole_allowance(nodes, info)
     return empty
+
+
+def whole_allowance(nodes: NodeTable, info) -> dict[str, list[int]] | None:
+    """``Free.caps`` for partition ``info`` with none of its MaxCPUsPerNode used (in whole
+    cores, as ``Cycle._cap_partitions``), or None where it has no such cap."""
+    if info.max_cpus_per_node is None:
+        return None
+    return {info.name: [info.max_cpus_per_node * 1000 // s * s for s in nodes.cpu_step]}
 
 
 def gpus_for(free: Free, i: int, ps) -> int | None:
@@ -594,10 +599,8 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
             # weighing less that does not hold the job may go (a real 22.05.8 ran ``--gpus=12
             # --contiguous`` on gpu01-02 with gpu02 at Weight=2, gpu03 full and gpu04 at 8
             # free CPUs; probe p167e)
-            for kept in drop_rounds(ps, free, fitting, ps.min_count or 1, required):
-                nodes = walk(ps, kept, offer, cpus, weight, need_cpus, required)
-                if nodes is not None:
-                    break
+            nodes = second_try(ps, free, fitting, ps.min_count or 1, required,
+                               lambda kept: walk(ps, kept, offer, cpus, weight, need_cpus, required))
     if nodes is None:
         return None
     if whole:
@@ -904,11 +907,9 @@ def _multi_node(ps, pool: list[int], free: Free, weight) -> list | None:
     if not (ps.contiguous and ps.spread and not ps.exclusive) or (
             chosen is not None and spread(ps, chosen, free, gpus_for) is not None):
         return chosen
-    for kept in drop_rounds(ps, free, fitting, ps.min_count or ps.count, []):
-        again = _walked(ps, kept, free, weight, [])
-        if again is not None and spread(ps, again, free, gpus_for) is not None:
-            return again
-    return None
+    return second_try(ps, free, fitting, ps.min_count or ps.count, [], lambda kept: (
+        again if (again := _walked(ps, kept, free, weight, [])) is not None
+        and spread(ps, again, free, gpus_for) is not None else None))
 
 
 def _walked(ps, fitting: list[int], free: Free, weight, required: list[int]) -> list | None:
@@ -1067,18 +1068,17 @@ def _least_loaded(ps, pool: list[int], free: Free, weight, most: int | None = No
 def _in_order_again(ps, order: list[int], free: Free, most: int | None) -> list | None:
     """``_in_order``, and where task pods fail at the partition's MaxNodes (``most``),
     ``choose_nodes``' second try: the same order without the nodes of fewest free resources
-    (``split_tasks.drop_rounds``; found by a review, then probed: in an LLN partition at
+    (``split_tasks.second_try``; found by a review, then probed: in an LLN partition at
     MaxNodes=2, with gpu03-04 at Weight=5 and gpu01-02 at 4 free CPUs, a real 22.05.8 ran
     ``-n20`` as gpu03 16 + gpu04 4, probe p171)."""
     got = _in_order(ps, order, free, most)
     if got is not None or most is None or ps.one_per_node:
         return got
-    for kept in drop_rounds(ps, free, order, 1, []):
+    def in_order_of(kept: list[int]) -> list | None:
         keep = set(kept)
-        got = _in_order(ps, [i for i in order if i in keep], free, most)
-        if got is not None:
-            return got
-    return None
+        return _in_order(ps, [i for i in order if i in keep], free, most)
+
+    return second_try(ps, free, order, 1, [], in_order_of)
 
 
 def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list | None:

@@ -368,9 +368,17 @@ def retry(ps: PodSet, free, tasks: dict[int, int], weight, required: list[int], 
     if fewest is None:
         fewest = ps.count if ps.min_count is None else ps.min_count  # (choose_nodes' min_nodes)
     nodes, walk_args = _range_walk(ps) if walk is None else walk
-    for kept in drop_rounds(ps, free, list(tasks), fewest, required):
-        got = pick_nodes({i: tasks[i] for i in kept}, nodes, ps.split_tasks if total is None else total, weight,
-                         required, order, keep, whole=whole, floor=floor, contiguous=ps.contiguous, **walk_args)
+    total = ps.split_tasks if total is None else total
+    return second_try(ps, free, list(tasks), fewest, required, lambda kept: pick_nodes(
+        {i: tasks[i] for i in kept}, nodes, total, weight, required, order, keep, whole=whole, floor=floor,
+        contiguous=ps.contiguous, **walk_args))
+
+
+def second_try(ps: PodSet, free, nodes: list[int], fewest: int, required, attempt):
+    """``choose_nodes``' second chance for any walk: ``attempt(kept)`` over each node set of
+    ``drop_rounds`` in turn; its first answer that is not None, else None."""
+    for kept in drop_rounds(ps, free, nodes, fewest, required):
+        got = attempt(kept)
         if got is not None:
             return got
     return None
