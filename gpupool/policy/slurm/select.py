@@ -17,7 +17,7 @@ from dataclasses import replace
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
+from gpupool.policy.slurm.eval_nodes import least_loaded_order, node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, retry, second_try, split_nodes,
                                              tasks_fit, tasks_memory, walk_listed)
@@ -249,7 +249,8 @@ def place(wl, cand: tuple[int, ...], free: Free, usable=None, eligible: list[int
     cons_tres uses for a later start under SchedulerParameters=bf_busy_nodes: within each
     weight, the fitting nodes busy now in index order, then the idle ones in index order, with
     no best fit (``_busy_first``). Otherwise, where ``cand`` is a ``PartNodes`` of a
-    least-loaded partition, the nodes with the most free CPUs come first (``_least_loaded``).
+    least-loaded partition, the nodes with the largest share of their CPUs free come first
+    (``_least_loaded``).
     In a partition with MaxCPUsPerNode (``cand.cap_part``) a pod also needs what the partition's
     jobs may still take on the node (``Free.caps``).
     """
@@ -588,9 +589,9 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
     else:
         cpus = {i: free.cpu_within_cap(i) // 1000 for i in fitting}
     if busy is not None:
-        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, busy, None)), offer, cpus, need_cpus, required)
+        nodes = walk_ordered(ps, node_order(weight, busy, None)(fitting), offer, cpus, need_cpus, required)
     elif least_loaded:
-        nodes = walk_ordered(ps, sorted(fitting, key=node_order(weight, None, free.cpu)), offer, cpus, need_cpus,
+        nodes = walk_ordered(ps, least_loaded_order(fitting, weight, free.cpu, free.nodes.cpu_total), offer, cpus, need_cpus,
                              required)
     else:
         nodes = walk(ps, fitting, offer, cpus, weight, need_cpus, required)
@@ -978,7 +979,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         # waits)
         order = None
         if busy is not None or least_loaded:
-            order = node_order(weight, busy, None if busy is not None else free.cpu)
+            order = node_order(weight, busy, None if busy is not None else free.cpu, free.nodes.cpu_total)
         return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most, order)
     out: list = []
     taken: list = []
@@ -1025,8 +1026,7 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int, most: int | 
     fitting nodes busy now, then the idle ones, each in index order; a node takes as many of
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
-    order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, busy, None))
-    return _in_order_again(ps, order, free, most)
+    return _in_order_again(ps, node_order(weight, busy, None), fitting_nodes(ps, pool, free), free, most)
 
 
 class PartNodes(tuple):
@@ -1057,26 +1057,28 @@ class PartNodes(tuple):
 
 def _least_loaded(ps, pool: list[int], free: Free, weight, most: int | None = None) -> list | None:
     """All pods of ``ps`` as cons_tres's ``_eval_nodes_lln`` takes nodes: lowest weight first,
-    then the fitting node with the most free CPUs (ties: lowest index), as many of the pods on
-    it as fit, then the next. A real 22.05.8 with gpu01 holding 8 CPUs and gpu02 4 put two
+    then the fitting node with the largest share of its CPUs free (ties: lowest index; with its
+    search's shortcut, ``eval_nodes.least_loaded_order``), as many of the pods on it as fit,
+    then the next. A real 22.05.8 with gpu01 holding 8 CPUs and gpu02 4 put two
     ``-c2`` jobs on idle gpu03, ``-N2 -c2`` on gpu02-03 and ``-n3 -c4`` as two tasks on gpu02
     (10 free) and one on gpu03, where best fit would have chosen gpu01."""
-    order = sorted(fitting_nodes(ps, pool, free), key=node_order(weight, None, free.cpu))
-    return _in_order_again(ps, order, free, most)
+    arrange = node_order(weight, None, free.cpu, free.nodes.cpu_total)
+    return _in_order_again(ps, arrange, fitting_nodes(ps, pool, free), free, most)
 
 
-def _in_order_again(ps, order: list[int], free: Free, most: int | None) -> list | None:
+def _in_order_again(ps, arrange, fitting: list[int], free: Free, most: int | None) -> list | None:
     """``_in_order``, and where task pods fail at the partition's MaxNodes (``most``),
     ``choose_nodes``' second try: the same order without the nodes of fewest free resources
     (``split_tasks.second_try``; found by a review, then probed: in an LLN partition at
     MaxNodes=2, with gpu03-04 at Weight=5 and gpu01-02 at 4 free CPUs, a real 22.05.8 ran
     ``-n20`` as gpu03 16 + gpu04 4, probe p171)."""
+    order = arrange(fitting)
     got = _in_order(ps, order, free, most)
     if got is not None or most is None or ps.one_per_node:
         return got
     def in_order_of(kept: list[int]) -> list | None:
         keep = set(kept)
-        return _in_order(ps, [i for i in order if i in keep], free, most)
+        return _in_order(ps, arrange([i for i in fitting if i in keep]), free, most)
 
     return second_try(ps, free, order, 1, [], in_order_of)
 

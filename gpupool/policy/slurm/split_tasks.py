@@ -19,8 +19,9 @@ Seen on a real 22.05.8 (four 16-core nodes, CR_Core_Memory; docs/differential.md
   nodes above them go next, then those below: ``-N2 -n6 -w gpu02`` ran as gpu02 5 + gpu03 1,
   ``-N2 -n20 -w gpu04`` gpu03 4 + gpu04 16, but with gpu04 the tighter run ``-N2 -n6 -w gpu01``
   as gpu01 5 + gpu04 1;
-- in an LLN partition the nodes with the most free CPUs come first, in the same way: with
-  16, 12 and 8 free, ``-N2 -n20`` ran as 16 + 4 and ``-N3 -n6`` as 4 + 1 + 1;
+- in an LLN partition the least loaded nodes come first, in the same way: with 16, 12 and 8
+  free of 16 each, ``-N2 -n20`` ran as 16 + 4 and ``-N3 -n6`` as 4 + 1 + 1 (on nodes of
+  unequal sizes, the largest share of CPUs free: ``eval_nodes.least_loaded_order``);
 - with ``--gpus-per-task`` the GPUs follow the tasks and cap them (``-N2 -n6
   --gpus-per-task=1`` 5 + 1 GPUs, ``-N2 -n10`` 8 + 2 on 8-GPU nodes); nodes offering the job
   fewer GPUs weigh more (``near_gpus``, finding 52): with 2 free on gpu01, ``-N2 -n6
@@ -72,12 +73,12 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     or None when they do not fit; ``free`` is not changed. ``busy`` (bf_busy_nodes' nodes
     busy now, for a later start) and ``least_loaded`` (an LLN partition) order the nodes as
     for other jobs (``eval_nodes.node_order``): within each weight the busy nodes
-    first, or the nodes with the most free CPUs first (a real 22.05.8 in an LLN partition ran
+    first, or the least loaded first (``eval_nodes.least_loaded_order``; a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
     if ps.exclusive:
         return _whole_nodes(ps, pool, free, weight, required, node_order(weight, busy, None))
     if ps.split_min_cpus and not free.nodes.threaded:
-        return split_cpus(ps, pool, free, weight, required, node_order(weight, busy, free.cpu if least_loaded else None))
+        return split_cpus(ps, pool, free, weight, required, node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total))
     offers = _offers(ps, pool, free, required, weight, busy, least_loaded)
     if offers is None:
         return None
@@ -129,7 +130,7 @@ def _offers(ps: PodSet, pool: list[int], free, required: list[int], weight, busy
     tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
-    return tasks, node_order(weight, busy, free.cpu if least_loaded else None), kept_per_node(ps, tasks, free.nodes)
+    return tasks, node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total), kept_per_node(ps, tasks, free.nodes)
 
 
 def _pods_of(ps: PodSet, got: list[tuple[int, int]], free) -> list:
