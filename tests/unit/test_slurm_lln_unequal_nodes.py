@@ -3,11 +3,12 @@
 free, not the most free CPUs, and its search stops early at a node with as many free CPUs as
 the node taken before it (``eval_nodes.least_loaded_order``).
 
-Every expectation in the tables is what a real 22.05.8 did (probes p172 and p172b, 2026-12-07)
+Every expectation in the tables is what a real 22.05.8 did (probes p172, p172b and p172c, 2026-12-07)
 on probe p162's pool with gpu02 and gpu04 at 32 CPUs (gpu01 and gpu03 at 16; CR_Core_Memory,
 DefMemPerCPU=100), partition l over gpu01-04 with LLN=YES, l2 the same at MaxNodes=2; each job
 behind its holders, submitted 2 s apart. At bd0ccd6, which ordered by free CPUs, 4 of p172's 11
-answers agreed.
+answers agreed; a read-only review (156) found p172c's cases in the source, of which 3 of 7
+agreed at 46c857a.
 """
 from __future__ import annotations
 
@@ -54,10 +55,33 @@ def test_least_loaded_nodes_of_unequal_sizes_as_on_a_real_slurm(tmp_path, holder
     assert _outcome(engine.jobs[len(holders) + 1]) == want
 
 
+#: review 156's cases, then probed (p172c): 16 of 16, 16 of 32, 12 of 16 and 4 of 32 CPUs free
+H = ["-w gpu02 -c16", "-w gpu03 -c4", "-w gpu04 -c28"]
+REVIEWED = [
+    # a listed node is taken first and left out of the search for the rest: after gpu01 the
+    # largest share is gpu03's (gpupool took gpu02, whose 16 free matched gpu01's)
+    (H, "-p l --gpus=12 -w gpu01", [(0, 1, 100, 8), (2, 1, 100, 4)]),
+    (H, "-p l -n2 --gpus=12 -w gpu01", [(0, 1, 100, 8), (2, 1, 100, 4)]),
+    (H, "-p l -n20 --gres=gpu:1 -w gpu01", [(0, 16, 1600, 1), (2, 4, 400, 1)]),
+    # an exclusive node range in an LLN partition: idle nodes by index (p: the run that holds it)
+    (["-w gpu02 -c1"], "-p l -N1-2 -n20 --exclusive", [(0, 16, 1600, 8), (2, 16, 1600, 8)]),
+    (["-w gpu02 -c1"], "-p p -N1-2 -n20 --exclusive", [(2, 16, 1600, 8), (3, 32, 3200, 8)]),
+    # exclusive task pods beside a list: the listed node, then the first idle one
+    (["-w gpu01 -c1"], "-p l -n40 --exclusive -w gpu04", [(1, 32, 3200, 8), (3, 32, 3200, 8)]),
+    (["-w gpu01 -c1"], "-p l -n40 --exclusive", [(1, 32, 3200, 8), (2, 16, 1600, 8)]),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", REVIEWED, ids=[f"{c[1]} behind {c[0]}" for c in REVIEWED])
+def test_the_reviews_cases_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_HET), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
 def test_equal_sizes_order_by_free_cpus_then_index():
     weight = [1, 1, 1, 1]
     assert least_loaded_order([0, 1, 2, 3], weight, [4, 8, 8, 2], [16, 16, 16, 16]) == [1, 2, 0, 3]
-    assert least_loaded_order([3, 2, 1, 0], weight, [4, 8, 8, 2], None) == [1, 2, 0, 3]
+    assert least_loaded_order([3, 2, 1, 0], weight, [4, 8, 8, 2], [32, 32, 32, 32]) == [1, 2, 0, 3]
 
 
 def test_the_share_of_cpus_free_decides_and_the_search_stops_at_an_equal_count():
@@ -92,5 +116,5 @@ def test_the_order_is_made_over_the_nodes_given():
 
 
 def test_busy_nodes_come_first_within_a_weight():
-    arrange = node_order([1, 1, 2, 1], 0b0110, None)
+    arrange = node_order([1, 1, 2, 1], 0b0110, None, [16, 16, 16, 16])
     assert arrange([3, 2, 1, 0]) == [1, 0, 3, 2]

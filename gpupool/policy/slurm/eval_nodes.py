@@ -84,7 +84,7 @@ def beats(w, ok: bool, size: int, best_w, best_ok: bool, best_size: int) -> bool
                                            or (not ok and size > best_size)))
 
 
-def node_order(weight, busy: int | None, cpu: list[int] | None, total: list[int] | None = None):
+def node_order(weight, busy: int | None, cpu: list[int] | None, total: list[int]):
     """How cons_tres's other walks arrange the nodes they may take (a function of those nodes
     giving them in the order taken), or None for the walk over runs: bf_busy_nodes' later
     starts (``_eval_nodes_busy``: within each weight the nodes busy now first, then by index)
@@ -97,7 +97,7 @@ def node_order(weight, busy: int | None, cpu: list[int] | None, total: list[int]
     return None
 
 
-def least_loaded_order(nodes, weight, cpu: list[int], total: list[int] | None) -> list[int]:
+def least_loaded_order(nodes, weight, cpu: list[int], total: list[int]) -> list[int]:
     """``nodes`` in the order ``_eval_nodes_lln`` takes them: per weight, lowest first, the
     node with the largest share of its CPUs free, the first in index order among equals, each
     search stopping early at a node with as many free CPUs as the node taken before it (in the
@@ -108,7 +108,7 @@ def least_loaded_order(nodes, weight, cpu: list[int], total: list[int] | None) -
     shortcut), not on gpu03. Where every node has as many CPUs the order is the most free CPUs
     first, then by index, which the shortcut does not change."""
     nodes = list(nodes)
-    if total is None or len({total[i] for i in nodes}) <= 1:
+    if len({total[i] for i in nodes}) <= 1:
         return sorted(nodes, key=lambda i: (weight[i], -cpu[i], i))
     out: list[int] = []
     by_weight: dict = {}

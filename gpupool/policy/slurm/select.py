@@ -17,7 +17,7 @@ from dataclasses import replace
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.eval_nodes import least_loaded_order, node_order, pick_nodes
+from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
 from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, retry, second_try, split_nodes,
                                              tasks_fit, tasks_memory, walk_listed)
@@ -340,7 +340,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             pod = _one_node(ps, nodes_for, free, weight)
             chosen = None if pod is None else (pod,)
         elif ps.exclusive:
-            chosen = _task_pods(ps, nodes_for, free, weight)
+            chosen = _exclusive_tasks(ps, nodes_for, free, weight, max_nodes)
         else:
             chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order, most=max_nodes)
         if chosen is None:
@@ -588,11 +588,13 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         need_cpus = ps.split_tasks * cpt
     else:
         cpus = {i: free.cpu_within_cap(i) // 1000 for i in fitting}
-    if busy is not None:
-        nodes = walk_ordered(ps, node_order(weight, busy, None)(fitting), offer, cpus, need_cpus, required)
-    elif least_loaded:
-        nodes = walk_ordered(ps, least_loaded_order(fitting, weight, free.cpu, free.nodes.cpu_total), offer, cpus, need_cpus,
-                             required)
+    if busy is not None or least_loaded:
+        # the required nodes are taken first and left out of the search that orders the rest
+        # (``_eval_nodes_lln`` clears them from its map: one of them would otherwise be the
+        # count its shortcut stops at; found by a review)
+        arrange = node_order(weight, busy, None if busy is not None else free.cpu, free.nodes.cpu_total)
+        others = arrange([i for i in fitting if i not in required]) if required else arrange(fitting)
+        nodes = walk_ordered(ps, others, offer, cpus, need_cpus, required)
     else:
         nodes = walk(ps, fitting, offer, cpus, weight, need_cpus, required)
         if nodes is None and ps.contiguous:
@@ -718,6 +720,32 @@ def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None
         left -= len(pods)
     free.give(out)
     return out
+
+
+def _exclusive_tasks(ps, pool: list[int], free: Free, weight, most: int | None = None) -> list | None:
+    """The task pods of exclusive ``ps`` (``-n T --exclusive``, no ``--nodes``) on whole idle
+    nodes as ``_eval_nodes`` takes them for the tasks: runs of consecutive idle nodes compared
+    as for other jobs, each node taken giving all it holds (``pick_nodes`` with ``whole``), no
+    more nodes than the partition's MaxNodes (``most``), choose_nodes' second try where that
+    cap fails. A real 22.05.8 with gpu02 of four 16-core nodes held ran ``-n20 --exclusive``
+    on gpu03-04, the run that holds it, not on gpu01 and gpu03, and ``-n12 --exclusive`` on
+    gpu01, the smaller run that does (probes p173 and p173b). The tasks go to the nodes in the
+    order taken, each holding as many as its whole node does (``_packed``)."""
+    pods = {i: pod for i in pool if (pod := pod_fits(free, i, ps)) is not None}
+    tasks = {i: _tasks_on(free.nodes, i, ps, free.mem[i]) for i in pods}
+    got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True, whole=True, most=most)
+    if got is None and most is not None:
+        got = retry(ps, free, tasks, weight, [], None, whole=True, total=ps.count,
+                    walk=(1, {"spill": True, "most": most}), fewest=1)
+    if got is None:
+        return None
+    out: list = []
+    for i, _n in got:
+        left = ps.count - len(out)
+        if left <= 0:
+            break
+        out.extend(_packed(ps, free, pods[i], left))
+    return out if len(out) == ps.count else None
 
 
 def _packed(ps, free: Free, pod, most: int) -> list:
@@ -983,7 +1011,6 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most, order)
     out: list = []
     taken: list = []
-    packs = ps.exclusive and not ps.one_per_node  # an exclusive job's tasks share its nodes
     for k, i in enumerate(required):
         pod = pod_fits(free, i, ps)
         if pod is None:
@@ -1008,9 +1035,16 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
                 more = _least_loaded(sub, others, free, weight)
             if more is None and not least:
                 more = []
-        elif least_loaded and not packs:  # the rest on the least loaded nodes, required ones too
-            more = _least_loaded(replace(ps, count=rest, min_count=None), pool, free, weight)
-        else:
+        elif busy is not None or least_loaded:
+            # exclusive task pods (non-exclusive ones were placed above): the other nodes in
+            # bf_busy_nodes' or LLN's order (a real 22.05.8 ran ``-p l -n40 --exclusive -w
+            # gpu04`` with gpu01 held as gpu04 + gpu02, the first idle node; probe p172c,
+            # found by a review)
+            sub = replace(ps, count=rest, min_count=None)
+            others = [i for i in pool if i not in required]
+            more = (_busy_first(sub, others, free, weight, busy) if busy is not None
+                    else _least_loaded(sub, others, free, weight))
+        else:  # (exclusive task pods: the listed nodes first, then by weight, free CPUs, index; not probed)
             more = _task_pods(ps, pool, free, weight, rest, required)
         if more is None:
             free.give(taken)
@@ -1026,7 +1060,8 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int, most: int | 
     fitting nodes busy now, then the idle ones, each in index order; a node takes as many of
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
-    return _in_order_again(ps, node_order(weight, busy, None), fitting_nodes(ps, pool, free), free, most)
+    arrange = node_order(weight, busy, None, free.nodes.cpu_total)
+    return _in_order_again(ps, arrange, fitting_nodes(ps, pool, free), free, most)
 
 
 class PartNodes(tuple):

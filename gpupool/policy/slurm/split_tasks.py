@@ -76,9 +76,12 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     first, or the least loaded first (``eval_nodes.least_loaded_order``; a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
     if ps.exclusive:
-        return _whole_nodes(ps, pool, free, weight, required, node_order(weight, busy, None))
+        # (an LLN partition's order too: idle nodes, so by weight, then index; found by a review)
+        return _whole_nodes(ps, pool, free, weight, required,
+                            node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total))
     if ps.split_min_cpus and not free.nodes.threaded:
-        return split_cpus(ps, pool, free, weight, required, node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total))
+        order = node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total)
+        return split_cpus(ps, pool, free, weight, required, order)
     offers = _offers(ps, pool, free, required, weight, busy, least_loaded)
     if offers is None:
         return None
@@ -130,7 +133,8 @@ def _offers(ps: PodSet, pool: list[int], free, required: list[int], weight, busy
     tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
-    return tasks, node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total), kept_per_node(ps, tasks, free.nodes)
+    order = node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total)
+    return tasks, order, kept_per_node(ps, tasks, free.nodes)
 
 
 def _pods_of(ps: PodSet, got: list[tuple[int, int]], free) -> list:

@@ -1,0 +1,69 @@
+"""Exclusive task pods (``-n T --exclusive`` with no ``--nodes``; docs/differential.md, finding
+109): ``_eval_nodes`` takes whole idle nodes for the tasks as it takes nodes for other jobs,
+runs of consecutive nodes first, within the partition's MaxNodes (``select._exclusive_tasks``).
+
+Every expectation is what a real 22.05.8 did (probes p173 and p173b, 2026-12-07) on probe
+p162's pool (four 16-core 8-GPU 64000 MB nodes, CR_Core_Memory, DefMemPerCPU=100) with
+partitions m over gpu01-04 at MaxNodes=2 and l the same with LLN=YES; each job behind its
+holders, submitted 2 s apart. At 46c857a, which took idle nodes in index order, each table's
+figure below agreed.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.sbatch_plans import run_spaced, slurm_pool
+from tests.unit.test_slurm_contiguous import CONF, _outcome
+
+CONF_M = (CONF.format(w="") + "PartitionName=m Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 State=UP\n"
+          + "PartitionName=l Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 LLN=YES State=UP\n")
+EX = "--exclusive"
+NOT_AVAILABLE = ("REJECTED", "Requested node configuration is not available")
+
+
+def _whole(*nodes: int, mem: int = 1600) -> list:
+    return [(n, 16, mem, 8) for n in nodes]
+
+
+#: p173b, partition p: 6 of 8 agreed at 46c857a
+NO_CAP = [
+    # gpu02 held: the run gpu03-04 holds the 20 tasks, gpu01 alone does not
+    (["-w gpu02 -c1"], "-n20 " + EX, _whole(2, 3)),
+    (["-w gpu02 -c1"], "-n20 --mem=100 " + EX, _whole(2, 3, mem=100)),
+    # both runs hold 12: the smaller one
+    (["-w gpu02 -c1"], "-n12 " + EX, _whole(0)),
+    (["-w gpu03 -c1"], "-n20 " + EX, _whole(0, 1)),
+    (["-w gpu02 -c1"], "-n20 --gres=gpu:1 " + EX, _whole(2, 3)),
+    (["-w gpu02 -c1"], "-n40 " + EX, _whole(0, 2, 3)),
+    (["-w gpu01 -c1", "-w gpu03 -c1"], "-n20 " + EX, _whole(1, 3)),
+    (["-w gpu02 -c1"], "-n20 -c2 " + EX, _whole(0, 2, 3)),
+]
+
+#: p173, partitions m and l (MaxNodes=2): 9 of 10 agreed at 46c857a
+CAPPED = [
+    ([], "-p m -n20 " + EX, _whole(0, 1)),
+    ([], "-p m -n40 " + EX, NOT_AVAILABLE),
+    ([], "-p m -n33 " + EX, NOT_AVAILABLE),
+    (["-w gpu01 -c8", "-w gpu02 -c8"], "-p m -n20 " + EX, _whole(2, 3)),
+    (["-w gpu02 -c1"], "-p m -n20 " + EX, _whole(2, 3)),
+    (["-w gpu02 -c1", "-w gpu03 -c1"], "-p m -n20 " + EX, _whole(0, 3)),
+    (["-w gpu02 -c1"], "-p l -n20 " + EX, _whole(0, 2)),  # (LLN: idle nodes by index)
+    ([], "-p m -n17 -c2 " + EX, NOT_AVAILABLE),
+    ([], "-n40 " + EX, _whole(0, 1, 2)),
+    ([], "-p m -n20 --mem=100 " + EX, _whole(0, 1, mem=100)),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", NO_CAP + CAPPED, ids=[f"{c[1]} behind {c[0]}" for c in NO_CAP + CAPPED])
+def test_exclusive_task_pods_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_the_tasks_fill_the_nodes_in_the_order_taken(tmp_path):
+    """Each whole node holds as many of the tasks as it has room for, the node taken first
+    first: ``-n20 --exclusive`` on gpu03-04 is 16 tasks on gpu03 and 4 on gpu04 (the pods
+    after a node's first hold no CPUs of their own)."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), ["-w gpu02 -c1", "-n20 " + EX], 2.0, 8.0)
+    pods = engine.jobs[2].placement
+    assert [p[0] for p in pods].count(2) == 16 and [p[0] for p in pods].count(3) == 4
