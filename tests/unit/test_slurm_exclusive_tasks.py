@@ -67,3 +67,38 @@ def test_the_tasks_fill_the_nodes_in_the_order_taken(tmp_path):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), ["-w gpu02 -c1", "-n20 " + EX], 2.0, 8.0)
     pods = engine.jobs[2].placement
     assert [p[0] for p in pods].count(2) == 16 and [p[0] for p in pods].count(3) == 4
+
+
+CONF_C = CONF_M + "PartitionName=c Nodes=gpu[01-04] MaxTime=60 MaxCPUsPerNode=8 State=UP\n"
+
+#: review 157's cases, then probed (p174, the same pool plus partition c at MaxCPUsPerNode=8):
+#: 1 of 10 agreed at 13118d0
+REVIEWED = [
+    # beside a list: the listed node uses up one of MaxNodes' two, and the runs walk from it
+    ([], "-p m -n40 -w gpu01 " + EX, NOT_AVAILABLE),
+    ([], "-p l -n40 -w gpu01 " + EX, NOT_AVAILABLE),
+    (["-w gpu02 -c1"], "-n20 -w gpu04 " + EX, _whole(2, 3)),
+    (["-w gpu02 -c1"], "-n20 -w gpu01 " + EX, _whole(0, 2)),
+    # GPUs per job: the walk counts the job's 15 GPUs on whole nodes, not tasks of 5 each
+    ([], "-n3 --gpus=15 " + EX, _whole(0, 1)),
+    ([], "-p m -n3 --gpus=15 " + EX, _whole(0, 1)),
+    # memory per node: the nodes offer CPUs, not whole tasks of 6 (32 CPUs for 30)
+    ([], "-n5 -c6 --mem=100 " + EX, _whole(0, 1, mem=100)),
+    ([], "-p m -n5 -c6 --mem=100 " + EX, _whole(0, 1, mem=100)),
+    # MaxCPUsPerNode below a node's CPUs: no exclusive job
+    ([], "-p c -n4 " + EX, NOT_AVAILABLE),
+    ([], "-p c -c1 " + EX, NOT_AVAILABLE),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", REVIEWED, ids=[f"{c[1]} behind {c[0]}" for c in REVIEWED])
+def test_the_reviews_cases_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_C), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_every_node_taken_holds_a_task(tmp_path):
+    """The tasks are dealt a task a node first (``dist_tasks``), so a node the walk took for
+    its GPUs holds one: ``-n3 --gpus=15 --exclusive`` is two tasks on gpu01 and one on gpu02."""
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), ["-n3 --gpus=15 " + EX], 2.0, 6.0)
+    assert sorted(p[0] for p in engine.jobs[1].placement) == [0, 0, 1]

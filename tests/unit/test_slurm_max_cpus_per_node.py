@@ -91,7 +91,11 @@ def test_a_preemptor_gets_the_cap_its_victim_held(tmp_path: Path) -> None:
 
 
 
-def test_an_exclusive_job_still_asks_its_cpus_within_the_cap(tmp_path: Path) -> None:
-    # (not run on a real 22.05.8: the CPUs it asks must fit the cap, as without --exclusive)
-    rows, _, _ = _run(tmp_path, ["-p q --exclusive -c8", "-p q --exclusive -c2"])
-    assert rows == [("REJECTED", "Requested node configuration is not available"), ("RUNNING", [0])]
+def test_no_exclusive_job_runs_where_the_cap_is_below_a_nodes_cpus(tmp_path: Path) -> None:
+    # an exclusive job holds every CPU of its nodes, which a cap below them never allows
+    # (``_allocate_sc``): a real 22.05.8 refused ``--exclusive -c1`` and ``-n4 --exclusive`` at
+    # MaxCPUsPerNode=8 on 16-core nodes (probe p174, found by a review; this test had expected
+    # ``-c2`` to run, unprobed)
+    rows, _, _ = _run(tmp_path, ["-p q --exclusive -c8", "-p q --exclusive -c2", "-p q --exclusive -n4",
+                                 "-p p --exclusive -c2"])
+    assert rows == [("REJECTED", "Requested node configuration is not available")] * 3 + [("RUNNING", [0])]

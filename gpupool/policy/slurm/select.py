@@ -200,7 +200,10 @@ def pod_fits(free: Free, i: int, ps) -> tuple | None:
     if ps.exclusive:
         need_mem = exclusive_memory(nodes, i, ps)
         if (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i] and free.mem[i] >= need_mem
-                and holds_exclusive(nodes, i, ps) and (free.cap is None or free.cap[i] >= ps.cpu_m)):
+                and holds_exclusive(nodes, i, ps) and (free.cap is None or free.cap[i] >= nodes.cpu_total[i])):
+            # (a partition's MaxCPUsPerNode below the node's CPUs leaves it to no exclusive
+            # job: ``_allocate_sc``; a real 22.05.8 refused ``--exclusive -c1`` at
+            # MaxCPUsPerNode=8 on 16-core nodes, probe p174, found by a review)
             return (i, free.mask[i], free.cpu[i], need_mem)
         return None
     need_mem = ps.memory_to_fit
@@ -693,71 +696,96 @@ def _pods_on(free: Free, i: int, ps) -> int:
     return n
 
 
-def _task_pods(ps, pool: list[int], free: Free, weight, count: int | None = None,
-               first: list[int] | None = None) -> list | None:
-    """``count`` (default all) task pods, several may share a node: each in turn on the fitting
-    node of lowest (weight, free CPUs, index), nodes of ``first`` before any other; ``free`` is
-    unchanged on return. An exclusive job's tasks fill each whole node they take (``_packed``:
-    a real 22.05.8 ran ``--exclusive -n20`` on two 16-core nodes, 32 CPUs)."""
+def _exclusive_tasks(ps, pool: list[int], free: Free, weight, most: int | None = None,
+                     required: tuple[int, ...] = (), order=None) -> list | None:
+    """The task pods of exclusive ``ps`` (``-n T --exclusive``, no ``--nodes``) on whole idle
+    nodes as ``_eval_nodes`` takes them for the tasks: the ``required`` nodes (``--nodelist``)
+    first, then runs of consecutive idle nodes compared as for other jobs (or ``order``:
+    bf_busy_nodes' or LLN's), each node taken giving all it has (``pick_nodes`` with
+    ``whole``), no more nodes than the partition's MaxNodes (``most``), choose_nodes' second
+    try where that cap fails. A real 22.05.8 with gpu02 of four 16-core nodes held ran ``-n20
+    --exclusive`` on gpu03-04, the run that holds it, not on gpu01 and gpu03, and ``-n12
+    --exclusive`` on gpu01, the smaller run that does (probes p173 and p173b).
+
+    Nodes offer whole tasks where memory is per CPU or the tasks hold GPUs, else their CPUs
+    (``_cpus_to_use`` gives whole nodes, and cons_tres rounds a node's CPUs down to whole
+    tasks only under memory per CPU: ``-n5 -c6 --mem=100 --exclusive`` ran on two 16-core
+    nodes, 32 CPUs for the 30 asked; probe p174, found by a review). The tasks are dealt over the
+    nodes in the order taken (``_dealt``)."""
+    pods = {i: pod for i in pool if (pod := pod_fits(free, i, ps)) is not None}
+    if any(i not in pods for i in required):
+        return None
+    per_task = max(1, ps.cpu_m // 1000)
+    if ps.gpus_per_job and not required and order is None:
+        return _exclusive_gpu_tasks(ps, pods, free, weight, most, per_task)
+    in_cpus = per_task > 1 and not ps.gpus and not memory_per_cpu_of(ps)
+    if in_cpus:
+        offer = {i: pods[i][2] // 1000 for i in pods}
+        total = ps.count * per_task
+    else:
+        offer = {i: _tasks_on(free.nodes, i, ps, free.mem[i]) for i in pods}
+        total = ps.count
+    fewest = max(1, len(required))
+    got = pick_nodes(offer, fewest, total, weight, list(required), order, spill=True, whole=True, most=most)
+    if got is None and most is not None:
+        got = retry(ps, free, offer, weight, list(required), order, whole=True, total=total,
+                    walk=(fewest, {"spill": True, "most": most}), fewest=fewest)
+    if got is None:
+        return None
+    nodes = [i for i, _n in got]
+    caps = [n // per_task if in_cpus else n for _i, n in got]
+    return _dealt(ps, pods, nodes, caps)
+
+
+def _dealt(ps, pods: dict, nodes: list[int], caps: list[int]) -> list | None:
+    """The task pods of exclusive ``ps`` on whole ``nodes`` (in the order taken, each holding
+    ``caps`` tasks): a task on each node, then the rest in that order up to each node's
+    ``caps``, the last node taking what is left (``dist_tasks``; the pods after a node's first
+    hold only memory, ``_node_tasks``)."""
+    if len(nodes) > ps.count:
+        return None
+    tasks = [1] * len(nodes)
+    left = ps.count - len(nodes)
+    for k in range(len(nodes)):
+        more = left if k == len(nodes) - 1 else min(left, max(0, caps[k] - 1))
+        tasks[k] += more
+        left -= more
     out: list = []
-    left = ps.count if count is None else count
-    while left:
-        best = None
-        best_key = None
-        for i in pool:
-            pod = pod_fits(free, i, ps)
-            if pod is None:
-                continue
-            key = (weight[i], free.cpu[i], i) if first is None else (i not in first, weight[i], free.cpu[i], i)
-            if best_key is None or key < best_key:
-                best, best_key = pod, key
-        if best is None:
-            free.give(out)
-            return None
-        pods = _packed(ps, free, best, left)
-        out.extend(pods)
-        free.take(pods)
-        left -= len(pods)
-    free.give(out)
+    for i, n in zip(nodes, tasks):
+        out.extend(_node_tasks(ps, pods[i], n))
     return out
 
 
-def _exclusive_tasks(ps, pool: list[int], free: Free, weight, most: int | None = None) -> list | None:
-    """The task pods of exclusive ``ps`` (``-n T --exclusive``, no ``--nodes``) on whole idle
-    nodes as ``_eval_nodes`` takes them for the tasks: runs of consecutive idle nodes compared
-    as for other jobs, each node taken giving all it holds (``pick_nodes`` with ``whole``), no
-    more nodes than the partition's MaxNodes (``most``), choose_nodes' second try where that
-    cap fails. A real 22.05.8 with gpu02 of four 16-core nodes held ran ``-n20 --exclusive``
-    on gpu03-04, the run that holds it, not on gpu01 and gpu03, and ``-n12 --exclusive`` on
-    gpu01, the smaller run that does (probes p173 and p173b). The tasks go to the nodes in the
-    order taken, each holding as many as its whole node does (``_packed``)."""
-    pods = {i: pod for i in pool if (pod := pod_fits(free, i, ps)) is not None}
-    tasks = {i: _tasks_on(free.nodes, i, ps, free.mem[i]) for i in pods}
-    got = pick_nodes(tasks, 1, ps.count, weight, [], spill=True, whole=True, most=most)
-    if got is None and most is not None:
-        got = retry(ps, free, tasks, weight, [], None, whole=True, total=ps.count,
-                    walk=(1, {"spill": True, "most": most}), fewest=1)
-    if got is None:
-        return None
-    out: list = []
-    for i, _n in got:
-        left = ps.count - len(out)
-        if left <= 0:
-            break
-        out.extend(_packed(ps, free, pods[i], left))
-    return out if len(out) == ps.count else None
+def _exclusive_gpu_tasks(ps, pods: dict, free: Free, weight, most: int | None, per_task: int) -> list | None:
+    """``-n T --gpus=X --exclusive`` (T dividing X; ``pods``: the whole idle nodes that hold a
+    task): ``_eval_nodes`` walks for the job's X GPUs and its tasks' CPUs together, as for
+    ``--gpus=X`` (``gpu_walk.walk``), on T nodes at most (the task count caps max_nodes) and
+    the partition's MaxNodes; each node takes a task, then the tasks its CPUs hold in the
+    order taken, the last the rest. A real 22.05.8 ran ``-n3 --gpus=15 --exclusive`` on two
+    idle 8-GPU nodes, where tasks of 5 GPUs each would have needed three (probe p174, found by
+    a review)."""
+    fitting = sorted(pods)
+    offer = {i: gpus_for(free, i, ps).bit_count() for i in fitting}
+    cpus = {i: pods[i][2] // 1000 for i in fitting}
+    cap = ps.count if most is None else min(ps.count, most)
+    nodes = walk(replace(ps, count=cap, min_count=None), fitting, offer, cpus, weight, ps.count * per_task)
+    return None if nodes is None else _dealt(ps, pods, nodes, [cpus[i] // per_task for i in nodes])
 
 
 def _packed(ps, free: Free, pod, most: int) -> list:
     """``pod`` and, for an exclusive job's tasks, as many more of its tasks (up to ``most`` in
-    all) as the whole node it takes holds: the first pod holds the node's CPUs and GPUs, the
-    others only their memory."""
+    all) as the whole node it takes holds (``_node_tasks``)."""
     if not ps.exclusive or ps.one_per_node or most <= 1:
         return [pod]
-    i = pod[0]
-    # memory per CPU or GPU: the first pod holds it for the whole node, the others none
+    return _node_tasks(ps, pod, min(most, _tasks_on(free.nodes, pod[0], ps, free.mem[pod[0]])))
+
+
+def _node_tasks(ps, pod, n: int) -> list:
+    """``n`` task pods of exclusive ``ps`` on ``pod``'s whole node: the first pod holds the
+    node's CPUs and GPUs, the others only their memory (memory per CPU or GPU: the first pod
+    holds it for the whole node, the others none)."""
     mem = ps.memory_mib if ps.memory_unit is None else 0
-    return [pod] + [(i, 0, 0, mem)] * (min(most, _tasks_on(free.nodes, i, ps, free.mem[i])) - 1)
+    return [pod] + [(pod[0], 0, 0, mem)] * (n - 1)
 
 
 def _tasks_on(nodes: NodeTable, i: int, ps, mem_free: int) -> int:
@@ -782,7 +810,7 @@ def fits_now(free: Free, i: int, ps) -> bool:
     if ps.exclusive:
         return (free.cpu[i] == nodes.cpu_total[i] and free.mask[i] == nodes.full_mask[i]
                 and free.mem[i] >= exclusive_memory(nodes, i, ps) and holds_exclusive(nodes, i, ps)
-                and (free.cap is None or free.cap[i] >= ps.cpu_m))
+                and (free.cap is None or free.cap[i] >= nodes.cpu_total[i]))
     return (avail.bit_count() >= ps.gpus and free.cpu[i] >= ps.cpu_m and free.mem[i] >= ps.memory_to_fit
             and (free.cap is None or free.cap[i] >= ps.cpu_m)
             and (not _rounds_memory(ps, nodes) or free.mem[i] >= memory_to_fit(ps, nodes, i)))
@@ -997,55 +1025,45 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         if any(i not in fits for i in required):
             return None
         return _walked(ps, fitting, free, weight, required)
-    if not ps.one_per_node and not ps.exclusive:
+    if not ps.one_per_node:
         # task pods: the required nodes first, each taking what it holds but a task for each
         # later one, then (where tasks are left) the runs as ``_eval_nodes`` walks them, or
         # bf_busy_nodes' or LLN's order, within the partition's MaxNodes (``most``; found by
         # reviews, then probed: p170, p171 ran ``-p l -n12 -w gpu01,gpu02`` as 11 + 1); with
         # ``--contiguous`` the run holding the required nodes, walked up from them, then down
         # (found by a review, not probed: ``-n40 --contiguous -w gpu01,gpu02`` with gpu03 held
-        # waits)
+        # waits); an exclusive job's the same on whole nodes (a real 22.05.8 with gpu02 held
+        # ran ``-n20 --exclusive -w gpu04`` on gpu03-04 and refused ``-p m -n40 --exclusive -w
+        # gpu01`` at MaxNodes=2; probe p174, found by a review)
         order = None
         if busy is not None or least_loaded:
             order = node_order(weight, busy, None if busy is not None else free.cpu, free.nodes.cpu_total)
+        if ps.exclusive:
+            return _exclusive_tasks(ps, pool, free, weight, most, tuple(required), order)
         return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most, order)
+    # one pod per node under bf_busy_nodes or LLN: the required nodes, then the others in order
     out: list = []
     taken: list = []
-    for k, i in enumerate(required):
+    for i in required:
         pod = pod_fits(free, i, ps)
         if pod is None:
             free.give(taken)
             return None
-        # an exclusive job's tasks fill the node, leaving a task for each later required node
-        pods = _packed(ps, free, pod, ps.count - len(out) - (len(required) - k - 1))
-        out.extend(pods)
-        free.take(pods)
-        taken.extend(pods)
+        out.append(pod)
+        free.take([pod])
+        taken.append(pod)
     rest = ps.count - len(out)
     if rest > 0:
-        if ps.one_per_node:
-            others = [i for i in pool if i not in required]
-            # a node range needs only what its least count leaves; the rest as many as fit
-            least = rest if ps.min_count is None else max(0, ps.min_count - len(required))
-            sub = replace(ps, count=rest, min_count=None if least == rest else least)
-            # (bf_busy_nodes or LLN: the walk from the required nodes returned above otherwise)
-            if busy is not None:
-                more = _busy_first(sub, others, free, weight, busy)
-            else:
-                more = _least_loaded(sub, others, free, weight)
-            if more is None and not least:
-                more = []
-        elif busy is not None or least_loaded:
-            # exclusive task pods (non-exclusive ones were placed above): the other nodes in
-            # bf_busy_nodes' or LLN's order (a real 22.05.8 ran ``-p l -n40 --exclusive -w
-            # gpu04`` with gpu01 held as gpu04 + gpu02, the first idle node; probe p172c,
-            # found by a review)
-            sub = replace(ps, count=rest, min_count=None)
-            others = [i for i in pool if i not in required]
-            more = (_busy_first(sub, others, free, weight, busy) if busy is not None
-                    else _least_loaded(sub, others, free, weight))
-        else:  # (exclusive task pods: the listed nodes first, then by weight, free CPUs, index; not probed)
-            more = _task_pods(ps, pool, free, weight, rest, required)
+        others = [i for i in pool if i not in required]
+        # a node range needs only what its least count leaves; the rest as many as fit
+        least = rest if ps.min_count is None else max(0, ps.min_count - len(required))
+        sub = replace(ps, count=rest, min_count=None if least == rest else least)
+        if busy is not None:
+            more = _busy_first(sub, others, free, weight, busy)
+        else:
+            more = _least_loaded(sub, others, free, weight)
+        if more is None and not least:
+            more = []
         if more is None:
             free.give(taken)
             return None
