@@ -102,3 +102,39 @@ def test_every_node_taken_holds_a_task(tmp_path):
     its GPUs holds one: ``-n3 --gpus=15 --exclusive`` is two tasks on gpu01 and one on gpu02."""
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), ["-n3 --gpus=15 " + EX], 2.0, 6.0)
     assert sorted(p[0] for p in engine.jobs[1].placement) == [0, 0, 1]
+
+
+#: review 158's cases, then probed (p174b, the same pool): 0 of 7 agreed at bdd7b3f (two of
+#: them stopped the run: a fitting node the cap refused)
+REVIEWED_AGAIN = [
+    # LLN sizes whole nodes in CPUs and counts GPUs per job too
+    ([], "-p l -n5 -c6 --mem=100 " + EX, _whole(0, 1, mem=100)),
+    ([], "-p l -n3 --gpus=15 " + EX, _whole(0, 1)),
+    (["-w gpu01 -c1"], "-p l -n3 --gpus=15 " + EX, _whole(1, 2)),
+    # beside a list the listed node's GPUs count toward the job's
+    ([], "-n3 --gpus=15 -w gpu01 " + EX, _whole(0, 1)),
+    ([], "-p m -n3 --gpus=15 -w gpu01 " + EX, _whole(0, 1)),
+    # MaxCPUsPerNode below a node's CPUs, for one pod per node and a GPU walk
+    ([], "-p c -N2 " + EX, NOT_AVAILABLE),
+    ([], "-p c --gpus=12 " + EX, NOT_AVAILABLE),
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", REVIEWED_AGAIN, ids=[f"{c[1]} behind {c[0]}" for c in REVIEWED_AGAIN])
+def test_the_second_reviews_cases_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_C), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_a_cap_that_covers_the_smaller_nodes_leaves_them_to_exclusive_jobs(tmp_path):
+    """With gpu01 of 16 CPUs and gpu02-04 of 8 under MaxCPUsPerNode=8, exclusive jobs run on
+    the 8-CPU nodes and never on gpu01 (``_allocate_sc``; review 158, from the source)."""
+    small = "CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:8"
+    lines = [ln for ln in CONF_C.splitlines() if not ln.startswith(("NodeName=gpu02", "NodeName=gpu[03-04]"))]
+    conf = "\n".join(lines + ["NodeName=gpu[02-04] " + small]) + "\n"
+    for k, (opts, want) in enumerate([("-p c -c1 " + EX, [1]), ("-p c -N2 " + EX, [1, 2]),
+                                       ("-p c --gpus=12 " + EX, [1, 2]), ("-p c -n12 " + EX, [1, 2])]):
+        path = tmp_path / str(k)
+        path.mkdir()
+        engine, _ = run_spaced(slurm_pool(path, conf), [opts], 2.0, 6.0)
+        assert sorted({p[0] for p in engine.jobs[1].placement}) == want, opts

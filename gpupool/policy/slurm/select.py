@@ -333,6 +333,14 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif required:
             chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded, taken_order,
                                     max_nodes)
+        elif ps.exclusive and not ps.one_per_node and ps.count > 1:
+            # (bf_busy_nodes' or LLN's order too: ``_eval_nodes_busy`` and ``_eval_nodes_lln``
+            # size whole nodes in CPUs and count GPUs per job the same way; found by a review)
+            order = None
+            if busy_pick is not None or least_loaded:
+                order = node_order(weight, busy_pick, None if busy_pick is not None else free.cpu,
+                                   free.nodes.cpu_total)
+            chosen = _exclusive_tasks(ps, nodes_for, free, weight, max_nodes, (), order)
         elif busy_pick is not None:
             chosen = _busy_first(ps, nodes_for, free, weight, busy_pick, max_nodes)
         elif least_loaded:
@@ -342,8 +350,6 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.count == 1:
             pod = _one_node(ps, nodes_for, free, weight)
             chosen = None if pod is None else (pod,)
-        elif ps.exclusive:
-            chosen = _exclusive_tasks(ps, nodes_for, free, weight, max_nodes)
         else:
             chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order, most=max_nodes)
         if chosen is None:
@@ -716,8 +722,8 @@ def _exclusive_tasks(ps, pool: list[int], free: Free, weight, most: int | None =
     if any(i not in pods for i in required):
         return None
     per_task = max(1, ps.cpu_m // 1000)
-    if ps.gpus_per_job and not required and order is None:
-        return _exclusive_gpu_tasks(ps, pods, free, weight, most, per_task)
+    if ps.gpus_per_job:
+        return _exclusive_gpu_tasks(ps, pods, free, weight, most, per_task, required, order)
     in_cpus = per_task > 1 and not ps.gpus and not memory_per_cpu_of(ps)
     if in_cpus:
         offer = {i: pods[i][2] // 1000 for i in pods}
@@ -756,19 +762,26 @@ def _dealt(ps, pods: dict, nodes: list[int], caps: list[int]) -> list | None:
     return out
 
 
-def _exclusive_gpu_tasks(ps, pods: dict, free: Free, weight, most: int | None, per_task: int) -> list | None:
+def _exclusive_gpu_tasks(ps, pods: dict, free: Free, weight, most: int | None, per_task: int,
+                         required: tuple[int, ...] = (), order=None) -> list | None:
     """``-n T --gpus=X --exclusive`` (T dividing X; ``pods``: the whole idle nodes that hold a
     task): ``_eval_nodes`` walks for the job's X GPUs and its tasks' CPUs together, as for
     ``--gpus=X`` (``gpu_walk.walk``), on T nodes at most (the task count caps max_nodes) and
     the partition's MaxNodes; each node takes a task, then the tasks its CPUs hold in the
     order taken, the last the rest. A real 22.05.8 ran ``-n3 --gpus=15 --exclusive`` on two
     idle 8-GPU nodes, where tasks of 5 GPUs each would have needed three (probe p174, found by
-    a review)."""
+    a review). The ``required`` nodes come first; ``order`` (bf_busy_nodes' or LLN's) walks
+    the others in that order (``gpu_walk.walk_ordered``)."""
     fitting = sorted(pods)
     offer = {i: gpus_for(free, i, ps).bit_count() for i in fitting}
     cpus = {i: pods[i][2] // 1000 for i in fitting}
     cap = ps.count if most is None else min(ps.count, most)
-    nodes = walk(replace(ps, count=cap, min_count=None), fitting, offer, cpus, weight, ps.count * per_task)
+    capped = replace(ps, count=cap, min_count=None)
+    if order is not None:
+        others = order([i for i in fitting if i not in required])
+        nodes = walk_ordered(capped, others, offer, cpus, ps.count * per_task, required)
+    else:
+        nodes = walk(capped, fitting, offer, cpus, weight, ps.count * per_task, required)
     return None if nodes is None else _dealt(ps, pods, nodes, [cpus[i] // per_task for i in nodes])
 
 
@@ -829,6 +842,8 @@ def fitting_nodes(ps, pool: list[int], free: Free) -> list[int]:
         pool = [i for i in pool if cap[i] >= cm]
     if ps.exclusive:
         ct, fm, fmask = nodes.cpu_total, nodes.full_mask, free.mask
+        if free.cap is not None:  # (the cap must cover the whole node, as ``pod_fits`` asks)
+            pool = [i for i in pool if free.cap[i] >= ct[i]]
         return [i for i in pool
                 if (not gt or ntype[i] == gt or gt in nodes.type_mask[i])
                 and fcpu[i] == ct[i] and fmask[i] == fm[i] and holds_exclusive(nodes, i, ps)
