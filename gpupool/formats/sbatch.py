@@ -1278,7 +1278,8 @@ def job_pod_set(job: SbatchJob) -> tuple[PodSet, str]:
 
 def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, trimmed: bool) -> bool:
     """Whether ``--contiguous`` is marked on this job (``PodSet.contiguous``): every shape but
-    exclusive task pods (``select._task_pods``) and a list sbatch cut down to the tasks. Its
+    a list sbatch cut down to the tasks (exclusive task pods too: ``select._exclusive_tasks``
+    walks runs as for other jobs; review 159). Its
     nodes come from one run (``eval_nodes.pick_nodes``: pod-a-node shapes, GPUs per job over a
     fixed count, ``--ntasks-per-node``, task pods, split forms; ``gpu_walk.walk``: the walks for
     GPUs; a real 22.05.8 ran ``--gpus=12``, ``-n20 --gres=gpu:1``, ``-N2 --gpus=4`` and ``-N2
@@ -1288,9 +1289,7 @@ def _contiguous(job: SbatchJob, shape: _Shape, walks: bool, trimmed: bool) -> bo
     see."""
     if not any(name == "contiguous" for name, _ in job.not_modelled):
         return False
-    if trimmed:
-        return False
-    return walks or not (job.exclusive and not shape.one_per_node)
+    return not trimmed
 
 
 def _tasks_per_node(job: SbatchJob) -> int:

@@ -343,11 +343,12 @@ def test_one_node_takes_the_best_fit_across_weights(tmp_path, opts):
     assert [_outcome(engine.jobs[k]) for k in (1, 2)] == [_on(0), _on(1)]
 
 
-def test_exclusive_task_pods_and_long_runs_are_not_marked():
-    """``--exclusive -n T`` (placed by ``_task_pods``), and task pods whose filled run has more
-    nodes than tasks (slurmctld would raise the node count above them): kept as without the
-    option."""
-    assert not any(ps.contiguous for ps in workload("j", "--exclusive -n20 --contiguous", 0.0, 1).pod_sets)
+def test_long_runs_are_not_marked_but_exclusive_task_pods_are():
+    """Task pods whose filled run has more nodes than tasks (slurmctld would raise the node
+    count above them) are kept as without the option; ``--exclusive -n T`` is marked (its
+    whole nodes come from one run: probe p175, ``test_slurm_exclusive_tasks.py``; this test
+    had expected it unmarked while such jobs took nodes by index)."""
+    assert all(ps.contiguous for ps in workload("j", "--exclusive -n20 --contiguous", 0.0, 1).pod_sets)
     filled, why = fill_gaps(workload("j", "-n3 --contiguous -w gpu01,gpu04", 0.0, 1), ORDER,
                             {n: i for i, n in enumerate(ORDER)})
     assert why is None and filled.nodelist == "gpu01,gpu04" and not filled.pod_sets[0].contiguous

@@ -161,8 +161,8 @@ def test_walks_are_marked_contiguous():
     for opts in ("-N2 --gpus=4 --contiguous", "-N2 --ntasks-per-node=2 --contiguous"):
         (ps,) = workload("j", opts, 0.0, 1).pod_sets
         assert ps.contiguous and not ps.walk_gpus, opts
-    # (exclusive task pods, placed by ``select._task_pods``, are not marked)
-    assert not any(ps.contiguous for ps in workload("j", "--exclusive -n20 --contiguous", 0.0, 1).pod_sets)
+    # (exclusive task pods too: ``select._exclusive_tasks`` walks one run for them, probe p175)
+    assert all(ps.contiguous for ps in workload("j", "--exclusive -n20 --contiguous", 0.0, 1).pod_sets)
 
 
 ORDER = ("gpu01", "gpu02", "gpu03", "gpu04")

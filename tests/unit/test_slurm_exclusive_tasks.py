@@ -54,12 +54,6 @@ CAPPED = [
 ]
 
 
-@pytest.mark.parametrize("holders,opts,want", NO_CAP + CAPPED, ids=[f"{c[1]} behind {c[0]}" for c in NO_CAP + CAPPED])
-def test_exclusive_task_pods_as_on_a_real_slurm(tmp_path, holders, opts, want):
-    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_M), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
-    assert _outcome(engine.jobs[len(holders) + 1]) == want
-
-
 def test_the_tasks_fill_the_nodes_in_the_order_taken(tmp_path):
     """Each whole node holds as many of the tasks as it has room for, the node taken first
     first: ``-n20 --exclusive`` on gpu03-04 is 16 tasks on gpu03 and 4 on gpu04 (the pods
@@ -91,12 +85,6 @@ REVIEWED = [
 ]
 
 
-@pytest.mark.parametrize("holders,opts,want", REVIEWED, ids=[f"{c[1]} behind {c[0]}" for c in REVIEWED])
-def test_the_reviews_cases_as_on_a_real_slurm(tmp_path, holders, opts, want):
-    engine, _ = run_spaced(slurm_pool(tmp_path, CONF_C), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
-    assert _outcome(engine.jobs[len(holders) + 1]) == want
-
-
 def test_every_node_taken_holds_a_task(tmp_path):
     """The tasks are dealt a task a node first (``dist_tasks``), so a node the walk took for
     its GPUs holds one: ``-n3 --gpus=15 --exclusive`` is two tasks on gpu01 and one on gpu02."""
@@ -120,8 +108,23 @@ REVIEWED_AGAIN = [
 ]
 
 
-@pytest.mark.parametrize("holders,opts,want", REVIEWED_AGAIN, ids=[f"{c[1]} behind {c[0]}" for c in REVIEWED_AGAIN])
-def test_the_second_reviews_cases_as_on_a_real_slurm(tmp_path, holders, opts, want):
+#: review 159's case, then probed (p175): ``--contiguous`` beside exclusive task pods, which the
+#: reader had not marked; 5 of 7 agreed at 99044a7
+CONTIGUOUS = [
+    (["-w gpu02 -c1", "-w gpu04 -c1"], "-n20 --contiguous " + EX, ("PENDING", "Resources")),
+    (["-w gpu04 -c1"], "-n20 --contiguous " + EX, _whole(0, 1)),
+    (["-w gpu02 -c1"], "-n20 --contiguous " + EX, _whole(2, 3)),
+    (["-w gpu02 -c1"], "-n12 --contiguous " + EX, _whole(0)),
+    (["-w gpu02 -c1", "-w gpu04 -c1"], "-n12 --contiguous " + EX, _whole(0)),
+    (["-w gpu02 -c1", "-w gpu04 -c1"], "-n3 --gpus=15 --contiguous " + EX, ("PENDING", "Resources")),
+    # (LLN's walk takes no runs)
+    (["-w gpu02 -c1", "-w gpu04 -c1"], "-p l -n20 --contiguous " + EX, _whole(0, 2)),
+]
+ALL = NO_CAP + CAPPED + REVIEWED + REVIEWED_AGAIN + CONTIGUOUS
+
+
+@pytest.mark.parametrize("holders,opts,want", ALL, ids=[f"{c[1]} behind {c[0]}" for c in ALL])
+def test_exclusive_task_pods_as_on_a_real_slurm(tmp_path, holders, opts, want):
     engine, _ = run_spaced(slurm_pool(tmp_path, CONF_C), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
     assert _outcome(engine.jobs[len(holders) + 1]) == want
 

@@ -86,7 +86,8 @@ there (docs/differential.md finding 82). Not modelled: ``-n T`` with GPUs per no
 QOS cap it differently gets the largest cap in each; bf_busy_nodes' and least-loaded partitions' orders (``_eval_nodes_busy``,
 ``_eval_nodes_lln``) — there the walk takes the nodes in the order that walk offers them,
 adding each until the GPUs are enough, without the single-node best fit (read from the
-source, not probed); ``--exclusive`` beside ``--ntasks``, ``--cpus-per-gpu`` beside a
+source, not probed); ``--exclusive`` beside ``--ntasks`` (walked by ``select._exclusive_gpu_tasks``
+instead, whole nodes for the job's GPUs), ``--cpus-per-gpu`` beside a
 ``--nodelist`` or more tasks than GPUs, ``--cpus-per-gpu`` with memory per CPU, and ``-n1`` keep the
 job's shape as submitted
 (``sbatch._walks_gpus``), and so do ``-n T`` jobs whose defaults

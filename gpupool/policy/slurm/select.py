@@ -732,8 +732,12 @@ def _exclusive_tasks(ps, pool: list[int], free: Free, weight, most: int | None =
         offer = {i: _tasks_on(free.nodes, i, ps, free.mem[i]) for i in pods}
         total = ps.count
     fewest = max(1, len(required))
-    got = pick_nodes(offer, fewest, total, weight, list(required), order, spill=True, whole=True, most=most)
-    if got is None and most is not None:
+    # (``--contiguous``: one run holds the tasks; LLN's walk takes no runs, and bf_busy_nodes'
+    # is skipped for such a job, ``_place``)
+    contiguous = ps.contiguous and order is None
+    got = pick_nodes(offer, fewest, total, weight, list(required), order, spill=True, whole=True, most=most,
+                     contiguous=contiguous)
+    if got is None and (most is not None or contiguous):
         got = retry(ps, free, offer, weight, list(required), order, whole=True, total=total,
                     walk=(fewest, {"spill": True, "most": most}), fewest=fewest)
     if got is None:
@@ -783,14 +787,6 @@ def _exclusive_gpu_tasks(ps, pods: dict, free: Free, weight, most: int | None, p
     else:
         nodes = walk(capped, fitting, offer, cpus, weight, ps.count * per_task, required)
     return None if nodes is None else _dealt(ps, pods, nodes, [cpus[i] // per_task for i in nodes])
-
-
-def _packed(ps, free: Free, pod, most: int) -> list:
-    """``pod`` and, for an exclusive job's tasks, as many more of its tasks (up to ``most`` in
-    all) as the whole node it takes holds (``_node_tasks``)."""
-    if not ps.exclusive or ps.one_per_node or most <= 1:
-        return [pod]
-    return _node_tasks(ps, pod, min(most, _tasks_on(free.nodes, pod[0], ps, free.mem[pod[0]])))
 
 
 def _node_tasks(ps, pod, n: int) -> list:
@@ -1101,7 +1097,8 @@ class PartNodes(tuple):
     """A partition's nodes (indices, as ``PartInfo.nodes``) with what node choice reads of the
     partition: ``least_loaded`` (partition ``LLN=YES`` or SelectTypeParameters ``CR_LLN``: jobs
     go to the least loaded nodes) and ``max_nodes`` (MaxNodes: a node range takes no more, nor
-    do task pods, ``_spread_tasks`` and ``_in_order``).
+    do task pods, ``_spread_tasks``, ``_exclusive_tasks``, ``_exclusive_gpu_tasks`` and
+    ``_in_order``).
     ``place`` reads them from the candidates it is given, so every caller placing in such a
     partition (main pass, will-run, preemption) picks as slurmctld does without a flag passed
     through each one."""
@@ -1175,11 +1172,11 @@ def _in_order(ps, order: list[int], free: Free, most: int | None = None) -> list
             pod = pod_fits(free, i, ps)
             if pod is None:
                 break
-            pods = _packed(ps, free, pod, need)  # an exclusive job's tasks share its whole node
-            out.extend(pods)
-            free.take(pods)
-            taken.extend(pods)
-            need -= len(pods)
+            # (exclusive task pods of more than one task go to ``_exclusive_tasks``)
+            out.append(pod)
+            free.take([pod])
+            taken.append(pod)
+            need -= 1
         if need < before:
             nodes_left -= 1
         if not need:
