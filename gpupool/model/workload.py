@@ -226,12 +226,17 @@ class PodSet:
     #: review: ``-p x -n2 -w gpu[01-03]`` in a MaxNodes=1 partition waits with
     #: PartitionNodeLimit, unless its QOS has PartitionMaxNodes; ``jobinfo.given_node_counts``)
     list_trimmed: bool = False
-    #: Slurm, ``--contiguous`` (not on exclusive task pods): cons_tres takes the nodes from one
-    #: run of consecutive usable nodes, whatever their weights, for pod-a-node shapes, task
-    #: pods, split forms and GPU walks alike (``eval_nodes.pick_nodes``, ``gpu_walk.walk``,
+    #: Slurm, ``--contiguous``: cons_tres takes the nodes from one run of consecutive usable
+    #: nodes, whatever their weights, for pod-a-node shapes, task pods (exclusive ones too),
+    #: split forms and GPU walks alike (``eval_nodes.pick_nodes``, ``gpu_walk.walk``,
     #: ``sbatch._contiguous``); a list of several hosts has its gaps filled at submit
     #: (``contiguous_list``)
     contiguous: bool = False
+    #: Slurm, task pods (``-n T`` with no ``--nodes``): the most nodes a QOS or association
+    #: node limit lets select take (slurmctld's max_nodes from ``acct_policy_get_max_nodes``,
+    #: as a partition's MaxNodes caps them; a real 22.05.8 under MaxTRESPerJob=node=2 ran
+    #: ``-n20`` with gpu01-02 at 8 free CPUs as gpu01 8 + gpu03 12, probe p176); None: no limit
+    task_node_cap: int | None = None
 
     @property
     def split(self) -> bool:

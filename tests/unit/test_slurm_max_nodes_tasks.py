@@ -109,3 +109,39 @@ def test_least_loaded_orders_as_on_a_real_slurm(tmp_path, heavy, holders, opts, 
     conf = CONF_M.replace(f"NodeName=gpu[03-04] {NODE}", f"NodeName=gpu[03-04] {NODE} Weight=5") if heavy else CONF_M
     engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
     assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+# --- a QOS node limit caps task pods as MaxNodes does (probe p176, real 22.05.8 with slurmdbd) ---
+
+#: the QOS and association of probe p176: QOS lim with MaxTRESPerJob=node=2
+QOS_ACCOUNTS = """\
+QOS - 'normal':Priority=0
+QOS - 'lim':MaxTRESPerJob=node=2
+Cluster - 'lab':Fairshare=1:QOS='normal'
+Parent - 'root'
+Account - 'teamA':Fairshare=1:QOS='normal,lim':DefaultQOS='normal'
+Parent - 'teamA'
+User - 'root':DefaultAccount='teamA':Fairshare=1
+"""
+Q = "-A teamA --qos=lim "
+QH12 = [Q + "-w gpu01 -c8", Q + "-w gpu02 -c8"]
+#: 4 of 8 agreed at 8184029, where the limit capped walks and node ranges only
+QOS_CAPPED = [
+    ([], Q + "-n20", [(0, 16, 1600, 0), (1, 4, 400, 0)]),
+    (QH12, Q + "-n20", [(0, 8, 800, 0), (2, 12, 1200, 0)]),
+    ([], Q + "-n40", NOT_AVAILABLE),
+    (QH12, Q + "-n20 --exclusive", [(2, 16, 1600, 8), (3, 16, 1600, 8)]),
+    ([], Q + "-n40 --exclusive", NOT_AVAILABLE),
+    (QH12 + [Q + "-w gpu03 -c8", Q + "-w gpu04 -c10"], Q + "-n20", ("PENDING", "Resources")),
+    (QH12, Q + "-n20 --gres=gpu:1", [(0, 8, 800, 1), (2, 12, 1200, 1)]),
+    (QH12, "-A teamA -n20", [(0, 8, 800, 0), (1, 8, 800, 0), (2, 4, 400, 0)]),  # (QOS normal: no cap)
+]
+
+
+@pytest.mark.parametrize("holders,opts,want", QOS_CAPPED, ids=[f"{c[1]} behind {c[0]}" for c in QOS_CAPPED])
+def test_a_qos_node_limit_caps_task_pods_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    (tmp_path / "accounts.cfg").write_text(QOS_ACCOUNTS)
+    conf = CONF.format(w="").replace("ClusterName=p162", "ClusterName=lab\nAccountingStorageType=accounting_storage/slurmdbd\n"
+                                     "AccountingStorageEnforce=associations,limits,qos")
+    engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    assert _outcome(engine.jobs[len(holders) + 1]) == want

@@ -678,6 +678,14 @@ def _capped_by_node_limits(ps, wl) -> bool:
             or ps.per_node_tasks is not None)
 
 
+def _spread_task_pods(ps) -> bool:
+    """Whether pod set ``ps`` is task pods select spreads over nodes of its choosing (``-n T``
+    with no ``--nodes``, no walk, no ``--ntasks-per-node``): a node limit caps them through
+    ``PodSet.task_node_cap``, their count being tasks, not nodes."""
+    return (not ps.one_per_node and ps.count > 1 and not ps.walked and ps.per_node_tasks is None
+            and not ps.split_tasks)
+
+
 def _stored_least(ps) -> int:
     """The least node count slurmctld stores for ``ps`` (``--ntasks-per-node``'s as given, not
     select's ⌈T/K⌉), else its ``min_count`` or 1."""
@@ -1418,7 +1426,8 @@ class SlurmPolicy:
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults, self._typed_nodes)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
-        if self.s.limits_enforced and any(_capped_by_node_limits(ps, filled) for ps in filled.pod_sets):
+        if self.s.limits_enforced and any(_capped_by_node_limits(ps, filled) or _spread_task_pods(ps)
+                                          for ps in filled.pod_sets):
             filled = self._walk_node_cap(filled)
         return filled
 
@@ -1457,6 +1466,8 @@ class SlurmPolicy:
                     min_count=None if not ps.walked and ps.min_count is not None and ps.min_count >= cap
                     else ps.min_count)
             if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(_stored_least(ps), ps.count, floor)
+            # task pods keep their tasks and take no more nodes than the cap (probe p176)
+            else replace(ps, task_node_cap=cap) if _spread_task_pods(ps) and ps.count > cap
             else ps
             for ps in wl.pod_sets))
 

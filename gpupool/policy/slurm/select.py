@@ -301,6 +301,10 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         # ``--contiguous`` skips bf_busy_nodes' busy-first pick whatever the shape (``_eval_nodes``
         # tests it before LLN; found by reviews): its nodes are chosen as with no busy mask
         busy_pick = None if ps.contiguous else busy
+        # the most nodes: the partition's MaxNodes, and for task pods a QOS or association
+        # node limit (``PodSet.task_node_cap``)
+        most = max_nodes if ps.task_node_cap is None or (max_nodes is not None and max_nodes <= ps.task_node_cap) \
+            else ps.task_node_cap
         #: task pods under a per-node CPU minimum: the nodes in the order taken (else None,
         #: so that the common placement keeps no record)
         taken_order: list[int] | None = None
@@ -332,7 +336,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             chosen = split_nodes(ps, nodes_for, free, weight, required, busy_pick, least_loaded)
         elif required:
             chosen = _with_required(ps, nodes_for, free, weight, required, busy_pick, least_loaded, taken_order,
-                                    max_nodes)
+                                    most)
         elif ps.exclusive and not ps.one_per_node and ps.count > 1:
             # (bf_busy_nodes' or LLN's order too: ``_eval_nodes_busy`` and ``_eval_nodes_lln``
             # size whole nodes in CPUs and count GPUs per job the same way; found by a review)
@@ -340,18 +344,18 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
             if busy_pick is not None or least_loaded:
                 order = node_order(weight, busy_pick, None if busy_pick is not None else free.cpu,
                                    free.nodes.cpu_total)
-            chosen = _exclusive_tasks(ps, nodes_for, free, weight, max_nodes, (), order)
+            chosen = _exclusive_tasks(ps, nodes_for, free, weight, most, (), order)
         elif busy_pick is not None:
-            chosen = _busy_first(ps, nodes_for, free, weight, busy_pick, max_nodes)
+            chosen = _busy_first(ps, nodes_for, free, weight, busy_pick, most)
         elif least_loaded:
-            chosen = _least_loaded(ps, nodes_for, free, weight, max_nodes)
+            chosen = _least_loaded(ps, nodes_for, free, weight, most)
         elif ps.one_per_node and ps.count > 1:
             chosen = _multi_node(ps, nodes_for, free, weight)
         elif ps.count == 1:
             pod = _one_node(ps, nodes_for, free, weight)
             chosen = None if pod is None else (pod,)
         else:
-            chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order, most=max_nodes)
+            chosen = _spread_tasks(ps, nodes_for, free, weight, taken_order, most=most)
         if chosen is None:
             ok = False
             break
