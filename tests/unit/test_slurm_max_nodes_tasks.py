@@ -138,10 +138,26 @@ QOS_CAPPED = [
 ]
 
 
-@pytest.mark.parametrize("holders,opts,want", QOS_CAPPED, ids=[f"{c[1]} behind {c[0]}" for c in QOS_CAPPED])
-def test_a_qos_node_limit_caps_task_pods_as_on_a_real_slurm(tmp_path, holders, opts, want):
+def _qos_pool(tmp_path):
+    """p162's pool with slurmdbd's limits enforced and probe p176's QOS and association."""
     (tmp_path / "accounts.cfg").write_text(QOS_ACCOUNTS)
     conf = CONF.format(w="").replace("ClusterName=p162", "ClusterName=lab\nAccountingStorageType=accounting_storage/slurmdbd\n"
                                      "AccountingStorageEnforce=associations,limits,qos")
-    engine, _ = run_spaced(slurm_pool(tmp_path, conf), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
+    return slurm_pool(tmp_path, conf)
+
+
+@pytest.mark.parametrize("holders,opts,want", QOS_CAPPED, ids=[f"{c[1]} behind {c[0]}" for c in QOS_CAPPED])
+def test_a_qos_node_limit_caps_task_pods_as_on_a_real_slurm(tmp_path, holders, opts, want):
+    engine, _ = run_spaced(_qos_pool(tmp_path), holders + [opts], 2.0, 2.0 * len(holders) + 6.0)
     assert _outcome(engine.jobs[len(holders) + 1]) == want
+
+
+def test_the_live_submit_check_caps_by_the_node_limit_too(tmp_path):
+    """What a live daemon asks before it gives a job an id goes through the same node cap:
+    under MaxTRESPerJob=node=2 ``-n40`` (and the walks and ranges the cap held before) are
+    refused, as at a simulated submission (review 160)."""
+    _, pol = run_spaced(_qos_pool(tmp_path), [Q + "-n20"], 2.0, 4.0)
+    for opts in ("-n40", "-n40 --exclusive", "-N1-3 -n40", "--gpus=24"):
+        assert pol.submit_rejection(workload("x", Q + opts, 0.0, 9), "root") == NOT_AVAILABLE[1], opts
+    assert pol.submit_rejection(workload("x", Q + "-n20", 0.0, 9), "root") is None
+    assert pol.submit_rejection(workload("x", "-A teamA -n40", 0.0, 9), "root") is None

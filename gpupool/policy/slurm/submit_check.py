@@ -511,11 +511,15 @@ def _view(pool: Pool) -> _PoolView:
     return view
 
 
-def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str | None:
+def submit_rejection(pool: Pool, wl: Workload, user: str | None = None, node_cap=None) -> str | None:
     """Slurm's message if ``user`` submitting ``wl`` to ``pool`` is refused at submit, else None.
 
     The pool's nodes count with the states the pool declares (all up unless it says DOWN/DRAIN).
-    ``user`` replaces ``wl.user`` (the live daemon knows the submitter from the socket)."""
+    ``user`` replaces ``wl.user`` (the live daemon knows the submitter from the socket).
+    ``node_cap`` (the Slurm policy's, where limits are enforced) caps the filled request's
+    nodes by the QOS and association node limits, as the policy's own submission does
+    (``SlurmPolicy._walk_node_cap``; found by a review: under MaxTRESPerJob=node=2 the live
+    check accepted ``-n40``, which a real 22.05.8 refused, probe p176)."""
     view = _view(pool)
     if user is not None:
         wl = replace(wl, user=user)
@@ -535,6 +539,8 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None) -> str |
         wl = replace(wl, partition=landed)
     asked_memory = asked_node_memory(wl)
     wl, refused = job_defaults.resolve(view.cfg, view.node_memory, wl, view.job_defaults, view.typed_nodes)
+    if node_cap is not None and refused is None:
+        wl = node_cap(wl)
     req = job_req(wl, view.default_part, acct, acct.qos if acct is not None else {}, view.s.typed_gpu_tres,
                   view.s.gpu_tracked, view.s.untyped_gpu_as, view.s.qos_enforced)
     if refused in job_defaults.OWN_REFUSALS:
