@@ -20,6 +20,7 @@ from gpupool.engine.nodes import NodeTable
 from gpupool.policy.slurm.select import Free, PartNodes, place
 from tests.unit.sbatch_plans import run_spaced, slurm_pool, workload
 from tests.unit.test_slurm_contiguous import CONF, NODE, _outcome
+from tests.unit.test_slurm_range_request import ACCOUNTS as RANGE_ACCOUNTS
 
 CONF_M = (CONF.format(w="") + "PartitionName=m Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 State=UP\n"
           + "PartitionName=l Nodes=gpu[01-04] MaxTime=60 MaxNodes=2 LLN=YES State=UP\n")
@@ -113,16 +114,8 @@ def test_least_loaded_orders_as_on_a_real_slurm(tmp_path, heavy, holders, opts, 
 
 # --- a QOS node limit caps task pods as MaxNodes does (probe p176, real 22.05.8 with slurmdbd) ---
 
-#: the QOS and association of probe p176: QOS lim with MaxTRESPerJob=node=2
-QOS_ACCOUNTS = """\
-QOS - 'normal':Priority=0
-QOS - 'lim':MaxTRESPerJob=node=2
-Cluster - 'lab':Fairshare=1:QOS='normal'
-Parent - 'root'
-Account - 'teamA':Fairshare=1:QOS='normal,lim':DefaultQOS='normal'
-Parent - 'teamA'
-User - 'root':DefaultAccount='teamA':Fairshare=1
-"""
+#: the QOS and association of probe p176: QOS lim with MaxTRESPerJob=node=2 (as for ranges)
+QOS_ACCOUNTS = RANGE_ACCOUNTS
 Q = "-A teamA --qos=lim "
 QH12 = [Q + "-w gpu01 -c8", Q + "-w gpu02 -c8"]
 #: 4 of 8 agreed at 8184029, where the limit capped walks and node ranges only
@@ -141,7 +134,7 @@ QOS_CAPPED = [
 def _qos_pool(tmp_path):
     """p162's pool with slurmdbd's limits enforced and probe p176's QOS and association."""
     (tmp_path / "accounts.cfg").write_text(QOS_ACCOUNTS)
-    conf = CONF.format(w="").replace("ClusterName=p162", "ClusterName=lab\nAccountingStorageType=accounting_storage/slurmdbd\n"
+    conf = CONF.format(w="").replace("ClusterName=p162", "ClusterName=real\nAccountingStorageType=accounting_storage/slurmdbd\n"
                                      "AccountingStorageEnforce=associations,limits,qos")
     return slurm_pool(tmp_path, conf)
 
