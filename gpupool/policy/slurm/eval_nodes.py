@@ -97,6 +97,13 @@ def node_order(weight, busy: int | None, cpu: list[int] | None, total: list[int]
     return None
 
 
+def walk_order(weight, busy: int | None, least_loaded: bool, free):
+    """``node_order`` for a walk that may be bf_busy_nodes' (``busy``, which wins) or an LLN
+    partition's (``least_loaded``), read from the free resources ``free`` (a ``select.Free``);
+    None for neither."""
+    return node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total)
+
+
 def least_loaded_order(nodes, weight, cpu: list[int], total: list[int]) -> list[int]:
     """``nodes`` in the order ``_eval_nodes_lln`` takes them: per weight, lowest first, the
     node with the largest share of its CPUs free, the first in index order among equals, each

@@ -1464,16 +1464,18 @@ class SlurmPolicy:
         # ⌈T/K⌉; pods the cap leaves short of the tasks are refused at submit
         # (``submit_check._tasks_left_over``, as ``-N1-3 -n40`` was under node=2, probe p147)
         floor = partitions_min_nodes(self.cfg, wl)
-        return replace(wl, pod_sets=tuple(
-            replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count,
-                    # (a walk keeps its least: None there means one node)
-                    min_count=None if not ps.walked and ps.min_count is not None and ps.min_count >= cap
-                    else ps.min_count)
-            if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(_stored_least(ps), ps.count, floor)
-            # task pods keep their tasks and take no more nodes than the cap (probe p176)
-            else replace(ps, task_node_cap=cap) if _spread_task_pods(ps) and ps.count > cap
-            else ps
-            for ps in wl.pod_sets))
+
+        def capped(ps):
+            if _capped_by_node_limits(ps, wl) and ps.count > cap >= raised_least(_stored_least(ps), ps.count, floor):
+                # (a walk keeps its least: None there means one node)
+                least = None if not ps.walked and ps.min_count is not None and ps.min_count >= cap else ps.min_count
+                return replace(ps, count=cap, nodes_asked=0 if ps.walked else ps.count, min_count=least)
+            if _spread_task_pods(ps) and ps.count > cap:
+                # task pods keep their tasks and take no more nodes than the cap (probe p176)
+                return replace(ps, task_node_cap=cap)
+            return ps
+
+        return replace(wl, pod_sets=tuple(capped(ps) for ps in wl.pod_sets))
 
     def submit_verdict(self, job, snap=None) -> str | None:
         """Slurm's message if ``job`` is refused at submit, else None; decided once, from the

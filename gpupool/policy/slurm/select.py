@@ -17,7 +17,7 @@ from dataclasses import replace
 from gpupool.engine.nodes import NodeTable, lowest_bits, mask_indices
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm.node_filter import job_nodes
-from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
+from gpupool.policy.slurm.eval_nodes import pick_nodes, walk_order
 from gpupool.policy.slurm.near_gpus import gpu_weights
 from gpupool.policy.slurm.split_tasks import (cpus_to_use, deal_cyclic, deal_tasks, retry, second_try, split_nodes,
                                              tasks_fit, tasks_memory, walk_listed)
@@ -340,10 +340,7 @@ def _place(wl, pod_sets, least_loaded: bool, free: Free, pool: list[int], busy: 
         elif ps.exclusive and not ps.one_per_node and ps.count > 1:
             # (bf_busy_nodes' or LLN's order too: ``_eval_nodes_busy`` and ``_eval_nodes_lln``
             # size whole nodes in CPUs and count GPUs per job the same way; found by a review)
-            order = None
-            if busy_pick is not None or least_loaded:
-                order = node_order(weight, busy_pick, None if busy_pick is not None else free.cpu,
-                                   free.nodes.cpu_total)
+            order = walk_order(weight, busy_pick, least_loaded, free)
             chosen = _exclusive_tasks(ps, nodes_for, free, weight, most, (), order)
         elif busy_pick is not None:
             chosen = _busy_first(ps, nodes_for, free, weight, busy_pick, most)
@@ -605,7 +602,7 @@ def _walk_gpus(ps, pool: list[int], free: Free, weight, busy: int | None, least_
         # the required nodes are taken first and left out of the search that orders the rest
         # (``_eval_nodes_lln`` clears them from its map: one of them would otherwise be the
         # count its shortcut stops at; found by a review)
-        arrange = node_order(weight, busy, None if busy is not None else free.cpu, free.nodes.cpu_total)
+        arrange = walk_order(weight, busy, least_loaded, free)
         others = arrange([i for i in fitting if i not in required]) if required else arrange(fitting)
         nodes = walk_ordered(ps, others, offer, cpus, need_cpus, required)
     else:
@@ -649,7 +646,7 @@ def _spread_tasks(ps, pool: list[int], free: Free, weight, taken_order: list[int
     last of them one that holds what is left (``_eval_nodes`` passes over the others): in a
     MaxNodes=2 partition with gpu01 and gpu02 at 8 free CPUs a real 22.05.8 ran ``-n20`` as
     gpu01 8 + gpu03 12, where without the cap it took gpu01-03, and it left ``-n20`` waiting
-    where no second node held the 12 left (probe p168). ``order`` (``eval_nodes.node_order``:
+    where no second node held the 12 left (probe p168). ``order`` (``eval_nodes.walk_order``:
     bf_busy_nodes' or LLN's), for task pods beside required nodes: the others in that order."""
     tasks = {}
     for i in pool:
@@ -1050,9 +1047,7 @@ def _with_required(ps, pool: list[int], free: Free, weight, required: list[int],
         # waits); an exclusive job's the same on whole nodes (a real 22.05.8 with gpu02 held
         # ran ``-n20 --exclusive -w gpu04`` on gpu03-04 and refused ``-p m -n40 --exclusive -w
         # gpu01`` at MaxNodes=2; probe p174, found by a review)
-        order = None
-        if busy is not None or least_loaded:
-            order = node_order(weight, busy, None if busy is not None else free.cpu, free.nodes.cpu_total)
+        order = walk_order(weight, busy, least_loaded, free)
         if ps.exclusive:
             return _exclusive_tasks(ps, pool, free, weight, most, tuple(required), order)
         return _spread_tasks(ps, pool, free, weight, taken_order, tuple(required), most, order)
@@ -1093,8 +1088,7 @@ def _busy_first(ps, pool: list[int], free: Free, weight, busy: int, most: int | 
     fitting nodes busy now, then the idle ones, each in index order; a node takes as many of
     the pods as fit on it unless they are one per node. A real 22.05.8 planned a 4-node job on
     nodes 4-5 (busy) and 1-2 rather than 1-4, leaving node 3 to a backfilled job."""
-    arrange = node_order(weight, busy, None, free.nodes.cpu_total)
-    return _in_order_again(ps, arrange, fitting_nodes(ps, pool, free), free, most)
+    return _in_order_again(ps, walk_order(weight, busy, False, free), fitting_nodes(ps, pool, free), free, most)
 
 
 class PartNodes(tuple):
@@ -1131,8 +1125,7 @@ def _least_loaded(ps, pool: list[int], free: Free, weight, most: int | None = No
     then the next. A real 22.05.8 with gpu01 holding 8 CPUs and gpu02 4 put two
     ``-c2`` jobs on idle gpu03, ``-N2 -c2`` on gpu02-03 and ``-n3 -c4`` as two tasks on gpu02
     (10 free) and one on gpu03, where best fit would have chosen gpu01."""
-    arrange = node_order(weight, None, free.cpu, free.nodes.cpu_total)
-    return _in_order_again(ps, arrange, fitting_nodes(ps, pool, free), free, most)
+    return _in_order_again(ps, walk_order(weight, None, True, free), fitting_nodes(ps, pool, free), free, most)
 
 
 def _in_order_again(ps, arrange, fitting: list[int], free: Free, most: int | None) -> list | None:

@@ -53,7 +53,7 @@ from dataclasses import replace
 
 from gpupool.engine.nodes import lowest_bits
 from gpupool.model.workload import PodSet
-from gpupool.policy.slurm.eval_nodes import node_order, pick_nodes
+from gpupool.policy.slurm.eval_nodes import pick_nodes, walk_order
 
 
 def even(ps: PodSet, nodes: int | None = None) -> PodSet:
@@ -72,16 +72,14 @@ def split_nodes(ps: PodSet, pool: list[int], free, weight, required: list[int], 
     on nodes of ``pool`` (``required``: the ``--nodelist`` nodes among them, each taking a pod),
     or None when they do not fit; ``free`` is not changed. ``busy`` (bf_busy_nodes' nodes
     busy now, for a later start) and ``least_loaded`` (an LLN partition) order the nodes as
-    for other jobs (``eval_nodes.node_order``): within each weight the busy nodes
+    for other jobs (``eval_nodes.walk_order``): within each weight the busy nodes
     first, or the least loaded first (``eval_nodes.least_loaded_order``; a real 22.05.8 in an LLN partition ran
     ``-N3 -n30`` on nodes with 16, 12 and 8 free CPUs as 16 + 12 + 2)."""
     if ps.exclusive:
         # (an LLN partition's order too: idle nodes, so by weight, then index; found by a review)
-        return _whole_nodes(ps, pool, free, weight, required,
-                            node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total))
+        return _whole_nodes(ps, pool, free, weight, required, walk_order(weight, busy, least_loaded, free))
     if ps.split_min_cpus and not free.nodes.threaded:
-        order = node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total)
-        return split_cpus(ps, pool, free, weight, required, order)
+        return split_cpus(ps, pool, free, weight, required, walk_order(weight, busy, least_loaded, free))
     offers = _offers(ps, pool, free, required, weight, busy, least_loaded)
     if offers is None:
         return None
@@ -133,8 +131,7 @@ def _offers(ps: PodSet, pool: list[int], free, required: list[int], weight, busy
     tasks = {i: n for i in pool if (n := tasks_fit(free, i, ps))}
     if any(i not in tasks for i in required):
         return None
-    order = node_order(weight, busy, free.cpu if least_loaded else None, free.nodes.cpu_total)
-    return tasks, order, kept_per_node(ps, tasks, free.nodes)
+    return tasks, walk_order(weight, busy, least_loaded, free), kept_per_node(ps, tasks, free.nodes)
 
 
 def _pods_of(ps: PodSet, got: list[tuple[int, int]], free) -> list:
