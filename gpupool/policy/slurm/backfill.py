@@ -712,12 +712,34 @@ def run(cy, records) -> None:
     # and is skipped (``_Startable``).
     prune = None if pol.record else _Startable(pol, cy, records, share_parts, pre_states, shape_of, shapes,
                                                no_reserve_qos, part_mask)
+
+    def counted(rec) -> bool:
+        """Whether the loop below counts ``rec`` against bf_max_job_test when it gets to it,
+        whatever the reservations made meanwhile (until the next start or preemption, which
+        may change a limit's answer): the tests before ``tested += 1``, those of an array task
+        aside (``array_resv`` grows with reservations), so that a count of such records gives
+        the furthest record the cycle can test (``_Startable.any_from``)."""
+        job = rec.job
+        jid = job.id
+        if jid in in_started or jid in in_skip or jid in in_preempting or job.wl.array_job_id is not None:
+            return False
+        if not assoc_stop and limit_reason(job, rec.part, placed=False) is not None:
+            return False
+        if license_limit is not None and license_limit(job) is not None:
+            return False
+        fixed = rec.bf
+        if fixed is None:
+            fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
+        return not fixed[13]  # (too_many)
+    # with bf_max_job_user the count depends on the order of users: no bound is drawn then
+    bounded = prune is not None and bool(max_test) and not max_user
     for index, rec in enumerate(records):
         if prune is not None:
             state = (started, len(cy.preempting), len(cy.victims))
             if state != prune.state:
                 prune.changed(state)
-            if not prune.any_from(index, space, now, len(space.resv)):
+            if not prune.any_from(index, space, now, len(space.resv),
+                                  (max_test - tested, counted) if bounded else None):
                 break
         job = rec.job
         jid = job.id
@@ -1067,10 +1089,17 @@ class _Startable:
     The records are scanned from the end: ``last`` is the latest one that passes the test
     without the map (each record is looked at once between two starts), and it is tested
     against the map again after every reservation; the answer depends on the record's shape,
-    QOS and partition only (``rec.sk``), so a deep queue asks it a few times per cycle."""
+    QOS and partition only (``rec.sk``), so a deep queue asks it a few times per cycle.
+
+    bf_max_job_test ends a deep queue's cycle before its last records: a record the cycle
+    cannot reach does not keep it going. Until the next start or preemption, the records the
+    loop will certainly count against that limit are known in advance (``counted``), so the
+    one that spends the last test bounds every record tested (``reach``): on the month's busy
+    afternoons the latest record that might start often lies far beyond it, and the cycle
+    went on testing (and reserving for) a thousand records that start nothing."""
 
     __slots__ = ("checked", "cursor", "cy", "fits", "last", "no_reserve_qos", "part_mask", "pol", "pre_states",
-                 "records", "shape_of", "shapes", "share_parts", "state")
+                 "reach", "records", "shape_of", "shapes", "share_parts", "state", "top")
 
     def __init__(self, pol, cy, records, share_parts, pre_states: dict, shape_of: dict, shapes: dict,
                  no_reserve_qos: frozenset, part_mask: dict[str, int]) -> None:
@@ -1085,22 +1114,32 @@ class _Startable:
         self.cursor = len(records) - 1  # records after it are known not to start
         self.last = -1  # a record at or before ``cursor`` found to pass, or -1 (none found yet)
         self.checked = -1  # reservations in the map when ``last`` was last tested against it
+        #: until the next start or preemption: the furthest record the cycle can test (None:
+        #: not drawn yet), and a frontier below ``cursor`` that the bound put records after
+        #: (None: ``cursor`` itself). Both hold for one state only (a start may lift a limit's
+        #: count and so the bound), so they never move ``cursor``, which holds across starts.
+        self.reach: int | None = None
+        self.top: int | None = None
 
     def changed(self, state: tuple) -> None:
         """A start or a preemption: answers are asked again (all records after a preemption;
         after a start only up to ``cursor``, since a start only takes resources)."""
         if state[1:] != self.state[1:]:
             self.cursor = len(self.records) - 1
-        elif self.last >= 0:
+        elif self.last >= 0 and self.top is None:
+            # (a ``last`` found below the bound says nothing of the records after it)
             self.cursor = self.last
         self.state = state
         self.fits.clear()
         self.last = -1
         self.checked = -1
+        self.reach = None
+        self.top = None
 
-    def any_from(self, index: int, space: NodeSpace, now: float, version: int) -> bool:
+    def any_from(self, index: int, space: NodeSpace, now: float, version: int, budget=None) -> bool:
         """Whether a record at ``index`` or later might still start now (``version``: the
-        map's reservation count)."""
+        map's reservation count). ``budget``: (tests left under bf_max_job_test, ``counted``),
+        or None where no bound is drawn."""
         records = self.records
         while True:
             if self.last < 0:
@@ -1110,6 +1149,14 @@ class _Startable:
                     return False
             if self.last < index:
                 return False
+            if budget is not None and self.last >= index + budget[0]:
+                # (before that every record is within reach: each test is at most one record)
+                if self.reach is None:
+                    self.reach = _reach(records, index, budget[0], budget[1])
+                if self.last > self.reach:
+                    self.top = self.reach
+                    self.last = -1
+                    continue
             if self.checked == version:
                 return True
             rec = records[self.last]
@@ -1128,14 +1175,20 @@ class _Startable:
                 self.checked = version
                 return True
             # its window's nodes are reserved: it cannot start in this cycle any more
-            self.cursor = self.last - 1
+            if self.top is None:
+                self.cursor = self.last - 1
+            else:
+                self.top = self.last - 1
             self.last = -1
 
     def _scan_back(self, first: int) -> int:
-        """The latest record from ``first`` to ``cursor`` that might start now, the map aside
-        (-1: none); ``cursor`` moves down to it."""
+        """The latest record from ``first`` to ``cursor`` (or to ``top`` below it) that might
+        start now, the map aside (-1: none); the frontier scanned from moves down to it."""
         records, fits = self.records, self.fits
-        k = self.cursor
+        top = self.top
+        if top is not None and top >= self.cursor:
+            top = self.top = None
+        k = self.cursor if top is None else top
         while k >= first:
             rec = records[k]
             key = rec.sk
@@ -1146,11 +1199,13 @@ class _Startable:
             if got is _UNSET:
                 got = self._fits(rec, key)
             if got is not False:
-                self.cursor = k
-                return k
+                break
             k -= 1
-        self.cursor = k
-        return -1
+        if top is None:
+            self.cursor = k
+        else:
+            self.top = k
+        return k if k >= first else -1
 
     def _fits(self, rec, key: tuple):
         """``fits[key]``, found with ``rec`` (one record of that key)."""
@@ -1164,6 +1219,20 @@ class _Startable:
             got = masks if _fits_within(masks, _part_bits(info, self.part_mask)) else False
         self.fits[key] = got
         return got
+
+
+def _reach(records: list, index: int, left: int, counted) -> int:
+    """The index of the record at or after ``index`` that spends the last of ``left`` tests
+    (``counted`` tells which records certainly spend one), or the last record: no record after
+    it is tested in this cycle."""
+    if left <= 0:
+        return index - 1
+    for k in range(index, len(records)):
+        if counted(records[k]):
+            left -= 1
+            if not left:
+                return k
+    return len(records) - 1
 
 
 def _preemptable_gone(pre_states: dict, cy, job, info, skey: tuple):
