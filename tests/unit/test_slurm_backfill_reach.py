@@ -70,14 +70,25 @@ _SHAPES = [
     "-A teamB --array=1-4%2 -N2 --gres=gpu:8 -t 10",
     "-A teamB --qos=scav --gres=gpu:4 -t 30",
     "-A teamB --qos=high --gres=gpu:8 -t 10",
+    # a walk for GPUs per node (two nodes, 8 GPUs on teamA's limit): its limits test before a
+    # reservation leaves its GPUs on the job for the next main pass (``walk_gres``)
+    "-A teamA -n2 -c16 --gres=gpu:4 -t 10",
+    "-A teamA --gres=gpu:8 -t 60",
+    "-A teamB -c16 -t 10",
+    "-A teamB -n1 -t 5",
 ]
 
 
-def _run(tmp_path, params: str, subs, record: bool, until: float = 2400.0):
+def _run(tmp_path, params: str, subs, record: bool, until: float = 2400.0, limits: bool = True):
     """(policy, job table) of the submissions ``subs`` ((shape index, submit time, runtime))
-    under ``params`` added to SchedulerParameters."""
+    under ``params`` added to SchedulerParameters. ``limits`` False: no limit is enforced and
+    the cluster has no licenses (a ``-L`` job is refused at submit), so that only starts and
+    preemptions change which records a cycle counts (``backfill._Budget``'s sums)."""
     (tmp_path / "accounts.cfg").write_text(_ACCOUNTS)
-    pool = slurm_pool(tmp_path, _CONF.format(params=params))
+    conf = _CONF.format(params=params)
+    if not limits:
+        conf = conf.replace("AccountingStorageEnforce=associations,limits,qos\n", "").replace("Licenses=lic:2\n", "")
+    pool = slurm_pool(tmp_path, conf)
     wls = []
     for k, (shape, at, runtime) in enumerate(subs):
         wls += workloads(f"j{k}", _SHAPES[shape], float(at), len(wls) + 1, runtime=float(runtime))
@@ -119,6 +130,37 @@ def test_a_record_within_reach_still_starts(tmp_path):
     assert len(full.planned) == 6
 
 
+#: teamA holds 8 of its 12 GPUs on n1, n2-n4 have no CPU free until 600 s; at 10 s W walks for
+#: 4 GPUs per node over two nodes (8 GPUs: over teamA's limit once selected); then S, which
+#: fits n1's free CPUs now, at ``s_at``
+def _walk_then_small(s_at: int) -> list:
+    return [(13, 0, 3000), (14, 0, 600), (14, 0, 600), (14, 0, 600), (12, 10, 100), (15, s_at, 100)]
+
+
+def test_a_walk_for_gpus_per_node_is_tested_though_nothing_after_it_starts(tmp_path):
+    # W is the only record bf_max_job_test=1 reaches (S lies beyond it). The full cycle at 30 s
+    # tests W before its reservation, which leaves its 8 GPUs on it; the main pass at 60 s
+    # then reads W's failed selection as AssocGrpGRES, which holds no partition back, and
+    # starts S. A cycle that skipped W left it at Resources, holding p back (found by a review)
+    params = ",bf_max_job_test=1"
+    _full, table = _run(tmp_path, params, _walk_then_small(11), True, until=400.0)
+    _bounded, bounded_table = _run(tmp_path, params, _walk_then_small(11), False, until=400.0)
+    assert bounded_table == table
+    w, s = table[4], table[5]
+    assert w[1] == "PENDING" and w[7] == "AssocGrpGRES"
+    assert (s[3], s[8]) == (60.0, "SchedMain")
+
+
+def test_a_walk_for_gpus_per_node_before_the_cycles_last_start_is_tested_too(tmp_path):
+    # the same with S arriving at 45 s, and the default bf_max_job_test: the cycle at 30 s has
+    # nothing after W that can start (an older form of the early end skipped W there too), so
+    # S starts in the main pass at its submission
+    _full, table = _run(tmp_path, "", _walk_then_small(45), True, until=400.0)
+    _bounded, bounded_table = _run(tmp_path, "", _walk_then_small(45), False, until=400.0)
+    assert bounded_table == table
+    assert (table[5][3], table[5][8]) == (45.0, "SchedMain")
+
+
 _PARAMS = st.sampled_from([
     ",bf_max_job_test=1", ",bf_max_job_test=2", ",bf_max_job_test=3", ",bf_max_job_test=5",
     ",bf_max_job_test=8", ",bf_max_job_test=3,bf_max_job_user=2", ",bf_max_job_test=4,assoc_limit_stop",
@@ -140,11 +182,44 @@ _LICENSE_FREED_A_TEST = [(1, 496, 827), (7, 87, 273), (8, 415, 165), (11, 424, 1
                          (5, 283, 300), (7, 164, 1099), (5, 245, 1096), (5, 325, 853), (3, 298, 195)]
 
 
-@settings(max_examples=40, deadline=None)
-@given(params=_PARAMS, subs=_SUBS)
-@example(params=",bf_max_job_test=3,bf_node_space_size=100", subs=_LICENSE_FREED_A_TEST)
-def test_bounded_cycles_schedule_as_the_full_ones(tmp_path_factory, params, subs):
+@settings(max_examples=60, deadline=None)
+@given(params=_PARAMS, subs=_SUBS, limits=st.booleans())
+@example(params=",bf_max_job_test=3,bf_node_space_size=100", subs=_LICENSE_FREED_A_TEST, limits=True)
+def test_bounded_cycles_schedule_as_the_full_ones(tmp_path_factory, params, subs, limits):
     tmp = tmp_path_factory.mktemp("reach")
-    _full, table = _run(tmp, params, _HELD + subs, True)
-    _bounded, bounded_table = _run(tmp, params, _HELD + subs, False)
+    _full, table = _run(tmp, params, _HELD + subs, True, limits=limits)
+    _bounded, bounded_table = _run(tmp, params, _HELD + subs, False, limits=limits)
     assert bounded_table == table
+
+
+@settings(max_examples=300, deadline=None)
+@given(jobs=st.lists(st.tuples(st.integers(1, 12), st.booleans()), min_size=1, max_size=40),
+       steps=st.lists(st.tuples(st.integers(0, 45), st.integers(0, 12), st.integers(0, 12), st.booleans()),
+                      max_size=12),
+       before=st.sets(st.integers(1, 12), max_size=3))
+def test_summed_counts_draw_the_bound_a_fresh_count_draws(jobs, steps, before):
+    """``_Budget`` sums the counts once and corrects them for the jobs started or preempting
+    since; the bound must be the one a count of every record at that moment gives. ``jobs``:
+    per record, its job id (a job may have several records, one per partition) and whether its
+    other tests let it count; ``steps``: (index, tests left, a job that starts or preempts);
+    ``before``: jobs started before the cycle's first bound."""
+    from types import SimpleNamespace
+
+    from gpupool.policy.slurm.backfill import _Budget
+
+    records = [SimpleNamespace(job=SimpleNamespace(id=jid), ok=ok) for jid, ok in jobs]
+    started: dict[int, object] = dict.fromkeys(before)
+    preempting: set[int] = set()
+
+    def counted(rec) -> bool:
+        return rec.ok and rec.job.id not in started and rec.job.id not in preempting
+
+    summed = _Budget(records, counted, started, preempting, True)
+    for index, left, jid, preempts in steps:
+        index = min(index, len(records) - 1)
+        fresh = _Budget(records, counted, started, preempting, False)
+        assert summed.reach(index, left) == fresh.reach(index, left)
+        if preempts:
+            preempting.add(jid)
+        else:
+            started[jid] = None

@@ -19,7 +19,7 @@ import weakref
 from gpupool.model.workload import GANG_MIN
 from gpupool.policy.slurm import limits, preempt
 from gpupool.policy.slurm.bisection import first_true
-from gpupool.policy.slurm.jobinfo import contiguous, list_above_max_nodes, raised_least
+from gpupool.policy.slurm.jobinfo import contiguous, list_above_max_nodes, raised_least, walks_gpus_per_node
 from gpupool.policy.slurm.node_filter import job_nodes, limits_key
 from gpupool.policy.slurm.node_space import NodeSpace
 from gpupool.policy.slurm.node_space import bits as mask_nodes
@@ -732,14 +732,16 @@ def run(cy, records) -> None:
             fixed = rec.bf = _record_fixed(pol, rec, no_reserve_qos, part_mask, shape_of, shapes)
         return not fixed[13]  # (too_many)
     # with bf_max_job_user the count depends on the order of users: no bound is drawn then
-    bounded = prune is not None and bool(max_test) and not max_user
+    budget = _Budget(records, counted, in_started, in_preempting,
+                     (assoc_stop or not s.limits_enforced) and license_limit is None
+                     ) if prune is not None and max_test and not max_user else None
     for index, rec in enumerate(records):
         if prune is not None:
             state = (started, len(cy.preempting), len(cy.victims))
             if state != prune.state:
                 prune.changed(state)
             if not prune.any_from(index, space, now, len(space.resv),
-                                  (max_test - tested, counted) if bounded else None):
+                                  None if budget is None else (max_test - tested, budget)):
                 break
         job = rec.job
         jid = job.id
@@ -1084,7 +1086,9 @@ class _Startable:
     it) and on nodes its first TRY_LATER window leaves free. Within a cycle reservations and
     starts only take resources away, so a record failing that test cannot start later in the
     cycle. A preemption may give resources back: then every record is asked again. A record of
-    a partition whose jobs share CPUs (a co-allocation row may take it) always might start.
+    a partition whose jobs share CPUs (a co-allocation row may take it) always might start, as
+    does, under enforced limits, a walk for GPUs per node: what its test leaves behind outlives
+    the cycle.
 
     The records are scanned from the end: ``last`` is the latest one that passes the test
     without the map (each record is looked at once between two starts), and it is tested
@@ -1152,7 +1156,7 @@ class _Startable:
             if budget is not None and self.last >= index + budget[0]:
                 # (before that every record is within reach: each test is at most one record)
                 if self.reach is None:
-                    self.reach = _reach(records, index, budget[0], budget[1])
+                    self.reach = budget[1].reach(index, budget[0])
                 if self.last > self.reach:
                     self.top = self.reach
                     self.last = -1
@@ -1212,6 +1216,11 @@ class _Startable:
         info = rec.part
         if info.name in self.share_parts:
             got = None
+        elif self.pol.s.limits_enforced and any(walks_gpus_per_node(ps) for ps in rec.job.wl.pod_sets):
+            # its limits test before a reservation leaves its GPUs per node times its nodes on
+            # the job (``SlurmPolicy.walk_gres``), which the next main pass reads when its
+            # selection fails: the cycle goes on to it as the full cycle does (found by a review)
+            got = None
         else:
             cy = self.cy
             pre = _preemptable_gone(self.pre_states, cy, rec.job, info, key[1:]) if self.pol.s.preemption else None
@@ -1221,18 +1230,69 @@ class _Startable:
         return got
 
 
-def _reach(records: list, index: int, left: int, counted) -> int:
-    """The index of the record at or after ``index`` that spends the last of ``left`` tests
-    (``counted`` tells which records certainly spend one), or the last record: no record after
-    it is tested in this cycle."""
-    if left <= 0:
-        return index - 1
-    for k in range(index, len(records)):
-        if counted(records[k]):
-            left -= 1
-            if not left:
+class _Budget:
+    """Where bf_max_job_test ends a cycle: the records its loop will certainly count against
+    the limit (``counted``) and so the last one it can test (``reach``).
+
+    Where no limit or license is tested (``static``), a record's count changes within a cycle
+    only when its job starts or preempts, so the counts are summed once per cycle and a reach
+    is a bisection, corrected for the jobs started since (a deep queue draws a bound after
+    every start, a thousand records each); otherwise each bound counts the records anew."""
+
+    __slots__ = ("counted", "flipped", "positions", "prefix", "preempting", "records", "started", "static")
+
+    def __init__(self, records: list, counted, started, preempting: set, static: bool) -> None:
+        self.records, self.counted, self.static = records, counted, static
+        self.started, self.preempting = started, preempting
+        self.prefix: list[int] | None = None  # counts summed over records[:k], when first needed
+        self.positions: dict[int, list[int]] = {}  # job id -> its counted records' indices
+        self.flipped: tuple = ((), ())  # the jobs started and preempting when summed
+
+    def reach(self, index: int, left: int) -> int:
+        """The index of the record at or after ``index`` that spends the last of ``left``
+        tests, or the last record: no record after it is tested before the next start or
+        preemption."""
+        records = self.records
+        if left <= 0:
+            return index - 1
+        if not self.static:
+            counted = self.counted
+            for k in range(index, len(records)):
+                if counted(records[k]):
+                    left -= 1
+                    if not left:
+                        return k
+            return len(records) - 1
+        prefix = self.prefix
+        if prefix is None:
+            prefix = self.prefix = self._sum()
+        # records summed as counted whose jobs started or preempt since: counted no more
+        was_started, was_preempting = self.flipped
+        since = [jid for jid in self.started if jid not in was_started]
+        since += [jid for jid in self.preempting if jid not in was_preempting]
+        gone = sorted({k for jid in since for k in self.positions.get(jid, ()) if k >= index})
+        n = len(records)
+        extra = 0
+        while True:
+            k = bisect.bisect_left(prefix, prefix[index] + left + extra, index + 1) - 1
+            if k >= n:
+                return n - 1
+            now_gone = bisect.bisect_right(gone, k)
+            if now_gone == extra:
                 return k
-    return len(records) - 1
+            extra = now_gone
+
+    def _sum(self) -> list[int]:
+        counted, positions = self.counted, self.positions
+        self.flipped = (set(self.started), set(self.preempting))
+        prefix = [0]
+        total = 0
+        for k, rec in enumerate(self.records):
+            if counted(rec):
+                total += 1
+                positions.setdefault(rec.job.id, []).append(k)
+            prefix.append(total)
+        return prefix
 
 
 def _preemptable_gone(pre_states: dict, cy, job, info, skey: tuple):

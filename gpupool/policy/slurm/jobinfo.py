@@ -351,3 +351,10 @@ def least_nodes(wl) -> int:
 def contiguous(wl) -> bool:
     """Whether ``wl`` asks ``--contiguous`` (a pod set marked ``PodSet.contiguous``)."""
     return any(ps.contiguous for ps in wl.pod_sets)
+
+
+def walks_gpus_per_node(ps) -> bool:
+    """Whether ``ps`` is a walk for GPUs per node (``-n T --gres=gpu:G``, no node count): its
+    GPUs on the request are G times the nodes of its last full selection
+    (``SlurmPolicy.walk_gres``, which the limits test of every selection leaves behind)."""
+    return ps.walked and bool(ps.gpus) and not ps.gpus_per_job

@@ -38,7 +38,8 @@ from gpupool.policy.slurm.config import ONE_YEAR, load_settings, partition_infos
 from gpupool.policy.slurm.cores import CoreBook
 from gpupool.policy.slurm.decay import UsageLedger, usage_clock, usage_end
 from gpupool.policy.slurm.fairshare import UsageTree, classic
-from gpupool.policy.slurm.jobinfo import account_chain, contiguous, gpu_tres, job_req, raised_least, stored_node_counts
+from gpupool.policy.slurm.jobinfo import (account_chain, contiguous, gpu_tres, job_req, raised_least, stored_node_counts,
+                                          walks_gpus_per_node)
 from gpupool.policy.slurm.min_nodes import partitions_min_nodes
 from gpupool.policy.slurm.running import RunningIndex
 from gpupool.policy.slurm.select import Free, empty_state, place, task_node_memory, whole_allowance
@@ -404,7 +405,7 @@ class Cycle:
         if not pol.s.limits_enforced:
             return None
         per_job = [ps for ps in job.wl.pod_sets if ps.gpus_per_job]
-        walked = [ps for ps in job.wl.pod_sets if _walks_gpus_per_node(ps)]
+        walked = [ps for ps in job.wl.pod_sets if walks_gpus_per_node(ps)]
         if not per_job and not walked:
             return None
         req = pol.req(job)
@@ -504,7 +505,7 @@ class Cycle:
         if not any(ps.walked or (ps.node_memory_mib and task_node_memory(ps)) or _capped_by_node_limits(ps, job.wl)
                    or ps.per_node_tasks is not None for ps in pods):
             return None
-        if any(_walks_gpus_per_node(ps) for ps in pods):
+        if any(walks_gpus_per_node(ps) for ps in pods):
             # a full selection leaves its GPUs per node times its nodes on the job's request
             # (cons_tres ``select_and_set``), which a later failed one still counts
             pol.walk_gres[job.id] = sum(p[1].bit_count() for p in placement)
@@ -634,12 +635,6 @@ def _memory_follows_cpus(ps) -> bool:
     """Whether ``ps``'s memory is per CPU or per task, so that CPUs a selection adds (whole
     cores, will-run's) bring theirs too."""
     return ps.memory_per in ("cpu", "task") or bool(ps.memory_per_cpu)
-
-
-def _walks_gpus_per_node(ps) -> bool:
-    """Whether ``ps`` is a walk for GPUs per node (``-n T --gres=gpu:G``, no node count): its
-    GPUs on the request are G times the nodes of its last full selection (``walk_gres``)."""
-    return ps.walked and bool(ps.gpus) and not ps.gpus_per_job
 
 
 def _planned_memory(ps, asked: dict, held: dict) -> int:
