@@ -707,12 +707,6 @@ def run(cy, records) -> None:
     start_limit = (lambda job, info: None) if assoc_stop else cy.start_limit
     placed_limit = cy.placed_limit
     license_limit = cy.license_limit if cy.licenses is not None else None
-    # Without plans to record, only the cycle's starts and preemptions matter to what follows:
-    # once no later record can start now, the rest of the cycle would only add reservations
-    # and is skipped (``_Startable``).
-    prune = None if pol.record else _Startable(pol, cy, records, share_parts, pre_states, shape_of, shapes,
-                                               no_reserve_qos, part_mask)
-
     def counted(rec) -> bool:
         """Whether the loop below counts ``rec`` against bf_max_job_test when it gets to it,
         whatever the reservations made meanwhile (until the next start or preemption, which
@@ -734,14 +728,18 @@ def run(cy, records) -> None:
     # with bf_max_job_user the count depends on the order of users: no bound is drawn then
     budget = _Budget(records, counted, in_started, in_preempting,
                      (assoc_stop or not s.limits_enforced) and license_limit is None
-                     ) if prune is not None and max_test and not max_user else None
+                     ) if not pol.record and max_test and not max_user else None
+    # Without plans to record, only the cycle's starts and preemptions matter to what follows:
+    # once no later record can start now, the rest of the cycle would only add reservations
+    # and is skipped (``_Startable``).
+    prune = None if pol.record else _Startable(pol, cy, records, share_parts, pre_states, shape_of, shapes,
+                                               no_reserve_qos, part_mask, budget)
     for index, rec in enumerate(records):
         if prune is not None:
             state = (started, len(cy.preempting), len(cy.victims))
             if state != prune.state:
                 prune.changed(state)
-            if not prune.any_from(index, space, now, len(space.resv),
-                                  None if budget is None else (max_test - tested, budget)):
+            if not prune.any_from(index, space, now, len(space.resv), max_test - tested):
                 break
         job = rec.job
         jid = job.id
@@ -1102,12 +1100,13 @@ class _Startable:
     afternoons the latest record that might start often lies far beyond it, and the cycle
     went on testing (and reserving for) a thousand records that start nothing."""
 
-    __slots__ = ("checked", "cursor", "cy", "fits", "last", "no_reserve_qos", "part_mask", "pol", "pre_states",
-                 "reach", "records", "shape_of", "shapes", "share_parts", "state", "top")
+    __slots__ = ("budget", "checked", "cursor", "cy", "fits", "last", "no_reserve_qos", "part_mask", "pol",
+                 "pre_states", "reach", "records", "shape_of", "shapes", "share_parts", "state", "top")
 
     def __init__(self, pol, cy, records, share_parts, pre_states: dict, shape_of: dict, shapes: dict,
-                 no_reserve_qos: frozenset, part_mask: dict[str, int]) -> None:
+                 no_reserve_qos: frozenset, part_mask: dict[str, int], budget: _Budget | None = None) -> None:
         self.pol, self.cy, self.records, self.share_parts = pol, cy, records, share_parts
+        self.budget = budget  # where bf_max_job_test bounds the records tested (None: nowhere)
         #: the cycle's memos, shared with its TRY_LATER loop (``_record_fixed``'s arguments too)
         self.pre_states, self.shape_of, self.shapes = pre_states, shape_of, shapes
         self.no_reserve_qos, self.part_mask = no_reserve_qos, part_mask
@@ -1140,10 +1139,10 @@ class _Startable:
         self.reach = None
         self.top = None
 
-    def any_from(self, index: int, space: NodeSpace, now: float, version: int, budget=None) -> bool:
+    def any_from(self, index: int, space: NodeSpace, now: float, version: int, left: int) -> bool:
         """Whether a record at ``index`` or later might still start now (``version``: the
-        map's reservation count). ``budget``: (tests left under bf_max_job_test, ``counted``),
-        or None where no bound is drawn."""
+        map's reservation count; ``left``: the tests bf_max_job_test leaves, read only with a
+        ``budget``)."""
         records = self.records
         while True:
             if self.last < 0:
@@ -1153,10 +1152,10 @@ class _Startable:
                     return False
             if self.last < index:
                 return False
-            if budget is not None and self.last >= index + budget[0]:
+            if self.budget is not None and self.last >= index + left:
                 # (before that every record is within reach: each test is at most one record)
                 if self.reach is None:
-                    self.reach = budget[1].reach(index, budget[0])
+                    self.reach = self.budget.reach(index, left)
                 if self.last > self.reach:
                     self.top = self.reach
                     self.last = -1
@@ -1189,9 +1188,7 @@ class _Startable:
         """The latest record from ``first`` to ``cursor`` (or to ``top`` below it) that might
         start now, the map aside (-1: none); the frontier scanned from moves down to it."""
         records, fits = self.records, self.fits
-        top = self.top
-        if top is not None and top >= self.cursor:
-            top = self.top = None
+        top = self.top  # (always below ``cursor``, which does not move while it is set)
         k = self.cursor if top is None else top
         while k >= first:
             rec = records[k]
@@ -1239,14 +1236,14 @@ class _Budget:
     is a bisection, corrected for the jobs started since (a deep queue draws a bound after
     every start, a thousand records each); otherwise each bound counts the records anew."""
 
-    __slots__ = ("counted", "flipped", "positions", "prefix", "preempting", "records", "started", "static")
+    __slots__ = ("counted", "positions", "prefix", "preempting", "records", "started", "static", "summed_with")
 
     def __init__(self, records: list, counted, started, preempting: set, static: bool) -> None:
         self.records, self.counted, self.static = records, counted, static
         self.started, self.preempting = started, preempting
         self.prefix: list[int] | None = None  # counts summed over records[:k], when first needed
         self.positions: dict[int, list[int]] = {}  # job id -> its counted records' indices
-        self.flipped: tuple = ((), ())  # the jobs started and preempting when summed
+        self.summed_with: tuple = ((), ())  # the jobs started and preempting when summed
 
     def reach(self, index: int, left: int) -> int:
         """The index of the record at or after ``index`` that spends the last of ``left``
@@ -1267,7 +1264,7 @@ class _Budget:
         if prefix is None:
             prefix = self.prefix = self._sum()
         # records summed as counted whose jobs started or preempt since: counted no more
-        was_started, was_preempting = self.flipped
+        was_started, was_preempting = self.summed_with
         since = [jid for jid in self.started if jid not in was_started]
         since += [jid for jid in self.preempting if jid not in was_preempting]
         gone = sorted({k for jid in since for k in self.positions.get(jid, ()) if k >= index})
@@ -1284,7 +1281,7 @@ class _Budget:
 
     def _sum(self) -> list[int]:
         counted, positions = self.counted, self.positions
-        self.flipped = (set(self.started), set(self.preempting))
+        self.summed_with = (set(self.started), set(self.preempting))
         prefix = [0]
         total = 0
         for k, rec in enumerate(self.records):

@@ -1421,12 +1421,14 @@ class SlurmPolicy:
         filled, why = job_defaults.resolve(self.cfg, self._node_memory, wl, self._job_defaults, self._typed_nodes)
         if why is not None:
             self._submit_refusal[wl.id] = why  # refused at submit (submit_verdict)
-        return self._node_cap(filled) if self.s.limits_enforced else filled
+        return self._node_cap(filled)
 
     def _node_cap(self, wl):
         """``wl`` with its node counts capped by the QOS and association node limits where a
-        pod set takes a node count select chooses (``_walk_node_cap``), else as it is."""
-        if any(_capped_by_node_limits(ps, wl) or _spread_task_pods(ps) for ps in wl.pod_sets):
+        pod set takes a node count select chooses (``_walk_node_cap``), else as it is (and as
+        it is where limits are not enforced)."""
+        if self.s.limits_enforced and any(_capped_by_node_limits(ps, wl) or _spread_task_pods(ps)
+                                          for ps in wl.pod_sets):
             return self._walk_node_cap(wl)
         return wl
 
@@ -1550,7 +1552,7 @@ class SlurmPolicy:
         MaxSubmitJobs, ``current`` holds the workloads of its pending and running jobs (and of
         those accepted with ``wl``), and ``wl`` is one of ``tasks`` tasks of one submission,
         which all count."""
-        why = submit_check.submit_rejection(self.pool, wl, user, self._node_cap if self.s.limits_enforced else None)
+        why = submit_check.submit_rejection(self.pool, wl, user, self._node_cap)
         if why is None and self._submit_limited and self.s.limits_enforced:
             req = self.request_of(wl if user is None else replace(wl, user=user))
             if self._over_submit_limit(req, [self.request_of(w) for w in current], tasks):

@@ -516,8 +516,9 @@ def submit_rejection(pool: Pool, wl: Workload, user: str | None = None, node_cap
 
     The pool's nodes count with the states the pool declares (all up unless it says DOWN/DRAIN).
     ``user`` replaces ``wl.user`` (the live daemon knows the submitter from the socket).
-    ``node_cap`` (the Slurm policy's, where limits are enforced) caps the filled request's
-    nodes by the QOS and association node limits, as the policy's own submission does
+    ``node_cap`` (the Slurm policy's; it changes nothing where limits are not enforced) caps
+    the filled request's nodes by the QOS and association node limits, as the policy's own
+    submission does
     (``SlurmPolicy._walk_node_cap``; found by a review: under MaxTRESPerJob=node=2 the live
     check accepted ``-n40``, which a real 22.05.8 refused, probe p176)."""
     view = _view(pool)
