@@ -42,10 +42,12 @@ from __future__ import annotations
 import copy
 import os
 import re
+import select
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -249,6 +251,7 @@ class RealSlurm:
         self.ports: dict[str, int] = {}
         self.env: dict[str, str] = {}
         self._clock_holder: subprocess.Popen[bytes] | None = None
+        self._reapers: list[subprocess.Popen[bytes]] = []  # one per slurmd (subreaper.py)
         self._fake_origin: tuple[float, float] | None = None  # (real, fake) at calibration
         self._started = False
         #: What this module changed in the pool's configuration and why (shown by callers).
@@ -328,6 +331,7 @@ class RealSlurm:
                 if exc.args and str(exc.args[0]).startswith("slurmctld stopped"):
                     raise
         self._stop_pids("slurmd", sorted(self.run_dir.glob("slurmd-*.pid")))
+        self._stop_reapers()
         self._stop_pids("slurmctld", [self.run_dir / "slurmctld.pid"])
         self._stop_pids("slurmdbd", [self.run_dir / "slurmdbd.pid"])
         self._stop_pids("mariadbd", [self.run_dir / "mariadbd.pid"])
@@ -765,7 +769,7 @@ class RealSlurm:
         for n in self._nodes:
             (self.dir / "spool" / n.name).mkdir(parents=True, exist_ok=True)
             self._daemon([str(self.bin_dir / "slurmd"), "-f", str(self.conf_path), "-N", n.name,
-                          "-d", str(self.bin_dir / "slurmstepd")], f"slurmd {n.name}")
+                          "-d", str(self.bin_dir / "slurmstepd")], f"slurmd {n.name}", reaped=True)
         want = set(self.node_names)
 
         def idle() -> bool:
@@ -774,11 +778,44 @@ class RealSlurm:
 
         self._wait(idle, self.start_timeout, "slurmd (all nodes idle)", self.log_dir / "slurmctld.log")
 
-    def _daemon(self, argv: list[str], what: str) -> None:
-        """Start a self-daemonising program and wait for its foreground part to exit."""
-        proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60, check=False)
-        if proc.returncode != 0:
-            raise RealSlurmError(f"{what} failed to start ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+    def _daemon(self, argv: list[str], what: str, *, reaped: bool = False) -> None:
+        """Start a self-daemonising program and wait for its foreground part to exit.
+
+        ``reaped`` starts it through :mod:`gpupool.conformance.subreaper`, which stays behind as
+        the reaper of the daemon's orphans (slurmd: a cancelled job's processes must not linger
+        as zombies, see that module).
+        """
+        if not reaped:
+            proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60, check=False)
+            if proc.returncode != 0:
+                raise RealSlurmError(f"{what} failed to start ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+            return
+        err_path = self.log_dir / f"start-{re.sub(r'[^A-Za-z0-9_.-]+', '-', what)}.err"
+        with open(err_path, "wb") as err:
+            reaper = subprocess.Popen([sys.executable, str(Path(__file__).with_name("subreaper.py")), *argv],
+                                      env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=err, start_new_session=True)
+        self._reapers.append(reaper)
+        assert reaper.stdout is not None
+        ready, _, _ = select.select([reaper.stdout], [], [], 60)
+        line = reaper.stdout.readline().decode(errors="replace").strip() if ready else ""
+        reaper.stdout.close()
+        if line != "0":
+            if not line:
+                reaper.kill()
+            message = err_path.read_text(errors="replace").strip()[-500:]
+            status = line or ("no exit status within 60 s" if not ready else "subreaper.py gave no exit status")
+            raise RealSlurmError(f"{what} failed to start ({status}): {message}")
+
+    def _stop_reapers(self) -> None:
+        """Wait for the slurmd reapers, which leave once their daemon and its jobs are gone."""
+        for reaper in self._reapers:
+            try:
+                reaper.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a stray step: its orphans go to PID 1 instead
+                reaper.kill()
+                reaper.wait()
+        self._reapers = []
 
     def _wait(self, ready, timeout: float, what: str, log: Path) -> None:
         deadline = time.monotonic() + timeout

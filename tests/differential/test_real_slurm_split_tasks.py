@@ -85,13 +85,18 @@ def _pods(rs, jid: int) -> list[tuple[int, int, int, int]] | str:
 
 
 def _idle(rs, ids: list) -> None:
-    """Cancel ``ids`` and wait (real seconds) until no job is left and no node completing."""
+    """Cancel ``ids`` and wait (real seconds) until no job is left and every node is idle; a
+    node that is not (drained, down) fails here, naming its state and reason, rather than as a
+    placement that differs in the next case."""
     rs.run(["scancel", *(str(i) for i in ids if isinstance(i, int))], check=False)
     rs.wait_idle(timeout=120)
+    states = ""
     for _ in range(200):
-        if "comp" not in rs.run(["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout:
+        states = rs.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], check=False).stdout
+        if all(line.split()[1] == "idle" for line in states.splitlines() if line.strip()):
             return
         time.sleep(0.3)
+    raise AssertionError(f"nodes not idle between cases (real Slurm):\n{states}")
 
 
 #: an LLN partition q: the nodes with the most free CPUs first (gpu01-04: 8, 12, 16, 1 free)
