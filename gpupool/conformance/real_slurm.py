@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-import select
+import selectors
 import shutil
 import signal
 import socket
@@ -80,6 +80,8 @@ _BINARIES = {
     "mariadb-server": ("mariadbd", "mariadb-install-db", "mariadb"),
     "faketime": ("faketime",),
 }
+#: real seconds a daemon's foreground part may take before its start counts as failed
+DAEMON_START_S = 60.0
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
 
 #: Fast reaction, as in the README's verified setup: 1 s backfill and main-scheduler passes.
@@ -786,7 +788,8 @@ class RealSlurm:
         as zombies, see that module).
         """
         if not reaped:
-            proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60, check=False)
+            proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=DAEMON_START_S,
+                                  check=False)
             if proc.returncode != 0:
                 raise RealSlurmError(f"{what} failed to start ({proc.returncode}): {proc.stderr.strip()[-500:]}")
             return
@@ -797,22 +800,34 @@ class RealSlurm:
                                       stderr=err, start_new_session=True)
         self._reapers.append(reaper)
         assert reaper.stdout is not None
-        ready, _, _ = select.select([reaper.stdout], [], [], 60)
-        line = reaper.stdout.readline().decode(errors="replace").strip() if ready else ""
-        reaper.stdout.close()
+        ready = False
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(reaper.stdout, selectors.EVENT_READ)
+                ready = bool(sel.select(DAEMON_START_S))
+            line = reaper.stdout.readline().decode(errors="replace").strip() if ready else ""
+        finally:
+            reaper.stdout.close()
         if line != "0":
             if not line:
-                reaper.kill()
+                # the reaper leads its own process group, with the program's foreground part
+                # (a daemon's later part has left it by setsid): both go
+                _kill_group(reaper.pid)
+                reaper.wait()
             message = err_path.read_text(errors="replace").strip()[-500:]
-            status = line or ("no exit status within 60 s" if not ready else "subreaper.py gave no exit status")
+            status = line or (f"no exit status within {DAEMON_START_S:g} s" if not ready
+                              else "subreaper.py gave no exit status")
             raise RealSlurmError(f"{what} failed to start ({status}): {message}")
 
     def _stop_reapers(self) -> None:
-        """Wait for the slurmd reapers, which leave once their daemon and its jobs are gone."""
+        """Wait for the slurmd reapers, which leave once their daemon and its jobs are gone (one
+        10 s deadline for all; a reaper still waiting on a stray step is then killed, and the
+        step's orphans go to PID 1 instead)."""
+        deadline = time.monotonic() + 10
         for reaper in self._reapers:
             try:
-                reaper.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # a stray step: its orphans go to PID 1 instead
+                reaper.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 reaper.kill()
                 reaper.wait()
         self._reapers = []
@@ -901,6 +916,14 @@ def _munge_socket_path(directory: Path) -> Path:
 def _fatal_line(log: Path) -> str:
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if "] fatal: " in ln]
     return lines[-1].split("] ", 1)[1] if lines else "fatal error"
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL a process group that may already be gone."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _alive(pid: int) -> bool:

@@ -60,7 +60,9 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: subreaper.py PROGRAM [ARGS...]", file=sys.stderr)
         return 2
-    become_subreaper()
+    if not become_subreaper():
+        print("subreaper.py: prctl(PR_SET_CHILD_SUBREAPER) failed; orphans go to PID 1",
+              file=sys.stderr)
     try:
         status = subprocess.call(argv, stdout=sys.stderr)  # stdout carries the status line only
     except OSError as exc:

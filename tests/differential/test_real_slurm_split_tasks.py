@@ -92,8 +92,10 @@ def _idle(rs, ids: list) -> None:
     rs.wait_idle(timeout=120)
     states = ""
     for _ in range(200):
-        states = rs.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], check=False).stdout
-        if all(line.split()[1] == "idle" for line in states.splitlines() if line.strip()):
+        got = rs.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], check=False)
+        states = got.stdout + got.stderr
+        idle = {line.split()[0] for line in got.stdout.splitlines() if line.split()[1:2] == ["idle"]}
+        if got.returncode == 0 and idle >= set(rs.node_names):
             return
         time.sleep(0.3)
     raise AssertionError(f"nodes not idle between cases (real Slurm):\n{states}")

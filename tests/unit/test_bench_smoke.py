@@ -45,3 +45,49 @@ def test_cli_json(capsys):
     assert bench.main(["--jobs", "500", "--policy", "fifo", "--no-memory", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["results"][0]["policy"] == "fifo" and "tracemalloc_peak_mib" not in report["results"][0]
+
+
+PROBE = BENCH.with_name("probe_far_plans.py")
+
+
+def _load_probe():
+    spec = importlib.util.spec_from_file_location("probe_far_plans", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_far_plans_probe_classes_calls_and_restores_the_policy():
+    probe = _load_probe()
+    from gpupool.policy.slurm import backfill
+    from gpupool.policy.slurm.policy import Cycle
+
+    kept = backfill.will_run_raw, Cycle.start, backfill.run
+    pool = BENCH.parents[1] / "examples" / "seed-pool"
+    report = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=6h", None)
+    assert (backfill.will_run_raw, Cycle.start, backfill.run) == kept
+    assert report["jobs"] > 0 and report["cycles"] > 0 and report["will_run_calls"] > 0
+    classed = sum(report.get(f"{c}_calls", 0) for c in ("after_last_start", "beyond_later_windows", "never"))
+    assert 0 < classed <= report["will_run_calls"]
+    json.dumps(report)
+
+
+def test_far_plans_classes_by_the_later_starts_windows():
+    import collections
+    import math
+
+    probe = _load_probe()
+    tally = collections.Counter()
+    # at now=100: a plan at 500, a start with a 300 s limit (window end 400), a plan at 350,
+    # one that never fits, one that fits now, a start with a 600 s limit, a plan after it
+    calls = [("will_run", 500.0, 1.0), ("start", 300.0, 0.0), ("will_run", 350.0, 2.0),
+             ("will_run", None, 4.0), ("will_run", -math.inf, 8.0), ("start", 600.0, 0.0),
+             ("will_run", 900.0, 16.0)]
+    probe._classify(calls, 100.0, tally)
+    assert tally["will_run_calls"] == 5 and tally["will_run_s"] == 31.0
+    # 500 >= max(400, 700)? no; 350 < 700; None: never; -inf fits now; 900: after the last start
+    assert tally["beyond_later_windows_calls"] == 0
+    assert tally["never_calls"] == 1 and tally["after_last_start_calls"] == 1
+    tally.clear()
+    probe._classify([("will_run", 700.0, 1.0), ("start", 600.0, 0.0)], 100.0, tally)
+    assert tally["beyond_later_windows_calls"] == 1 and tally["beyond_later_windows_s"] == 1.0
