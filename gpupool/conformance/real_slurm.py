@@ -419,6 +419,24 @@ class RealSlurm:
             time.sleep(poll)
         raise RealSlurmError(f"jobs still queued after {timeout} s (squeue in {self.dir})")
 
+    def wait_nodes_idle(self, timeout: float = 60.0, poll: float = 0.3) -> None:
+        """Wait (real seconds) until ``sinfo`` answers and lists every node as plain ``idle``
+        (none completing, drained or down): cases run one after another on one cluster need
+        all their nodes back, and a node that does not come back is named with its state and
+        reason here rather than showing up as a different placement in the next case."""
+        deadline = time.monotonic() + timeout
+        want = set(self.node_names)
+        states = ""
+        while True:
+            got = self.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], check=False)
+            states = (got.stdout + got.stderr).strip()
+            idle = {line.split()[0] for line in got.stdout.splitlines() if line.split()[1:2] == ["idle"]}
+            if got.returncode == 0 and idle >= want:
+                return
+            if time.monotonic() >= deadline:
+                raise RealSlurmError(f"nodes not idle after {timeout:g} s (sinfo in {self.dir}):\n{states}")
+            time.sleep(poll)
+
     # ------------------------------------------------------------------ pieces
     def _layout(self) -> None:
         for sub in ("bin", "etc", "run", "log", "spool", "dev", "munge", "out", "state"):

@@ -13,7 +13,6 @@ installed. Run alone with
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -85,20 +84,11 @@ def _pods(rs, jid: int) -> list[tuple[int, int, int, int]] | str:
 
 
 def _idle(rs, ids: list) -> None:
-    """Cancel ``ids`` and wait (real seconds) until no job is left and every node is idle; a
-    node that is not (drained, down) fails here, naming its state and reason, rather than as a
-    placement that differs in the next case."""
+    """Cancel ``ids`` and wait (real seconds) until no job is left and every node is idle (a
+    node that is not fails here, named, rather than as a differing placement next case)."""
     rs.run(["scancel", *(str(i) for i in ids if isinstance(i, int))], check=False)
     rs.wait_idle(timeout=120)
-    states = ""
-    for _ in range(200):
-        got = rs.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], check=False)
-        states = got.stdout + got.stderr
-        idle = {line.split()[0] for line in got.stdout.splitlines() if line.split()[1:2] == ["idle"]}
-        if got.returncode == 0 and idle >= set(rs.node_names):
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"nodes not idle between cases (real Slurm):\n{states}")
+    rs.wait_nodes_idle(timeout=60)
 
 
 #: an LLN partition q: the nodes with the most free CPUs first (gpu01-04: 8, 12, 16, 1 free)

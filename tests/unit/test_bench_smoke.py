@@ -11,11 +11,16 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_engine.py"
 
 
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_engine", BENCH)
+def _load(path: Path):
+    """A benchmark script as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_bench():
+    return _load(BENCH)
 
 
 def test_benchmark_report_has_every_field():
@@ -51,10 +56,7 @@ PROBE = BENCH.with_name("probe_far_plans.py")
 
 
 def _load_probe():
-    spec = importlib.util.spec_from_file_location("probe_far_plans", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load(PROBE)
 
 
 def test_far_plans_probe_classes_calls_and_restores_the_policy():
