@@ -17,6 +17,13 @@ will-run call is classed by the raw start it answered, against the latest window
 * the rest: it plans inside a later start's window, or starts now.
 
 Times are wall seconds of the wrapped calls (the probe's own cost is not in them).
+
+It also classes each reservation the cycle adds (``NodeSpace.add``), against the same later
+starts, and, for one that begins at or after every later start's window end, whether a later
+``window`` or ``overlaps`` call before the cycle's last start read a slot ending after its begin
+(``resv_beyond_read_past``). A deferred reservation (planned only once a later query reaches
+it) would have to be planned at that read, so this count is how often deferring would not
+save its planning (eleventh round, ``benchmarks/README.md``).
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ sys.path.insert(0, str(REPO))
 import gpupool  # noqa: E402
 from gpupool.formats.pool_dir import load_pool  # noqa: E402
 from gpupool.policy.slurm import backfill  # noqa: E402
+from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
 from gpupool.policy.slurm.policy import Cycle  # noqa: E402
 from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E402
 
@@ -59,14 +67,62 @@ def _classify(calls: list[tuple], now: float, tally: collections.Counter) -> Non
         tally[f"{cls}_s"] += seconds
 
 
+def _classify_reservations(events: list[tuple], now: float, tally: collections.Counter) -> None:
+    """Class each reservation of one cycle: ``events`` holds, in order, ``("start", limit)``,
+    ``("add", begin)`` and ``("read", reach)`` (the end of the last slot a map query read)."""
+    last = max((i for i, ev in enumerate(events) if ev[0] == "start"), default=-1)
+    window_end = -math.inf  # the latest window end of the starts after the current event
+    read_end = -math.inf  # the furthest read after the current event, before the last start
+    marks: list[tuple[float, float]] = [(-math.inf, -math.inf)] * len(events)
+    for i in range(len(events) - 1, -1, -1):
+        marks[i] = (window_end, read_end)
+        kind, value = events[i]
+        if kind == "start":
+            window_end = max(window_end, now + value)
+        elif kind == "read" and i < last:
+            read_end = max(read_end, value)
+    for i, (kind, value) in enumerate(events):
+        if kind != "add":
+            continue
+        tally["resv"] += 1
+        later_windows, later_reads = marks[i]
+        if i > last:
+            tally["resv_after_last_start"] += 1
+        elif value < later_windows:
+            tally["resv_inside_later_window"] += 1
+        else:
+            tally["resv_beyond"] += 1
+            if later_reads > value:
+                tally["resv_beyond_read_past"] += 1
+
+
 def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
     pool = load_pool(pool_dir)
     wls = generate(pool, parse_synthetic_spec(spec))
     if submitted_before_h is not None:
         wls = [w for w in wls if w.submit_time < submitted_before_h * 3600]
     calls: list[tuple] | None = None
+    events: list[tuple] | None = None  # starts, reservations and map reads, per cycle
     tally: collections.Counter = collections.Counter()
     will_run_raw, start, run = backfill.will_run_raw, Cycle.start, backfill.run
+    add, window, overlaps = NodeSpace.add, NodeSpace.window, NodeSpace.overlaps
+
+    def noted_add(self, begin, *args):
+        if events is not None:
+            events.append(("add", max(begin, self.begins[0])))
+        return add(self, begin, *args)
+
+    def noted_window(self, *args):
+        answer = window(self, *args)
+        if events is not None:
+            events.append(("read", self.reach))
+        return answer
+
+    def noted_overlaps(self, *args):
+        answer = overlaps(self, *args)
+        if events is not None:
+            events.append(("read", self.reach))
+        return answer
 
     def timed_will_run(wl, *args, **kwargs):
         t = time.perf_counter()
@@ -78,11 +134,12 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
     def noted_start(self, job, *args, **kwargs):
         if calls is not None:
             calls.append(("start", job.wl.time_limit or 0.0, 0.0))
+            events.append(("start", job.wl.time_limit or 0.0))
         return start(self, job, *args, **kwargs)
 
     def classified_run(cy, records):
-        nonlocal calls
-        calls = []
+        nonlocal calls, events
+        calls, events = [], []
         t = time.perf_counter()
         try:
             return run(cy, records)
@@ -92,14 +149,18 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
             tally["records"] += len(records)
             mine, calls = calls, None
             _classify(mine, cy.now, tally)
+            mine, events = events, None
+            _classify_reservations(mine, cy.now, tally)
 
     backfill.will_run_raw, Cycle.start, backfill.run = timed_will_run, noted_start, classified_run
+    NodeSpace.add, NodeSpace.window, NodeSpace.overlaps = noted_add, noted_window, noted_overlaps
     try:
         cpu = time.process_time()
         gpupool.simulate(pool, wls, "slurm")
         cpu = time.process_time() - cpu
     finally:
         backfill.will_run_raw, Cycle.start, backfill.run = will_run_raw, start, run
+        NodeSpace.add, NodeSpace.window, NodeSpace.overlaps = add, window, overlaps
     out = {"jobs": len(wls), "cpu_s": round(cpu, 2)}
     out.update({k: round(v, 3) if isinstance(v, float) else v for k, v in sorted(tally.items())})
     return out

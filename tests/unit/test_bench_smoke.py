@@ -8,6 +8,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_engine.py"
 
 
@@ -64,13 +66,19 @@ def test_far_plans_probe_classes_calls_and_restores_the_policy():
     from gpupool.policy.slurm import backfill
     from gpupool.policy.slurm.policy import Cycle
 
-    kept = backfill.will_run_raw, Cycle.start, backfill.run
+    from gpupool.policy.slurm.node_space import NodeSpace
+
+    kept = backfill.will_run_raw, Cycle.start, backfill.run, NodeSpace.add, NodeSpace.window, NodeSpace.overlaps
     pool = BENCH.parents[1] / "examples" / "seed-pool"
     report = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=6h", None)
-    assert (backfill.will_run_raw, Cycle.start, backfill.run) == kept
+    assert (backfill.will_run_raw, Cycle.start, backfill.run, NodeSpace.add, NodeSpace.window,
+            NodeSpace.overlaps) == kept
     assert report["jobs"] > 0 and report["cycles"] > 0 and report["will_run_calls"] > 0
     classed = sum(report.get(f"{c}_calls", 0) for c in ("after_last_start", "beyond_later_windows", "never"))
     assert 0 < classed <= report["will_run_calls"]
+    assert report["resv"] > 0
+    assert report["resv"] == sum(report.get(f"resv_{c}", 0) for c in ("after_last_start", "inside_later_window", "beyond"))
+    assert report.get("resv_beyond_read_past", 0) <= report.get("resv_beyond", 0)
     json.dumps(report)
 
 
@@ -93,3 +101,53 @@ def test_far_plans_classes_by_the_later_starts_windows():
     tally.clear()
     probe._classify([("will_run", 700.0, 1.0), ("start", 600.0, 0.0)], 100.0, tally)
     assert tally["beyond_later_windows_calls"] == 1 and tally["beyond_later_windows_s"] == 1.0
+
+
+def test_far_plans_classes_reservations_and_the_reads_past_them():
+    import collections
+
+    probe = _load_probe()
+    tally = collections.Counter()
+    # at now=100: a reservation at 900 read past (a read ending at 1000) before the last start
+    # (a 300 s limit: window end 400); one at 950 read only up to 940; one at 300, inside the
+    # later start's window; one after the last start
+    events = [("add", 900.0), ("read", 1000.0), ("add", 950.0), ("read", 940.0), ("add", 300.0),
+              ("start", 300.0), ("read", 5000.0), ("add", 500.0)]
+    probe._classify_reservations(events, 100.0, tally)
+    assert tally["resv"] == 4
+    assert tally["resv_beyond"] == 2 and tally["resv_beyond_read_past"] == 1
+    assert tally["resv_inside_later_window"] == 1 and tally["resv_after_last_start"] == 1
+    tally.clear()
+    probe._classify_reservations([("add", 900.0), ("read", 1000.0)], 100.0, tally)
+    assert tally["resv"] == 1 and tally["resv_after_last_start"] == 1 and tally["resv_beyond"] == 0
+
+
+DAYS = BENCH.with_name("probe_days.py")
+
+
+def test_day_probe_counts_each_day_and_restores_the_policy():
+    probe = _load(DAYS)
+    from gpupool.policy.slurm import backfill
+    from gpupool.policy.slurm.node_space import NodeSpace
+
+    kept = backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add
+    pool = BENCH.parents[1] / "examples" / "seed-pool"
+    report = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=3d")
+    assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept
+    days = report["days"]
+    assert [r["day"] for r in days] == sorted({r["day"] for r in days}) and len(days) >= 3
+    assert not report["stopped_early"]
+    assert all(r["cycles"] > 0 and r["window_calls"] >= r["reservations"] >= 0 for r in days)
+    assert abs(sum(r["cpu_s"] for r in days) - report["cpu_s"]) < 0.5
+    json.dumps(report)
+    # stopped at a simulated day: no cycle of that day or later is counted
+    cut = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=3d", until_day=2.0)
+    assert cut["stopped_early"] and cut["days"] and all(r["day"] < 2 for r in cut["days"])
+    assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept
+
+
+def test_day_probe_refuses_a_bad_spy_duration(capsys):
+    probe = _load(DAYS)
+    with pytest.raises(SystemExit):
+        probe.main(["--spy-seconds", "0"])
+    assert "--spy-seconds: must be positive" in capsys.readouterr().err

@@ -1,0 +1,151 @@
+"""Where a simulated month's Slurm time goes, day by day.
+
+Why: the whole-month benchmark's cost is not spread evenly. A few busy days build queues of
+hundreds of records, and there every backfill cycle plans most of them, so those days cost more
+than the rest of the month together (``benchmarks/README.md``, eighth and eleventh rounds). A
+speed idea has to be measured on those days, and reaching them takes minutes of simulation, so
+this probe prints one row per simulated day and can attach py-spy once a given day is reached.
+
+Per day (by the cycle's instant): process CPU seconds, backfill cycles, queue records handed to
+backfill per cycle, reservations added to the map, map queries (``NodeSpace.window``) and
+will-run misses (``backfill.will_run_raw``, the calls that were not answered from a memo).
+Counting wraps those functions, so CPU seconds include the wrappers' small cost.
+
+``--spy-from DAY --spy-seconds N --spy-out FILE`` starts ``py-spy record --format raw`` on this
+process when the first backfill cycle at or after DAY runs and stops the probe once it is done,
+so a profile of the costly days needs no run to the month's end.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import gpupool  # noqa: E402
+from gpupool.formats.pool_dir import load_pool  # noqa: E402
+from gpupool.policy.slurm import backfill  # noqa: E402
+from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
+from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E402
+
+DAY = 86400.0
+COUNTED = ("cycles", "records", "reservations", "window_calls", "will_run_misses")
+
+
+class _Stop(Exception):
+    """Raised from a wrapped cycle to end the simulation early (``--until-day``, py-spy done)."""
+
+
+def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: float | None = None,
+          spy_seconds: int = 120, spy_out: Path | None = None) -> dict:
+    pool = load_pool(pool_dir)
+    wls = generate(pool, parse_synthetic_spec(spec))
+    if until_day is not None:
+        wls = [w for w in wls if w.submit_time < until_day * DAY]
+    days: dict[int, collections.Counter] = {}
+    today = collections.Counter()
+    state = {"day": None, "cpu": time.process_time(), "spy": None}
+    run, window, add, will_run_raw = backfill.run, NodeSpace.window, NodeSpace.add, backfill.will_run_raw
+
+    def close_day() -> None:
+        if state["day"] is not None:
+            cpu = time.process_time()
+            today["cpu_s"] = round(cpu - state["cpu"], 2)
+            state["cpu"] = cpu
+            days[state["day"]] = collections.Counter(today)
+        today.clear()
+
+    def counted_run(cy, records):
+        if until_day is not None and cy.now >= until_day * DAY:
+            raise _Stop
+        day = int(cy.now // DAY)
+        if day != state["day"]:
+            close_day()
+            state["day"] = day
+        spy = state["spy"]
+        if spy is None and spy_from is not None and cy.now >= spy_from * DAY:
+            state["spy"] = spy = _start_spy(spy_seconds, spy_out)
+        elif spy is not None and spy.poll() is not None:
+            raise _Stop
+        today["cycles"] += 1
+        today["records"] += len(records)
+        return run(cy, records)
+
+    def counted_window(self, *args):
+        today["window_calls"] += 1
+        return window(self, *args)
+
+    def counted_add(self, *args):
+        today["reservations"] += 1
+        return add(self, *args)
+
+    def counted_will_run(*args, **kwargs):
+        today["will_run_misses"] += 1
+        return will_run_raw(*args, **kwargs)
+
+    backfill.run, NodeSpace.window, NodeSpace.add = counted_run, counted_window, counted_add
+    backfill.will_run_raw = counted_will_run
+    start = state["cpu"] = time.process_time()
+    stopped = False
+    try:
+        gpupool.simulate(pool, wls, "slurm", record_events=False)
+    except _Stop:
+        stopped = True
+    finally:
+        backfill.run, NodeSpace.window, NodeSpace.add = run, window, add
+        backfill.will_run_raw = will_run_raw
+        close_day()
+        if state["spy"] is not None:
+            state["spy"].wait()
+    rows = []
+    for day in sorted(days):
+        c = days[day]
+        rows.append({"day": day, "cpu_s": c["cpu_s"], **{k: c[k] for k in COUNTED},
+                     "records_per_cycle": round(c["records"] / c["cycles"], 1) if c["cycles"] else 0.0})
+    return {"jobs": len(wls), "cpu_s": round(time.process_time() - start, 2), "stopped_early": stopped,
+            "days": rows}
+
+
+def _start_spy(seconds: int, out: Path | None) -> subprocess.Popen:
+    """py-spy on this process (it must be installed: ``pip install py-spy``)."""
+    exe = shutil.which("py-spy")
+    if exe is None:
+        raise SystemExit("--spy-from needs py-spy on PATH (pip install py-spy)")
+    return subprocess.Popen([exe, "record", "--pid", str(os.getpid()), "--format", "raw", "--rate", "50",
+                             "--duration", str(seconds), "--nonblocking", "-o", str(out or "probe_days.raw")])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool")
+    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80")
+    ap.add_argument("--until-day", type=float, help="stop at this simulated day (jobs submitted before it)")
+    ap.add_argument("--spy-from", type=float, metavar="DAY", help="attach py-spy from this simulated day")
+    ap.add_argument("--spy-seconds", type=int, default=120)
+    ap.add_argument("--spy-out", type=Path)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.spy_seconds <= 0:
+        ap.error(f"--spy-seconds: must be positive, got {args.spy_seconds}")
+    out = probe(args.pool, args.spec, args.until_day, args.spy_from, args.spy_seconds, args.spy_out)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['jobs']} jobs, {out['cpu_s']} s CPU" + (" (stopped early)" if out["stopped_early"] else ""))
+    print(f"{'day':>4}{'cpu s':>9}{'cycles':>8}{'rec/cycle':>10}{'resv':>9}{'windows':>10}{'will-run':>10}")
+    for r in out["days"]:
+        print(f"{r['day']:>4}{r['cpu_s']:>9.1f}{r['cycles']:>8}{r['records_per_cycle']:>10.1f}"
+              f"{r['reservations']:>9}{r['window_calls']:>10}{r['will_run_misses']:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
