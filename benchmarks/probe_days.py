@@ -1,19 +1,23 @@
 """Where a simulated month's Slurm time goes, day by day.
 
 Why: the whole-month benchmark's cost is not spread evenly. A few busy days build queues of
-hundreds of records, and there every backfill cycle plans most of them, so those days cost more
-than the rest of the month together (``benchmarks/README.md``, eighth and eleventh rounds). A
+hundreds of records, and there every backfill cycle plans most of them, so three days cost
+almost as much as the other 28 (``benchmarks/README.md``, eighth and eleventh rounds). A
 speed idea has to be measured on those days, and reaching them takes minutes of simulation, so
 this probe prints one row per simulated day and can attach py-spy once a given day is reached.
 
 Per day (by the cycle's instant): process CPU seconds, backfill cycles, queue records handed to
 backfill per cycle, reservations added to the map, map queries (``NodeSpace.window``) and
 will-run misses (``backfill.will_run_raw``, the calls that were not answered from a memo).
-Counting wraps those functions, so CPU seconds include the wrappers' small cost.
+Counting wraps those functions, so CPU seconds include the wrappers' small cost. A day's CPU
+runs from its first backfill cycle to the next day's first one (a day with no cycle has no row;
+its time goes to the row before); the time before the first cycle (the engine's setup, hours
+with nothing pending) is ``before_first_cycle_s``.
 
 ``--spy-from DAY --spy-seconds N --spy-out FILE`` starts ``py-spy record --format raw`` on this
 process when the first backfill cycle at or after DAY runs and stops the probe once it is done,
-so a profile of the costly days needs no run to the month's end.
+so a profile of the costly days needs no run to the month's end; py-spy must be installed
+(``pip install py-spy``), and a py-spy that fails makes the probe exit 1.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import collections
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +42,7 @@ from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
 from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E402
 
 DAY = 86400.0
+SPY_SECONDS = 120
 COUNTED = ("cycles", "records", "reservations", "window_calls", "will_run_misses")
 
 
@@ -52,7 +58,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
         wls = [w for w in wls if w.submit_time < until_day * DAY]
     days: dict[int, collections.Counter] = {}
     today = collections.Counter()
-    state = {"day": None, "cpu": time.process_time(), "spy": None}
+    state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0}
     run, window, add, will_run_raw = backfill.run, NodeSpace.window, NodeSpace.add, backfill.will_run_raw
 
     def close_day() -> None:
@@ -68,6 +74,10 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
             raise _Stop
         day = int(cy.now // DAY)
         if day != state["day"]:
+            if state["day"] is None:  # the first cycle: what came before is the setup
+                cpu = time.process_time()
+                state["setup"] = cpu - state["cpu"]
+                state["cpu"] = cpu
             close_day()
             state["day"] = day
         spy = state["spy"]
@@ -103,22 +113,24 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
         backfill.run, NodeSpace.window, NodeSpace.add = run, window, add
         backfill.will_run_raw = will_run_raw
         close_day()
-        if state["spy"] is not None:
-            state["spy"].wait()
+        spy = state["spy"]
+        if spy is not None:
+            if spy.poll() is None:  # the simulation ended first: py-spy writes what it has
+                spy.send_signal(signal.SIGINT)
+            spy.wait()
     rows = []
     for day in sorted(days):
         c = days[day]
         rows.append({"day": day, "cpu_s": c["cpu_s"], **{k: c[k] for k in COUNTED},
                      "records_per_cycle": round(c["records"] / c["cycles"], 1) if c["cycles"] else 0.0})
     return {"jobs": len(wls), "cpu_s": round(time.process_time() - start, 2), "stopped_early": stopped,
-            "days": rows}
+            "before_first_cycle_s": round(state["setup"], 2), "days": rows,
+            "spy_rc": None if state["spy"] is None else state["spy"].returncode}
 
 
 def _start_spy(seconds: int, out: Path | None) -> subprocess.Popen:
-    """py-spy on this process (it must be installed: ``pip install py-spy``)."""
-    exe = shutil.which("py-spy")
-    if exe is None:
-        raise SystemExit("--spy-from needs py-spy on PATH (pip install py-spy)")
+    """py-spy on this process (``main`` checked that it is installed)."""
+    exe = shutil.which("py-spy") or "py-spy"
     return subprocess.Popen([exe, "record", "--pid", str(os.getpid()), "--format", "raw", "--rate", "50",
                              "--duration", str(seconds), "--nonblocking", "-o", str(out or "probe_days.raw")])
 
@@ -129,22 +141,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", default="synthetic:month?seed=3&median=80")
     ap.add_argument("--until-day", type=float, help="stop at this simulated day (jobs submitted before it)")
     ap.add_argument("--spy-from", type=float, metavar="DAY", help="attach py-spy from this simulated day")
-    ap.add_argument("--spy-seconds", type=int, default=120)
+    ap.add_argument("--spy-seconds", type=int, default=SPY_SECONDS)
     ap.add_argument("--spy-out", type=Path)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.spy_seconds <= 0:
         ap.error(f"--spy-seconds: must be positive, got {args.spy_seconds}")
+    if args.until_day is not None and args.until_day <= 0:
+        ap.error(f"--until-day: must be positive, got {args.until_day}")
+    if args.spy_from is None:
+        if args.spy_out is not None or args.spy_seconds != SPY_SECONDS:
+            ap.error("--spy-out and --spy-seconds need --spy-from DAY")
+    else:
+        if args.until_day is not None and args.spy_from >= args.until_day:
+            ap.error(f"--spy-from {args.spy_from:g}: the probe stops at --until-day {args.until_day:g}")
+        if shutil.which("py-spy") is None:
+            ap.error("--spy-from needs py-spy on PATH (pip install py-spy)")
+        folder = (args.spy_out or Path("probe_days.raw")).resolve().parent
+        if not folder.is_dir():
+            ap.error(f"--spy-out: no folder {folder}")
     out = probe(args.pool, args.spec, args.until_day, args.spy_from, args.spy_seconds, args.spy_out)
+    failed = out["spy_rc"] not in (None, 0)
+    if failed:
+        print(f"py-spy failed (exit status {out['spy_rc']}): no profile", file=sys.stderr)
     if args.json:
         print(json.dumps(out))
-        return 0
-    print(f"{out['jobs']} jobs, {out['cpu_s']} s CPU" + (" (stopped early)" if out["stopped_early"] else ""))
+        return 1 if failed else 0
+    print(f"{out['jobs']} jobs, {out['cpu_s']} s CPU" + (" (stopped early)" if out["stopped_early"] else "")
+          + f"; {out['before_first_cycle_s']} s before the first backfill cycle")
     print(f"{'day':>4}{'cpu s':>9}{'cycles':>8}{'rec/cycle':>10}{'resv':>9}{'windows':>10}{'will-run':>10}")
     for r in out["days"]:
         print(f"{r['day']:>4}{r['cpu_s']:>9.1f}{r['cycles']:>8}{r['records_per_cycle']:>10.1f}"
               f"{r['reservations']:>9}{r['window_calls']:>10}{r['will_run_misses']:>10}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

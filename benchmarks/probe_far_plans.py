@@ -9,21 +9,26 @@ much will-run time such records take, as an upper bound on what skipping them co
 It runs ``--policy slurm`` on the synthetic month (no plans recorded, as a simulation runs),
 wrapping ``backfill.will_run_raw``, ``Cycle.start`` and ``backfill.run``. Per cycle, each
 will-run call is classed by the raw start it answered, against the latest window end
-(``now`` + time limit) of the jobs the cycle starts after it:
+(``now`` + the limit the cycle planned the job with) of the jobs the cycle starts after it. A
+window reads every slot that begins at or before its end, so a plan exactly at a window's end
+counts as inside it:
 
 * ``after_last_start``: no job starts after it in the cycle;
-* ``beyond_later_windows``: it plans at or after every later start's window end;
+* ``beyond_later_windows``: it plans after every later start's window end;
 * ``never``: it cannot run on the usable nodes;
 * the rest: it plans inside a later start's window, or starts now.
 
 Times are wall seconds of the wrapped calls (the probe's own cost is not in them).
 
 It also classes each reservation the cycle adds (``NodeSpace.add``), against the same later
-starts, and, for one that begins at or after every later start's window end, whether a later
-``window`` or ``overlaps`` call before the cycle's last start read a slot ending after its begin
-(``resv_beyond_read_past``). A deferred reservation (planned only once a later query reaches
-it) would have to be planned at that read, so this count is how often deferring would not
-save its planning (eleventh round, ``benchmarks/README.md``).
+starts, and, for one that begins after every later start's window end, whether a later
+``window`` or ``overlaps`` call before the cycle's last start reached past its begin
+(``resv_beyond_read_past``: the query's ``reach``, the end of the last slot it read, lies
+after the begin). A deferred reservation (planned only once a later query reaches it) would
+have to be planned at that read, so this count is how often deferring would not save its
+planning (eleventh round, ``benchmarks/README.md``). It is an upper bound: ``reach`` may lie a
+slot beyond what a query read of the nodes, and a query on other nodes, or one that begins
+after the reservation ends, would not need it.
 """
 from __future__ import annotations
 
@@ -59,7 +64,7 @@ def _classify(calls: list[tuple], now: float, tally: collections.Counter) -> Non
             cls = "after_last_start"
         elif value is None:
             cls = "never"
-        elif value != -math.inf and value >= latest_after:
+        elif value != -math.inf and value > latest_after:
             cls = "beyond_later_windows"
         else:
             continue
@@ -88,7 +93,7 @@ def _classify_reservations(events: list[tuple], now: float, tally: collections.C
         later_windows, later_reads = marks[i]
         if i > last:
             tally["resv_after_last_start"] += 1
-        elif value < later_windows:
+        elif value <= later_windows:
             tally["resv_inside_later_window"] += 1
         else:
             tally["resv_beyond"] += 1
@@ -131,11 +136,16 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
             calls.append(("will_run", answer[0], time.perf_counter() - t))
         return answer
 
-    def noted_start(self, job, *args, **kwargs):
+    def noted_start(self, job, placement, info, *args, **kwargs):
         if calls is not None:
-            calls.append(("start", job.wl.time_limit or 0.0, 0.0))
-            events.append(("start", job.wl.time_limit or 0.0))
-        return start(self, job, *args, **kwargs)
+            # the window the cycle read for it: its planning limit (MaxTime for a job without
+            # one), or the --time-min limit it starts with
+            limit = self.pol.plan_limit(job, info)
+            if kwargs.get("limit") is not None:
+                limit = min(limit, kwargs["limit"])
+            calls.append(("start", limit, 0.0))
+            events.append(("start", limit))
+        return start(self, job, placement, info, *args, **kwargs)
 
     def classified_run(cy, records):
         nonlocal calls, events

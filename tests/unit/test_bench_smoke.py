@@ -99,8 +99,12 @@ def test_far_plans_classes_by_the_later_starts_windows():
     assert tally["beyond_later_windows_calls"] == 0
     assert tally["never_calls"] == 1 and tally["after_last_start_calls"] == 1
     tally.clear()
-    probe._classify([("will_run", 700.0, 1.0), ("start", 600.0, 0.0)], 100.0, tally)
+    probe._classify([("will_run", 701.0, 1.0), ("start", 600.0, 0.0)], 100.0, tally)
     assert tally["beyond_later_windows_calls"] == 1 and tally["beyond_later_windows_s"] == 1.0
+    tally.clear()
+    # a plan exactly at the window's end is inside it (the window reads the slot beginning there)
+    probe._classify([("will_run", 700.0, 1.0), ("start", 600.0, 0.0)], 100.0, tally)
+    assert tally["beyond_later_windows_calls"] == 0 and tally["will_run_calls"] == 1
 
 
 def test_far_plans_classes_reservations_and_the_reads_past_them():
@@ -120,6 +124,15 @@ def test_far_plans_classes_reservations_and_the_reads_past_them():
     tally.clear()
     probe._classify_reservations([("add", 900.0), ("read", 1000.0)], 100.0, tally)
     assert tally["resv"] == 1 and tally["resv_after_last_start"] == 1 and tally["resv_beyond"] == 0
+    tally.clear()
+    # between two starts: only the later start's window (100 + 600) counts, not the earlier
+    # one's (100 + 900); a reservation exactly at a window's end is inside it; a read that
+    # ends exactly at a begin has not read past it
+    events = [("start", 900.0), ("add", 800.0), ("read", 800.0), ("add", 700.0), ("add", 750.0),
+              ("read", 760.0), ("start", 600.0)]
+    probe._classify_reservations(events, 100.0, tally)
+    assert tally["resv"] == 3 and tally["resv_inside_later_window"] == 1  # 700
+    assert tally["resv_beyond"] == 2 and tally["resv_beyond_read_past"] == 1  # 750, not 800
 
 
 DAYS = BENCH.with_name("probe_days.py")
@@ -130,24 +143,70 @@ def test_day_probe_counts_each_day_and_restores_the_policy():
     from gpupool.policy.slurm import backfill
     from gpupool.policy.slurm.node_space import NodeSpace
 
+    import collections
+
     kept = backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add
     pool = BENCH.parents[1] / "examples" / "seed-pool"
-    report = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=3d")
-    assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept
-    days = report["days"]
-    assert [r["day"] for r in days] == sorted({r["day"] for r in days}) and len(days) >= 3
-    assert not report["stopped_early"]
-    assert all(r["cycles"] > 0 and r["window_calls"] >= r["reservations"] >= 0 for r in days)
-    assert abs(sum(r["cpu_s"] for r in days) - report["cpu_s"]) < 0.5
-    json.dumps(report)
-    # stopped at a simulated day: no cycle of that day or later is counted
-    cut = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=3d", until_day=2.0)
-    assert cut["stopped_early"] and cut["days"] and all(r["day"] < 2 for r in cut["days"])
+    spec = "synthetic:month?seed=3&median=80&duration=3d"
+    seen: list[tuple[float, int]] = []  # every cycle the probe passes on: (instant, records)
+
+    def logged(cy, records):
+        seen.append((cy.now, len(records)))
+        return kept[0](cy, records)
+    backfill.run = logged
+    try:
+        report = probe.probe(pool, spec)
+        assert backfill.run is logged and (backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept[1:]
+        by_day = collections.defaultdict(lambda: [0, 0])
+        for now, n in seen:
+            by_day[int(now // 86400)][0] += 1
+            by_day[int(now // 86400)][1] += n
+        days = report["days"]
+        assert len(days) >= 3 and not report["stopped_early"] and report["spy_rc"] is None
+        assert {r["day"]: [r["cycles"], r["records"]] for r in days} == dict(by_day)
+        assert all(r["window_calls"] >= r["reservations"] >= 0 for r in days)
+        assert sum(r["window_calls"] for r in days) > 0
+        json.dumps(report)
+        # stopped at a simulated day: the cycles before it are counted, none from it on
+        seen.clear()
+        cut = probe.probe(pool, spec, until_day=2.0)
+        assert cut["stopped_early"] and seen and all(now < 2 * 86400 for now, _ in seen)
+        assert sum(r["cycles"] for r in cut["days"]) == len(seen) and all(r["day"] < 2 for r in cut["days"])
+    finally:
+        backfill.run = kept[0]
     assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept
 
 
-def test_day_probe_refuses_a_bad_spy_duration(capsys):
+@pytest.mark.parametrize("argv, words", [
+    (["--spy-seconds", "0"], "--spy-seconds: must be positive"),
+    (["--until-day", "0"], "--until-day: must be positive"),
+    (["--spy-out", "x.raw"], "--spy-out and --spy-seconds need --spy-from DAY"),
+    (["--spy-from", "3", "--until-day", "2"], "the probe stops at --until-day 2"),
+    (["--spy-from", "1", "--spy-out", "/nonexistent/folder/x.raw"], "--spy-out: no folder"),
+])
+def test_day_probe_refuses_bad_options_before_simulating(argv, words, capsys, monkeypatch):
     probe = _load(DAYS)
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)  # as if installed
+    monkeypatch.setattr(probe, "probe", lambda *a, **k: pytest.fail("simulated despite a bad option"))
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(argv)
+    assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_day_probe_needs_py_spy_before_simulating(capsys, monkeypatch):
+    probe = _load(DAYS)
+    monkeypatch.setattr(probe.shutil, "which", lambda name: None)
+    monkeypatch.setattr(probe, "probe", lambda *a, **k: pytest.fail("simulated without py-spy"))
     with pytest.raises(SystemExit):
-        probe.main(["--spy-seconds", "0"])
-    assert "--spy-seconds: must be positive" in capsys.readouterr().err
+        probe.main(["--spy-from", "1"])
+    assert "needs py-spy on PATH" in capsys.readouterr().err
+
+
+def test_day_probe_exits_1_when_py_spy_fails(capsys, monkeypatch):
+    probe = _load(DAYS)
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
+    report = {"jobs": 1, "cpu_s": 0.1, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
+              "spy_rc": 1}
+    monkeypatch.setattr(probe, "probe", lambda *a, **k: report)
+    assert probe.main(["--spy-from", "1", "--json"]) == 1
+    assert "py-spy failed (exit status 1)" in capsys.readouterr().err
