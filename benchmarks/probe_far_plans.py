@@ -52,12 +52,17 @@ from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E
 
 
 def _classify(calls: list[tuple], now: float, tally: collections.Counter) -> None:
-    """Class each will-run call of one cycle by the later starts' latest window end."""
+    """Class each will-run call of one cycle, ``("will_run", raw start, seconds)``, by the latest
+    window end of the ``("start", limit)`` events after it (other events are passed over)."""
     latest_after = -math.inf
-    for kind, value, seconds in reversed(calls):
+    for event in reversed(calls):
+        kind, value = event[0], event[1]
         if kind == "start":
             latest_after = max(latest_after, now + value)
             continue
+        if kind != "will_run":
+            continue
+        seconds = event[2]
         tally["will_run_calls"] += 1
         tally["will_run_s"] += seconds
         if latest_after == -math.inf:
@@ -74,19 +79,21 @@ def _classify(calls: list[tuple], now: float, tally: collections.Counter) -> Non
 
 def _classify_reservations(events: list[tuple], now: float, tally: collections.Counter) -> None:
     """Class each reservation of one cycle: ``events`` holds, in order, ``("start", limit)``,
-    ``("add", begin)`` and ``("read", reach)`` (the end of the last slot a map query read)."""
+    ``("add", begin)`` and ``("read", reach)`` (the end of the last slot a map query read);
+    other events are passed over."""
     last = max((i for i, ev in enumerate(events) if ev[0] == "start"), default=-1)
     window_end = -math.inf  # the latest window end of the starts after the current event
     read_end = -math.inf  # the furthest read after the current event, before the last start
     marks: list[tuple[float, float]] = [(-math.inf, -math.inf)] * len(events)
     for i in range(len(events) - 1, -1, -1):
         marks[i] = (window_end, read_end)
-        kind, value = events[i]
+        kind, value = events[i][0], events[i][1]
         if kind == "start":
             window_end = max(window_end, now + value)
         elif kind == "read" and i < last:
             read_end = max(read_end, value)
-    for i, (kind, value) in enumerate(events):
+    for i, event in enumerate(events):
+        kind, value = event[0], event[1]
         if kind != "add":
             continue
         tally["resv"] += 1
@@ -106,8 +113,8 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
     wls = generate(pool, parse_synthetic_spec(spec))
     if submitted_before_h is not None:
         wls = [w for w in wls if w.submit_time < submitted_before_h * 3600]
-    calls: list[tuple] | None = None
-    events: list[tuple] | None = None  # starts, reservations and map reads, per cycle
+    #: per cycle, in order: will-run calls, starts, reservations and map reads
+    events: list[tuple] | None = None
     tally: collections.Counter = collections.Counter()
     will_run_raw, start, run = backfill.will_run_raw, Cycle.start, backfill.run
     add, window, overlaps = NodeSpace.add, NodeSpace.window, NodeSpace.overlaps
@@ -132,24 +139,23 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
     def timed_will_run(wl, *args, **kwargs):
         t = time.perf_counter()
         answer = will_run_raw(wl, *args, **kwargs)
-        if calls is not None:
-            calls.append(("will_run", answer[0], time.perf_counter() - t))
+        if events is not None:
+            events.append(("will_run", answer[0], time.perf_counter() - t))
         return answer
 
     def noted_start(self, job, placement, info, *args, **kwargs):
-        if calls is not None:
+        if events is not None:
             # the window the cycle read for it: its planning limit (MaxTime for a job without
             # one), or the --time-min limit it starts with
             limit = self.pol.plan_limit(job, info)
             if kwargs.get("limit") is not None:
                 limit = min(limit, kwargs["limit"])
-            calls.append(("start", limit, 0.0))
             events.append(("start", limit))
         return start(self, job, placement, info, *args, **kwargs)
 
     def classified_run(cy, records):
-        nonlocal calls, events
-        calls, events = [], []
+        nonlocal events
+        events = []
         t = time.perf_counter()
         try:
             return run(cy, records)
@@ -157,9 +163,8 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
             tally["cycles"] += 1
             tally["cycle_s"] += time.perf_counter() - t
             tally["records"] += len(records)
-            mine, calls = calls, None
-            _classify(mine, cy.now, tally)
             mine, events = events, None
+            _classify(mine, cy.now, tally)
             _classify_reservations(mine, cy.now, tally)
 
     backfill.will_run_raw, Cycle.start, backfill.run = timed_will_run, noted_start, classified_run

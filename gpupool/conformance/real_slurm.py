@@ -426,14 +426,13 @@ class RealSlurm:
         reason here rather than showing up as a different placement in the next case."""
         deadline = time.monotonic() + timeout
         want = set(self.node_names)
-        states = ""
         while True:
             got = self.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], check=False)
-            states = (got.stdout + got.stderr).strip()
-            idle = {line.split()[0] for line in got.stdout.splitlines() if line.split()[1:2] == ["idle"]}
+            idle = {fields[0] for fields in map(str.split, got.stdout.splitlines()) if fields[1:2] == ["idle"]}
             if got.returncode == 0 and idle >= want:
                 return
             if time.monotonic() >= deadline:
+                states = (got.stdout + got.stderr).strip()
                 raise RealSlurmError(f"nodes not idle after {timeout:g} s (sinfo in {self.dir}):\n{states}")
             time.sleep(poll)
 
