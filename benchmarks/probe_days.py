@@ -137,13 +137,16 @@ def _start_spy(seconds: int, out: Path | None) -> subprocess.Popen:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool")
-    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80")
+    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool",
+                    help="pool directory (default examples/large-pool)")
+    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80",
+                    help="synthetic workload spec (default the Helios-like month)")
     ap.add_argument("--until-day", type=float, help="stop at this simulated day (jobs submitted before it)")
     ap.add_argument("--spy-from", type=float, metavar="DAY", help="attach py-spy from this simulated day")
-    ap.add_argument("--spy-seconds", type=int, default=SPY_SECONDS)
-    ap.add_argument("--spy-out", type=Path)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--spy-seconds", type=int, default=SPY_SECONDS,
+                    help=f"how long py-spy records (default {SPY_SECONDS} s)")
+    ap.add_argument("--spy-out", type=Path, help="py-spy's raw profile (default probe_days.raw)")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
     if args.spy_seconds <= 0:
         ap.error(f"--spy-seconds: must be positive, got {args.spy_seconds}")

@@ -183,11 +183,13 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool")
-    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80")
+    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool",
+                    help="pool directory (default examples/large-pool)")
+    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80",
+                    help="synthetic workload spec (default the Helios-like month)")
     ap.add_argument("--submitted-before", type=float, metavar="HOURS",
                     help="only jobs submitted before this many hours")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
     out = probe(args.pool, args.spec, args.submitted_before)
     if args.json:
