@@ -32,14 +32,12 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _month  # noqa: E402
 import gpupool  # noqa: E402
-from gpupool.formats.pool_dir import load_pool  # noqa: E402
 from gpupool.policy.slurm import backfill  # noqa: E402
 from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
-from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E402
 
 DAY = 86400.0
 SPY_SECONDS = 120
@@ -52,10 +50,7 @@ class _Stop(Exception):
 
 def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: float | None = None,
           spy_seconds: int = 120, spy_out: Path | None = None) -> dict:
-    pool = load_pool(pool_dir)
-    wls = generate(pool, parse_synthetic_spec(spec))
-    if until_day is not None:
-        wls = [w for w in wls if w.submit_time < until_day * DAY]
+    pool, wls = _month.workloads(pool_dir, spec, None if until_day is None else until_day * DAY)
     days: dict[int, collections.Counter] = {}
     today = collections.Counter()
     state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0}
@@ -137,10 +132,7 @@ def _start_spy(seconds: int, out: Path | None) -> subprocess.Popen:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool",
-                    help="pool directory (default examples/large-pool)")
-    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80",
-                    help="synthetic workload spec (default the Helios-like month)")
+    _month.add_arguments(ap)
     ap.add_argument("--until-day", type=float, help="stop at this simulated day (jobs submitted before it)")
     ap.add_argument("--spy-from", type=float, metavar="DAY", help="attach py-spy from this simulated day")
     ap.add_argument("--spy-seconds", type=int, default=SPY_SECONDS,

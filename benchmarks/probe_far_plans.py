@@ -40,15 +40,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _month  # noqa: E402
 import gpupool  # noqa: E402
-from gpupool.formats.pool_dir import load_pool  # noqa: E402
 from gpupool.policy.slurm import backfill  # noqa: E402
 from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
 from gpupool.policy.slurm.policy import Cycle  # noqa: E402
-from gpupool.workload.synthetic import generate, parse_synthetic_spec  # noqa: E402
 
 
 def _classify(calls: list[tuple], now: float, tally: collections.Counter) -> None:
@@ -109,10 +107,7 @@ def _classify_reservations(events: list[tuple], now: float, tally: collections.C
 
 
 def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
-    pool = load_pool(pool_dir)
-    wls = generate(pool, parse_synthetic_spec(spec))
-    if submitted_before_h is not None:
-        wls = [w for w in wls if w.submit_time < submitted_before_h * 3600]
+    pool, wls = _month.workloads(pool_dir, spec, None if submitted_before_h is None else submitted_before_h * 3600)
     #: per cycle, in order: will-run calls, starts, reservations and map reads
     events: list[tuple] | None = None
     tally: collections.Counter = collections.Counter()
@@ -183,10 +178,7 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pool", type=Path, default=REPO / "examples" / "large-pool",
-                    help="pool directory (default examples/large-pool)")
-    ap.add_argument("--spec", default="synthetic:month?seed=3&median=80",
-                    help="synthetic workload spec (default the Helios-like month)")
+    _month.add_arguments(ap)
     ap.add_argument("--submitted-before", type=float, metavar="HOURS",
                     help="only jobs submitted before this many hours")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
