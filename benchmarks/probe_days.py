@@ -14,6 +14,15 @@ runs from its first backfill cycle to the next day's first one (a day with no cy
 its time goes to the row before); the time before the first cycle (the engine's setup, hours
 with nothing pending) is ``before_first_cycle_s``.
 
+Also per day, the CPU spent inside the backfill cycles themselves (``backfill_s``), the main
+passes (``main_s``) and the queue builds (``queue_s``), each timed around the call and counted
+in the row whose span it ran in (so a main pass before a day's first cycle counts in the row
+before, as its CPU does; those before the first cycle are ``before_first_cycle_main_s`` and
+``before_first_cycle_queue_s``, and the run's totals include them). The report's
+``outside_backfill_s`` is the run's CPU less every cycle's: the CPU spent outside the cycles in
+this run (the setup, the probe's wrappers and the garbage collections that code happened to
+trigger included), roughly what the month would still cost if backfill took no time at all.
+
 ``--spy-from DAY --spy-seconds N --spy-out FILE`` starts ``py-spy record --format raw`` on this
 process when the first backfill cycle at or after DAY runs and stops the probe once it is done,
 so a profile of the costly days needs no run to the month's end; py-spy must be installed
@@ -36,12 +45,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _month  # noqa: E402
 import gpupool  # noqa: E402
-from gpupool.policy.slurm import backfill  # noqa: E402
+from gpupool.policy.slurm import backfill, main_sched, queue  # noqa: E402
 from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
 
 DAY = 86400.0
 SPY_SECONDS = 120
 COUNTED = ("cycles", "records", "reservations", "window_calls", "will_run_misses")
+#: CPU seconds timed around calls, per day: backfill cycles, main passes, queue builds
+TIMED = ("backfill_s", "main_s", "queue_s")
+#: the probe's clock (a test replaces it to count the timed calls)
+_clock = time.process_time
 
 
 class _Stop(Exception):
@@ -54,11 +67,13 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     days: dict[int, collections.Counter] = {}
     today = collections.Counter()
     state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0}
+    timed: dict[int | None, collections.Counter] = collections.defaultdict(collections.Counter)
     run, window, add, will_run_raw = backfill.run, NodeSpace.window, NodeSpace.add, backfill.will_run_raw
+    main_run, queue_build = main_sched.run, queue.build
 
     def close_day() -> None:
         if state["day"] is not None:
-            cpu = time.process_time()
+            cpu = _clock()
             today["cpu_s"] = round(cpu - state["cpu"], 2)
             state["cpu"] = cpu
             days[state["day"]] = collections.Counter(today)
@@ -70,7 +85,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
         day = int(cy.now // DAY)
         if day != state["day"]:
             if state["day"] is None:  # the first cycle: what came before is the setup
-                cpu = time.process_time()
+                cpu = _clock()
                 state["setup"] = cpu - state["cpu"]
                 state["cpu"] = cpu
             close_day()
@@ -82,7 +97,25 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
             raise _Stop
         today["cycles"] += 1
         today["records"] += len(records)
-        return run(cy, records)
+        began = _clock()
+        try:
+            return run(cy, records)
+        finally:
+            timed[state["day"]]["backfill_s"] += _clock() - began
+
+    def timed_main(cy, *args):
+        began = _clock()
+        try:
+            return main_run(cy, *args)
+        finally:
+            timed[state["day"]]["main_s"] += _clock() - began
+
+    def timed_build(cy):
+        began = _clock()
+        try:
+            return queue_build(cy)
+        finally:
+            timed[state["day"]]["queue_s"] += _clock() - began
 
     def counted_window(self, *args):
         today["window_calls"] += 1
@@ -98,7 +131,8 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
 
     backfill.run, NodeSpace.window, NodeSpace.add = counted_run, counted_window, counted_add
     backfill.will_run_raw = counted_will_run
-    start = state["cpu"] = time.process_time()
+    main_sched.run, queue.build = timed_main, timed_build
+    start = state["cpu"] = _clock()
     stopped = False
     try:
         gpupool.simulate(pool, wls, "slurm", record_events=False)
@@ -107,6 +141,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     finally:
         backfill.run, NodeSpace.window, NodeSpace.add = run, window, add
         backfill.will_run_raw = will_run_raw
+        main_sched.run, queue.build = main_run, queue_build
         close_day()
         spy = state["spy"]
         if spy is not None:
@@ -116,9 +151,15 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     rows = []
     for day in sorted(days):
         c = days[day]
-        rows.append({"day": day, "cpu_s": c["cpu_s"], **{k: c[k] for k in COUNTED},
+        rows.append({"day": day, "cpu_s": c["cpu_s"], **{k: round(timed[day][k], 2) for k in TIMED},
+                     **{k: c[k] for k in COUNTED},
                      "records_per_cycle": round(c["records"] / c["cycles"], 1) if c["cycles"] else 0.0})
-    return {"jobs": len(wls), "cpu_s": round(time.process_time() - start, 2), "stopped_early": stopped,
+    cpu = _clock() - start
+    totals = {k: sum(t[k] for t in timed.values()) for k in TIMED}
+    return {"jobs": len(wls), "cpu_s": round(cpu, 2), **{k: round(v, 2) for k, v in totals.items()},
+            "outside_backfill_s": round(cpu - totals["backfill_s"], 2), "stopped_early": stopped,
+            "before_first_cycle_main_s": round(timed[None]["main_s"], 2),
+            "before_first_cycle_queue_s": round(timed[None]["queue_s"], 2),
             "before_first_cycle_s": round(state["setup"], 2), "days": rows,
             "spy_rc": None if state["spy"] is None else state["spy"].returncode}
 
@@ -163,10 +204,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
         return 1 if failed else 0
     print(f"{out['jobs']} jobs, {out['cpu_s']} s CPU" + (" (stopped early)" if out["stopped_early"] else "")
-          + f"; {out['before_first_cycle_s']} s before the first backfill cycle")
-    print(f"{'day':>4}{'cpu s':>9}{'cycles':>8}{'rec/cycle':>10}{'resv':>9}{'windows':>10}{'will-run':>10}")
+          + f"; {out['before_first_cycle_s']} s before the first backfill cycle (main passes "
+          f"{out['before_first_cycle_main_s']} s, queue builds {out['before_first_cycle_queue_s']} s)")
+    print(f"outside the backfill cycles: {out['outside_backfill_s']} s (main passes {out['main_s']} s, "
+          f"queue builds {out['queue_s']} s); inside them: {out['backfill_s']} s")
+    print(f"{'day':>4}{'cpu s':>9}{'bf s':>8}{'main s':>8}{'queue s':>8}{'cycles':>8}{'rec/cycle':>10}"
+          f"{'resv':>9}{'windows':>10}{'will-run':>10}")
     for r in out["days"]:
-        print(f"{r['day']:>4}{r['cpu_s']:>9.1f}{r['cycles']:>8}{r['records_per_cycle']:>10.1f}"
+        print(f"{r['day']:>4}{r['cpu_s']:>9.1f}{r['backfill_s']:>8.1f}{r['main_s']:>8.1f}{r['queue_s']:>8.1f}"
+              f"{r['cycles']:>8}{r['records_per_cycle']:>10.1f}"
               f"{r['reservations']:>9}{r['window_calls']:>10}{r['will_run_misses']:>10}")
     return 1 if failed else 0
 

@@ -140,12 +140,12 @@ DAYS = BENCH.with_name("probe_days.py")
 
 def test_day_probe_counts_each_day_and_restores_the_policy():
     probe = _load(DAYS)
-    from gpupool.policy.slurm import backfill
+    from gpupool.policy.slurm import backfill, main_sched, queue
     from gpupool.policy.slurm.node_space import NodeSpace
 
     import collections
 
-    kept = backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add
+    kept = backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build
     pool = BENCH.parents[1] / "examples" / "seed-pool"
     spec = "synthetic:month?seed=3&median=80&duration=3d"
     seen: list[tuple[float, int]] = []  # every cycle the probe passes on: (instant, records)
@@ -156,7 +156,8 @@ def test_day_probe_counts_each_day_and_restores_the_policy():
     backfill.run = logged
     try:
         report = probe.probe(pool, spec)
-        assert backfill.run is logged and (backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept[1:]
+        others = lambda: (backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build)
+        assert backfill.run is logged and others() == kept[1:]
         by_day = collections.defaultdict(lambda: [0, 0])
         for now, n in seen:
             by_day[int(now // 86400)][0] += 1
@@ -172,9 +173,71 @@ def test_day_probe_counts_each_day_and_restores_the_policy():
         cut = probe.probe(pool, spec, until_day=2.0)
         assert cut["stopped_early"] and seen and all(now < 2 * 86400 for now, _ in seen)
         assert sum(r["cycles"] for r in cut["days"]) == len(seen) and all(r["day"] < 2 for r in cut["days"])
+        assert others() == kept[1:]  # restored after a stop too
     finally:
         backfill.run = kept[0]
-    assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add) == kept
+    assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build) == kept
+
+
+def test_day_probe_times_cycles_passes_and_builds_in_their_rows(monkeypatch):
+    """Each timed call counts in the row whose span it ran in: with a clock that ticks once per
+    reading and calls that each spend a cost of their own in ticks (nothing else inside reads
+    the clock), every row's timed seconds are its calls' costs, found here from the order of the
+    calls themselves; those before the first cycle have fields of their own."""
+    probe = _load(DAYS)
+    from gpupool.policy.slurm import backfill, main_sched, queue
+
+    kept = backfill.run, main_sched.run, queue.build
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(probe, "_clock", lambda: float(next(ticks)))
+    order: list[tuple[str, float]] = []  # every call in call order: (what, instant)
+
+    cost = {"backfill_s": 1, "main_s": 11, "queue_s": 101}  # ticks per call, the probe's own read included
+
+    def log(what, fn):
+        def logged(cy, *args):
+            order.append((what, cy.now))
+            for _ in range(cost[what] - 1):
+                next(ticks)
+            return fn(cy, *args)
+        return logged
+    monkeypatch.setattr(backfill, "run", log("backfill_s", kept[0]))
+    monkeypatch.setattr(main_sched, "run", log("main_s", kept[1]))
+    monkeypatch.setattr(queue, "build", log("queue_s", kept[2]))
+    logged = backfill.run, main_sched.run, queue.build
+    pool = BENCH.parents[1] / "examples" / "seed-pool"
+    report = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=2d")
+    assert (backfill.run, main_sched.run, queue.build) == logged  # the probe's own wrappers are gone
+    expected: dict = {}
+    row = None  # the day of the latest cycle: a row runs from a day's first cycle to the next's
+    for what, now in order:
+        if what == "backfill_s":
+            row = int(now // 86400)
+        expected.setdefault(row, dict.fromkeys(probe.TIMED, 0))[what] += cost[what]
+    days = report["days"]
+    assert len(days) >= 2 and all(r["main_s"] > 0 and r["queue_s"] > 0 for r in days)
+    assert {r["day"]: {k: r[k] for k in probe.TIMED} for r in days} == {d: c for d, c in expected.items()
+                                                                         if d is not None}
+    assert all(r["backfill_s"] == r["cycles"] for r in days)
+    before = expected[None]  # passes and builds before the first cycle (the first hours' jobs)
+    assert before["backfill_s"] == 0 and before["main_s"] > 0
+    assert (report["before_first_cycle_main_s"], report["before_first_cycle_queue_s"]) == (before["main_s"],
+                                                                                           before["queue_s"])
+    for k in probe.TIMED:
+        assert report[k] == sum(c[k] for c in expected.values())
+    assert report["outside_backfill_s"] == report["cpu_s"] - report["backfill_s"] > report["main_s"]
+
+
+def test_day_probe_prints_the_split_as_text(capsys):
+    probe = _load(DAYS)
+    pool = BENCH.parents[1] / "examples" / "seed-pool"
+    assert probe.main(["--pool", str(pool), "--spec", "synthetic:month?seed=3&median=80&duration=2d",
+                       "--until-day", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(stopped early)" in out and "outside the backfill cycles:" in out and "queue builds" in out
+    header, first = out.splitlines()[2:4]
+    assert header.split()[:5] == ["day", "cpu", "s", "bf", "s"] and first.split()[0] == "0"
+    assert len(first.split()) == 10  # day, four CPU columns, cycles, records per cycle, three counts
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -205,7 +268,8 @@ def test_day_probe_needs_py_spy_before_simulating(capsys, monkeypatch):
 def test_day_probe_exits_1_when_py_spy_fails(capsys, monkeypatch):
     probe = _load(DAYS)
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
-    report = {"jobs": 1, "cpu_s": 0.1, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
+    report = {"jobs": 1, "cpu_s": 0.1, "backfill_s": 0.0, "main_s": 0.0, "queue_s": 0.0,
+              "outside_backfill_s": 0.1, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
               "spy_rc": 1}
     monkeypatch.setattr(probe, "probe", lambda *a, **k: report)
     assert probe.main(["--spy-from", "1", "--json"]) == 1
