@@ -18,10 +18,13 @@ Also per day, the CPU spent inside the backfill cycles themselves (``backfill_s`
 passes (``main_s``) and the queue builds (``queue_s``), each timed around the call and counted
 in the row whose span it ran in (so a main pass before a day's first cycle counts in the row
 before, as its CPU does; those before the first cycle are ``before_first_cycle_main_s`` and
-``before_first_cycle_queue_s``, and the run's totals include them). The report's
-``outside_backfill_s`` is the run's CPU less every cycle's: the CPU spent outside the cycles in
-this run (the setup, the probe's wrappers and the garbage collections that code happened to
-trigger included), roughly what the month would still cost if backfill took no time at all.
+``before_first_cycle_queue_s``, and the run's totals include them). ``engine_s`` is the CPU up
+to the end of the engine's run (the policy's and the engine's setup included, as
+``bench_engine.py`` times a policy), ``results_s`` the result tables ``simulate`` builds after
+it (in the last row's CPU too). ``outside_backfill_s`` is ``engine_s`` less every cycle's CPU:
+the engine's run outside the cycles (the probe's wrappers and the garbage collections that
+code happened to trigger included), roughly what the month would still cost if backfill took
+no time at all.
 
 ``--spy-from DAY --spy-seconds N --spy-out FILE`` starts ``py-spy record --format raw`` on this
 process when the first backfill cycle at or after DAY runs and stops the probe once it is done,
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _month  # noqa: E402
 import gpupool  # noqa: E402
+from gpupool.engine.core import Engine  # noqa: E402
 from gpupool.policy.slurm import backfill, main_sched, queue  # noqa: E402
 from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
 
@@ -66,10 +70,10 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     pool, wls = _month.workloads(pool_dir, spec, None if until_day is None else until_day * DAY)
     days: dict[int, collections.Counter] = {}
     today = collections.Counter()
-    state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0}
+    state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0, "run_end": None}
     timed: dict[int | None, collections.Counter] = collections.defaultdict(collections.Counter)
     run, window, add, will_run_raw = backfill.run, NodeSpace.window, NodeSpace.add, backfill.will_run_raw
-    main_run, queue_build = main_sched.run, queue.build
+    main_run, queue_build, engine_run = main_sched.run, queue.build, Engine.run
 
     def close_day() -> None:
         if state["day"] is not None:
@@ -117,6 +121,12 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
         finally:
             timed[state["day"]]["queue_s"] += _clock() - began
 
+    def timed_engine(self, *args, **kwargs):
+        try:
+            return engine_run(self, *args, **kwargs)
+        finally:
+            state["run_end"] = _clock()
+
     def counted_window(self, *args):
         today["window_calls"] += 1
         return window(self, *args)
@@ -131,7 +141,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
 
     backfill.run, NodeSpace.window, NodeSpace.add = counted_run, counted_window, counted_add
     backfill.will_run_raw = counted_will_run
-    main_sched.run, queue.build = timed_main, timed_build
+    main_sched.run, queue.build, Engine.run = timed_main, timed_build, timed_engine
     start = state["cpu"] = _clock()
     stopped = False
     try:
@@ -141,7 +151,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     finally:
         backfill.run, NodeSpace.window, NodeSpace.add = run, window, add
         backfill.will_run_raw = will_run_raw
-        main_sched.run, queue.build = main_run, queue_build
+        main_sched.run, queue.build, Engine.run = main_run, queue_build, engine_run
         close_day()
         spy = state["spy"]
         if spy is not None:
@@ -154,10 +164,12 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
         rows.append({"day": day, "cpu_s": c["cpu_s"], **{k: round(timed[day][k], 2) for k in TIMED},
                      **{k: c[k] for k in COUNTED},
                      "records_per_cycle": round(c["records"] / c["cycles"], 1) if c["cycles"] else 0.0})
-    cpu = _clock() - start
+    end = _clock()
+    run_end = end if state["run_end"] is None else state["run_end"]
     totals = {k: sum(t[k] for t in timed.values()) for k in TIMED}
-    return {"jobs": len(wls), "cpu_s": round(cpu, 2), **{k: round(v, 2) for k, v in totals.items()},
-            "outside_backfill_s": round(cpu - totals["backfill_s"], 2), "stopped_early": stopped,
+    return {"jobs": len(wls), "cpu_s": round(end - start, 2), "engine_s": round(run_end - start, 2),
+            "results_s": round(end - run_end, 2), **{k: round(v, 2) for k, v in totals.items()},
+            "outside_backfill_s": round(run_end - start - totals["backfill_s"], 2), "stopped_early": stopped,
             "before_first_cycle_main_s": round(timed[None]["main_s"], 2),
             "before_first_cycle_queue_s": round(timed[None]["queue_s"], 2),
             "before_first_cycle_s": round(state["setup"], 2), "days": rows,
@@ -206,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{out['jobs']} jobs, {out['cpu_s']} s CPU" + (" (stopped early)" if out["stopped_early"] else "")
           + f"; {out['before_first_cycle_s']} s before the first backfill cycle (main passes "
           f"{out['before_first_cycle_main_s']} s, queue builds {out['before_first_cycle_queue_s']} s)")
-    print(f"outside the backfill cycles: {out['outside_backfill_s']} s (main passes {out['main_s']} s, "
-          f"queue builds {out['queue_s']} s); inside them: {out['backfill_s']} s")
+    print(f"engine run {out['engine_s']} s, then result tables {out['results_s']} s; in the run, outside the "
+          f"backfill cycles: {out['outside_backfill_s']} s (main passes {out['main_s']} s, queue builds "
+          f"{out['queue_s']} s), inside them: {out['backfill_s']} s")
     print(f"{'day':>4}{'cpu s':>9}{'bf s':>8}{'main s':>8}{'queue s':>8}{'cycles':>8}{'rec/cycle':>10}"
           f"{'resv':>9}{'windows':>10}{'will-run':>10}")
     for r in out["days"]:

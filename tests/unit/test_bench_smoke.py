@@ -140,12 +140,14 @@ DAYS = BENCH.with_name("probe_days.py")
 
 def test_day_probe_counts_each_day_and_restores_the_policy():
     probe = _load(DAYS)
+    from gpupool.engine.core import Engine
     from gpupool.policy.slurm import backfill, main_sched, queue
     from gpupool.policy.slurm.node_space import NodeSpace
 
     import collections
 
-    kept = backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build
+    kept = (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build,
+            Engine.run)
     pool = BENCH.parents[1] / "examples" / "seed-pool"
     spec = "synthetic:month?seed=3&median=80&duration=3d"
     seen: list[tuple[float, int]] = []  # every cycle the probe passes on: (instant, records)
@@ -153,10 +155,12 @@ def test_day_probe_counts_each_day_and_restores_the_policy():
     def logged(cy, records):
         seen.append((cy.now, len(records)))
         return kept[0](cy, records)
+    def others() -> tuple:  # every function the probe wraps but ``backfill.run``
+        return backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build, Engine.run
+
     backfill.run = logged
     try:
         report = probe.probe(pool, spec)
-        others = lambda: (backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build)
         assert backfill.run is logged and others() == kept[1:]
         by_day = collections.defaultdict(lambda: [0, 0])
         for now, n in seen:
@@ -176,7 +180,7 @@ def test_day_probe_counts_each_day_and_restores_the_policy():
         assert others() == kept[1:]  # restored after a stop too
     finally:
         backfill.run = kept[0]
-    assert (backfill.run, backfill.will_run_raw, NodeSpace.window, NodeSpace.add, main_sched.run, queue.build) == kept
+    assert (backfill.run, *others()) == kept
 
 
 def test_day_probe_times_cycles_passes_and_builds_in_their_rows(monkeypatch):
@@ -225,7 +229,9 @@ def test_day_probe_times_cycles_passes_and_builds_in_their_rows(monkeypatch):
                                                                                            before["queue_s"])
     for k in probe.TIMED:
         assert report[k] == sum(c[k] for c in expected.values())
-    assert report["outside_backfill_s"] == report["cpu_s"] - report["backfill_s"] > report["main_s"]
+    # the engine's run, then the result tables: the run outside the cycles is what is left of the first
+    assert report["engine_s"] + report["results_s"] == report["cpu_s"] and report["results_s"] > 0
+    assert report["outside_backfill_s"] == report["engine_s"] - report["backfill_s"] > report["main_s"]
 
 
 def test_day_probe_prints_the_split_as_text(capsys):
@@ -234,7 +240,7 @@ def test_day_probe_prints_the_split_as_text(capsys):
     assert probe.main(["--pool", str(pool), "--spec", "synthetic:month?seed=3&median=80&duration=2d",
                        "--until-day", "1"]) == 0
     out = capsys.readouterr().out
-    assert "(stopped early)" in out and "outside the backfill cycles:" in out and "queue builds" in out
+    assert "(stopped early)" in out and "outside the backfill cycles:" in out and "result tables" in out
     header, first = out.splitlines()[2:4]
     assert header.split()[:5] == ["day", "cpu", "s", "bf", "s"] and first.split()[0] == "0"
     assert len(first.split()) == 10  # day, four CPU columns, cycles, records per cycle, three counts
@@ -268,8 +274,8 @@ def test_day_probe_needs_py_spy_before_simulating(capsys, monkeypatch):
 def test_day_probe_exits_1_when_py_spy_fails(capsys, monkeypatch):
     probe = _load(DAYS)
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
-    report = {"jobs": 1, "cpu_s": 0.1, "backfill_s": 0.0, "main_s": 0.0, "queue_s": 0.0,
-              "outside_backfill_s": 0.1, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
+    report = {"jobs": 1, "cpu_s": 0.1, "engine_s": 0.1, "results_s": 0.0, "backfill_s": 0.0, "main_s": 0.0,
+              "queue_s": 0.0, "outside_backfill_s": 0.1, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
               "spy_rc": 1}
     monkeypatch.setattr(probe, "probe", lambda *a, **k: report)
     assert probe.main(["--spy-from", "1", "--json"]) == 1
