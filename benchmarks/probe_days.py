@@ -26,6 +26,11 @@ the engine's run outside the cycles (the probe's wrappers and the garbage collec
 code happened to trigger included), roughly what the month would still cost if backfill took
 no time at all.
 
+So that these figures compare across machines, the same process first times
+``bench_engine.py``'s baseline on the same jobs (the bare heap replay, best of three:
+``baseline_s``) and one replay under fifo as ``bench_engine.py`` times it (``fifo_s``); the
+report's ``ratios`` divide the Slurm run's parts by both.
+
 ``--spy-from DAY --spy-seconds N --spy-out FILE`` starts ``py-spy record --format raw`` on this
 process when the first backfill cycle at or after DAY runs and stops the probe once it is done,
 so a profile of the costly days needs no run to the month's end; py-spy must be installed
@@ -47,8 +52,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _month  # noqa: E402
+import bench_engine  # noqa: E402
 import gpupool  # noqa: E402
 from gpupool.engine.core import Engine  # noqa: E402
+from gpupool.engine.policy_api import make_policy  # noqa: E402
 from gpupool.policy.slurm import backfill, main_sched, queue  # noqa: E402
 from gpupool.policy.slurm.node_space import NodeSpace  # noqa: E402
 
@@ -68,6 +75,9 @@ class _Stop(Exception):
 def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: float | None = None,
           spy_seconds: int = 120, spy_out: Path | None = None) -> dict:
     pool, wls = _month.workloads(pool_dir, spec, None if until_day is None else until_day * DAY)
+    baseline_s = bench_engine._timed(lambda: bench_engine.baseline_replay(wls), 3, _clock)
+    fifo_s = bench_engine._timed(lambda: Engine(pool, wls, make_policy("fifo", pool), record_events=False).run(),
+                                 1, _clock)
     days: dict[int, collections.Counter] = {}
     today = collections.Counter()
     state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0, "run_end": None}
@@ -167,9 +177,15 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     end = _clock()
     run_end = end if state["run_end"] is None else state["run_end"]
     totals = {k: sum(t[k] for t in timed.values()) for k in TIMED}
-    return {"jobs": len(wls), "cpu_s": round(end - start, 2), "engine_s": round(run_end - start, 2),
+    engine_s, outside_s = run_end - start, run_end - start - totals["backfill_s"]
+    parts = (("engine", engine_s), ("backfill", totals["backfill_s"]), ("outside_backfill", outside_s))
+    ratios = {f"{name}_to_{base}": round(value / base_value, 2) for name, value in parts
+              for base, base_value in (("baseline", baseline_s), ("fifo", fifo_s))}
+    ratios["fifo_to_baseline"] = round(fifo_s / baseline_s, 2)
+    return {"jobs": len(wls), "cpu_s": round(end - start, 2), "engine_s": round(engine_s, 2),
             "results_s": round(end - run_end, 2), **{k: round(v, 2) for k, v in totals.items()},
-            "outside_backfill_s": round(run_end - start - totals["backfill_s"], 2), "stopped_early": stopped,
+            "outside_backfill_s": round(outside_s, 2), "baseline_s": round(baseline_s, 4),
+            "fifo_s": round(fifo_s, 2), "ratios": ratios, "stopped_early": stopped,
             "before_first_cycle_main_s": round(timed[None]["main_s"], 2),
             "before_first_cycle_queue_s": round(timed[None]["queue_s"], 2),
             "before_first_cycle_s": round(state["setup"], 2), "days": rows,
@@ -221,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"engine run {out['engine_s']} s, then result tables {out['results_s']} s; in the run, outside the "
           f"backfill cycles: {out['outside_backfill_s']} s (main passes {out['main_s']} s, queue builds "
           f"{out['queue_s']} s), inside them: {out['backfill_s']} s")
+    r = out["ratios"]
+    print(f"same jobs, same process: baseline {out['baseline_s']} s, fifo {out['fifo_s']} s "
+          f"(x{r['fifo_to_baseline']} baseline); the Slurm run x{r['engine_to_baseline']} baseline, "
+          f"x{r['engine_to_fifo']} fifo; outside the cycles x{r['outside_backfill_to_baseline']} baseline, "
+          f"x{r['outside_backfill_to_fifo']} fifo")
     print(f"{'day':>4}{'cpu s':>9}{'bf s':>8}{'main s':>8}{'queue s':>8}{'cycles':>8}{'rec/cycle':>10}"
           f"{'resv':>9}{'windows':>10}{'will-run':>10}")
     for r in out["days"]:

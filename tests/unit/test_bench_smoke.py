@@ -217,6 +217,16 @@ def test_day_probe_times_cycles_passes_and_builds_in_their_rows(monkeypatch):
             next(ticks)
         return tables(output)
     monkeypatch.setattr(gpupool.simulation.metrics, "jobs_frame", slow_tables)
+    # the baseline and fifo, timed first in the same process: 4 and 10 ticks
+    monkeypatch.setattr(probe.bench_engine, "baseline_replay", lambda wls: [next(ticks) for _ in range(3)])
+    fifo_policy = probe.make_policy
+
+    def slow_fifo(name, pool):
+        assert name == "fifo"
+        for _ in range(9):
+            next(ticks)
+        return fifo_policy(name, pool)
+    monkeypatch.setattr(probe, "make_policy", slow_fifo)
     pool = BENCH.parents[1] / "examples" / "seed-pool"
     report = probe.probe(pool, "synthetic:month?seed=3&median=80&duration=2d")
     assert (backfill.run, main_sched.run, queue.build) == logged  # the probe's own wrappers are gone
@@ -240,6 +250,12 @@ def test_day_probe_times_cycles_passes_and_builds_in_their_rows(monkeypatch):
     # the engine's run, then the result tables: the run outside the cycles is what is left of the first
     assert report["engine_s"] + report["results_s"] == report["cpu_s"] and 1000 <= report["results_s"] < 1010
     assert report["outside_backfill_s"] == report["engine_s"] - report["backfill_s"] > report["main_s"]
+    assert (report["baseline_s"], report["fifo_s"]) == (4, 10)
+    ratios = report["ratios"]
+    assert ratios["fifo_to_baseline"] == 2.5
+    for name in ("engine", "backfill", "outside_backfill"):
+        value = report[f"{name}_s"]
+        assert (ratios[f"{name}_to_baseline"], ratios[f"{name}_to_fifo"]) == (round(value / 4, 2), round(value / 10, 2))
 
 
 def test_day_probe_prints_the_split_as_text(capsys):
@@ -249,7 +265,8 @@ def test_day_probe_prints_the_split_as_text(capsys):
                        "--until-day", "1"]) == 0
     out = capsys.readouterr().out
     assert "(stopped early)" in out and "outside the backfill cycles:" in out and "result tables" in out
-    header, first = out.splitlines()[2:4]
+    assert "same jobs, same process: baseline" in out
+    header, first = out.splitlines()[3:5]
     assert header.split()[:5] == ["day", "cpu", "s", "bf", "s"] and first.split()[0] == "0"
     assert len(first.split()) == 10  # day, four CPU columns, cycles, records per cycle, three counts
 
@@ -283,7 +300,7 @@ def test_day_probe_exits_1_when_py_spy_fails(capsys, monkeypatch):
     probe = _load(DAYS)
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
     report = {"jobs": 1, "cpu_s": 0.1, "engine_s": 0.1, "results_s": 0.0, "backfill_s": 0.0, "main_s": 0.0,
-              "queue_s": 0.0, "outside_backfill_s": 0.1, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
+              "queue_s": 0.0, "outside_backfill_s": 0.1, "baseline_s": 0.01, "fifo_s": 0.01, "ratios": {}, "stopped_early": True, "before_first_cycle_s": 0.0, "days": [],
               "spy_rc": 1}
     monkeypatch.setattr(probe, "probe", lambda *a, **k: report)
     assert probe.main(["--spy-from", "1", "--json"]) == 1
