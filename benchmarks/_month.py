@@ -1,4 +1,5 @@
-"""What the month probes share: the pool and synthetic spec they run, and the cut on submit time.
+"""What the month probes share: the pool and synthetic spec they run, the cut on submit time, and
+putting the policy's functions back after wrapping them.
 
 Why a module: ``probe_days.py`` and ``probe_far_plans.py`` measure the same Helios-like month on
 the same pool, so their ``--pool``/``--spec`` options and the way they keep the jobs submitted
@@ -8,7 +9,9 @@ before a cut stay one piece (a cut keeps the busy stretch as it is, where the sp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,3 +39,17 @@ def workloads(pool_dir: Path, spec: str, submitted_before_s: float | None = None
     if submitted_before_s is not None:
         wls = [w for w in wls if w.submit_time < submitted_before_s]
     return pool, wls
+
+
+@contextlib.contextmanager
+def wrapped(replacements: dict[tuple[object, str], Callable]) -> Iterator[None]:
+    """Each ``(owner, name)`` set to its replacement while the block runs, and every original put
+    back when it ends, however it ends (a probe stops a simulation by raising from a wrapper)."""
+    originals = {key: getattr(*key) for key in replacements}
+    for (owner, name), fn in replacements.items():
+        setattr(owner, name, fn)
+    try:
+        yield
+    finally:
+        for (owner, name), fn in originals.items():
+            setattr(owner, name, fn)

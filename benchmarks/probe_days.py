@@ -82,8 +82,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
     today = collections.Counter()
     state = {"day": None, "cpu": 0.0, "spy": None, "setup": 0.0, "run_end": None}
     timed: dict[int | None, collections.Counter] = collections.defaultdict(collections.Counter)
-    run, window, add, will_run_raw = backfill.run, NodeSpace.window, NodeSpace.add, backfill.will_run_raw
-    main_run, queue_build, engine_run = main_sched.run, queue.build, Engine.run
+    run, engine_run = backfill.run, Engine.run
 
     def close_day() -> None:
         if state["day"] is not None:
@@ -92,6 +91,25 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
             state["cpu"] = cpu
             days[state["day"]] = collections.Counter(today)
         today.clear()
+
+    def counting(fn, key: str):
+        """``fn``, counted in today's ``key``."""
+        def counted(*args, **kwargs):
+            today[key] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    def timing(fn, key: str):
+        """``fn``, its CPU added to ``key`` of the row it runs in."""
+        def timed_call(*args, **kwargs):
+            began = _clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                timed[state["day"]][key] += _clock() - began
+        return timed_call
+
+    timed_run = timing(run, "backfill_s")
 
     def counted_run(cy, records):
         if until_day is not None and cy.now >= until_day * DAY:
@@ -111,25 +129,7 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
             raise _Stop
         today["cycles"] += 1
         today["records"] += len(records)
-        began = _clock()
-        try:
-            return run(cy, records)
-        finally:
-            timed[state["day"]]["backfill_s"] += _clock() - began
-
-    def timed_main(cy, *args):
-        began = _clock()
-        try:
-            return main_run(cy, *args)
-        finally:
-            timed[state["day"]]["main_s"] += _clock() - began
-
-    def timed_build(cy):
-        began = _clock()
-        try:
-            return queue_build(cy)
-        finally:
-            timed[state["day"]]["queue_s"] += _clock() - began
+        return timed_run(cy, records)
 
     def timed_engine(self, *args, **kwargs):
         try:
@@ -137,31 +137,23 @@ def probe(pool_dir: Path, spec: str, until_day: float | None = None, spy_from: f
         finally:
             state["run_end"] = _clock()
 
-    def counted_window(self, *args):
-        today["window_calls"] += 1
-        return window(self, *args)
-
-    def counted_add(self, *args):
-        today["reservations"] += 1
-        return add(self, *args)
-
-    def counted_will_run(*args, **kwargs):
-        today["will_run_misses"] += 1
-        return will_run_raw(*args, **kwargs)
-
-    backfill.run, NodeSpace.window, NodeSpace.add = counted_run, counted_window, counted_add
-    backfill.will_run_raw = counted_will_run
-    main_sched.run, queue.build, Engine.run = timed_main, timed_build, timed_engine
+    wrappers = {
+        (backfill, "run"): counted_run,
+        (NodeSpace, "window"): counting(NodeSpace.window, "window_calls"),
+        (NodeSpace, "add"): counting(NodeSpace.add, "reservations"),
+        (backfill, "will_run_raw"): counting(backfill.will_run_raw, "will_run_misses"),
+        (main_sched, "run"): timing(main_sched.run, "main_s"),
+        (queue, "build"): timing(queue.build, "queue_s"),
+        (Engine, "run"): timed_engine,
+    }
     start = state["cpu"] = _clock()
     stopped = False
     try:
-        gpupool.simulate(pool, wls, "slurm", record_events=False)
+        with _month.wrapped(wrappers):
+            gpupool.simulate(pool, wls, "slurm", record_events=False)
     except _Stop:
         stopped = True
     finally:
-        backfill.run, NodeSpace.window, NodeSpace.add = run, window, add
-        backfill.will_run_raw = will_run_raw
-        main_sched.run, queue.build, Engine.run = main_run, queue_build, engine_run
         close_day()
         spy = state["spy"]
         if spy is not None:

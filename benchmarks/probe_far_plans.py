@@ -111,25 +111,21 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
     #: per cycle, in order: will-run calls, starts, reservations and map reads
     events: list[tuple] | None = None
     tally: collections.Counter = collections.Counter()
-    will_run_raw, start, run = backfill.will_run_raw, Cycle.start, backfill.run
-    add, window, overlaps = NodeSpace.add, NodeSpace.window, NodeSpace.overlaps
+    will_run_raw, start, run, add = backfill.will_run_raw, Cycle.start, backfill.run, NodeSpace.add
 
     def noted_add(self, begin, *args):
         if events is not None:
             events.append(("add", max(begin, self.begins[0])))
         return add(self, begin, *args)
 
-    def noted_window(self, *args):
-        answer = window(self, *args)
-        if events is not None:
-            events.append(("read", self.reach))
-        return answer
-
-    def noted_overlaps(self, *args):
-        answer = overlaps(self, *args)
-        if events is not None:
-            events.append(("read", self.reach))
-        return answer
+    def noting_reach(query):
+        """A map query (``window``, ``overlaps``) that notes how far it read."""
+        def noted(self, *args):
+            answer = query(self, *args)
+            if events is not None:
+                events.append(("read", self.reach))
+            return answer
+        return noted
 
     def timed_will_run(wl, *args, **kwargs):
         t = time.perf_counter()
@@ -162,15 +158,15 @@ def probe(pool_dir: Path, spec: str, submitted_before_h: float | None) -> dict:
             _classify(mine, cy.now, tally)
             _classify_reservations(mine, cy.now, tally)
 
-    backfill.will_run_raw, Cycle.start, backfill.run = timed_will_run, noted_start, classified_run
-    NodeSpace.add, NodeSpace.window, NodeSpace.overlaps = noted_add, noted_window, noted_overlaps
-    try:
+    wrappers = {
+        (backfill, "will_run_raw"): timed_will_run, (Cycle, "start"): noted_start, (backfill, "run"): classified_run,
+        (NodeSpace, "add"): noted_add, (NodeSpace, "window"): noting_reach(NodeSpace.window),
+        (NodeSpace, "overlaps"): noting_reach(NodeSpace.overlaps),
+    }
+    with _month.wrapped(wrappers):
         cpu = time.process_time()
         gpupool.simulate(pool, wls, "slurm")
         cpu = time.process_time() - cpu
-    finally:
-        backfill.will_run_raw, Cycle.start, backfill.run = will_run_raw, start, run
-        NodeSpace.add, NodeSpace.window, NodeSpace.overlaps = add, window, overlaps
     out = {"jobs": len(wls), "cpu_s": round(cpu, 2)}
     out.update({k: round(v, 3) if isinstance(v, float) else v for k, v in sorted(tally.items())})
     return out
